@@ -1,0 +1,258 @@
+"""The ``teams-runtime`` command line.
+
+User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import msgspec
+
+from teams_runtime import demo
+from teams_runtime.codecs.config import (
+    CONFIG_FILE_NAME,
+    DEFAULT_CONFIG_TEXT,
+    PromptContextConfig,
+    load_team_config,
+)
+from teams_runtime.codecs.records import RecordFields, decode_event_head, decode_record
+from teams_runtime.exceptions import ConfigError, RecordError, TeamsRuntimeError, UnknownRequestError
+from teams_runtime.projection import (
+    explain_decisions,
+    notice_text,
+    project_fields,
+    role_of_raw,
+)
+from teams_runtime.workspace import Workspace
+
+__all__ = ["main"]
+
+PROG = "teams-runtime"
+
+
+class _UserError(TeamsRuntimeError):
+    """A mistake in how the command was called."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
+def _add_selector(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("request_id", nargs="?", metavar="REQUEST_ID",
+                       help="a request in the workspace's .teams_runtime/requests/")
+    which.add_argument("--record", type=Path, metavar="PATH",
+                       help="a request record file anywhere (defaults apply without a config)")
+    parser.add_argument("--workspace", type=Path, default=Path("."), metavar="DIR",
+                        help="the workspace folder (default: the current folder)")
+    parser.add_argument("--recent-events", type=_positive_int, metavar="N",
+                        help="override prompt_context.recent_events")
+    parser.add_argument("--max-events", type=_positive_int, metavar="N",
+                        help="override prompt_context.max_events")
+    parser.add_argument("--disable", action="store_true",
+                        help="project as with prompt_context.enabled: false (full history)")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Run teams of model-backed roles with bounded prompt context.",
+        epilog="Docs: docs/cli.md. Exit status 2 means the command was used wrongly.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_Parser)
+
+    init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
+    init.add_argument("directory", nargs="?", type=Path, default=Path("."), metavar="DIR",
+                      help="the workspace folder (created if missing; default: current folder)")
+    init.set_defaults(handler=_cmd_init)
+
+    project = commands.add_parser(
+        "project", help="print a request as a prompt would embed it (notice + projected record)"
+    )
+    _add_selector(project)
+    project.add_argument("--json", action="store_true",
+                         help="print one JSON object with the notice, counts and record")
+    project.set_defaults(handler=_cmd_project)
+
+    explain = commands.add_parser(
+        "explain", help="say for every event whether the projection keeps it, and why"
+    )
+    _add_selector(explain)
+    explain.set_defaults(handler=_cmd_explain)
+
+    run_demo = commands.add_parser(
+        "demo", help="project a generated long history and show what the prompt would carry"
+    )
+    run_demo.add_argument("--keep", type=Path, metavar="DIR",
+                          help="build the demo workspace in DIR and keep it (must not exist)")
+    run_demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = _build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except TeamsRuntimeError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as other Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.directory)
+    if workspace.config_path.exists():
+        raise _UserError(
+            f"{workspace.config_path} already exists; not overwriting it "
+            "(edit it, or remove it first to start over)."
+        )
+    try:
+        workspace.requests_dir.mkdir(parents=True, exist_ok=True)
+        with workspace.config_path.open("x", encoding="utf-8") as handle:
+            handle.write(DEFAULT_CONFIG_TEXT)
+    except OSError as exc:
+        raise _UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
+    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, .teams_runtime/requests/).")
+    return 0
+
+
+def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
+    """The workspace's prompt_context, with the command's flags on top."""
+    workspace = Workspace(args.workspace)
+    if args.record is not None and not workspace.config_path.exists():
+        base = PromptContextConfig()
+    else:
+        base = load_team_config(workspace.root).prompt_context
+    overrides: dict[str, Any] = {}
+    if args.recent_events is not None:
+        overrides["recent_events"] = args.recent_events
+    if args.max_events is not None:
+        overrides["max_events"] = args.max_events
+    if args.disable:
+        overrides["enabled"] = False
+    if not overrides:
+        return base
+    try:
+        return msgspec.structs.replace(base, **overrides)
+    except ConfigError:
+        raise _UserError(
+            f"recent_events {overrides.get('recent_events', base.recent_events)} is greater than "
+            f"max_events {overrides.get('max_events', base.max_events)}: max_events must be "
+            "greater than or equal to recent_events (change --recent-events or --max-events)."
+        ) from None
+
+
+def _record_source(args: argparse.Namespace) -> Path:
+    if args.record is not None:
+        return Path(args.record)
+    return Workspace(args.workspace).request_path(args.request_id)
+
+
+def _selected_record(args: argparse.Namespace) -> RecordFields:
+    """The decoded fields of the selected record file (read and decoded once)."""
+    path = _record_source(args)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if args.record is not None:
+            raise RecordError(f"{path}: no such record file.") from None
+        raise UnknownRequestError(
+            f"no request {args.request_id!r} in {path.parent} (expected {path.name}); "
+            "check the id and --workspace."
+        ) from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    return decode_record(data, str(path))
+
+
+def _cmd_project(args: argparse.Namespace) -> int:
+    config = _selected_config(args)
+    projection = project_fields(_selected_record(args), config)
+    if args.json:
+        output = {
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "selected_indices": projection.selected_indices,
+            "backfilled": projection.backfilled,
+            "request": projection.fields,
+        }
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(output), indent=2).decode())
+        sys.stdout.write("\n")
+        return 0
+    notice = notice_text(projection)
+    if notice:
+        sys.stdout.write(notice + "\n\n")
+    sys.stdout.write("Current request:\n")
+    sys.stdout.write(b"".join(projection.iter_record_json()).decode())
+    sys.stdout.write("\n")
+    return 0
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    config = _selected_config(args)
+    fields = _selected_record(args)
+    source = _record_source(args)
+    projection = project_fields(fields, config)
+    events = fields.get("events")
+    if not isinstance(events, list):
+        print(f"{source}: `events` is not a list; the record passes through unchanged.")
+        return 0
+    roles = [role_of_raw(raw) for raw in events]
+    decisions = explain_decisions(projection, roles)
+    print(
+        f"{source}: {projection.total_events} events, {projection.included_events} included, "
+        f"{projection.omitted_events} omitted (recent_events={config.recent_events}, "
+        f"max_events={config.max_events}, enabled={str(config.enabled).lower()})"
+    )
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
+    for index, (raw, role, decision) in enumerate(zip(events, roles, decisions, strict=True)):
+        print(f"{index:>5}  {_event_type(raw):<26}  {role or '-':<20}  {decision}")
+    return 0
+
+
+def _event_type(raw: msgspec.Raw) -> str:
+    try:
+        head = decode_event_head(raw)
+    except msgspec.DecodeError:
+        return "(unreadable)"
+    if head is None:
+        return "(not an object)"
+    for value in (head.type, head.event_type):
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:26]
+    return "(no type)"
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    return demo.run(keep=args.keep)

@@ -1,0 +1,182 @@
+"""Request records: decode once, keep events as undecoded ``msgspec.Raw``, write them back.
+
+A record file is decoded in a single pass into its top-level fields. Every list-valued field
+(``events`` above all) comes back as a list of ``Raw`` slices of the file, so an event is only
+ever decoded as far as classifying it needs (``EventHead``); payloads stay bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from teams_runtime.exceptions import RecordError
+
+__all__ = [
+    "EVENTS_KEY",
+    "EventHead",
+    "PayloadHead",
+    "RecordFields",
+    "decode_any",
+    "decode_event_head",
+    "decode_record",
+    "encode_field",
+    "encode_new_record",
+    "encode_record_file",
+    "fields_to_raw",
+    "iter_pretty_record",
+    "split_raw_list",
+]
+
+EVENTS_KEY = "events"
+
+# Top-level values as decoded by `decode_record`: lists are lists of Raw, objects are dicts.
+RecordFields = dict[str, Any]
+
+_Scalar = str | int | float | bool | None
+_RECORD_DECODER = msgspec.json.Decoder(
+    dict[str, list[msgspec.Raw] | dict[str, Any] | _Scalar]  # type: ignore[valid-type]
+)
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+
+
+class PayloadHead(msgspec.Struct):
+    """The two payload fields that make an event role evidence; the rest is skipped."""
+
+    role: Any = None
+    status: Any = None
+
+
+class EventHead(msgspec.Struct):
+    """The few fields of an event the projection classifies by; the rest is never decoded."""
+
+    type: Any = None
+    event_type: Any = None
+    actor: Any = None
+    payload: PayloadHead | list[Any] | _Scalar = None  # type: ignore[valid-type]
+
+
+_EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)
+
+
+def decode_record(data: bytes, source: str) -> RecordFields:
+    """Decode the bytes of a record file in one pass; ``source`` names the file in errors."""
+    try:
+        # The decoder skips over event bytes without looking inside strings; check UTF-8 once
+        # here so a bad byte is a clear error now, not a failure when a prompt is built.
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            f"{source}: not valid UTF-8 at byte {exc.start}; "
+            "restore the file from a backup or fix it by hand."
+        ) from exc
+    try:
+        return _RECORD_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise RecordError(
+            f"{source}: a request record must be a JSON object ({exc}); "
+            "restore the file from a backup or fix it by hand."
+        ) from exc
+    except msgspec.DecodeError as exc:
+        raise RecordError(
+            f"{source}: not valid JSON ({exc}); restore the file from a backup or fix it by hand."
+        ) from exc
+
+
+def decode_event_head(raw: msgspec.Raw) -> EventHead | None:
+    """Decode only the classifying fields of an event; ``None`` if it is not an object."""
+    data = memoryview(raw)
+    if not data or data[0] != ord("{"):
+        return None
+    return _EVENT_HEAD_DECODER.decode(data)
+
+
+def split_raw_list(raw: msgspec.Raw | bytes) -> list[msgspec.Raw]:
+    """Split the bytes of a JSON array into its elements, each still undecoded."""
+    return _RAW_LIST_DECODER.decode(raw)
+
+
+def encode_field(value: Any) -> msgspec.Raw:
+    """Encode one decoded field value back to JSON bytes."""
+    return msgspec.Raw(_ENCODER.encode(value))
+
+
+def fields_to_raw(fields: Mapping[str, Any]) -> dict[str, msgspec.Raw]:
+    """Encode every top-level field to JSON bytes, keeping the record's key order."""
+    try:
+        return {key: encode_field(value) for key, value in fields.items()}
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+
+
+def _join_list(items: Iterable[msgspec.Raw | bytes]) -> bytes:
+    return b"[" + b",".join(items) + b"]"
+
+
+def encode_record_file(fields: Mapping[str, Any], events: Sequence[msgspec.Raw]) -> bytes:
+    """The bytes of a record file: 2-space indent, non-ASCII as is, a final newline.
+
+    ``fields`` are decoded top-level values (their order is kept); ``events`` replace the
+    ``events`` field. Events are written from their original bytes, re-indented, never
+    re-encoded: one C pass formats the whole file.
+    """
+    parts = []
+    for key, value in fields.items():
+        body = _join_list(events) if key == EVENTS_KEY else _ENCODER.encode(value)
+        parts.append(_ENCODER.encode(key) + b":" + body)
+    if EVENTS_KEY not in fields:
+        parts.append(b'"events":' + _join_list(events))
+    return msgspec.json.format(b"{" + b",".join(parts) + b"}", indent=2) + b"\n"
+
+
+def encode_new_record(record: Mapping[str, Any]) -> bytes:
+    """The bytes of a record file for a record built in Python (same format as appends)."""
+    try:
+        return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+
+
+def _indent(formatted: bytes, prefix: bytes) -> bytes:
+    # JSON strings cannot hold a raw newline, so every newline is structure: re-indenting a
+    # formatted value is a plain replace.
+    return prefix + formatted.replace(b"\n", b"\n" + prefix)
+
+
+def iter_pretty_record(fields: Mapping[str, msgspec.Raw]) -> Iterator[bytes]:
+    """Yield a record as 2-space-indented JSON, one chunk per field and one per event.
+
+    Joined, the chunks equal ``msgspec.json.format`` of the record with indent 2.
+    """
+    if not fields:
+        yield b"{}"
+        return
+    yield b"{\n"
+    last = len(fields) - 1
+    for position, (key, raw) in enumerate(fields.items()):
+        head = b"  " + _ENCODER.encode(key) + b": "
+        tail = b"\n" if position == last else b",\n"
+        data = memoryview(raw)
+        if key == EVENTS_KEY and data and data[0] == ord("["):
+            events = split_raw_list(raw)
+            if not events:
+                yield head + b"[]" + tail
+                continue
+            yield head + b"[\n"
+            for index, event in enumerate(events):
+                separator = b"\n" if index == len(events) - 1 else b",\n"
+                yield _indent(msgspec.json.format(event, indent=2), b"    ") + separator
+            yield b"  ]" + tail
+        else:
+            formatted = msgspec.json.format(raw, indent=2)
+            yield head + formatted.replace(b"\n", b"\n  ") + tail
+    yield b"}"
+
+
+def decode_any(raw: msgspec.Raw | bytes) -> Any:
+    """Fully decode JSON bytes (only for what a caller really needs as Python objects)."""
+    return _ANY_DECODER.decode(raw)

@@ -1,0 +1,53 @@
+"""Errors raised by teams-runtime.
+
+Every error is a ``TeamsRuntimeError``; its message says what happened, to which file, field or
+request, and what to do. Third-party errors are re-raised as ours ``from`` the original.
+
+    TeamsRuntimeError
+    ├── ConfigError (also ValueError)     team_runtime.yaml or a config value is invalid
+    ├── RecordError                       a request record file cannot be used
+    │   ├── UnsafeRequestIdError (also ValueError)   the id is not a safe file name
+    │   └── UnknownRequestError           no record exists for the id
+    ├── ActorStopped                      the actor was stopped before it answered
+    └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorStopped",
+    "AskTimeout",
+    "ConfigError",
+    "RecordError",
+    "TeamsRuntimeError",
+    "UnknownRequestError",
+    "UnsafeRequestIdError",
+]
+
+
+class TeamsRuntimeError(Exception):
+    """Base class of every error teams-runtime raises on purpose."""
+
+
+class ConfigError(TeamsRuntimeError, ValueError):
+    """Configuration is invalid; the message names the file or field."""
+
+
+class RecordError(TeamsRuntimeError):
+    """A request record cannot be read, decoded or written; the message names the file."""
+
+
+class UnsafeRequestIdError(RecordError, ValueError):
+    """A request id is not a safe file name and never reaches the filesystem."""
+
+
+class UnknownRequestError(RecordError):
+    """No request record exists for the id."""
+
+
+class ActorStopped(TeamsRuntimeError):
+    """The actor stopped (or was never running) before it could answer."""
+
+
+class AskTimeout(TeamsRuntimeError, TimeoutError):
+    """An ask was not answered before its deadline."""
