@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
-
 from teams_runtime import demo
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
@@ -22,7 +21,12 @@ from teams_runtime.codecs.config import (
     load_team_config,
 )
 from teams_runtime.codecs.records import RecordFields, decode_event_head, decode_record
-from teams_runtime.exceptions import ConfigError, RecordError, TeamsRuntimeError, UnknownRequestError
+from teams_runtime.exceptions import (
+    ConfigError,
+    RecordError,
+    TeamsRuntimeError,
+    UnknownRequestError,
+)
 from teams_runtime.projection import (
     explain_decisions,
     notice_text,
@@ -58,18 +62,39 @@ def _positive_int(text: str) -> int:
 
 def _add_selector(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("request_id", nargs="?", metavar="REQUEST_ID",
-                       help="a request in the workspace's .teams_runtime/requests/")
-    which.add_argument("--record", type=Path, metavar="PATH",
-                       help="a request record file anywhere (defaults apply without a config)")
-    parser.add_argument("--workspace", type=Path, default=Path("."), metavar="DIR",
-                        help="the workspace folder (default: the current folder)")
-    parser.add_argument("--recent-events", type=_positive_int, metavar="N",
-                        help="override prompt_context.recent_events")
-    parser.add_argument("--max-events", type=_positive_int, metavar="N",
-                        help="override prompt_context.max_events")
-    parser.add_argument("--disable", action="store_true",
-                        help="project as with prompt_context.enabled: false (full history)")
+    which.add_argument(
+        "request_id",
+        nargs="?",
+        metavar="REQUEST_ID",
+        help="a request in the workspace's .teams_runtime/requests/",
+    )
+    which.add_argument(
+        "--record",
+        type=Path,
+        metavar="PATH",
+        help="a request record file anywhere (defaults apply without a config)",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    parser.add_argument(
+        "--recent-events",
+        type=_positive_int,
+        metavar="N",
+        help="override prompt_context.recent_events",
+    )
+    parser.add_argument(
+        "--max-events", type=_positive_int, metavar="N", help="override prompt_context.max_events"
+    )
+    parser.add_argument(
+        "--disable",
+        action="store_true",
+        help="project as with prompt_context.enabled: false (full history)",
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -78,20 +103,30 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Run teams of model-backed roles with bounded prompt context.",
         epilog="Docs: docs/cli.md. Exit status 2 means the command was used wrongly.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
-    init.add_argument("directory", nargs="?", type=Path, default=Path("."), metavar="DIR",
-                      help="the workspace folder (created if missing; default: current folder)")
+    init.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (created if missing; default: current folder)",
+    )
     init.set_defaults(handler=_cmd_init)
 
     project = commands.add_parser(
         "project", help="print a request as a prompt would embed it (notice + projected record)"
     )
     _add_selector(project)
-    project.add_argument("--json", action="store_true",
-                         help="print one JSON object with the notice, counts and record")
+    project.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object with the notice, counts and record",
+    )
     project.set_defaults(handler=_cmd_project)
 
     explain = commands.add_parser(
@@ -103,8 +138,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run_demo = commands.add_parser(
         "demo", help="project a generated long history and show what the prompt would carry"
     )
-    run_demo.add_argument("--keep", type=Path, metavar="DIR",
-                          help="build the demo workspace in DIR and keep it (must not exist)")
+    run_demo.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the demo workspace in DIR and keep it (must not exist)",
+    )
     run_demo.set_defaults(handler=_cmd_demo)
     return parser
 

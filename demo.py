@@ -9,9 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, load_team_config
 import msgspec
-
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, load_team_config
 from teams_runtime.codecs.records import encode_new_record
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.projection import notice_text, project_request
@@ -39,8 +38,10 @@ def _show(workspace: Workspace, kept: bool) -> None:
         f"prompt_context: enabled={str(config.enabled).lower()} "
         f"recent_events={config.recent_events} max_events={config.max_events}\n\n"
     )
-    out.write(f"{'request':<12} {'total':>6} {'included':>9} {'omitted':>8} "
-              f"{'record chars':>13} {'full chars':>11} {'saving':>7}\n")
+    out.write(
+        f"{'request':<12} {'total':>6} {'included':>9} {'omitted':>8} "
+        f"{'record chars':>13} {'full chars':>11} {'saving':>7}\n"
+    )
     last_notice = ""
     for request_id in _HISTORIES:
         data = workspace.request_path(request_id).read_bytes()

@@ -8,11 +8,16 @@ default:
 test *args:
     python -m pytest {{args}}
 
-# ruff and mypy over the package
+# ruff and mypy (strict) over the package
 lint:
+    #!/usr/bin/env bash
+    set -euo pipefail
     ruff check .
     ruff format --check .
-    mypy --config-file pyproject.toml -p teams_runtime
+    # The repository root is the package: give mypy a folder where it is named teams_runtime.
+    shim=$(mktemp -d); trap 'rm -rf "$shim"' EXIT
+    ln -s "$PWD" "$shim/teams_runtime"
+    cd "$shim" && MYPYPATH="$shim" mypy --config-file "$OLDPWD/pyproject.toml" -p teams_runtime
 
 # the main job: a demo workspace projected as prompts would see it
 demo *args:

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
-
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.records import (
     EVENTS_KEY,
@@ -130,9 +129,13 @@ def role_of_event(event: object) -> str | None:
         return None
     payload = event.get("payload")
     role, status = (
-        (payload.get("role"), payload.get("status")) if isinstance(payload, Mapping) else (None, None)
+        (payload.get("role"), payload.get("status"))
+        if isinstance(payload, Mapping)
+        else (None, None)
     )
-    return evidence_role(event.get("type"), event.get("event_type"), event.get("actor"), role, status)
+    return evidence_role(
+        event.get("type"), event.get("event_type"), event.get("actor"), role, status
+    )
 
 
 def role_of_raw(raw: msgspec.Raw) -> str | None:
@@ -145,7 +148,9 @@ def role_of_raw(raw: msgspec.Raw) -> str | None:
     if head is None:
         return None
     payload = head.payload
-    role, status = (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
+    role, status = (
+        (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
+    )
     return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
@@ -241,7 +246,6 @@ def notice_text(projection: Projection) -> str:
         return ""
     body = msgspec.json.format(msgspec.json.encode(notice), indent=2).decode()
     return f"Current request event-history projection:\n{body}\n{_NOTICE_FOOTER}"
-
 
 
 def explain_decisions(projection: Projection, roles: list[str | None]) -> list[str]:

@@ -60,7 +60,7 @@ def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
 def sample_record(events: int, request_id: str = "req-demo") -> dict[str, Any]:
     """A request record with ``events`` generated events and the usual top-level keys."""
     history = [sample_event(index, request_id) for index in range(events)]
-    last_report = next(
+    last_report: dict[str, Any] = next(
         (event["payload"] for event in reversed(history) if event["type"] == "role_report"), {}
     )
     return {

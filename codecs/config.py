@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 import yaml
-
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [

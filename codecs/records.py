@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
-
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
@@ -36,9 +35,7 @@ EVENTS_KEY = "events"
 RecordFields = dict[str, Any]
 
 _Scalar = str | int | float | bool | None
-_RECORD_DECODER = msgspec.json.Decoder(
-    dict[str, list[msgspec.Raw] | dict[str, Any] | _Scalar]  # type: ignore[valid-type]
-)
+_RECORD_DECODER = msgspec.json.Decoder(dict[str, list[msgspec.Raw] | dict[str, Any] | _Scalar])
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
@@ -57,7 +54,7 @@ class EventHead(msgspec.Struct):
     type: Any = None
     event_type: Any = None
     actor: Any = None
-    payload: PayloadHead | list[Any] | _Scalar = None  # type: ignore[valid-type]
+    payload: PayloadHead | list[Any] | _Scalar = None
 
 
 _EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)

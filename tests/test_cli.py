@@ -1,0 +1,281 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from teams_runtime.cli import main
+from teams_runtime.codecs.records import encode_new_record
+
+from .test_projection import worked_example
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    assert main(["init", str(tmp_path / "ws")]) == 0
+    root = tmp_path / "ws"
+    (root / ".teams_runtime" / "requests" / "request-123.json").write_bytes(
+        encode_new_record(worked_example())
+    )
+    return root
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; argparse's own errors exit through SystemExit."""
+    try:
+        status = main(list(argv))
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_init_writes_the_default_config_and_store(tmp_path: Path) -> None:
+    assert main(["init", str(tmp_path / "new")]) == 0
+    text = (tmp_path / "new" / "team_runtime.yaml").read_text()
+    assert "prompt_context:\n  enabled: true\n  recent_events: 8\n  max_events: 16\n" in text
+    assert (tmp_path / "new" / ".teams_runtime" / "requests").is_dir()
+
+
+def test_init_refuses_to_overwrite(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = workspace / "team_runtime.yaml"
+    config.write_text("prompt_context: {max_events: 9}\n")
+    status, out, err = _run(capsys, "init", str(workspace))
+    assert status == 2 and out == ""
+    assert err.startswith("teams-runtime: error: ") and "already exists" in err
+    assert config.read_text() == "prompt_context: {max_events: 9}\n"
+
+
+def test_project_prints_notice_then_current_request(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _run(
+        capsys,
+        "project",
+        "request-123",
+        "--workspace",
+        str(workspace),
+        "--recent-events",
+        "4",
+        "--max-events",
+        "7",
+    )
+    assert status == 0
+    notice, _, record = out.partition("\n\nCurrent request:\n")
+    assert notice.startswith("Current request event-history projection:\n{\n")
+    assert '"omitted_events": 5' in notice
+    events = json.loads(record)["events"]
+    assert [event["timestamp"] for event in events] == [
+        "T05",
+        "T06",
+        "T08",
+        "T09",
+        "T10",
+        "T11",
+        "T12",
+    ]
+
+
+def test_project_json_has_the_documented_keys(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "team_runtime.yaml").write_text(
+        "prompt_context:\n  recent_events: 4\n  max_events: 7\n"
+    )
+    status, out, _ = _run(capsys, "project", "request-123", "--workspace", str(workspace), "--json")
+    assert status == 0
+    result = json.loads(out)
+    assert list(result) == [
+        "notice",
+        "total_events",
+        "included_events",
+        "omitted_events",
+        "compacted",
+        "selected_indices",
+        "backfilled",
+        "request",
+    ]
+    assert result["selected_indices"] == [4, 5, 7, 8, 9, 10, 11]
+    assert result["backfilled"] == [
+        {"index": 4, "role": "designer"},
+        {"index": 5, "role": "planner"},
+        {"index": 7, "role": "developer"},
+    ]
+    assert result["notice"]["max_events"] == 7
+
+
+def test_project_disable_and_no_notice(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(
+        capsys, "project", "request-123", "--workspace", str(workspace), "--disable"
+    )
+    assert status == 0
+    assert out.startswith("Current request:\n")
+    assert len(json.loads(out.removeprefix("Current request:\n"))["events"]) == 12
+
+
+def test_record_outside_a_workspace_uses_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(encode_new_record(worked_example()))
+    status, out, _ = _run(
+        capsys, "project", "--record", str(path), "--workspace", str(tmp_path), "--json"
+    )
+    assert status == 0
+    assert json.loads(out)["compacted"] is False  # 12 events <= default max 16
+
+
+def test_explain_gives_a_decision_per_event(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _run(
+        capsys,
+        "explain",
+        "request-123",
+        "--workspace",
+        str(workspace),
+        "--recent-events",
+        "4",
+        "--max-events",
+        "7",
+    )
+    assert status == 0
+    decisions = [line.split(None, 3)[3] for line in out.splitlines()[2:]]
+    assert decisions == [
+        "omitted: capacity full",
+        "omitted: capacity full",
+        "omitted: capacity full",
+        "omitted: capacity full",
+        "backfill for designer",
+        "backfill for planner",
+        "omitted: not role evidence",
+        "backfill for developer",
+        "tail",
+        "tail",
+        "tail",
+        "tail",
+    ]
+
+
+def test_explain_says_why_when_capacity_is_not_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = worked_example()
+    path = tmp_path / "r.json"
+    path.write_bytes(encode_new_record(source))
+    status, out, _ = _run(
+        capsys,
+        "explain",
+        "--record",
+        str(path),
+        "--recent-events",
+        "4",
+        "--max-events",
+        "11",
+        "--workspace",
+        str(tmp_path),
+    )
+    assert status == 0
+    decisions = [line.split(None, 3)[3] for line in out.splitlines()[2:]]
+    assert decisions[3] == "omitted: role already represented"  # the older planner
+    assert decisions[1] == "backfill for research"
+    assert decisions[0] == "omitted: not role evidence"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        pytest.param(["project", "../escape"], "not a safe file name", id="unsafe-id"),
+        pytest.param(["project", "nope"], "no request 'nope'", id="unknown-id"),
+        pytest.param(
+            ["project", "request-123", "--recent-events", "20"],
+            "max_events must be greater than or equal to recent_events",
+            id="flags-order",
+        ),
+        pytest.param(
+            ["project", "request-123", "--max-events", "0"],
+            "positive integer",
+            id="flag-not-positive",
+        ),
+        pytest.param(["project"], "one of the arguments", id="no-selector"),
+        pytest.param(["frobnicate"], "invalid choice", id="unknown-command"),
+    ],
+)
+def test_user_errors_exit_2_with_a_clear_message(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    if argv[0] == "project":
+        argv = [*argv, "--workspace", str(workspace)]
+    status, out, err = _run(capsys, *argv)
+    assert status == 2
+    assert out == ""
+    assert "teams-runtime: error: " in err and needle in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        pytest.param(b'{"events": [', "not valid JSON", id="torn"),
+        pytest.param(b"[1, 2]", "must be a JSON object", id="array"),
+        pytest.param(b'{"a": "\xff"}', "not valid UTF-8", id="bad-utf8"),
+    ],
+)
+def test_malformed_record_is_a_user_error_and_untouched(
+    workspace: Path, capsys: pytest.CaptureFixture[str], content: bytes, needle: str
+) -> None:
+    path = workspace / ".teams_runtime" / "requests" / "bad.json"
+    path.write_bytes(content)
+    status, out, err = _run(capsys, "project", "bad", "--workspace", str(workspace))
+    assert status == 2 and out == ""
+    assert err.startswith(f"teams-runtime: error: {path}: ") and needle in err
+    assert path.read_bytes() == content
+
+
+def test_bad_config_is_a_user_error(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workspace / "team_runtime.yaml").write_text("prompt_context: {enabled: 'yes'}\n")
+    status, out, err = _run(capsys, "project", "request-123", "--workspace", str(workspace))
+    assert status == 2 and out == ""
+    assert err == (
+        "teams-runtime: error: team_runtime.yaml prompt_context.enabled must be a boolean.\n"
+    )
+
+
+def test_record_file_is_never_modified(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = workspace / ".teams_runtime" / "requests" / "request-123.json"
+    before = path.read_bytes()
+    for command in ("project", "explain"):
+        _run(
+            capsys,
+            command,
+            "request-123",
+            "--workspace",
+            str(workspace),
+            "--max-events",
+            "8",
+            "--recent-events",
+            "2",
+        )
+    assert path.read_bytes() == before
+
+
+def test_console_script_and_module_run(tmp_path: Path) -> None:
+    for command in (["teams-runtime"], [sys.executable, "-m", "teams_runtime"]):
+        done = subprocess.run(
+            [*command, "project", "x", "--workspace", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 2
+        assert done.stdout == ""
+        assert done.stderr.startswith("teams-runtime: error: ")
+        assert "Traceback" not in done.stderr
+
+
+def test_demo_mentions_omitted_events(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(capsys, "demo")
+    assert status == 0
+    assert "omitted" in out and '"omitted_events":' in out

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from teams_runtime import ConfigError, PromptContextConfig, load_team_config
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, parse_team_config
+
+PREFIX = "team_runtime.yaml prompt_context"
+NOT_MAPPING = f"{PREFIX} must be a mapping."
+ENABLED = f"{PREFIX}.enabled must be a boolean."
+RECENT = f"{PREFIX}.recent_events must be a positive integer."
+MAXIMUM = f"{PREFIX}.max_events must be a positive integer."
+ORDER = f"{PREFIX}.max_events must be greater than or equal to recent_events."
+
+
+def _config(block: str) -> PromptContextConfig:
+    return parse_team_config(block, "team_runtime.yaml").prompt_context
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("", id="empty-file"),
+        pytest.param("other: 1\n", id="block-missing"),
+        pytest.param("prompt_context:\n", id="block-null"),
+        pytest.param("prompt_context: null\n", id="explicit-null"),
+        pytest.param("prompt_context: {}\n", id="empty-mapping"),
+        pytest.param("prompt_context:\n  unknown: 3\n", id="unknown-keys-ignored"),
+    ],
+)
+def test_missing_or_empty_block_gives_defaults(text: str) -> None:
+    assert _config(text) == PromptContextConfig(enabled=True, recent_events=8, max_events=16)
+
+
+def test_default_file_is_exactly_the_defaults() -> None:
+    assert "prompt_context:\n  enabled: true\n  recent_events: 8\n  max_events: 16\n" in (
+        DEFAULT_CONFIG_TEXT
+    )
+    assert _config(DEFAULT_CONFIG_TEXT) == PromptContextConfig()
+
+
+def test_valid_values_are_read() -> None:
+    config = _config("prompt_context:\n  enabled: false\n  recent_events: 4\n  max_events: 4\n")
+    assert config == PromptContextConfig(enabled=False, recent_events=4, max_events=4)
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param("prompt_context: 3", NOT_MAPPING, id="int-block"),
+        pytest.param("prompt_context: [1]", NOT_MAPPING, id="list-block"),
+        pytest.param("prompt_context: off", NOT_MAPPING, id="bool-block"),
+        pytest.param("prompt_context: {enabled: 'yes'}", ENABLED, id="enabled-string"),
+        pytest.param("prompt_context: {enabled: 1}", ENABLED, id="enabled-int"),
+        pytest.param("prompt_context: {enabled: null}", ENABLED, id="enabled-null"),
+        pytest.param("prompt_context: {recent_events: 0}", RECENT, id="recent-zero"),
+        pytest.param("prompt_context: {recent_events: -1}", RECENT, id="recent-negative"),
+        pytest.param("prompt_context: {recent_events: true}", RECENT, id="recent-bool"),
+        pytest.param("prompt_context: {recent_events: 8.0}", RECENT, id="recent-float"),
+        pytest.param("prompt_context: {recent_events: '8'}", RECENT, id="recent-string"),
+        pytest.param("prompt_context: {max_events: 0}", MAXIMUM, id="max-zero"),
+        pytest.param("prompt_context: {max_events: -1}", MAXIMUM, id="max-negative"),
+        pytest.param("prompt_context: {max_events: true}", MAXIMUM, id="max-bool"),
+        pytest.param("prompt_context: {max_events: 16.0}", MAXIMUM, id="max-float"),
+        pytest.param("prompt_context: {max_events: '16'}", MAXIMUM, id="max-string"),
+        pytest.param("prompt_context: {recent_events: 20}", ORDER, id="recent-above-default-max"),
+        pytest.param("prompt_context: {recent_events: 5, max_events: 4}", ORDER, id="max-below"),
+        pytest.param("prompt_context: {max_events: 7}", ORDER, id="max-below-default-recent"),
+    ],
+)
+def test_invalid_values_have_exact_messages(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$") as caught:
+        _config(block)
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param("{enabled: 1, recent_events: 0}", ENABLED, id="enabled-before-recent"),
+        pytest.param("{recent_events: 0, max_events: 0}", RECENT, id="recent-before-max"),
+        pytest.param("{max_events: 0, recent_events: 20}", MAXIMUM, id="types-before-order"),
+        pytest.param("{max_events: x, recent_events: 20}", MAXIMUM, id="max-type-before-order"),
+    ],
+)
+def test_checks_run_in_the_specified_order(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        _config(f"prompt_context: {block}")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"recent_events": 20, "max_events": 16}, ORDER, id="recent-above-max"),
+        pytest.param({"recent_events": 0}, RECENT, id="recent-zero"),
+        pytest.param({"enabled": "yes"}, ENABLED, id="enabled-string"),
+        pytest.param({"max_events": True}, MAXIMUM, id="max-bool"),
+    ],
+)
+def test_direct_construction_is_checked_too(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        PromptContextConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_missing_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"team_runtime\.yaml: no such file; run `teams-runtime init"
+    ):
+        load_team_config(tmp_path)
+
+
+def test_broken_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "team_runtime.yaml").write_text("prompt_context: [\n  enabled: true\n")
+    with pytest.raises(ConfigError, match=r"^.*team_runtime\.yaml: not valid YAML \(.* line \d+"):
+        load_team_config(tmp_path)
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "42\n"])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    (tmp_path / "team_runtime.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"team_runtime\.yaml: the top level must be a mapping"):
+        load_team_config(tmp_path)
+
+
+def test_file_is_read_from_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "team_runtime.yaml").write_text("prompt_context:\n  max_events: 30\n")
+    assert load_team_config(tmp_path).prompt_context.max_events == 30

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import codecs
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import teams_runtime.codecs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_codecs_never_shadows_the_standard_library() -> None:
+    assert codecs.lookup("utf-8").name == "utf-8"
+    assert Path(codecs.__file__).parent != ROOT
+    assert Path(teams_runtime.codecs.__file__).parent == ROOT / "codecs"
+
+
+def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("teams_runtime-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "teams_runtime/projection.py" in names
+    assert "teams_runtime/codecs/records.py" in names
+    assert "teams_runtime/actors/__init__.py" in names
+    assert not [name for name in names if "/tests/" in name or name.startswith(("tests/", "codecs/"))]
