@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from loguru import logger
+
+from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig, load_team_config
 from teams_runtime.exceptions import (
     ActorStopped,
@@ -14,11 +17,15 @@ from teams_runtime.exceptions import (
 )
 from teams_runtime.projection import Backfill, Projection, notice_text, project_request
 
+# A library adds no log sinks and stays quiet until the application enables it (the CLI does).
+logger.disable("teams_runtime")
+
 __all__ = [
     "ActorStopped",
     "AskTimeout",
     "Backfill",
     "ConfigError",
+    "ContextHandle",
     "Projection",
     "PromptContextConfig",
     "RecordError",
@@ -28,5 +35,6 @@ __all__ = [
     "UnsafeRequestIdError",
     "load_team_config",
     "notice_text",
+    "open_context",
     "project_request",
 ]

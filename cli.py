@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
+
 from teams_runtime import demo
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,

@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 import msgspec
+
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, load_team_config
-from teams_runtime.codecs.records import encode_new_record
+from teams_runtime.codecs.records import encode_record
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.projection import notice_text, project_request
 from teams_runtime.samples import sample_record
@@ -26,7 +27,7 @@ def _write_requests(workspace: Workspace) -> None:
     workspace.requests_dir.mkdir(parents=True, exist_ok=True)
     workspace.config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
     for request_id, events in _HISTORIES.items():
-        data = encode_new_record(sample_record(events, request_id))
+        data = encode_record(sample_record(events, request_id))
         workspace.request_path(request_id).write_bytes(data)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import msgspec
+
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.records import (
     EVENTS_KEY,

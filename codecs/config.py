@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import yaml
+
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [

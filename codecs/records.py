@@ -7,10 +7,12 @@ ever decoded as far as classifying it needs (``EventHead``); payloads stay bytes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import msgspec
+
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
@@ -21,9 +23,9 @@ __all__ = [
     "decode_any",
     "decode_event_head",
     "decode_record",
+    "encode_event",
     "encode_field",
-    "encode_new_record",
-    "encode_record_file",
+    "encode_record",
     "fields_to_raw",
     "iter_pretty_record",
     "split_raw_list",
@@ -102,6 +104,24 @@ def encode_field(value: Any) -> msgspec.Raw:
     return msgspec.Raw(_ENCODER.encode(value))
 
 
+def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
+    """Encode an event to append: a ``timestamp`` (now, with offset) first if it has none,
+    and no ``payload`` key unless the payload is non-empty (spec section 2)."""
+    if not isinstance(event, Mapping):
+        raise RecordError(f"an event must be a JSON object, not {type(event).__name__}.")
+    prepared: dict[str, Any] = {}
+    if "timestamp" not in event:
+        prepared["timestamp"] = datetime.now().astimezone().isoformat()
+    for key, value in event.items():
+        if key == "payload" and value in (None, {}, [], ""):
+            continue
+        prepared[key] = value
+    try:
+        return encode_field(prepared)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise RecordError(f"the event cannot be encoded as JSON: {exc}") from exc
+
+
 def fields_to_raw(fields: Mapping[str, Any]) -> dict[str, msgspec.Raw]:
     """Encode every top-level field to JSON bytes, keeping the record's key order."""
     try:
@@ -110,28 +130,13 @@ def fields_to_raw(fields: Mapping[str, Any]) -> dict[str, msgspec.Raw]:
         raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
 
 
-def _join_list(items: Iterable[msgspec.Raw | bytes]) -> bytes:
-    return b"[" + b",".join(items) + b"]"
-
-
-def encode_record_file(fields: Mapping[str, Any], events: Sequence[msgspec.Raw]) -> bytes:
+def encode_record(record: Mapping[str, Any]) -> bytes:
     """The bytes of a record file: 2-space indent, non-ASCII as is, a final newline.
 
-    ``fields`` are decoded top-level values (their order is kept); ``events`` replace the
-    ``events`` field. Events are written from their original bytes, re-indented, never
-    re-encoded: one C pass formats the whole file.
+    ``record`` holds decoded top-level values in file order; list values may hold ``Raw``
+    elements (as ``decode_record`` returns them), which are written from their original bytes,
+    re-indented, never re-encoded. One C pass encodes and one formats the whole file.
     """
-    parts = []
-    for key, value in fields.items():
-        body = _join_list(events) if key == EVENTS_KEY else _ENCODER.encode(value)
-        parts.append(_ENCODER.encode(key) + b":" + body)
-    if EVENTS_KEY not in fields:
-        parts.append(b'"events":' + _join_list(events))
-    return msgspec.json.format(b"{" + b",".join(parts) + b"}", indent=2) + b"\n"
-
-
-def encode_new_record(record: Mapping[str, Any]) -> bytes:
-    """The bytes of a record file for a record built in Python (same format as appends)."""
     try:
         return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
     except (TypeError, msgspec.EncodeError) as exc:

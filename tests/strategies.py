@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+
 from teams_runtime import PromptContextConfig
 
 ROLE_NAMES = ["planner", "Designer ", "qa", "developer", "", "  ", "version_controller", "ünï"]

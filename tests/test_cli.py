@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from teams_runtime.cli import main
-from teams_runtime.codecs.records import encode_new_record
+from teams_runtime.codecs.records import encode_record
 
 from .test_projection import worked_example
 
@@ -17,7 +18,7 @@ def workspace(tmp_path: Path) -> Path:
     assert main(["init", str(tmp_path / "ws")]) == 0
     root = tmp_path / "ws"
     (root / ".teams_runtime" / "requests" / "request-123.json").write_bytes(
-        encode_new_record(worked_example())
+        encode_record(worked_example())
     )
     return root
 
@@ -119,7 +120,7 @@ def test_record_outside_a_workspace_uses_defaults(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "r.json"
-    path.write_bytes(encode_new_record(worked_example()))
+    path.write_bytes(encode_record(worked_example()))
     status, out, _ = _run(
         capsys, "project", "--record", str(path), "--workspace", str(tmp_path), "--json"
     )
@@ -164,7 +165,7 @@ def test_explain_says_why_when_capacity_is_not_reached(
 ) -> None:
     source = worked_example()
     path = tmp_path / "r.json"
-    path.write_bytes(encode_new_record(source))
+    path.write_bytes(encode_record(source))
     status, out, _ = _run(
         capsys,
         "explain",

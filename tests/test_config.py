@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from teams_runtime import ConfigError, PromptContextConfig, load_team_config
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, parse_team_config
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,9 +19,14 @@ def test_codecs_never_shadows_the_standard_library() -> None:
 
 
 def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
+    # Build from a copy: setuptools leaves build/ behind in the folder it builds.
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "*.egg-info", "__pycache__")
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(tmp_path), str(source)],
         check=True, capture_output=True,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("teams_runtime-*.whl")
@@ -28,4 +34,5 @@ def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
     assert "teams_runtime/projection.py" in names
     assert "teams_runtime/codecs/records.py" in names
     assert "teams_runtime/actors/__init__.py" in names
-    assert not [name for name in names if "/tests/" in name or name.startswith(("tests/", "codecs/"))]
+    stray = [name for name in names if "/tests/" in name or name.startswith(("tests/", "codecs/"))]
+    assert stray == []

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+
 from teams_runtime import (
     Backfill,
     PromptContextConfig,
