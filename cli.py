@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import anyio
 import msgspec
 
 from teams_runtime import demo
+from teams_runtime.actors.context import open_context
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
@@ -135,6 +137,32 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_selector(explain)
     explain.set_defaults(handler=_cmd_explain)
+
+    append = commands.add_parser(
+        "append",
+        help="append events to a request record (locked, atomic; never loses an event)",
+        description="Append one event given by flags, or JSON-lines events from a file or stdin. "
+        "Every line is checked before anything is written.",
+    )
+    append.add_argument("request_id", metavar="REQUEST_ID")
+    append.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    append.add_argument("--type", dest="event_type", metavar="T", help="the event type")
+    append.add_argument("--actor", metavar="A", help="who did it (a role name)")
+    append.add_argument("--summary", metavar="S", help="one line saying what happened")
+    append.add_argument("--payload", metavar="JSON", help="a JSON object with details")
+    append.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="read JSON-lines events from FILE ('-' for stdin)",
+    )
+    append.set_defaults(handler=_cmd_append)
 
     run_demo = commands.add_parser(
         "demo", help="project a generated long history and show what the prompt would carry"
@@ -292,6 +320,68 @@ def _event_type(raw: msgspec.Raw) -> str:
         if isinstance(value, str) and value.strip():
             return value.strip()[:26]
     return "(no type)"
+
+
+def _events_from_flags(args: argparse.Namespace) -> list[dict[str, Any]]:
+    missing = [flag for flag, value in (("--type", args.event_type), ("--actor", args.actor),
+               ("--summary", args.summary)) if value is None]  # fmt: skip
+    if missing:
+        raise _UserError(f"append needs --from, or --type, --actor and --summary (missing: "
+                         f"{', '.join(missing)}).")  # fmt: skip
+    event: dict[str, Any] = {"type": args.event_type, "actor": args.actor, "summary": args.summary}
+    if args.payload is not None:
+        try:
+            payload = msgspec.json.decode(args.payload)
+        except msgspec.DecodeError as exc:
+            raise _UserError(f"--payload is not valid JSON ({exc}).") from None
+        if not isinstance(payload, dict):
+            raise _UserError("--payload must be a JSON object.")
+        event["payload"] = payload
+    return [event]
+
+
+def _events_from_lines(source: str) -> list[dict[str, Any]]:
+    name = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            lines = sys.stdin.buffer.read().splitlines()
+        else:
+            lines = Path(source).read_bytes().splitlines()
+    except OSError as exc:
+        raise _UserError(f"{name}: cannot be read ({exc.strerror}).") from None
+    events = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise _UserError(f"{name} line {number}: not valid JSON ({exc}); nothing was "
+                             "appended.") from None  # fmt: skip
+        if not isinstance(event, dict):
+            raise _UserError(f"{name} line {number}: an event must be a JSON object; nothing "
+                             "was appended.")  # fmt: skip
+        events.append(event)
+    if not events:
+        raise _UserError(f"{name}: no events to append.")
+    return events
+
+
+def _cmd_append(args: argparse.Namespace) -> int:
+    flags = (args.event_type, args.actor, args.summary, args.payload)
+    if args.source is not None and any(value is not None for value in flags):
+        raise _UserError("give either --from or --type/--actor/--summary/--payload, not both.")
+    events = _events_from_lines(args.source) if args.source else _events_from_flags(args)
+    workspace = Workspace(args.workspace)
+    workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
+
+    async def append() -> int:
+        async with open_context(workspace.root) as context:
+            return await context.append_events(args.request_id, events)
+
+    count = anyio.run(append)
+    print(f"Appended {len(events)} event(s) to {args.request_id}; it now has {count} events.")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

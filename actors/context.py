@@ -278,9 +278,16 @@ async def open_context(
     actor = ContextActor(
         Workspace(workspace), config or PromptContextConfig(), inbox_size=inbox_size
     )
+    failure: Exception | None = None
     async with anyio.create_task_group() as group:
         await group.start(actor.serve)
         try:
             yield actor.handle(ask_timeout)
+        except Exception as exc:
+            # Re-raised below, outside the task group, so callers get the error itself rather
+            # than an ExceptionGroup. Cancellation (BaseException) still goes through the group.
+            failure = exc
         finally:
             actor.stop()
+    if failure is not None:
+        raise failure

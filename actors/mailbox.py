@@ -49,6 +49,7 @@ class Mailbox(Generic[M]):
         self._receive: MemoryObjectReceiveStream[_Envelope[M]]
         self._send, self._receive = anyio.create_memory_object_stream[_Envelope[M]](size)
         self._stopping = False
+        self._serving = False
 
     async def ask(self, message: M, deadline: float) -> Any:
         """Send ``message`` and wait for its reply.
@@ -63,7 +64,11 @@ class Mailbox(Generic[M]):
                     try:
                         await self._send.send(_Envelope(message, reply_send))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        reply_send.close()
                         raise ActorStopped(f"the {self.name} actor is not running.") from None
+                    except BaseException:  # cancelled or timed out before it was queued
+                        reply_send.close()
+                        raise
                     try:
                         result = await reply_receive.receive()
                     except anyio.EndOfStream:
@@ -87,6 +92,7 @@ class Mailbox(Generic[M]):
     ) -> None:
         """Answer envelopes one at a time until ``stop``; then answer the queued ones with
         ``ActorStopped``. Errors of a handler go back to the asker; the actor keeps serving."""
+        self._serving = True
         task_status.started()
         try:
             async for envelope in self._receive:
@@ -101,7 +107,10 @@ class Mailbox(Generic[M]):
                     logger.opt(exception=exc).error("{} actor failed on an ask", self.name)
                     result = exc
                 _answer(envelope, result)
+        except anyio.ClosedResourceError:  # stopped before it was ever served
+            pass
         finally:
+            self._serving = False
             self._drain()
             self._receive.close()
 
@@ -118,3 +127,6 @@ class Mailbox(Generic[M]):
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
         self._stopping = True
         self._send.close()
+        if not self._serving:  # nobody will read the inbox again: answer what is queued now
+            self._drain()
+            self._receive.close()

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,8 @@ __all__ = [
 ]
 
 TEMP_SUFFIX = ".tmp"
-_FILE_MODE = 0o600
+_FILE_MODE = 0o600  # lock and temp files: owner only
+_NEW_RECORD_MODE = 0o644
 
 
 class FileVersion(msgspec.Struct, frozen=True):
@@ -95,11 +97,14 @@ def _locked(path: Path) -> Iterator[None]:
 def _write_atomic(path: Path, data: bytes) -> FileVersion:
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
+        # The temp file is private while written; the record keeps the mode it had.
+        mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else _NEW_RECORD_MODE
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -151,6 +156,10 @@ def append_to_record(
     Events other processes appended before the lock was taken are kept: the file is always
     re-read under the lock. Untouched events are written from their original bytes.
     """
+    if not path.exists():  # no lock file for a request that does not exist
+        raise UnknownRequestError(
+            f"no request {request_id!r}: {path} does not exist; check the id and the workspace."
+        )
     with _locked(path):
         fields, read_version = read_record(path, request_id)
         existing = fields.get(EVENTS_KEY, [])

@@ -1,0 +1,333 @@
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.lowlevel import checkpoint
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from teams_runtime import (
+    ActorStopped,
+    AskTimeout,
+    Projection,
+    PromptContextConfig,
+    RecordError,
+    UnknownRequestError,
+    UnsafeRequestIdError,
+    open_context,
+    project_request,
+)
+from teams_runtime.actors.context import ContextActor, Project
+from teams_runtime.codecs.records import encode_record
+from teams_runtime.samples import sample_event, sample_record
+from teams_runtime.workspace import Workspace
+
+from .reference import reference_select
+from .strategies import configs, event, events, record
+
+pytestmark = pytest.mark.anyio
+
+SMALL = PromptContextConfig(recent_events=4, max_events=7)
+
+
+def _write(root: Path, request_id: str, source: dict[str, Any]) -> Path:
+    path = Workspace(root).request_path(request_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode_record(source))
+    return path
+
+
+def _same(left: Projection, right: Projection) -> bool:
+    """Equal as a user sees it: counts, selection, notice and the decoded record.
+
+    (Events appended by this process are held as encoded, those read from a file as they
+    are indented there: the same JSON in different bytes.)
+    """
+    return (
+        left.total_events == right.total_events
+        and left.selected_indices == right.selected_indices
+        and left.backfilled == right.backfilled
+        and left.notice == right.notice
+        and left.config == right.config
+        and left.record == right.record
+    )
+
+
+def _events_on_disk(path: Path) -> list[Any]:
+    events: list[Any] = json.loads(path.read_bytes())["events"]
+    return events
+
+
+async def test_project_equals_the_pure_projection(tmp_path: Path) -> None:
+    path = _write(tmp_path, "req-1", sample_record(50, "req-1"))
+    async with open_context(tmp_path, SMALL) as ctx:
+        projection = await ctx.project("req-1", role="qa")
+    assert _same(projection, project_request(path.read_bytes(), SMALL))
+    assert projection.compacted and projection.included_events == 7
+
+
+async def test_no_config_means_defaults(tmp_path: Path) -> None:
+    _write(tmp_path, "req-1", sample_record(40, "req-1"))
+    async with open_context(tmp_path) as ctx:
+        projection = await ctx.project("req-1", role="qa")
+    assert projection.config == PromptContextConfig()
+    assert projection.compacted
+
+
+async def test_append_keeps_format_keys_and_updates(tmp_path: Path) -> None:
+    source = sample_record(3, "req-1")
+    source["unknown"] = {"ünï": ["kept", 1.5, None]}
+    path = _write(tmp_path, "req-1", source)
+    async with open_context(tmp_path, SMALL) as ctx:
+        count = await ctx.append_event(
+            "req-1",
+            {"type": "role_report", "actor": "qa", "summary": "done", "payload": {"role": "qa"}},
+            updates={"status": "completed", "current_role": "qa"},
+        )
+        empty = await ctx.append_event("req-1", {"type": "resumed", "payload": {}})
+    assert (count, empty) == (4, 5)
+    data = path.read_bytes()
+    on_disk = json.loads(data)
+    assert data.decode() == json.dumps(on_disk, indent=2, ensure_ascii=False) + "\n"
+    assert on_disk["unknown"] == {"ünï": ["kept", 1.5, None]}
+    assert on_disk["status"] == "completed" and on_disk["current_role"] == "qa"
+    assert on_disk["events"][:3] == source["events"]
+    appended = on_disk["events"][3]
+    assert next(iter(appended)) == "timestamp"
+    assert datetime.fromisoformat(appended["timestamp"]).utcoffset() is not None
+    assert "payload" not in on_disk["events"][4]  # payload only when non-empty
+
+
+async def test_external_edit_is_seen_by_the_next_ask(tmp_path: Path) -> None:
+    path = _write(tmp_path, "req-1", sample_record(30, "req-1"))
+    async with open_context(tmp_path, SMALL) as ctx:
+        first = await ctx.project("req-1", role="qa")
+        edited = sample_record(45, "req-1")
+        path.write_bytes(encode_record(edited))
+        second = await ctx.project("req-1", role="qa")
+    assert first.total_events == 30
+    assert _same(second, project_request(path.read_bytes(), SMALL))
+
+
+async def test_appends_by_another_writer_are_kept(tmp_path: Path) -> None:
+    path = _write(tmp_path, "req-1", sample_record(10, "req-1"))
+    async with open_context(tmp_path, SMALL) as ctx:
+        await ctx.project("req-1", role="qa")  # cache the summary
+        async with open_context(tmp_path, SMALL) as other:  # another writer
+            await other.append_event("req-1", {"type": "note", "summary": "other"})
+        await ctx.append_event("req-1", {"type": "note", "summary": "mine"})
+        projection = await ctx.project("req-1", role="qa")
+    summaries = [event.get("summary") for event in _events_on_disk(path)[-2:]]
+    assert summaries == ["other", "mine"]
+    assert _same(projection, project_request(path.read_bytes(), SMALL))
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        pytest.param(b'{"events": [', "not valid JSON", id="torn"),
+        pytest.param(b"[1]", "must be a JSON object", id="array"),
+        pytest.param(b'"text"', "must be a JSON object", id="scalar"),
+    ],
+)
+async def test_bad_record_file_is_a_clear_error_and_untouched(
+    tmp_path: Path, content: bytes, needle: str
+) -> None:
+    path = Workspace(tmp_path).request_path("bad")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    async with open_context(tmp_path) as ctx:
+        with pytest.raises(RecordError, match=rf"^{path}: .*{needle}"):
+            await ctx.project("bad", role="qa")
+        with pytest.raises(RecordError, match=rf"^{path}: "):
+            await ctx.append_event("bad", {"type": "note"})
+    assert path.read_bytes() == content
+
+
+async def test_events_not_a_list_cannot_be_appended_to(tmp_path: Path) -> None:
+    path = _write(tmp_path, "req-1", {"request_id": "req-1", "events": "oops"})
+    before = path.read_bytes()
+    async with open_context(tmp_path) as ctx:
+        with pytest.raises(RecordError, match="`events` is a str, not a list"):
+            await ctx.append_event("req-1", {"type": "note"})
+        projection = await ctx.project("req-1", role="qa")
+    assert path.read_bytes() == before
+    assert projection.record == {"request_id": "req-1", "events": "oops"}
+
+
+@pytest.mark.parametrize("request_id", ["", "..", "../x", "a/b", "a\\b", "a\x00b", "x\n", "é"])
+async def test_unsafe_ids_never_reach_the_filesystem(tmp_path: Path, request_id: str) -> None:
+    async with open_context(tmp_path / "ws") as ctx:
+        with pytest.raises(UnsafeRequestIdError):
+            await ctx.project(request_id, role="qa")
+        with pytest.raises(UnsafeRequestIdError):
+            await ctx.append_event(request_id, {"type": "note"})
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_unknown_request(tmp_path: Path) -> None:
+    async with open_context(tmp_path) as ctx:
+        with pytest.raises(UnknownRequestError, match="no request 'nope'"):
+            await ctx.project("nope", role="qa")
+        with pytest.raises(UnknownRequestError):
+            await ctx.append_event("nope", {"type": "note"})
+
+
+async def test_asks_after_shutdown_fail_clearly(tmp_path: Path) -> None:
+    _write(tmp_path, "req-1", sample_record(3, "req-1"))
+    async with open_context(tmp_path) as ctx:
+        pass
+    with pytest.raises(ActorStopped, match="not running"):
+        await ctx.project("req-1", role="qa")
+
+
+async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
+    _write(tmp_path, "req-1", sample_record(3, "req-1"))
+    actor = ContextActor(Workspace(tmp_path), PromptContextConfig(), inbox_size=8)
+    outcomes: list[str] = []
+
+    async def ask() -> None:
+        try:
+            await actor.handle(5).project("req-1", role="qa")
+            outcomes.append("answered")
+        except ActorStopped:
+            outcomes.append("stopped")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()  # all five queued, actor not serving yet
+            actor.stop()
+    assert outcomes == ["stopped"] * 5
+
+
+async def test_ask_deadline(tmp_path: Path) -> None:
+    actor = ContextActor(Workspace(tmp_path), PromptContextConfig())  # never served
+    with pytest.raises(AskTimeout, match=r"did not answer Project within 0\.05 s"):
+        await actor.handle(0.05).project("req-1", role="qa")
+    actor.stop()
+
+
+async def test_cancelled_asker_does_not_wedge_the_actor(tmp_path: Path) -> None:
+    _write(tmp_path, "req-1", sample_record(20, "req-1"))
+    async with open_context(tmp_path, SMALL) as ctx:
+        with anyio.move_on_after(0):  # cancelled before the reply arrives
+            await ctx.project("req-1", role="qa")
+        for _ in range(3):
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await ctx.append_event("req-1", {"type": "note"})
+        projection = await ctx.project("req-1", role="qa")
+    assert projection.total_events >= 20
+
+
+async def test_unknown_message_is_an_error_not_ignored(tmp_path: Path) -> None:
+    async with open_context(tmp_path) as ctx:
+        mailbox = ctx._mailbox
+        with pytest.raises(TypeError, match="does not understand"):
+            await mailbox.ask("not a message", 5)  # type: ignore[arg-type]
+        with pytest.raises(UnknownRequestError):  # still serving
+            await mailbox.ask(Project(request_id="x", role="qa"), 5)
+
+
+async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
+    ids = [f"req-{n}" for n in range(4)]
+    for request_id in ids:
+        _write(tmp_path, request_id, sample_record(20, request_id))
+    writers, per_writer = 6, 15
+
+    async def write(request_id: str, writer: int) -> None:
+        for n in range(per_writer):
+            await ctx.append_event(request_id, {"type": "note", "actor": f"w{writer}",
+                                                "summary": f"{writer}:{n}"})  # fmt: skip
+
+    async def read(request_id: str) -> None:
+        for _ in range(30):
+            projection = await ctx.project(request_id, role="qa")
+            assert projection.included_events <= SMALL.max_events
+            await checkpoint()
+
+    with anyio.fail_after(60):
+        async with open_context(tmp_path, SMALL) as ctx, anyio.create_task_group() as group:
+            for request_id in ids:
+                for writer in range(writers):
+                    group.start_soon(write, request_id, writer)
+                group.start_soon(read, request_id)
+    for request_id in ids:
+        path = Workspace(tmp_path).request_path(request_id)
+        notes = [e["summary"] for e in _events_on_disk(path)[20:]]
+        assert len(notes) == writers * per_writer
+        for writer in range(writers):  # each writer's order kept
+            mine = [note for note in notes if note.startswith(f"{writer}:")]
+            assert mine == [f"{writer}:{n}" for n in range(per_writer)]
+        assert _same(project_request(path.read_bytes(), SMALL), await _fresh(tmp_path, request_id))
+
+
+async def _fresh(root: Path, request_id: str) -> Any:
+    async with open_context(root, SMALL) as ctx:
+        return await ctx.project(request_id, role="qa")
+
+
+_operation = st.one_of(
+    st.tuples(st.just("append"), st.lists(event, min_size=1, max_size=4)),
+    st.tuples(st.just("edit"), events),
+    st.tuples(st.just("project"), st.none()),
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(history=events, config=configs(), operations=st.lists(_operation, max_size=8))
+def test_cached_answers_equal_the_pure_policy(
+    tmp_path_factory: pytest.TempPathFactory,
+    history: list[Any],
+    config: PromptContextConfig,
+    operations: list[tuple[str, Any]],
+) -> None:
+    root = tmp_path_factory.mktemp("ws")
+
+    async def scenario() -> None:
+        current = list(history)
+        path = _write(root, "req-1", record(current))
+        async with open_context(root, config) as ctx:
+            for kind, value in operations:
+                if kind == "append":
+                    objects = [v if isinstance(v, dict) else {"value": v} for v in value]
+                    await ctx.append_events("req-1", objects)
+                    current = json.loads(path.read_bytes())["events"]
+                elif kind == "edit":
+                    current = value
+                    path.write_bytes(encode_record(record(current)))
+                    os.utime(path, ns=(1, len(current) + 1))  # a different version, always
+                projection = await ctx.project("req-1", role="qa")
+                expected = reference_select(
+                    current, config.enabled, config.recent_events, config.max_events
+                )
+                assert list(projection.selected_indices) == expected
+                assert _same(projection, project_request(path.read_bytes(), config))
+
+    anyio.run(scenario)
+
+
+async def test_memory_of_a_summary_is_flat_in_history_length(tmp_path: Path) -> None:
+    from teams_runtime.actors.summary import RequestSummary
+    from teams_runtime.codecs.records import decode_record
+
+    def kept_bytes(events: int) -> int:
+        data = encode_record(sample_record(events, "req-1"))
+        summary = RequestSummary(decode_record(data, "x"), PromptContextConfig(), classify_all=True)
+        raws = [raw for raw, _ in summary._recent] + [raw for _, raw in summary._evidence.values()]
+        return sum(len(memoryview(raw)) + len(memoryview(raw).obj) * 0 for raw in raws)
+
+    assert kept_bytes(5000) <= 1.2 * kept_bytes(100)
+    assert sample_event(0)  # the generator is deterministic and non-empty
