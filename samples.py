@@ -40,8 +40,9 @@ def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
             "request_id": request_id,
             "role": role,
             "status": "completed",
-            "summary": f"Step {index}: {role} reviewed the current plan and recorded its result.",
-            "insights": [f"observation {k} of step {index} from the {role} role" for k in range(4)],
+            "summary": f"Step {index}: {role} reviewed the current plan, checked the open "
+            "questions and recorded its result for the next role.",
+            "insights": [f"observation {k} of step {index} from the {role} role" for k in range(5)],
             "proposals": {"next_step": "continue", "risk": "low", "estimate_hours": index % 7},
             "artifacts": [f"docs/{role}/step_{index}_{k}.md" for k in range(3)],
             "next_role": ROLES[(index + 1) % len(ROLES)],
@@ -51,7 +52,7 @@ def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
         event["payload"] = {
             "from_role": "orchestrator",
             "to_role": role,
-            "reason": f"hand-off {index}: the {role} role owns the next decision",
+            "reason": f"hand-off {index}: the {role} role owns the next decision on this request",
             "attempt": 1,
         }
     return event

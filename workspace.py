@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 from teams_runtime.exceptions import UnsafeRequestIdError
 
-__all__ = ["MAX_REQUEST_ID_LENGTH", "Workspace", "canonical_request_ref", "check_request_id"]
+__all__ = [
+    "MAX_REQUEST_ID_LENGTH",
+    "RecordPaths",
+    "Workspace",
+    "canonical_request_ref",
+    "check_request_id",
+]
 
 MAX_REQUEST_ID_LENGTH = 200
 _SAFE_ID = re.compile(r"[A-Za-z0-9._:-]+")
@@ -39,6 +46,16 @@ def canonical_request_ref(request_id: str) -> str:
     return f"./.teams_runtime/requests/{request_id}.json" if request_id else ""
 
 
+@dataclass(frozen=True)
+class RecordPaths:
+    """The files of one request: the record, its lock file, and its index (a cache)."""
+
+    request_id: str
+    record: Path
+    lock: Path
+    index: Path
+
+
 class Workspace:
     """Paths inside one workspace folder."""
 
@@ -61,9 +78,23 @@ class Workspace:
     def logs_dir(self) -> Path:
         return self.runtime_dir / "logs"
 
+    @property
+    def index_dir(self) -> Path:
+        return self.runtime_dir / "index"
+
     def request_path(self, request_id: str) -> Path:
         """The record file of ``request_id``, after checking the id is safe."""
         return self.requests_dir / f"{check_request_id(request_id)}.json"
+
+    def record_paths(self, request_id: str) -> RecordPaths:
+        """The record file of ``request_id`` and its lock and index sidecars."""
+        record = self.request_path(request_id)
+        return RecordPaths(
+            request_id=request_id,
+            record=record,
+            lock=record.with_name(record.name + ".lock"),
+            index=self.index_dir / f"{request_id}.idx",
+        )
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"

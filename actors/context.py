@@ -19,18 +19,25 @@ from loguru import logger
 
 from teams_runtime.actors.mailbox import Mailbox
 from teams_runtime.actors.store import (
+    INDEX_TAIL,
     FileVersion,
     append_to_record,
     create_record,
     file_version,
+    read_indexed_parts,
     read_record,
 )
-from teams_runtime.actors.summary import NeedsFullHistory, RequestSummary
+from teams_runtime.actors.summary import (
+    NeedsFullHistory,
+    RequestSummary,
+    summary_from_fields,
+    summary_from_parts,
+)
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.records import RecordFields, encode_event, encode_field
 from teams_runtime.exceptions import UnknownRequestError
 from teams_runtime.projection import Projection
-from teams_runtime.workspace import Workspace, check_request_id
+from teams_runtime.workspace import RecordPaths, Workspace, check_request_id
 
 __all__ = [
     "Append",
@@ -83,11 +90,19 @@ class _Cached(msgspec.Struct):
     summary: RequestSummary
 
 
-def _summarise(
-    path: Path, request_id: str, config: PromptContextConfig, classify_all: bool
-) -> _Cached:
-    fields, version = read_record(path, request_id)
-    return _Cached(version, RequestSummary(fields, config, classify_all=classify_all))
+def _indexable(config: PromptContextConfig) -> bool:
+    # An index keeps the last INDEX_TAIL events; compaction off needs every event.
+    return config.enabled and config.max_events <= INDEX_TAIL
+
+
+def _summarise(paths: RecordPaths, config: PromptContextConfig, classify_all: bool) -> _Cached:
+    """Read a record for a summary: through its index if it has a fresh one, else parse it."""
+    if _indexable(config):
+        parts = read_indexed_parts(paths)
+        if parts is not None:
+            return _Cached(parts.version, summary_from_parts(parts, config))
+    fields, version = read_record(paths)
+    return _Cached(version, summary_from_fields(fields, config, classify_all=classify_all))
 
 
 class ContextActor:
@@ -126,13 +141,13 @@ class ContextActor:
             case Append(request_id=request_id, events=events, updates=updates):
                 return await self._append(request_id, events, updates)
             case Load(request_id=request_id):
-                path = self.workspace.request_path(request_id)
-                fields, _ = await anyio.to_thread.run_sync(read_record, path, request_id)
+                paths = self.workspace.record_paths(request_id)
+                fields, _ = await anyio.to_thread.run_sync(read_record, paths)
                 return fields
             case Create(request_id=request_id, record=record):
-                path = self.workspace.request_path(request_id)
+                paths = self.workspace.record_paths(request_id)
                 created = await anyio.to_thread.run_sync(
-                    create_record, path, msgspec.json.decode(record)
+                    create_record, paths, msgspec.json.decode(record)
                 )
                 return created is not None
             case _:
@@ -145,52 +160,55 @@ class ContextActor:
             self._cache.pop(next(iter(self._cache)))
 
     async def _project(self, request_id: str) -> Projection:
-        path = self.workspace.request_path(request_id)
+        paths = self.workspace.record_paths(request_id)
         # One stat per ask, on the event loop on purpose: it is a metadata call answered from
         # the inode cache in about a microsecond, and it is what makes another process's edit
         # visible to the very next ask. A worker thread would cost 50x more per warm ask.
-        version = file_version(path)
+        version = file_version(paths.record)
         if version is None:
             self._cache.pop(request_id, None)
             raise UnknownRequestError(
-                f"no request {request_id!r}: {path} does not exist; check the id and the workspace."
+                f"no request {request_id!r}: {paths.record} does not exist; "
+                "check the id and the workspace."
             )
         cached = self._cache.get(request_id)
         if cached is None or cached.version != version:
-            cached = await self._load(path, request_id, classify_all=False)
+            cached = await self._load(paths, classify_all=False)
         try:
             return cached.summary.project()
         except NeedsFullHistory:
-            cached = await self._load(path, request_id, classify_all=True)
+            cached = await self._load(paths, classify_all=True)
             return cached.summary.project()
 
-    async def _load(self, path: Path, request_id: str, *, classify_all: bool) -> _Cached:
-        cached = await anyio.to_thread.run_sync(
-            _summarise, path, request_id, self.config, classify_all
-        )
+    async def _load(self, paths: RecordPaths, *, classify_all: bool) -> _Cached:
+        cached = await anyio.to_thread.run_sync(_summarise, paths, self.config, classify_all)
         logger.debug(
             "read {} ({} bytes, {} events, full={})",
-            request_id,
+            paths.request_id,
             cached.version.size,
             cached.summary.count,
             classify_all,
         )
-        self._remember(request_id, cached)
+        self._remember(paths.request_id, cached)
         return cached
 
     async def _append(
         self, request_id: str, events: list[msgspec.Raw], updates: dict[str, msgspec.Raw]
     ) -> int:
-        path = self.workspace.request_path(request_id)
+        paths = self.workspace.record_paths(request_id)
         cached = self._cache.get(request_id)
+        config = self.config
 
         def write() -> _Cached:
-            appended = append_to_record(path, request_id, events, updates)
+            appended = append_to_record(paths, events, updates)
+            version = appended.parts.version
             if cached is not None and cached.version == appended.read_version:
-                # Nobody else wrote since we summarised: update in place, no re-parse.
+                # Nobody else wrote since we summarised: update in place, no re-read.
                 cached.summary.append(events, updates)
-                return _Cached(appended.version, cached.summary)
-            return _Cached(appended.version, RequestSummary(appended.fields, self.config))
+                return _Cached(version, cached.summary)
+            if _indexable(config):
+                return _Cached(version, summary_from_parts(appended.parts, config))
+            return _summarise(paths, config, classify_all=False)
 
         fresh = await anyio.to_thread.run_sync(write)
         self._remember(request_id, fresh)

@@ -2,10 +2,12 @@
 
 It holds the event count, the last ``max_events`` events, and the newest role evidence of every
 role seen in the classified part of the history: memory that does not grow with the history.
-Classification is lazy: building a summary classifies events newest-first only as far as the
-projection needs (the policy's walk back stops there too). If a later projection needs older
-evidence than was classified, ``project`` says so and the actor rebuilds the summary with the
-whole history classified, once per file version.
+
+Built from a record's index (``actors.store``), the summary is complete at once. Built by
+parsing the record, classification is lazy: events are classified newest-first only as far as
+the projection needs (the policy's walk back stops there too). If a later projection needs older
+evidence than was classified, ``project`` raises ``NeedsFullHistory`` and the actor rebuilds the
+summary with the whole history classified, once per file version.
 
 Answers are equal to ``projection.select_events`` on every history (tested with hypothesis).
 """
@@ -18,11 +20,12 @@ from typing import Any
 
 import msgspec
 
+from teams_runtime.actors.store import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.records import EVENTS_KEY, encode_field, fields_to_raw
 from teams_runtime.projection import Backfill, Projection, notice_request_id, role_of_raw
 
-__all__ = ["NeedsFullHistory", "RequestSummary"]
+__all__ = ["NeedsFullHistory", "RequestSummary", "summary_from_fields", "summary_from_parts"]
 
 
 class NeedsFullHistory(Exception):
@@ -33,42 +36,41 @@ class RequestSummary:
     """What the ContextActor keeps per request, for one ``PromptContextConfig``."""
 
     def __init__(
-        self, fields: Mapping[str, Any], config: PromptContextConfig, *, classify_all: bool = False
+        self,
+        *,
+        config: PromptContextConfig,
+        fields: Mapping[str, Any],
+        count: int,
+        recent: list[msgspec.Raw],
+        evidence: dict[str, tuple[int, msgspec.Raw]],
+        floor: int,
+        history: list[msgspec.Raw] | None = None,
     ) -> None:
-        """Summarise decoded record fields (events as ``Raw``); keeps copies, not the buffer."""
+        """Keep owned copies of ``recent``, ``evidence`` and (compaction off) ``history``.
+
+        ``fields`` are the decoded top-level fields; ``events`` is not a list when the record's
+        is not. ``floor``: events below this position are not classified (0: all are).
+        """
         self._config = config
-        events = fields.get(EVENTS_KEY)
-        self._events_is_list = isinstance(events, list)
+        self._events_is_list = isinstance(fields.get(EVENTS_KEY, []), list)
         self._fields = fields_to_raw(
             {key: ([] if key == EVENTS_KEY and self._events_is_list else value)
              for key, value in fields.items()}
         )  # fmt: skip
         self._request_id = notice_request_id(fields.get("request_id"))
-        history: list[msgspec.Raw] = events if isinstance(events, list) else []
-        self.count = len(history)
-        # The full history only when compaction is off: the prompt then carries all of it.
-        self._all: list[msgspec.Raw] | None = (
-            [raw.copy() for raw in history] if not config.enabled else None
-        )
+        self.count = count
         keep = config.max_events
         self._recent: deque[tuple[msgspec.Raw, str | None]] = deque(
-            ((raw.copy(), role_of_raw(raw)) for raw in history[-keep:]), maxlen=keep
+            ((raw.copy(), role_of_raw(raw)) for raw in recent[-keep:]), maxlen=keep
         )
-        self._evidence: dict[str, tuple[int, msgspec.Raw]] = {}
-        recent_start = self.count - len(self._recent)
-        for offset, (raw, role) in enumerate(self._recent):
-            if role is not None:
-                self._evidence[role] = (recent_start + offset, raw)
-        self._floor = recent_start  # events below this position are not classified yet
-        self._classify_back(history, None if classify_all else self._wanted())
+        self._evidence = {role: (index, raw.copy()) for role, (index, raw) in evidence.items()}
+        self._floor = floor
+        # The full history only when compaction is off: the prompt then carries all of it.
+        self._all = [raw.copy() for raw in history] if history is not None else None
 
     @property
     def fully_classified(self) -> bool:
         return self._floor == 0
-
-    def _wanted(self) -> int:
-        """How many backfill candidates the current tail needs."""
-        return self._config.max_events - self._config.recent_events
 
     def _candidates(self) -> list[tuple[int, str]]:
         tail_start = self.count - self._config.recent_events
@@ -76,20 +78,6 @@ class RequestSummary:
             ((index, role) for role, (index, _) in self._evidence.items() if index < tail_start),
             reverse=True,
         )
-
-    def _classify_back(self, history: list[msgspec.Raw], wanted: int | None) -> None:
-        # Walk older events newest-first, recording the newest evidence of each new role,
-        # until `wanted` candidates outside the tail exist (None: the whole history).
-        found = len(self._candidates())
-        index = self._floor - 1
-        while index >= 0 and (wanted is None or found < wanted):
-            raw = history[index]
-            role = role_of_raw(raw)
-            if role is not None and role not in self._evidence:
-                self._evidence[role] = (index, raw.copy())
-                found += 1
-            index -= 1
-        self._floor = index + 1
 
     def append(self, events: list[msgspec.Raw], updates: Mapping[str, Any]) -> None:
         """Account for events this process appended and fields it set (no re-read)."""
@@ -115,9 +103,8 @@ class RequestSummary:
             return self._projection((), (), self._fields)
         total = self.count
         if not config.enabled or total <= config.max_events:
-            selected = tuple(range(total))
             history = self._all if self._all is not None else [raw for raw, _ in self._recent]
-            return self._projection(selected, (), self._with_events(history))
+            return self._projection(tuple(range(total)), (), self._with_events(history))
         tail_start = total - config.recent_events
         slots = config.max_events - config.recent_events
         candidates = self._candidates()
@@ -150,3 +137,51 @@ class RequestSummary:
             backfilled=backfilled,
             fields=fields,
         )
+
+
+def summary_from_fields(
+    fields: Mapping[str, Any], config: PromptContextConfig, *, classify_all: bool = False
+) -> RequestSummary:
+    """Summarise a parsed record (events as ``Raw``), classifying only as far as needed."""
+    events = fields.get(EVENTS_KEY)
+    history: list[msgspec.Raw] = events if isinstance(events, list) else []
+    count = len(history)
+    recent = history[-config.max_events :] if history else []
+    recent_start = count - len(recent)
+    evidence: dict[str, tuple[int, msgspec.Raw]] = {}
+    for offset, raw in enumerate(recent):
+        if (role := role_of_raw(raw)) is not None:
+            evidence[role] = (recent_start + offset, raw)
+    # Walk older events newest-first, recording the newest evidence of each new role, until the
+    # projection has enough backfill candidates (or, with classify_all, to the start).
+    tail_start = count - config.recent_events
+    wanted = config.max_events - config.recent_events
+    found = sum(1 for index, _ in evidence.values() if index < tail_start)
+    index = recent_start - 1
+    while index >= 0 and (classify_all or found < wanted):
+        role = role_of_raw(history[index])
+        if role is not None and role not in evidence:
+            evidence[role] = (index, history[index])
+            found += 1
+        index -= 1
+    return RequestSummary(
+        config=config,
+        fields=fields,
+        count=count,
+        recent=recent,
+        evidence=evidence,
+        floor=index + 1,
+        history=history if not config.enabled else None,
+    )
+
+
+def summary_from_parts(parts: IndexedParts, config: PromptContextConfig) -> RequestSummary:
+    """Summarise a record read through its index (complete: every role's newest evidence)."""
+    return RequestSummary(
+        config=config,
+        fields=parts.fields,
+        count=parts.count,
+        recent=parts.tail,
+        evidence=parts.evidence,
+        floor=0,
+    )

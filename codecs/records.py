@@ -20,6 +20,7 @@ __all__ = [
     "EventHead",
     "PayloadHead",
     "RecordFields",
+    "RenderedRecord",
     "decode_any",
     "decode_event_head",
     "decode_record",
@@ -27,7 +28,9 @@ __all__ = [
     "encode_field",
     "encode_record",
     "fields_to_raw",
+    "format_event",
     "iter_pretty_record",
+    "render_record",
     "split_raw_list",
 ]
 
@@ -141,6 +144,61 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
         return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
     except (TypeError, msgspec.EncodeError) as exc:
         raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+
+
+class RenderedRecord(msgspec.Struct, frozen=True):
+    """The bytes of a record file and where its events are in them."""
+
+    data: bytes
+    events_start: int  # offset of the events array's `[`
+    events_end: int  # offset just after its `]`
+    spans: list[tuple[int, int]]  # (offset, length) of every event, in order
+
+
+_EVENT_SEPARATOR = b",\n    "
+
+
+def format_event(raw: msgspec.Raw | bytes) -> bytes:
+    """An event as it stands in a record file: formatted, re-indented for depth 2."""
+    return msgspec.json.format(raw, indent=2).replace(b"\n", b"\n    ")
+
+
+def render_record(fields: Mapping[str, Any], formatted_events: list[bytes]) -> RenderedRecord:
+    """Lay out a record file and note where each event is (the same bytes as ``encode_record``).
+
+    ``fields`` are decoded top-level values in file order; the ``events`` field is written from
+    ``formatted_events`` (see ``format_event``), which must be already formatted.
+    """
+    out = bytearray(b"{\n")
+    events_start = events_end = -1
+    spans: list[tuple[int, int]] = []
+    keys = list(fields)
+    if EVENTS_KEY not in fields:
+        keys.append(EVENTS_KEY)
+    for position, key in enumerate(keys):
+        out += b"  " + _ENCODER.encode(key) + b": "
+        if key == EVENTS_KEY:
+            events_start = len(out)
+            if formatted_events:
+                out += b"[\n    "
+                for number, event in enumerate(formatted_events):
+                    if number:
+                        out += _EVENT_SEPARATOR
+                    spans.append((len(out), len(event)))
+                    out += event
+                out += b"\n  ]"
+            else:
+                out += b"[]"
+            events_end = len(out)
+        else:
+            try:
+                value = _ENCODER.encode(fields[key])
+            except (TypeError, msgspec.EncodeError) as exc:
+                raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+            out += msgspec.json.format(value, indent=2).replace(b"\n", b"\n  ")
+        out += b",\n" if position < len(keys) - 1 else b"\n"
+    out += b"}\n"
+    return RenderedRecord(bytes(out), events_start, events_end, spans)
 
 
 def _indent(formatted: bytes, prefix: bytes) -> bytes:
