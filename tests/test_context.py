@@ -27,7 +27,7 @@ from teams_runtime import (
 )
 from teams_runtime.actors.context import ContextActor, Project
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.samples import sample_event, sample_record
+from teams_runtime.samples import sample_record
 from teams_runtime.workspace import Workspace
 
 from .reference import reference_select
