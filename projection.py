@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.messages import CompactionNotice
 from teams_runtime.codecs.records import (
     EVENTS_KEY,
     PayloadHead,
@@ -88,16 +89,17 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True):
         """The content-free notice (spec section 5) in its key order; empty if not compacted."""
         if not self.compacted:
             return {}
-        return {
-            "compacted": True,
-            "total_events": self.total_events,
-            "included_events": self.included_events,
-            "omitted_events": self.omitted_events,
-            "recent_events": self.config.recent_events,
-            "max_events": self.config.max_events,
-            "selection": SELECTION,
-            "canonical_request": canonical_request_ref(self.request_id),
-        }
+        return msgspec.structs.asdict(
+            CompactionNotice(
+                total_events=self.total_events,
+                included_events=self.included_events,
+                omitted_events=self.omitted_events,
+                recent_events=self.config.recent_events,
+                max_events=self.config.max_events,
+                selection=SELECTION,
+                canonical_request=canonical_request_ref(self.request_id),
+            )
+        )
 
     @property
     def record(self) -> dict[str, Any]:

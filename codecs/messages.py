@@ -1,0 +1,48 @@
+"""Structs that travel between roles and into prompts: the envelope and the compaction notice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["CompactionNotice", "MessageEnvelope"]
+
+
+class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A unit of work for one role (spec section 6)."""
+
+    request_id: str
+    sender: str
+    target: str
+    intent: str = ""
+    urgency: str = "normal"
+    scope: str = ""
+    artifacts: list[str] = []
+    params: dict[str, Any] = {}
+    body: str = ""
+
+    def prompt_view(self) -> dict[str, Any]:
+        """The keys a prompt shows, in the order it shows them."""
+        return {
+            "request_id": self.request_id,
+            "intent": self.intent,
+            "urgency": self.urgency,
+            "scope": self.scope,
+            "artifacts": self.artifacts,
+            "params": self.params,
+            "body": self.body,
+        }
+
+
+class CompactionNotice(msgspec.Struct, frozen=True, kw_only=True):
+    """What a compacted prompt says it left out (spec section 5); fields in the spec's order."""
+
+    compacted: bool = True
+    total_events: int
+    included_events: int
+    omitted_events: int
+    recent_events: int
+    max_events: int
+    selection: str
+    canonical_request: str
