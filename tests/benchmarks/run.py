@@ -11,10 +11,10 @@ machine is shared and noisy: the ratios are the headline, not the absolute times
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -24,14 +24,26 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for `tests.reference`
-
 from teams_runtime import PromptContextConfig, open_context
 from teams_runtime.actors.store import create_record
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.samples import sample_record
 from teams_runtime.workspace import Workspace
-from tests.reference import reference_select
+
+
+def _load_reference() -> Callable[..., list[int] | None]:
+    # The plain five steps the tests compare against. Loaded by path: putting the repository
+    # root on sys.path would let its `codecs/` shadow the standard library.
+    path = Path(__file__).resolve().parents[1] / "reference.py"
+    spec = importlib.util.spec_from_file_location("teams_runtime_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    select: Callable[..., list[int] | None] = module.reference_select
+    return select
+
+
+reference_select = _load_reference()
 
 CONFIG = PromptContextConfig()
 
