@@ -71,6 +71,7 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True):
     selected_indices: tuple[int, ...]
     backfilled: tuple[Backfill, ...]
     fields: dict[str, msgspec.Raw]
+    history_bytes: int  # the byte size of every event as stored (what full history would add)
 
     @property
     def included_events(self) -> int:
@@ -219,8 +220,12 @@ def project_fields(
     if isinstance(events, list):
         total = len(events)
         selected, backfilled = select_events(total, lambda i: _role_of(events[i]), config)
+        history_bytes = sum(
+            len(event) if isinstance(event, msgspec.Raw) else len(encode_field(event))
+            for event in events
+        )
     else:
-        total, selected, backfilled = 0, (), ()
+        total, selected, backfilled, history_bytes = 0, (), (), 0
     try:
         raw_fields = {
             key: encode_field(
@@ -239,6 +244,7 @@ def project_fields(
         selected_indices=selected,
         backfilled=backfilled,
         fields=raw_fields,
+        history_bytes=history_bytes,
     )
 
 

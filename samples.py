@@ -9,18 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["ROLES", "sample_event", "sample_record"]
+from teams_runtime.roles import ROLES
 
-ROLES = (
-    "orchestrator",
-    "research",
-    "planner",
-    "designer",
-    "architect",
-    "developer",
-    "qa",
-    "version_controller",
-)
+__all__ = ["sample_event", "sample_record"]
+
 _START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 _KINDS = ("role_report", "delegated", "role_report", "retried", "role_report", "resumed")
 

@@ -84,6 +84,7 @@ class RecordIndex(msgspec.Struct, frozen=True, kw_only=True):
     count: int
     events_start: int
     events_end: int
+    history_bytes: int  # the sum of every event's length
     tail: list[Span]  # the last min(count, INDEX_TAIL) events, oldest first
     evidence: dict[str, tuple[int, Span]]  # role -> (event position, span) of its newest evidence
 
@@ -98,6 +99,7 @@ class IndexedParts(msgspec.Struct, frozen=True):
     version: FileVersion
     fields: RecordFields  # every top-level field; `events` is an empty list here
     count: int
+    history_bytes: int
     tail: list[msgspec.Raw]  # the last min(count, INDEX_TAIL) events
     evidence: dict[str, tuple[int, msgspec.Raw]]
 
@@ -184,7 +186,7 @@ def _parts(
         except msgspec.DecodeError:
             return None
         evidence[role] = (position, raw)
-    return IndexedParts(index.record, fields, index.count, tail, evidence)
+    return IndexedParts(index.record, fields, index.count, index.history_bytes, tail, evidence)
 
 
 def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
@@ -222,12 +224,14 @@ def _index_for(
     rendered: RenderedRecord,
     version: FileVersion,
     count: int,
+    history_bytes: int,
     tail: list[Span],
     evidence: dict[str, tuple[int, Span]],
 ) -> RecordIndex:
     return RecordIndex(
         record=version,
         count=count,
+        history_bytes=history_bytes,
         events_start=rendered.events_start,
         events_end=rendered.events_end,
         tail=tail[-INDEX_TAIL:],
@@ -306,6 +310,7 @@ def _commit(
     paths: RecordPaths,
     rendered: RenderedRecord,
     count: int,
+    history_bytes: int,
     tail: list[Span],
     evidence: dict[str, tuple[int, Span]],
 ) -> IndexedParts:
@@ -314,12 +319,24 @@ def _commit(
         paths.index.unlink()  # never leave an index that could outlive its record version
     _remove_stale_temps(paths.record)
     version = _write_atomic(paths.record, rendered.data)
-    index = _index_for(rendered, version, count, tail, evidence)
+    index = _index_for(rendered, version, count, history_bytes, tail, evidence)
     _write_index(paths, index)
     data = rendered.data
     parts = _parts(lambda offset, length: data[offset : offset + length], index, str(paths.record))
     assert parts is not None  # we just laid these bytes out ourselves
     return parts
+
+
+def _commit_all(
+    paths: RecordPaths, fields: Mapping[str, Any], history: list[msgspec.Raw]
+) -> IndexedParts:
+    """Lay out every event afresh (no usable index) and commit the record with a new index."""
+    formatted = [format_event(raw) for raw in history]
+    rendered = render_record(fields, formatted)
+    roles = [role_of_raw(raw) for raw in history]
+    evidence = _evidence_spans(roles, rendered.spans)
+    history_bytes = sum(len(event) for event in formatted)
+    return _commit(paths, rendered, len(history), history_bytes, rendered.spans, evidence)
 
 
 def _checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
@@ -377,7 +394,10 @@ def _append_indexed(
     }
     roles = [role_of_raw(raw) for raw in events]
     evidence.update(_evidence_spans(roles, spans, start=index.count))
-    return _commit(paths, rendered, index.count + len(events), old_tail + spans, evidence)
+    history_bytes = index.history_bytes + sum(len(event) for event in new)
+    return _commit(
+        paths, rendered, index.count + len(events), history_bytes, old_tail + spans, evidence
+    )
 
 
 def _append_parsed(
@@ -394,10 +414,7 @@ def _append_parsed(
     fields.update(updates)
     history = existing + events
     fields[EVENTS_KEY] = []
-    rendered = render_record(fields, [format_event(raw) for raw in history])
-    roles = [role_of_raw(raw) for raw in history]
-    evidence = _evidence_spans(roles, rendered.spans)
-    return _commit(paths, rendered, len(history), rendered.spans, evidence)
+    return _commit_all(paths, fields, history)
 
 
 def append_to_record(
@@ -432,8 +449,4 @@ def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts
     with _locked(paths):
         if paths.record.exists():
             return None
-        rendered = render_record(fields, [format_event(raw) for raw in raws])
-        roles = [role_of_raw(raw) for raw in raws]
-        return _commit(
-            paths, rendered, len(raws), rendered.spans, _evidence_spans(roles, rendered.spans)
-        )
+        return _commit_all(paths, fields, raws)

@@ -22,7 +22,7 @@ import msgspec
 
 from teams_runtime.actors.store import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.records import EVENTS_KEY, encode_field, fields_to_raw
+from teams_runtime.codecs.records import EVENTS_KEY, encode_field, fields_to_raw, format_event
 from teams_runtime.projection import Backfill, Projection, notice_request_id, role_of_raw
 
 __all__ = ["NeedsFullHistory", "RequestSummary", "summary_from_fields", "summary_from_parts"]
@@ -44,6 +44,7 @@ class RequestSummary:
         recent: list[msgspec.Raw],
         evidence: dict[str, tuple[int, msgspec.Raw]],
         floor: int,
+        history_bytes: int,
         history: list[msgspec.Raw] | None = None,
     ) -> None:
         """Keep owned copies of ``recent``, ``evidence`` and (compaction off) ``history``.
@@ -59,6 +60,7 @@ class RequestSummary:
         )  # fmt: skip
         self._request_id = notice_request_id(fields.get("request_id"))
         self.count = count
+        self._history_bytes = history_bytes
         keep = config.max_events
         self._recent: deque[tuple[msgspec.Raw, str | None]] = deque(
             ((raw.copy(), role_of_raw(raw)) for raw in recent[-keep:]), maxlen=keep
@@ -87,7 +89,9 @@ class RequestSummary:
             self._events_is_list = True
             self._fields.setdefault(EVENTS_KEY, encode_field([]))
         for event in events:
-            raw = event.copy()
+            # Held as the file holds it, so answers are byte-equal to a fresh read.
+            raw = msgspec.Raw(format_event(event))
+            self._history_bytes += len(raw)
             role = role_of_raw(raw)
             self._recent.append((raw, role))
             if role is not None:
@@ -136,6 +140,7 @@ class RequestSummary:
             selected_indices=selected,
             backfilled=backfilled,
             fields=fields,
+            history_bytes=self._history_bytes,
         )
 
 
@@ -171,6 +176,7 @@ def summary_from_fields(
         recent=recent,
         evidence=evidence,
         floor=index + 1,
+        history_bytes=sum(len(raw) for raw in history),
         history=history if not config.enabled else None,
     )
 
@@ -184,4 +190,5 @@ def summary_from_parts(parts: IndexedParts, config: PromptContextConfig) -> Requ
         recent=parts.tail,
         evidence=parts.evidence,
         floor=0,
+        history_bytes=parts.history_bytes,
     )

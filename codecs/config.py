@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import yaml
 
 from teams_runtime.exceptions import ConfigError
+from teams_runtime.roles import ROLES
 
 __all__ = [
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
+    "DryRunConfig",
+    "ModelConfig",
     "PromptContextConfig",
     "TeamConfig",
     "load_team_config",
+    "model_from_mapping",
     "parse_team_config",
     "prompt_context_from_mapping",
 ]
@@ -35,7 +39,17 @@ prompt_context:
   recent_events: 8
   max_events: 16
 
-# Other sections (the model backend, ...) go here.
+# Which model answers the roles' prompts. `dry_run` answers valid results without any
+# model, handing each request along `route`: a new workspace runs end to end as it is.
+# To use a real model CLI (reads the prompt on stdin, prints the role result JSON):
+#   backend: command
+#   command: [my-model-cli, --json]
+#   timeout_seconds: 300
+# See docs/models.md.
+model:
+  backend: dry_run
+  dry_run:
+    route: [planner, developer, qa]
 """
 
 _PREFIX = "team_runtime.yaml prompt_context"
@@ -70,10 +84,67 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
+class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The built-in dry-run backend: valid results, no model, a fixed route of roles."""
+
+    route: list[str] = msgspec.field(default_factory=lambda: ["planner", "developer", "qa"])
+
+
+class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``model`` section: which backend answers prompts, and how."""
+
+    backend: Literal["dry_run", "command"] = "dry_run"
+    command: list[str] = []
+    timeout_seconds: float = 300.0
+    env: dict[str, str] = {}
+    attempts: int = 2
+    on_failure: Literal["fail", "requeue"] = "fail"
+    max_output_bytes: int = 1_048_576
+    dry_run: DryRunConfig = DryRunConfig()
+
+    def __post_init__(self) -> None:
+        if self.backend == "command" and not self.command:
+            raise ConfigError(
+                "team_runtime.yaml model.command must be a non-empty list of strings when "
+                "model.backend is command (for example: [my-model-cli, --json])."
+            )
+        if any(not part for part in self.command):
+            raise ConfigError("team_runtime.yaml model.command must not hold empty strings.")
+        if not self.timeout_seconds > 0:
+            raise ConfigError("team_runtime.yaml model.timeout_seconds must be greater than 0.")
+        if self.attempts < 1:
+            raise ConfigError("team_runtime.yaml model.attempts must be at least 1.")
+        if self.max_output_bytes < 1:
+            raise ConfigError("team_runtime.yaml model.max_output_bytes must be at least 1.")
+        unknown = [role for role in self.dry_run.route if role not in ROLES]
+        if unknown:
+            raise ConfigError(
+                f"team_runtime.yaml model.dry_run.route names unknown roles ({', '.join(unknown)});"
+                f" roles are: {', '.join(ROLES)}."
+            )
+
+
 class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Everything read from ``team_runtime.yaml`` when role services start."""
 
     prompt_context: PromptContextConfig = PromptContextConfig()
+    model: ModelConfig = ModelConfig()
+
+
+def model_from_mapping(block: object) -> ModelConfig:
+    """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
+    if block is None:
+        return ModelConfig()
+    if not isinstance(block, Mapping):
+        raise ConfigError("team_runtime.yaml model must be a mapping.")
+    try:
+        return msgspec.convert(block, ModelConfig)
+    except msgspec.ValidationError as exc:
+        if isinstance(exc.__cause__, ConfigError):
+            raise exc.__cause__ from None
+        message, _, where = str(exc).partition(" - at `$")
+        path = "model" + where.rstrip("`")
+        raise ConfigError(f"team_runtime.yaml {path}: {message}; see docs/models.md.") from None
 
 
 def prompt_context_from_mapping(block: object) -> PromptContextConfig:
@@ -104,7 +175,10 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
             f"{source}: the top level must be a mapping of sections "
             f"(found {type(document).__name__})."
         )
-    return TeamConfig(prompt_context=prompt_context_from_mapping(document.get("prompt_context")))
+    return TeamConfig(
+        prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
+        model=model_from_mapping(document.get("model")),
+    )
 
 
 def load_team_config(workspace: str | Path) -> TeamConfig:

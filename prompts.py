@@ -1,0 +1,230 @@
+"""The four model-facing prompts that embed a request record (spec section 6).
+
+Every prompt is built from one ``Projection`` and streamed as text chunks: the fixed sections,
+then the notice, then the record JSON with the selected events spliced from their bytes, then
+the envelope. ``PromptBundle`` carries the chunks together with the notice and the counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+from anyio.lowlevel import checkpoint
+
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.contract import AnswerKind, contract_shape
+from teams_runtime.projection import Projection, notice_text
+from teams_runtime.roles import ROLE_RULES
+
+__all__ = [
+    "PROMPT_KINDS",
+    "PURPOSES",
+    "PromptBundle",
+    "PromptKind",
+    "build_prompt",
+    "kind_for_role",
+]
+
+PromptKind = Literal["task", "repair", "research_decision", "version_control"]
+PROMPT_KINDS: tuple[PromptKind, ...] = ("task", "repair", "research_decision", "version_control")
+PURPOSES: dict[PromptKind, str] = {
+    "task": "role_task",
+    "repair": "contract_repair",
+    "research_decision": "research_decision",
+    "version_control": "version_control",
+}
+
+ROLE_TASK_TEMPLATE = """\
+You are the {role} role inside teams_runtime.
+
+Answer with strict JSON only: one object, no prose, no code fences, with these keys:
+{shape}
+
+Current sprint: {sprint}
+
+Rules:
+- Treat `Current request` as the source of truth; the envelope only says why you were called.
+- Read the latest `result` and the recent `events` before you decide.
+- Set `request_id` to "{request_id}" and `role` to "{role}".
+- Set `next_role` to the role that should act next, or "" when the request is done.
+
+Role rules ({role}):
+{role_rules}"""
+
+VERSION_CONTROL_TEMPLATE = (
+    ROLE_TASK_TEMPLATE
+    + """
+- The `version_control` section of the request says what to commit (mode, scope, summary,
+  paths); the work role's `result` says what changed."""
+)
+
+REPAIR_TEMPLATE = """\
+You are the {role} role inside teams_runtime.
+
+Your previous result was rejected by contract validation.
+
+Validation errors:
+{errors}
+
+Previous invalid payload:
+{previous}
+
+Answer again with strict JSON only: one object, no prose, no code fences, in this shape:
+{shape}
+
+Rules:
+- Fix every validation error; keep what was right in the previous payload.
+- Treat `Current request` as the source of truth.
+- Set `request_id` to "{request_id}" and `role` to "{role}"."""
+
+RESEARCH_DECISION_TEMPLATE = """\
+You are the research role inside teams_runtime.
+
+Research gate: decide whether external research is needed before the team continues.
+Answer with strict JSON only: one object, no prose, no code fences, with these keys:
+{shape}
+
+Rules:
+- Set `needed` to true only when the request cannot be decided from what the team has.
+- When `needed` is true, `subject` and `research_query` say exactly what to look up.
+- `reason_code` is a short snake_case reason; `next_role` is who acts after the gate.
+- Treat `Current request` as the source of truth.
+
+Local sources already checked:
+{sources}"""
+
+_PREVIOUS_LIMIT = 4000  # characters of an invalid answer shown back to the model
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def kind_for_role(role: str) -> PromptKind:
+    """The prompt a role gets for new work."""
+    if role == "research":
+        return "research_decision"
+    if role == "version_controller":
+        return "version_control"
+    return "task"
+
+
+def _answer_kind(kind: PromptKind, repairing: PromptKind | None) -> AnswerKind:
+    target = repairing if kind == "repair" else kind
+    if target == "research_decision" or target == "version_control":
+        return target
+    return "task"
+
+
+@dataclass(frozen=True)
+class PromptBundle:
+    """A prompt as chunks, with the notice and counts that travel with it."""
+
+    role: str
+    kind: PromptKind
+    answer_kind: AnswerKind
+    projection: Projection
+    notice: str
+    head: str
+    envelope: MessageEnvelope | None
+
+    @property
+    def purpose(self) -> str:
+        return PURPOSES[self.kind]
+
+    @property
+    def request_id(self) -> str:
+        return self.projection.request_id
+
+    def iter_chunks(self) -> Iterator[str]:
+        """The prompt text in order; joined, exactly the prompt."""
+        yield self.head + "\n\n"
+        if self.notice:
+            yield self.notice + "\n\n"
+        yield "Current request:\n"
+        for chunk in self.projection.iter_record_json():
+            yield chunk.decode("utf-8")
+        if self.envelope is not None:
+            yield "\n\nIncoming envelope:\n" + _json(self.envelope.prompt_view())
+        yield "\n"
+
+    async def chunks(self) -> AsyncIterator[str]:
+        """Stream the chunks, letting other tasks run between them."""
+        for chunk in self.iter_chunks():
+            yield chunk
+            await checkpoint()
+
+    def text(self) -> str:
+        return "".join(self.iter_chunks())
+
+
+def _bullets(lines: tuple[str, ...] | list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines) if lines else "- none"
+
+
+def _sprint(projection: Projection) -> str:
+    raw = projection.fields.get("sprint_id")
+    value = msgspec.json.decode(raw) if raw is not None else None
+    return value if isinstance(value, str) and value else "none"
+
+
+def _previous(text: str) -> str:
+    try:
+        return _json(msgspec.json.decode(text.strip().encode()))[:_PREVIOUS_LIMIT]
+    except msgspec.DecodeError:
+        return _json(text[:_PREVIOUS_LIMIT])
+
+
+def _sources(envelope: MessageEnvelope | None) -> str:
+    sources = (envelope.params.get("local_sources") if envelope else None) or []
+    return _bullets([str(source) for source in sources])
+
+
+def build_prompt(
+    kind: PromptKind,
+    *,
+    role: str,
+    projection: Projection,
+    envelope: MessageEnvelope | None,
+    repairing: PromptKind | None = None,
+    errors: list[str] | None = None,
+    previous: str = "",
+) -> PromptBundle:
+    """Build a prompt of ``kind`` for ``role`` from a projection (and the envelope).
+
+    A repair prompt names the kind it repairs, the validation errors and the previous answer;
+    it carries no envelope.
+    """
+    answer_kind = _answer_kind(kind, repairing)
+    request_id = projection.request_id
+    shape = _json(contract_shape(answer_kind, request_id, role))
+    values = {
+        "role": role,
+        "request_id": request_id,
+        "shape": shape,
+        "sprint": _sprint(projection),
+        "role_rules": _bullets(ROLE_RULES.get(role, ())),
+    }
+    if kind == "task":
+        head = ROLE_TASK_TEMPLATE.format(**values)
+    elif kind == "version_control":
+        head = VERSION_CONTROL_TEMPLATE.format(**values)
+    elif kind == "research_decision":
+        head = RESEARCH_DECISION_TEMPLATE.format(**values, sources=_sources(envelope))
+    else:
+        head = REPAIR_TEMPLATE.format(
+            **values, errors=_bullets(errors or []), previous=_previous(previous)
+        )
+        envelope = None
+    return PromptBundle(
+        role=role,
+        kind=kind,
+        answer_kind=answer_kind,
+        projection=projection,
+        notice=notice_text(projection),
+        head=head,
+        envelope=envelope,
+    )
