@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
 import msgspec
+from loguru import logger
 
 from teams_runtime import demo
 from teams_runtime.actors.context import open_context
+from teams_runtime.actors.roles import preview_prompt
+from teams_runtime.actors.team import Team
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
@@ -30,12 +35,16 @@ from teams_runtime.exceptions import (
     TeamsRuntimeError,
     UnknownRequestError,
 )
+from teams_runtime.intake import submit
+from teams_runtime.logs import configure_logging, stop_logging
 from teams_runtime.projection import (
     explain_decisions,
     notice_text,
     project_fields,
     role_of_raw,
 )
+from teams_runtime.prompts import PROMPT_KINDS, kind_for_role
+from teams_runtime.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.workspace import Workspace
 
 __all__ = ["main"]
@@ -164,8 +173,90 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     append.set_defaults(handler=_cmd_append)
 
+    submit = commands.add_parser(
+        "submit",
+        help="queue work for a role (creates the request record if it is new)",
+        description="Create a request (status queued, events created + delegated) or add a "
+        "delegated event to an existing one, and queue an envelope for ROLE. "
+        "`teams-runtime run` handles it.",
+    )
+    submit.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    submit.add_argument(
+        "--role",
+        required=True,
+        choices=PUBLIC_ROLES,
+        metavar="ROLE",
+        help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
+    )
+    submit.add_argument("--scope", required=True, metavar="TEXT", help="what is asked, in a line")
+    submit.add_argument("--body", default="", metavar="TEXT", help="details")
+    submit.add_argument("--intent", default="", metavar="I", help="e.g. implement, review, fix")
+    submit.add_argument("--urgency", default="normal", metavar="U", help="default: normal")
+    submit.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    submit.set_defaults(handler=_cmd_submit)
+
+    run = commands.add_parser(
+        "run",
+        help="run the team: every role handles its queued envelopes",
+        description="Start the ContextActor and one actor per role. With --once, handle all "
+        "queued work (and the work it creates), then exit 0; without, run until Ctrl-C or "
+        "SIGTERM (envelopes in flight stay queued for the next run).",
+    )
+    run.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    run.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
+    run.set_defaults(handler=_cmd_run)
+
+    prompt = commands.add_parser(
+        "prompt", help="print the prompt a role would get for a request, as it would be sent"
+    )
+    prompt.add_argument("request_id", metavar="REQUEST_ID")
+    prompt.add_argument(
+        "--role", required=True, choices=ROLES, metavar="ROLE", help=f"one of: {', '.join(ROLES)}"
+    )
+    prompt.add_argument(
+        "--kind",
+        choices=PROMPT_KINDS,
+        help="the prompt kind (default: the role's own: research_decision for "
+        "research, version_control for version_controller, else task)",
+    )
+    prompt.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    prompt.add_argument(
+        "--disable",
+        action="store_true",
+        help="as with prompt_context.enabled: false (full history)",
+    )
+    prompt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the prompt text, the notice and the counts as JSON",
+    )
+    prompt.set_defaults(handler=_cmd_prompt)
+
     run_demo = commands.add_parser(
-        "demo", help="project a generated long history and show what the prompt would carry"
+        "demo", help="run a team (dry run, no model) on requests with long histories"
     )
     run_demo.add_argument(
         "--keep",
@@ -381,6 +472,87 @@ def _cmd_append(args: argparse.Namespace) -> int:
 
     count = anyio.run(append)
     print(f"Appended {len(events)} event(s) to {args.request_id}; it now has {count} events.")
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    load_team_config(args.workspace)  # a broken or missing config is an error before any write
+    done = anyio.run(
+        partial(
+            submit,
+            args.workspace,
+            role=args.role,
+            scope=args.scope,
+            body=args.body,
+            intent=args.intent,
+            urgency=args.urgency,
+            request_id=args.request_id,
+        )
+    )
+    state = "new request" if done.created else "existing request"
+    print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
+    return 0
+
+
+async def _run_until_signal(team: Team) -> None:
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for received in signals:
+                    logger.warning("{} received: stopping the team", signal.Signals(received).name)
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(stop_on_signal)
+        await team.run(once=False)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    team = Team(workspace.root, load_team_config(workspace.root))
+    configure_logging(workspace, console_level="DEBUG" if args.verbose else "INFO")
+    try:
+        if args.once:
+            summary = anyio.run(partial(team.run, once=True))
+            print(
+                f"Handled {summary.handled} envelope(s): {summary.failed} failed, "
+                f"{summary.deferred} left queued, {summary.rejected} rejected; "
+                f"{len(summary.prompts)} prompts sent."
+            )
+        else:
+            anyio.run(_run_until_signal, team)
+            print(f"Stopped; {team.queue.pending_count()} envelope(s) queued for the next run.")
+    finally:
+        stop_logging()
+    return 0
+
+
+def _cmd_prompt(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    config = load_team_config(workspace.root).prompt_context
+    if args.disable:
+        config = msgspec.structs.replace(config, enabled=False)
+    kind = args.kind or kind_for_role(args.role)
+    bundle = anyio.run(partial(preview_prompt, workspace, args.request_id, args.role, kind, config))
+    if args.json:
+        projection = bundle.projection
+        output = {
+            "role": bundle.role,
+            "kind": bundle.kind,
+            "purpose": bundle.purpose,
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "prompt": bundle.text(),
+        }
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(output), indent=2).decode())
+        sys.stdout.write("\n")
+        return 0
+    for chunk in bundle.iter_chunks():
+        sys.stdout.write(chunk)
     return 0
 
 

@@ -1,82 +1,125 @@
-"""``teams-runtime demo``: a workspace with long request histories, projected as prompts would.
+"""``teams-runtime demo``: a team run end to end on requests with long histories.
 
-This is the projection demo; it shows what each prompt carries instead of the full history.
+It makes a workspace (temporary unless ``--keep``), seeds requests whose records already hold
+dozens of events across roles, queues work for each, and runs the Team once with the dry-run
+backend (no model). Every prompt is reported: role, kind, events total/included/omitted, and
+the prompt's size against what the full history would have cost.
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
 
-import msgspec
+import anyio
 
+from teams_runtime.actors.context import open_context
+from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, load_team_config
-from teams_runtime.codecs.records import encode_record
+from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.projection import notice_text, project_request
+from teams_runtime.intake import submit_with
+from teams_runtime.logs import configure_logging, stop_logging
 from teams_runtime.samples import sample_record
+from teams_runtime.work_queue import WorkQueue
 from teams_runtime.workspace import Workspace
 
 __all__ = ["run"]
 
-_HISTORIES = {"req-short": 12, "req-medium": 40, "req-long": 120}
+# Existing histories (events) and the role each request is handed to.
+_SEEDS = {
+    "req-short": (6, "planner"),
+    "req-medium": (40, "research"),
+    "req-long": (90, "developer"),
+}
+_ROUTE = "[research, planner, architect, developer, version_controller, qa]"
 
 
-def _write_requests(workspace: Workspace) -> None:
+def _prepare(workspace: Workspace) -> None:
     workspace.requests_dir.mkdir(parents=True, exist_ok=True)
-    workspace.config_path.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
-    for request_id, events in _HISTORIES.items():
-        data = encode_record(sample_record(events, request_id))
-        workspace.request_path(request_id).write_bytes(data)
+    config = DEFAULT_CONFIG_TEXT.replace("route: [planner, developer, qa]", f"route: {_ROUTE}")
+    workspace.config_path.write_text(config, encoding="utf-8")
 
 
-def _show(workspace: Workspace, kept: bool) -> None:
-    config = load_team_config(workspace.root).prompt_context
-    full_history = msgspec.structs.replace(config, enabled=False)
+async def _seed(workspace: Workspace) -> None:
+    queue = WorkQueue(workspace)
+    async with open_context(workspace.root) as context:
+        for request_id, (events, role) in _SEEDS.items():
+            await context.create(request_id, sample_record(events, request_id))
+            envelope = MessageEnvelope(
+                request_id=request_id,
+                sender="user",
+                target=role,
+                intent="implement",
+                scope="Add export to CSV for the quarterly report (demo request)",
+                body="Continue the work recorded so far.",
+            )
+            await submit_with(context, queue, envelope)
+
+
+def _report(summary: RunSummary, seconds: float) -> None:
     out = sys.stdout
     out.write(
-        f"prompt_context: enabled={str(config.enabled).lower()} "
-        f"recent_events={config.recent_events} max_events={config.max_events}\n\n"
+        f"{'request':<11} {'role':<19} {'purpose':<18} {'total':>5} {'incl':>5} {'omit':>5} "
+        f"{'prompt chars':>12} {'full history':>12} {'saving':>6}\n"
     )
+    for record in sorted(summary.prompts, key=lambda r: (r.request_id, r.timestamp)):
+        saving = 1 - record.prompt_chars / record.full_history_chars
+        out.write(
+            f"{record.request_id:<11} {record.role:<19} {record.purpose:<18} "
+            f"{record.total_events:>5} {record.included_events:>5} {record.omitted_events:>5} "
+            f"{record.prompt_chars:>12,} {record.full_history_chars:>12,} {saving:>6.0%}\n"
+        )
+    sent = sum(r.prompt_chars for r in summary.prompts)
+    full = sum(r.full_history_chars for r in summary.prompts)
+    compacted = sum(r.compacted for r in summary.prompts)
     out.write(
-        f"{'request':<12} {'total':>6} {'included':>9} {'omitted':>8} "
-        f"{'record chars':>13} {'full chars':>11} {'saving':>7}\n"
+        f"\n{len(summary.prompts)} prompts ({compacted} compacted) in {seconds:.1f} s: "
+        f"{sent:,} characters sent instead of {full:,} with full history "
+        f"({1 - sent / full:.0%} saved). {summary.handled} envelopes handled, "
+        f"{summary.failed} failed. Backend: dry run (no model was called).\n"
+        "Omitted events stay in the records on disk; each prompt's notice says where.\n"
     )
-    last_notice = ""
-    for request_id in _HISTORIES:
-        data = workspace.request_path(request_id).read_bytes()
-        projection = project_request(data, config)
-        projected = len(b"".join(projection.iter_record_json()).decode())
-        full = len(b"".join(project_request(data, full_history).iter_record_json()).decode())
-        out.write(
-            f"{request_id:<12} {projection.total_events:>6} {projection.included_events:>9} "
-            f"{projection.omitted_events:>8} {projected:>13} {full:>11} "
-            f"{1 - projected / full:>7.0%}\n"
-        )
-        last_notice = notice_text(projection) or last_notice
-    if last_notice:
-        out.write("\nThe notice a role sees before `Current request:` (req-long):\n\n")
-        out.write(last_notice + "\n")
-    out.write("\nOmitted events stay in the record files on disk.\n")
-    if kept:
-        out.write(
-            f"Workspace kept at {workspace.root}; see why each event was kept or left out:\n"
-            f"  teams-runtime explain req-long --workspace {workspace.root}\n"
-        )
+
+
+def _run_in(workspace: Workspace) -> RunSummary:
+    _prepare(workspace)
+    anyio.run(_seed, workspace)
+    team = Team(workspace.root, load_team_config(workspace.root))
+    return anyio.run(lambda: team.run(once=True))
 
 
 def run(keep: Path | None = None) -> int:
-    """Build the demo workspace (a temporary one unless ``keep``), show the projections."""
+    """Run the demo; with ``keep``, in that (new) folder, left for exploring."""
+    started = time.perf_counter()
     if keep is not None:
         if keep.exists():
             raise TeamsRuntimeError(f"{keep} already exists; give --keep a new folder.")
         workspace = Workspace(keep)
-        _write_requests(workspace)
-        _show(workspace, kept=True)
+        configure_logging(workspace, console_level="WARNING")
+        try:
+            summary = _run_in(workspace)
+        finally:
+            stop_logging()
+        _report(summary, time.perf_counter() - started)
+        sys.stdout.write(
+            f"\nWorkspace kept at {keep} (demo run {datetime.now():%H:%M:%S}):\n"
+            f"  records: {workspace.requests_dir}\n"
+            f"  logs:    {workspace.logs_dir}\n"
+            f"  try:     teams-runtime prompt req-long --role qa --workspace {keep}\n"
+            f"           teams-runtime explain req-long --workspace {keep}\n"
+        )
         return 0
     with tempfile.TemporaryDirectory(prefix="teams-runtime-demo-") as folder:
         workspace = Workspace(folder)
-        _write_requests(workspace)
-        _show(workspace, kept=False)
+        configure_logging(workspace, console_level="WARNING")
+        try:
+            summary = _run_in(workspace)
+        finally:
+            stop_logging()
+    _report(summary, time.perf_counter() - started)
+    sys.stdout.write("Run `teams-runtime demo --keep DIR` to keep the workspace and its logs.\n")
     return 0

@@ -8,7 +8,7 @@ the envelope. ``PromptBundle`` carries the chunks together with the notice and t
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
@@ -24,6 +24,7 @@ __all__ = [
     "PURPOSES",
     "PromptBundle",
     "PromptKind",
+    "answer_kind_of",
     "build_prompt",
     "kind_for_role",
 ]
@@ -112,7 +113,8 @@ def kind_for_role(role: str) -> PromptKind:
     return "task"
 
 
-def _answer_kind(kind: PromptKind, repairing: PromptKind | None) -> AnswerKind:
+def answer_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> AnswerKind:
+    """The contract an answer to a prompt of ``kind`` must meet."""
     target = repairing if kind == "repair" else kind
     if target == "research_decision" or target == "version_control":
         return target
@@ -130,6 +132,7 @@ class PromptBundle:
     notice: str
     head: str
     envelope: MessageEnvelope | None
+    _streamed: list[int] = field(default_factory=lambda: [0, 0], repr=False, compare=False)
 
     @property
     def purpose(self) -> str:
@@ -153,9 +156,18 @@ class PromptBundle:
 
     async def chunks(self) -> AsyncIterator[str]:
         """Stream the chunks, letting other tasks run between them."""
+        chars = 0
         for chunk in self.iter_chunks():
+            chars += len(chunk)
             yield chunk
             await checkpoint()
+        self._streamed[:] = [1, chars]  # streamed to the end: its size is known for free
+
+    def chars(self) -> int:
+        """The prompt's size in characters (counted while streaming, else by rendering)."""
+        if self._streamed[0]:
+            return self._streamed[1]
+        return sum(len(chunk) for chunk in self.iter_chunks())
 
     def text(self) -> str:
         return "".join(self.iter_chunks())
@@ -198,7 +210,7 @@ def build_prompt(
     A repair prompt names the kind it repairs, the validation errors and the previous answer;
     it carries no envelope.
     """
-    answer_kind = _answer_kind(kind, repairing)
+    answer_kind = answer_kind_of(kind, repairing)
     request_id = projection.request_id
     shape = _json(contract_shape(answer_kind, request_id, role))
     values = {

@@ -1,0 +1,143 @@
+"""The Team supervisor: the ContextActor and one role actor per role, in one task group.
+
+It loads ``team_runtime.yaml`` once (a restart picks up changes), hands the same config to
+every role actor and to the ContextActor, and feeds queued envelopes to their roles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import msgspec
+from anyio.abc import TaskStatus
+from loguru import logger
+
+from teams_runtime.actors.backends import ModelBackend, make_backend
+from teams_runtime.actors.context import open_context
+from teams_runtime.actors.roles import Outcome, RequestLocks, RoleActor, WorkItem
+from teams_runtime.codecs.config import TeamConfig, load_team_config
+from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.roles import ROLES
+from teams_runtime.work_queue import WorkQueue
+from teams_runtime.workspace import Workspace
+
+__all__ = ["RunSummary", "Team"]
+
+
+class RunSummary(msgspec.Struct, kw_only=True):
+    """What one run did."""
+
+    handled: int = 0
+    failed: int = 0
+    deferred: int = 0
+    rejected: int = 0
+    prompts: list[PromptRecord] = msgspec.field(default_factory=list)
+
+
+class Team:
+    """Runs the roles of one workspace."""
+
+    def __init__(
+        self,
+        workspace: str | Path,
+        config: TeamConfig | None = None,
+        *,
+        backend: ModelBackend | None = None,
+        concurrency: int = 4,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self.workspace = Workspace(workspace)
+        self.config = config if config is not None else load_team_config(self.workspace.root)
+        self.backend = backend if backend is not None else make_backend(self.config.model)
+        self.queue = WorkQueue(self.workspace)
+        self.roles: dict[str, RoleActor] = {}
+        self._concurrency = concurrency
+        self._poll_interval = poll_interval
+        self._in_flight: set[str] = set()
+        self._deferred: set[str] = set()
+        self._progress = anyio.Event()
+        self.summary = RunSummary()
+
+    def _finished(self, item: WorkItem, outcome: Outcome) -> None:
+        self._in_flight.discard(item.path)
+        match outcome:
+            case "done":
+                self.summary.handled += 1
+            case "failed":
+                self.summary.failed += 1
+            case "deferred":
+                self._deferred.add(item.path)
+                self.summary.deferred += 1
+            case "rejected":
+                self.summary.rejected += 1
+        self._progress.set()
+
+    async def _dispatch_pending(self) -> int:
+        """Give every newly queued envelope to its role; returns how many were given."""
+        given = 0
+        for role in ROLES:
+            for path in await anyio.to_thread.run_sync(self.queue.pending, role):
+                key = str(path)
+                if key in self._in_flight or key in self._deferred:
+                    continue
+                self._in_flight.add(key)
+                await self.roles[role].give(WorkItem(key, role))
+                given += 1
+        return given
+
+    async def run(
+        self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> RunSummary:
+        """Run until the queue is empty (``once``) or until cancelled.
+
+        Cancelling it (Ctrl-C) stops the roles; envelopes being handled stay queued and are
+        handled again on the next run.
+        """
+        config = self.config
+        locks = RequestLocks()
+        async with (
+            open_context(self.workspace.root, config.prompt_context) as context,
+            anyio.create_task_group() as group,
+        ):
+            for role in ROLES:
+                actor = RoleActor(
+                    role,
+                    config=config,
+                    context=context,
+                    backend=self.backend,
+                    queue=self.queue,
+                    locks=locks,
+                    on_finished=self._finished,
+                    on_prompt=self.summary.prompts.append,
+                    concurrency=self._concurrency,
+                )
+                await group.start(actor.serve)
+                self.roles[role] = actor
+            logger.info(
+                "team started in {} (backend {}, {} roles)",
+                self.workspace.root,
+                self.backend.name,
+                len(self.roles),
+            )
+            task_status.started()
+            while True:
+                self._progress = anyio.Event()
+                await self._dispatch_pending()
+                if once and not self._in_flight:
+                    break
+                if once:
+                    await self._progress.wait()
+                else:
+                    with anyio.move_on_after(self._poll_interval):
+                        await self._progress.wait()
+            for actor in self.roles.values():
+                actor.close()
+        logger.info(
+            "team finished: {} handled, {} failed, {} deferred, {} rejected",
+            self.summary.handled,
+            self.summary.failed,
+            self.summary.deferred,
+            self.summary.rejected,
+        )
+        return self.summary

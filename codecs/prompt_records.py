@@ -1,0 +1,44 @@
+"""The structured, content-free record written for every prompt a role sends."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["PROMPT_RECORD_SCHEMA", "PromptRecord", "decode_prompt_record", "encode_prompt_record"]
+
+PROMPT_RECORD_SCHEMA = 1
+
+
+class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """Counts and sizes of one prompt: never prompt, event, payload or envelope text."""
+
+    schema_version: int = PROMPT_RECORD_SCHEMA
+    timestamp: str  # ISO-8601 with offset
+    role: str
+    purpose: str  # role_task | contract_repair | research_decision | version_control
+    request_id: str
+    enabled: bool
+    recent_events: int
+    max_events: int
+    total_events: int
+    included_events: int
+    omitted_events: int
+    compacted: bool
+    eligible: bool  # total_events > max_events, whatever `enabled` says
+    backfilled_roles: list[str]
+    prompt_chars: int
+    full_history_chars: int  # estimated from the omitted events' byte sizes
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(PromptRecord)
+
+
+def encode_prompt_record(record: PromptRecord) -> str:
+    """One JSON line (without the newline)."""
+    return _ENCODER.encode(record).decode()
+
+
+def decode_prompt_record(line: bytes) -> PromptRecord:
+    """Decode one JSON line; raises ``msgspec.DecodeError`` (or ``ValidationError``)."""
+    return _DECODER.decode(line)

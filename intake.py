@@ -1,0 +1,114 @@
+"""New work entering the team: ``teams-runtime submit`` and the demo's seeding."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.roles import PUBLIC_ROLES
+from teams_runtime.work_queue import WorkQueue
+from teams_runtime.workspace import Workspace, check_request_id
+
+__all__ = ["Submission", "new_record", "new_request_id", "submit", "submit_with"]
+
+
+class Submission(msgspec.Struct, frozen=True):
+    """What ``submit`` did."""
+
+    request_id: str
+    created: bool
+    envelope_path: str
+
+
+def new_request_id() -> str:
+    """A fresh, safe request id: ``req-YYYYMMDD-HHMMSS-xxxx``."""
+    return f"req-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _delegated(role: str, now: str) -> dict[str, Any]:
+    return {
+        "timestamp": now,
+        "type": "delegated",
+        "actor": "orchestrator",
+        "summary": f"orchestrator handed the request to {role}",
+        "payload": {"from_role": "orchestrator", "to_role": role},
+    }
+
+
+def new_record(envelope: MessageEnvelope, now: str) -> dict[str, Any]:
+    """The record of a new request: status ``queued``, events ``created`` and ``delegated``."""
+    return {
+        "request_id": envelope.request_id,
+        "status": "queued",
+        "intent": envelope.intent,
+        "urgency": envelope.urgency,
+        "scope": envelope.scope,
+        "body": envelope.body,
+        "artifacts": envelope.artifacts,
+        "params": envelope.params,
+        "current_role": envelope.target,
+        "next_role": envelope.target,
+        "owner_role": "orchestrator",
+        "created_at": now,
+        "updated_at": now,
+        "result": {},
+        "events": [
+            {
+                "timestamp": now,
+                "type": "created",
+                "actor": "orchestrator",
+                "summary": "request created",
+            },
+            _delegated(envelope.target, now),
+        ],
+    }
+
+
+async def submit_with(
+    context: ContextHandle, queue: WorkQueue, envelope: MessageEnvelope
+) -> Submission:
+    """Create or extend the request's record, then queue the envelope (in that order)."""
+    now = datetime.now().astimezone().isoformat()
+    created = await context.create(envelope.request_id, new_record(envelope, now))
+    if not created:
+        await context.append_event(
+            envelope.request_id,
+            _delegated(envelope.target, now),
+            updates={"status": "queued", "current_role": envelope.target, "updated_at": now},
+        )
+    path = await anyio.to_thread.run_sync(queue.put, envelope)
+    return Submission(envelope.request_id, created, str(path))
+
+
+async def submit(
+    workspace: str | Path,
+    *,
+    role: str,
+    scope: str,
+    body: str = "",
+    intent: str = "",
+    urgency: str = "normal",
+    request_id: str | None = None,
+) -> Submission:
+    """Queue work for ``role``: a new request, or more work on an existing one."""
+    if role not in PUBLIC_ROLES:
+        raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(PUBLIC_ROLES)}")
+    envelope = MessageEnvelope(
+        request_id=check_request_id(request_id or new_request_id()),
+        sender="user",
+        target=role,
+        intent=intent,
+        urgency=urgency,
+        scope=scope,
+        body=body,
+    )
+    root = Workspace(workspace)
+    async with open_context(root.root) as context:
+        return await submit_with(context, WorkQueue(root), envelope)
