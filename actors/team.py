@@ -10,11 +10,11 @@ from pathlib import Path
 
 import anyio
 import msgspec
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
 from teams_runtime.actors.backends import ModelBackend, make_backend
-from teams_runtime.actors.context import open_context
+from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.roles import Outcome, RequestLocks, RoleActor, WorkItem
 from teams_runtime.codecs.config import TeamConfig, load_team_config
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -86,6 +86,36 @@ class Team:
                 given += 1
         return given
 
+    async def _start_roles(
+        self, group: TaskGroup, context: ContextHandle, locks: RequestLocks
+    ) -> None:
+        for role in ROLES:
+            actor = RoleActor(
+                role,
+                config=self.config,
+                context=context,
+                backend=self.backend,
+                queue=self.queue,
+                locks=locks,
+                on_finished=self._finished,
+                on_prompt=self.summary.prompts.append,
+                concurrency=self._concurrency,
+            )
+            self.roles[role] = actor
+            await group.start(actor.serve)
+
+    async def _feed_roles(self, once: bool) -> None:
+        while True:
+            self._progress = anyio.Event()
+            await self._dispatch_pending()
+            if once and not self._in_flight:
+                return
+            if once:
+                await self._progress.wait()
+            else:
+                with anyio.move_on_after(self._poll_interval):
+                    await self._progress.wait()
+
     async def run(
         self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> RunSummary:
@@ -94,45 +124,24 @@ class Team:
         Cancelling it (Ctrl-C) stops the roles; envelopes being handled stay queued and are
         handled again on the next run.
         """
-        config = self.config
         locks = RequestLocks()
         async with (
-            open_context(self.workspace.root, config.prompt_context) as context,
+            open_context(self.workspace.root, self.config.prompt_context) as context,
             anyio.create_task_group() as group,
         ):
-            for role in ROLES:
-                actor = RoleActor(
-                    role,
-                    config=config,
-                    context=context,
-                    backend=self.backend,
-                    queue=self.queue,
-                    locks=locks,
-                    on_finished=self._finished,
-                    on_prompt=self.summary.prompts.append,
-                    concurrency=self._concurrency,
+            try:
+                await self._start_roles(group, context, locks)
+                logger.info(
+                    "team started in {} (backend {}, {} roles)",
+                    self.workspace.root,
+                    self.backend.name,
+                    len(self.roles),
                 )
-                await group.start(actor.serve)
-                self.roles[role] = actor
-            logger.info(
-                "team started in {} (backend {}, {} roles)",
-                self.workspace.root,
-                self.backend.name,
-                len(self.roles),
-            )
-            task_status.started()
-            while True:
-                self._progress = anyio.Event()
-                await self._dispatch_pending()
-                if once and not self._in_flight:
-                    break
-                if once:
-                    await self._progress.wait()
-                else:
-                    with anyio.move_on_after(self._poll_interval):
-                        await self._progress.wait()
-            for actor in self.roles.values():
-                actor.close()
+                task_status.started()
+                await self._feed_roles(once)
+            finally:
+                for actor in self.roles.values():
+                    actor.close()  # roles finish what they hold, then return
         logger.info(
             "team finished: {} handled, {} failed, {} deferred, {} rejected",
             self.summary.handled,

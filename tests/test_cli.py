@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from loguru import logger
 
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
@@ -276,7 +277,76 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
         assert "Traceback" not in done.stderr
 
 
-def test_demo_mentions_omitted_events(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = _run(capsys, "demo")
+def test_demo_runs_the_team_and_reports_every_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _run(capsys, "demo", "--keep", str(tmp_path / "demo"))
     assert status == 0
-    assert "omitted" in out and '"omitted_events":' in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("req-")]
+    purposes = {row[2] for row in rows}
+    assert {"role_task", "research_decision", "version_control"} <= purposes
+    omitted = [int(row[5]) for row in rows]
+    assert max(omitted) > 0 and min(omitted) == 0
+    assert "prompts (" in out and "compacted)" in out and "Omitted events stay" in out
+    assert (tmp_path / "demo" / ".teams_runtime" / "logs" / "prompt_context.jsonl").exists()
+    assert "teams-runtime prompt req-long --role qa --workspace" in out
+    logger.disable("teams_runtime")
+
+
+def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "ws"
+    assert main(["init", str(root)]) == 0
+    status, out, _ = _run(capsys, "submit", "--workspace", str(root), "--role", "planner",
+                          "--scope", "Add CSV export", "--request-id", "req-a")  # fmt: skip
+    assert status == 0 and "Queued req-a for planner (new request)" in out
+    record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
+    assert record["status"] == "queued"
+    assert [e["type"] for e in record["events"]] == ["created", "delegated"]
+    status, out, _ = _run(capsys, "submit", "--workspace", str(root), "--role", "qa",
+                          "--scope", "Check it", "--request-id", "req-a")  # fmt: skip
+    assert "(existing request)" in out
+    status, out, _ = _run(capsys, "run", "--workspace", str(root), "--once")
+    assert status == 0
+    assert "Handled 4 envelope(s): 0 failed" in out
+    logger.disable("teams_runtime")
+    record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
+    assert record["status"] == "completed"
+    status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
+    assert status == 0 and out.startswith("You are the qa role inside teams_runtime.\n")
+    status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root),
+                          "--json", "--kind", "repair")  # fmt: skip
+    answer = json.loads(out)
+    assert answer["purpose"] == "contract_repair" and "Validation errors:" in answer["prompt"]
+    assert answer["compacted"] is False and answer["notice"] == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        pytest.param(["submit", "--role", "boss", "--scope", "x"], "invalid choice", id="role"),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "x", "--request-id", "../x"],
+            "not a safe file name",
+            id="unsafe-id",
+        ),
+        pytest.param(["prompt", "nope", "--role", "qa"], "no request 'nope'", id="unknown"),
+        pytest.param(
+            ["prompt", "x", "--role", "qa", "--kind", "poem"], "invalid choice", id="kind"
+        ),
+    ],
+)
+def test_role_commands_user_errors(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    assert status == 2 and out == ""
+    assert "teams-runtime: error: " in err and needle in err and "Traceback" not in err
+
+
+def test_run_with_a_broken_config_is_a_user_error(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "team_runtime.yaml").write_text("model: {backend: command}\n")
+    status, out, err = _run(capsys, "run", "--workspace", str(workspace), "--once")
+    assert status == 2 and out == ""
+    assert "model.command must be a non-empty list" in err
