@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -37,13 +38,14 @@ from teams_runtime.exceptions import (
 )
 from teams_runtime.intake import submit
 from teams_runtime.logs import configure_logging, stop_logging
+from teams_runtime.metrics import GROUP_KEYS, Filters, log_files, render_report, summarise
 from teams_runtime.projection import (
     explain_decisions,
     notice_text,
     project_fields,
     role_of_raw,
 )
-from teams_runtime.prompts import PROMPT_KINDS, kind_for_role
+from teams_runtime.prompts import PROMPT_KINDS, PURPOSES, kind_for_role
 from teams_runtime.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.workspace import Workspace
 
@@ -70,6 +72,29 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
     return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+def _timestamp(text: str) -> str:
+    """An ISO-8601 time; without an offset it is taken as local time."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-30T08:00:00+01:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.isoformat()
 
 
 def _add_selector(parser: argparse.ArgumentParser) -> None:
@@ -254,6 +279,46 @@ def _build_parser() -> argparse.ArgumentParser:
         help="print the prompt text, the notice and the counts as JSON",
     )
     prompt.set_defaults(handler=_cmd_prompt)
+
+    metrics = commands.add_parser(
+        "metrics",
+        help="aggregate the prompt records in the logs: compaction counts, sizes, savings",
+        description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
+        "too) and aggregate the prompt records per group. See docs/monitoring.md.",
+    )
+    metrics.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    window = metrics.add_mutually_exclusive_group()
+    window.add_argument("--hours", type=_positive_float, metavar="H", help="only the last H hours")
+    window.add_argument(
+        "--since",
+        type=_timestamp,
+        metavar="ISO",
+        help="only records at or after this time (e.g. 2026-11-30T08:00+01:00)",
+    )
+    metrics.add_argument("--role", choices=ROLES, metavar="R", help="only this role")
+    metrics.add_argument(
+        "--purpose",
+        choices=sorted(PURPOSES.values()),
+        metavar="P",
+        help="only this purpose: " + ", ".join(sorted(PURPOSES.values())),
+    )
+    metrics.add_argument("--request-id", metavar="ID", help="only this request")
+    metrics.add_argument(
+        "--by",
+        action="append",
+        choices=GROUP_KEYS,
+        metavar="KEY",
+        help="group by role, purpose, enabled or day; repeat to combine "
+        "(default: --by role --by purpose)",
+    )
+    metrics.add_argument("--json", action="store_true", help="print the report as JSON")
+    metrics.set_defaults(handler=_cmd_metrics)
 
     run_demo = commands.add_parser(
         "demo", help="run a team (dry run, no model) on requests with long histories"
@@ -553,6 +618,28 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
         return 0
     for chunk in bundle.iter_chunks():
         sys.stdout.write(chunk)
+    return 0
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    since = args.since
+    if args.hours is not None:
+        since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
+    filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
+    files = log_files(workspace.logs_dir)
+    report = summarise(files, filters, args.by or ["role", "purpose"])
+    if args.json:
+        output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(output), indent=2).decode())
+        sys.stdout.write("\n")
+    elif report.totals["prompts"] == 0:
+        print(
+            f"no data: no prompt records match (read {len(files)} log file(s) in "
+            f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
+        )
+    else:
+        print(render_report(report))
     return 0
 
 

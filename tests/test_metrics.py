@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loguru import logger
+
+from teams_runtime.cli import main
+from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.metrics import Filters, log_files, summarise
+
+from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
+
+pytestmark = pytest.mark.anyio
+
+
+def _record(**overrides: Any) -> PromptRecord:
+    values: dict[str, Any] = {
+        "timestamp": "2026-11-30T08:00:00+00:00",
+        "role": "qa",
+        "purpose": "role_task",
+        "request_id": "req-1",
+        "enabled": True,
+        "recent_events": 8,
+        "max_events": 16,
+        "total_events": 40,
+        "included_events": 12,
+        "omitted_events": 28,
+        "compacted": True,
+        "eligible": True,
+        "backfilled_roles": ["planner"],
+        "prompt_chars": 1000,
+        "full_history_chars": 4000,
+    }
+    return PromptRecord(**(values | overrides))
+
+
+def _write(logs: Path, name: str, lines: list[str]) -> None:
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / name).write_text("".join(line + "\n" for line in lines))
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    folder = tmp_path / ".teams_runtime" / "logs"
+    rotated = [encode_prompt_record(_record(prompt_chars=n)) for n in range(1, 101)]
+    _write(folder, "prompt_context.2026-11-29_10-00-00_000001.jsonl", rotated)
+    live = [
+        encode_prompt_record(_record(role="planner", purpose="contract_repair", request_id="r2",
+                                     timestamp="2026-11-30T09:30:00+01:00"))  # fmt: skip
+        for _ in range(3)
+    ]
+    off = encode_prompt_record(
+        _record(enabled=False, compacted=False, included_events=40, omitted_events=0,
+                prompt_chars=4000, timestamp="2026-11-30T10:00:00+00:00")  # fmt: skip
+    )
+    torn = encode_prompt_record(_record())[:37]
+    _write(folder, "prompt_context.jsonl", [*live, off, torn, "not json", '{"role": 3}', ""])
+    return folder
+
+
+def test_totals_groups_and_skipped_lines(logs: Path) -> None:
+    report = summarise(log_files(logs), Filters(), ["role", "purpose"])
+    totals = report.totals
+    assert totals["prompts"] == 104
+    assert totals["eligible"] == 104 and totals["compacted"] == 103
+    assert totals["total_events"] == 104 * 40
+    assert totals["omitted_events"] == 103 * 28
+    assert totals["prompt_chars"] == sum(range(1, 101)) + 3 * 1000 + 4000
+    assert totals["full_history_chars"] == 104 * 4000
+    assert report.skipped_lines == 3
+    assert [(g["role"], g["purpose"], g["prompts"]) for g in report.groups] == [
+        ("planner", "contract_repair", 3),
+        ("qa", "role_task", 101),
+    ]
+    qa = report.groups[1]
+    assert qa["p95_prompt_chars"] == 96  # of 1..100 and 4000: the 96th of 101 sorted
+    assert qa["mean_prompt_chars"] == round((sum(range(1, 101)) + 4000) / 101, 1)
+
+
+@pytest.mark.parametrize(
+    ("filters", "prompts"),
+    [
+        pytest.param(Filters(role="planner"), 3, id="role"),
+        pytest.param(Filters(purpose="role_task"), 101, id="purpose"),
+        pytest.param(Filters(request_id="r2"), 3, id="request"),
+        pytest.param(Filters(since="2026-11-30T08:30:00+00:00"), 4, id="since-with-offsets"),
+        pytest.param(Filters(role="designer"), 0, id="nothing"),
+    ],
+)
+def test_filters(logs: Path, filters: Filters, prompts: int) -> None:
+    assert summarise(log_files(logs), filters, ["role"]).totals["prompts"] == prompts
+
+
+def test_by_enabled_compares_per_prompt(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(logs.parent.parent)
+    assert main(["metrics", "--workspace", root, "--by", "enabled"]) == 0
+    out = capsys.readouterr().out
+    assert "Per prompt, compaction on:" in out and "off: 4,000 chars and 40.0 events" in out
+    assert main(["metrics", "--workspace", root, "--by", "enabled", "--json"]) == 0
+    groups = {g["enabled"]: g for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert groups[False]["mean_prompt_chars"] == 4000
+    assert groups[True]["mean_included_events"] == 12
+
+
+def test_json_has_the_documented_shape(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--workspace", str(logs.parent.parent), "--json", "--by", "day"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"schema_version", "filters", "totals", "groups", "skipped_lines"} <= set(report)
+    assert {"prompts", "eligible", "compacted", "total_events", "included_events",
+            "omitted_events", "prompt_chars", "full_history_chars"} <= set(report["totals"])  # fmt: skip
+    assert [g["day"] for g in report["groups"]] == ["2026-11-30"]
+    assert report["skipped_lines"] == 3 and report["no_data"] is False
+
+
+def test_no_data_is_exit_0_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["metrics", "--workspace", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("no data: no prompt records match")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["--hours", "0"], id="hours-zero"),
+        pytest.param(["--hours", "x"], id="hours-text"),
+        pytest.param(["--since", "yesterday"], id="since-text"),
+        pytest.param(["--hours", "1", "--since", "2026-11-30T00:00:00"], id="both"),
+        pytest.param(["--by", "colour"], id="by"),
+        pytest.param(["--purpose", "poetry"], id="purpose"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["metrics", "--workspace", str(tmp_path), *argv])
+    assert exit_.value.code == 2
+    assert "teams-runtime: error: " in capsys.readouterr().err
+
+
+MARKERS = ("MARKER-SCOPE-7d1", "MARKER-BODY-7d1", "MARKER-PAYLOAD-7d1", "MARKER-ANSWER-7d1")
+
+
+async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
+    from teams_runtime.codecs.messages import MessageEnvelope
+    from teams_runtime.logs import configure_logging, stop_logging
+    from teams_runtime.work_queue import WorkQueue
+
+    workspace = _workspace(tmp_path, "invalid_once")
+    assert FAKE_MODEL.exists()
+    _seed(workspace, "req-1", "planner", events=40)
+    WorkQueue(workspace).put(
+        MessageEnvelope(request_id="req-1", sender="user", target="qa",
+                        scope=MARKERS[0], body=MARKERS[1], params={"x": MARKERS[2]})  # fmt: skip
+    )
+    configure_logging(workspace, console_level="ERROR")
+    try:
+        summary = await _run_once(workspace)
+    finally:
+        stop_logging()
+        logger.disable("teams_runtime")
+    assert any(r.purpose == "contract_repair" for r in summary.prompts)
+    texts = [path.read_text() for path in workspace.logs_dir.iterdir()]
+    assert any("prompt_context_compacted" in text for text in texts)
+    for text in texts:
+        for marker in MARKERS:
+            assert marker not in text
+        assert "Current request" not in text and "insight" not in text
