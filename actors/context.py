@@ -121,6 +121,7 @@ class ContextActor:
         self._mailbox: Mailbox[ContextMessage] = Mailbox("context", inbox_size)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
+        self._paths: dict[str, RecordPaths] = {}  # building paths costs more than a warm ask
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
@@ -153,6 +154,14 @@ class ContextActor:
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
 
+    def _paths_of(self, request_id: str) -> RecordPaths:
+        paths = self._paths.get(request_id)
+        if paths is None:
+            if len(self._paths) >= self._max_cached:
+                self._paths.clear()
+            paths = self._paths[request_id] = self.workspace.record_paths(request_id)
+        return paths
+
     def _remember(self, request_id: str, cached: _Cached) -> None:
         self._cache.pop(request_id, None)
         self._cache[request_id] = cached  # most recently used last
@@ -160,7 +169,7 @@ class ContextActor:
             self._cache.pop(next(iter(self._cache)))
 
     async def _project(self, request_id: str) -> Projection:
-        paths = self.workspace.record_paths(request_id)
+        paths = self._paths_of(request_id)
         # One stat per ask, on the event loop on purpose: it is a metadata call answered from
         # the inode cache in about a microsecond, and it is what makes another process's edit
         # visible to the very next ask. A worker thread would cost 50x more per warm ask.
@@ -195,7 +204,7 @@ class ContextActor:
     async def _append(
         self, request_id: str, events: list[msgspec.Raw], updates: dict[str, msgspec.Raw]
     ) -> int:
-        paths = self.workspace.record_paths(request_id)
+        paths = self._paths_of(request_id)
         cached = self._cache.get(request_id)
         config = self.config
 

@@ -95,24 +95,40 @@ class Mailbox(Generic[M]):
         self._serving = True
         task_status.started()
         try:
-            async for envelope in self._receive:
-                if self._stopping:
-                    _answer(envelope, ActorStopped(f"the {self.name} actor is shutting down."))
-                    continue
+            while True:
+                # Take what is already queued without a scheduling round trip per envelope;
+                # wait only when the inbox is empty.
                 try:
-                    result = await handle(envelope.message)
-                except TeamsRuntimeError as exc:
-                    result = exc
-                except Exception as exc:  # a bug: tell the asker, log it, keep serving
-                    logger.opt(exception=exc).error("{} actor failed on an ask", self.name)
-                    result = exc
-                _answer(envelope, result)
+                    envelope = self._receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        envelope = await self._receive.receive()
+                    except anyio.EndOfStream:
+                        return
+                except anyio.EndOfStream:
+                    return
+                await self._serve_one(envelope, handle)
         except anyio.ClosedResourceError:  # stopped before it was ever served
             pass
         finally:
             self._serving = False
             self._drain()
             self._receive.close()
+
+    async def _serve_one(
+        self, envelope: _Envelope[M], handle: Callable[[M], Awaitable[Any]]
+    ) -> None:
+        if self._stopping:
+            _answer(envelope, ActorStopped(f"the {self.name} actor is shutting down."))
+            return
+        try:
+            result = await handle(envelope.message)
+        except TeamsRuntimeError as exc:
+            result = exc
+        except Exception as exc:  # a bug: tell the asker, log it, keep serving
+            logger.opt(exception=exc).error("{} actor failed on an ask", self.name)
+            result = exc
+        _answer(envelope, result)
 
     def _drain(self) -> None:
         # Whatever is still queued (e.g. after cancellation) gets an answer, never silence.

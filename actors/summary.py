@@ -69,6 +69,7 @@ class RequestSummary:
         self._floor = floor
         # The full history only when compaction is off: the prompt then carries all of it.
         self._all = [raw.copy() for raw in history] if history is not None else None
+        self._answer: Projection | None = None  # immutable, so shared until the next change
 
     @property
     def fully_classified(self) -> bool:
@@ -83,6 +84,7 @@ class RequestSummary:
 
     def append(self, events: list[msgspec.Raw], updates: Mapping[str, Any]) -> None:
         """Account for events this process appended and fields it set (no re-read)."""
+        self._answer = None
         for key, value in updates.items():
             self._fields[key] = encode_field(value)
         if not self._events_is_list:
@@ -102,6 +104,11 @@ class RequestSummary:
 
     def project(self) -> Projection:
         """Answer a projection; raises ``NeedsFullHistory`` if older evidence is needed."""
+        if self._answer is None:
+            self._answer = self._project()
+        return self._answer
+
+    def _project(self) -> Projection:
         config = self._config
         if not self._events_is_list:
             return self._projection((), (), self._fields)

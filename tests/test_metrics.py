@@ -48,13 +48,25 @@ def logs(tmp_path: Path) -> Path:
     rotated = [encode_prompt_record(_record(prompt_chars=n)) for n in range(1, 101)]
     _write(folder, "prompt_context.2026-11-29_10-00-00_000001.jsonl", rotated)
     live = [
-        encode_prompt_record(_record(role="planner", purpose="contract_repair", request_id="r2",
-                                     timestamp="2026-11-30T09:30:00+01:00"))  # fmt: skip
+        encode_prompt_record(
+            _record(
+                role="planner",
+                purpose="contract_repair",
+                request_id="r2",
+                timestamp="2026-11-30T09:30:00+01:00",
+            )
+        )
         for _ in range(3)
     ]
     off = encode_prompt_record(
-        _record(enabled=False, compacted=False, included_events=40, omitted_events=0,
-                prompt_chars=4000, timestamp="2026-11-30T10:00:00+00:00")  # fmt: skip
+        _record(
+            enabled=False,
+            compacted=False,
+            included_events=40,
+            omitted_events=0,
+            prompt_chars=4000,
+            timestamp="2026-11-30T10:00:00+00:00",
+        )
     )
     torn = encode_prompt_record(_record())[:37]
     _write(folder, "prompt_context.jsonl", [*live, off, torn, "not json", '{"role": 3}', ""])
@@ -109,8 +121,16 @@ def test_json_has_the_documented_shape(logs: Path, capsys: pytest.CaptureFixture
     assert main(["metrics", "--workspace", str(logs.parent.parent), "--json", "--by", "day"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert {"schema_version", "filters", "totals", "groups", "skipped_lines"} <= set(report)
-    assert {"prompts", "eligible", "compacted", "total_events", "included_events",
-            "omitted_events", "prompt_chars", "full_history_chars"} <= set(report["totals"])  # fmt: skip
+    assert {
+        "prompts",
+        "eligible",
+        "compacted",
+        "total_events",
+        "included_events",
+        "omitted_events",
+        "prompt_chars",
+        "full_history_chars",
+    } <= set(report["totals"])
     assert [g["day"] for g in report["groups"]] == ["2026-11-30"]
     assert report["skipped_lines"] == 3 and report["no_data"] is False
 
@@ -154,8 +174,14 @@ async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
     assert FAKE_MODEL.exists()
     _seed(workspace, "req-1", "planner", events=40)
     WorkQueue(workspace).put(
-        MessageEnvelope(request_id="req-1", sender="user", target="qa",
-                        scope=MARKERS[0], body=MARKERS[1], params={"x": MARKERS[2]})  # fmt: skip
+        MessageEnvelope(
+            request_id="req-1",
+            sender="user",
+            target="qa",
+            scope=MARKERS[0],
+            body=MARKERS[1],
+            params={"x": MARKERS[2]},
+        )
     )
     configure_logging(workspace, console_level="ERROR")
     try:
