@@ -11,12 +11,14 @@ machine is shared and noisy: the ratios are the headline, not the absolute times
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
 import statistics
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,15 @@ from typing import Any
 
 import anyio
 
-from teams_runtime import PromptContextConfig, open_context
+from teams_runtime import ContextHandle, PromptContextConfig, open_context
 from teams_runtime.actors.store import create_record
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.records import encode_record
+from teams_runtime.logs import PROMPT_LOG_NAME
+from teams_runtime.metrics import Filters, log_files, summarise
+from teams_runtime.prompts import build_prompt
+from teams_runtime.roles import ROLES
 from teams_runtime.samples import sample_record
 from teams_runtime.workspace import Workspace
 
@@ -190,6 +198,157 @@ async def append_row(workspace: Workspace, size: int) -> Row:
                "append >= 3x naive", ratio >= 3)  # fmt: skip
 
 
+async def prompt_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
+    """A whole role-task prompt: our warm ask + streamed chunks vs load + steps + dumps."""
+    envelope = MessageEnvelope(request_id="x", sender="planner", target="qa", scope="bench")
+    rows = []
+    for size in sizes:
+        request_id = f"req-{size}"
+        path = workspace.request_path(request_id)
+
+        def naive(path: Path = path) -> str:
+            projected = naive_project(path)
+            return "\n\n".join(
+                [
+                    "You are the qa role inside teams_runtime.",
+                    "Current request:\n" + json.dumps(projected, indent=2, ensure_ascii=False),
+                    "Incoming envelope:\n" + json.dumps({"scope": "bench"}, indent=2),
+                ]
+            )
+
+        naive_time = _time(naive, _repeat(size, 15))
+        async with open_context(workspace.root, CONFIG) as ctx:
+
+            async def ours(ctx: ContextHandle = ctx, request_id: str = request_id) -> None:
+                projection = await ctx.project(request_id, role="qa")
+                bundle = build_prompt("task", role="qa", projection=projection, envelope=envelope)
+                async for _ in bundle.chunks():
+                    pass
+
+            await ours()
+            ours_time = await _atime(ours, 200)
+        ratio = naive_time / ours_time
+        rows.append(Row(f"prompt build (warm, streamed), {size:,} events", _fmt(ours_time),
+                        _fmt(naive_time), f"{ratio:.0f}x", "", None))  # fmt: skip
+    return rows
+
+
+async def throughput_row(root: Path) -> Row:
+    """Warm asks per second: 8 role tasks asking about 50 requests, one process."""
+    workspace = Workspace(root / "throughput")
+    ids = [f"req-{n}" for n in range(50)]
+    for request_id in ids:
+        create_record(workspace.record_paths(request_id), sample_record(100, request_id))
+    per_task = 4000
+    async with open_context(workspace.root, CONFIG) as ctx:
+        for request_id in ids:
+            await ctx.project(request_id, role="qa")
+
+        async def role_task(number: int) -> None:
+            for step in range(per_task):
+                await ctx.project(ids[(number * 7 + step) % len(ids)], role="qa")
+
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for number in range(8):
+                group.start_soon(role_task, number)
+        elapsed = time.perf_counter() - start
+    rate = 8 * per_task / elapsed
+    naive_rate = 1 / _time(lambda: naive_project(workspace.request_path(ids[0])), 50)
+    return Row("warm asks/s, 8 role tasks over 50 requests", f"{rate:,.0f}/s",
+               f"{naive_rate:,.0f}/s", f"{rate / naive_rate:.0f}x", ">= 20,000 asks/s",
+               rate >= 20_000)  # fmt: skip
+
+
+def _naive_metrics(path: Path) -> dict[tuple[str, str], list[int]]:
+    groups: dict[tuple[str, str], list[int]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            totals = groups.setdefault((record["role"], record["purpose"]), [0, 0, 0])
+            totals[0] += 1
+            totals[1] += record["prompt_chars"]
+            totals[2] += record["full_history_chars"]
+    return groups
+
+
+def metrics_row(root: Path, count: int) -> Row:
+    """``metrics`` over ``count`` log records (one file, streamed) vs json.loads per line."""
+    logs = root / "metrics-logs"
+    logs.mkdir()
+    distinct = [
+        encode_prompt_record(
+            PromptRecord(
+                timestamp=f"2026-11-30T08:{n % 60:02d}:00+00:00",
+                role=ROLES[n % len(ROLES)],
+                purpose=("role_task", "contract_repair")[n % 2],
+                request_id=f"req-{n % 97}",
+                enabled=True,
+                recent_events=8,
+                max_events=16,
+                total_events=40 + n % 50,
+                included_events=16,
+                omitted_events=24 + n % 50,
+                compacted=True,
+                eligible=True,
+                backfilled_roles=["planner", "qa"],
+                prompt_chars=10_000 + n,
+                full_history_chars=40_000 + n,
+            )
+        ).encode()
+        for n in range(1000)
+    ]
+    block = b"\n".join(distinct) + b"\n"
+    with open(logs / PROMPT_LOG_NAME, "wb") as handle:
+        for _ in range(count // len(distinct)):
+            handle.write(block)
+    start = time.perf_counter()
+    report = summarise(log_files(logs), Filters(), ["role", "purpose"])
+    ours = time.perf_counter() - start
+    assert report.totals["prompts"] == count
+    start = time.perf_counter()
+    _naive_metrics(logs / PROMPT_LOG_NAME)
+    naive = time.perf_counter() - start
+    return Row(f"metrics over {count:,} log records", _fmt(ours), _fmt(naive),
+               f"{naive / ours:.1f}x", "< 30 s" if count >= 1_000_000 else "",
+               ours < 30 if count >= 1_000_000 else None)  # fmt: skip
+
+
+async def memory_row(root: Path, quick: bool) -> Row:
+    """What 50 cached requests cost the ContextActor: long histories against short ones."""
+    big = 10_000 if quick else 100_000
+
+    async def retained(size: int) -> tuple[int, int]:
+        workspace = Workspace(root / f"memory-{size}")
+        workspace.requests_dir.mkdir(parents=True)
+        first = workspace.request_path("req-0")
+        first.write_bytes(encode_record(sample_record(size, "req-0")))
+        for number in range(1, 50):  # the same bytes under 50 names: no index, parsed cold
+            os.link(first, workspace.request_path(f"req-{number}"))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            async with open_context(workspace.root, CONFIG) as ctx:
+                for number in range(50):
+                    await ctx.project(f"req-{number}", role="qa")
+                gc.collect()
+                held, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return held, peak
+
+    small_held, _ = await retained(100)
+    big_held, big_peak = await retained(big)
+    ratio = big_held / small_held
+    return Row(f"memory of 50 cached requests, {big:,} vs 100 events",
+               f"{big_held / 50 / 1024:.0f} KiB/request (peak {big_peak / 2**20:.0f} MiB)",
+               f"{small_held / 50 / 1024:.0f} KiB/request", f"{ratio:.2f}x",
+               "flat in history length (<= 1.5x)", ratio <= 1.5)  # fmt: skip
+
+
 # --- the table ---------------------------------------------------------------------------
 
 
@@ -210,7 +369,11 @@ async def main(quick: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="teams-runtime-bench-") as folder:
         workspace = _make_workspace(Path(folder), sizes)
         rows = await projection_rows(workspace, sizes)
+        rows += await prompt_rows(workspace, [100, 10_000])
         rows.append(await append_row(workspace, 10_000))
+        rows.append(await throughput_row(Path(folder)))
+        rows.append(metrics_row(Path(folder), 100_000 if quick else 1_000_000))
+        rows.append(await memory_row(Path(folder), quick))
     print_table(rows)
     missed = [row.name for row in rows if row.met is False]
     if missed:
