@@ -22,7 +22,7 @@ from teams_runtime.codecs.records import (
     encode_field,
     iter_pretty_record,
 )
-from teams_runtime.exceptions import RecordError, UnsafeRequestIdError
+from teams_runtime.exceptions import UnsafeRequestIdError
 from teams_runtime.workspace import canonical_request_ref, check_request_id
 
 __all__ = [
@@ -226,17 +226,14 @@ def project_fields(
         )
     else:
         total, selected, backfilled, history_bytes = 0, (), (), 0
-    try:
-        raw_fields = {
-            key: encode_field(
-                [events[i] for i in selected]
-                if key == EVENTS_KEY and isinstance(events, list)
-                else value
-            )
-            for key, value in fields.items()
-        }
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+    raw_fields = {
+        key: encode_field(
+            [events[i] for i in selected]
+            if key == EVENTS_KEY and isinstance(events, list)
+            else value
+        )
+        for key, value in fields.items()
+    }
     return Projection(
         request_id=notice_request_id(fields.get("request_id")),
         config=config,

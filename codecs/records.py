@@ -87,6 +87,11 @@ def decode_record(data: bytes, source: str) -> RecordFields:
         raise RecordError(
             f"{source}: not valid JSON ({exc}); restore the file from a backup or fix it by hand."
         ) from exc
+    except RecursionError as exc:
+        raise RecordError(
+            f"{source}: values are nested too deeply to read safely; "
+            "flatten the offending event or field by hand."
+        ) from exc
 
 
 def decode_event_head(raw: msgspec.Raw) -> EventHead | None:
@@ -103,8 +108,11 @@ def split_raw_list(raw: msgspec.Raw | bytes) -> list[msgspec.Raw]:
 
 
 def encode_field(value: Any) -> msgspec.Raw:
-    """Encode one decoded field value back to JSON bytes."""
-    return msgspec.Raw(_ENCODER.encode(value))
+    """Encode one decoded field value back to JSON bytes (``RecordError`` if it cannot be)."""
+    try:
+        return msgspec.Raw(_ENCODER.encode(value))
+    except (TypeError, msgspec.EncodeError, RecursionError) as exc:
+        raise RecordError(f"a value cannot be encoded as JSON: {exc}") from exc
 
 
 def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
@@ -119,18 +127,12 @@ def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
         if key == "payload" and value in (None, {}, [], ""):
             continue
         prepared[key] = value
-    try:
-        return encode_field(prepared)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise RecordError(f"the event cannot be encoded as JSON: {exc}") from exc
+    return encode_field(prepared)
 
 
 def fields_to_raw(fields: Mapping[str, Any]) -> dict[str, msgspec.Raw]:
     """Encode every top-level field to JSON bytes, keeping the record's key order."""
-    try:
-        return {key: encode_field(value) for key, value in fields.items()}
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+    return {key: encode_field(value) for key, value in fields.items()}
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
@@ -142,7 +144,7 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     """
     try:
         return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, msgspec.EncodeError, RecursionError) as exc:
         raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
 
 
@@ -191,10 +193,7 @@ def render_record(fields: Mapping[str, Any], formatted_events: list[bytes]) -> R
                 out += b"[]"
             events_end = len(out)
         else:
-            try:
-                value = _ENCODER.encode(fields[key])
-            except (TypeError, msgspec.EncodeError) as exc:
-                raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
+            value = encode_field(fields[key])
             out += msgspec.json.format(value, indent=2).replace(b"\n", b"\n  ")
         out += b",\n" if position < len(keys) - 1 else b"\n"
     out += b"}\n"
