@@ -2,8 +2,8 @@
 
     python fake_model.py MODE STATE_DIR
 
-MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep | empty |
-garbage | huge | slow_valid. STATE_DIR keeps per-call state and a log of calls (content-free).
+MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep | sleep:<request>
+| slow:<seconds> | empty | garbage | huge | slow_valid. STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
 from __future__ import annotations
@@ -51,8 +51,10 @@ def main() -> int:
     if mode == "exit_1":
         print("model exploded", file=sys.stderr)
         return 1
-    if mode == "sleep":
+    if mode == "sleep" or mode == f"sleep:{request_id}":
         time.sleep(30)
+    if mode.startswith("slow:"):
+        time.sleep(float(mode.split(":", 1)[1]))
     if mode == "empty":
         return 0
     if mode == "garbage":
