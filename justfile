@@ -19,10 +19,14 @@ lint:
     ln -s "$PWD" "$shim/teams_runtime"
     cd "$shim" && MYPYPATH="$shim" mypy --config-file "$OLDPWD/pyproject.toml" -p teams_runtime
 
-# the main job: a demo workspace projected as prompts would see it
+# the main job: a dry-run team on long request histories (`just demo --keep DIR`)
 demo *args:
     teams-runtime demo {{args}}
 
 # the benchmark suite (arguments go to the suite, e.g. `just bench --quick`)
 bench *args:
     python tests/benchmarks/run.py {{args}}
+
+# a long decoder fuzz run (EXAMPLES per test, default 20000)
+fuzz examples="20000":
+    TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -m pytest tests/test_fuzz.py -q

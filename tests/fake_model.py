@@ -2,8 +2,8 @@
 
     python fake_model.py MODE STATE_DIR
 
-MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep | sleep:<request>
-| slow:<seconds> | empty | garbage | huge | slow_valid. STATE_DIR keeps per-call state and a log of calls (content-free).
+MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
+sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid. STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-ROUTE = {"planner": "developer", "developer": "version_controller", "version_controller": "qa"}
+ROUTE = {
+    "planner": "developer",
+    "developer": "version_controller",
+    "version_controller": "qa",
+}
 
 
 def main() -> int:

@@ -128,3 +128,75 @@ def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
 def test_file_is_read_from_the_workspace(tmp_path: Path) -> None:
     (tmp_path / "team_runtime.yaml").write_text("prompt_context:\n  max_events: 30\n")
     assert load_team_config(tmp_path).prompt_context.max_events == 30
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param("model: 3", "team_runtime.yaml model must be a mapping.", id="not-mapping"),
+        pytest.param(
+            "model: {backend: gpt}",
+            "team_runtime.yaml model.backend: Invalid enum value 'gpt'; see docs/models.md.",
+            id="unknown-backend",
+        ),
+        pytest.param(
+            "model: {backend: command}",
+            "team_runtime.yaml model.command must be a non-empty list of strings when "
+            "model.backend is command (for example: [my-model-cli, --json]).",
+            id="no-command",
+        ),
+        pytest.param(
+            "model: {backend: command, command: []}",
+            "team_runtime.yaml model.command must be a non-empty list of strings when "
+            "model.backend is command (for example: [my-model-cli, --json]).",
+            id="empty-command",
+        ),
+        pytest.param(
+            "model: {command: ['']}",
+            "team_runtime.yaml model.command must not hold empty strings.",
+            id="empty-argument",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: 0}",
+            "team_runtime.yaml model.timeout_seconds must be greater than 0.",
+            id="zero-timeout",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: -5}",
+            "team_runtime.yaml model.timeout_seconds must be greater than 0.",
+            id="negative-timeout",
+        ),
+        pytest.param(
+            "model: {attempts: 0}",
+            "team_runtime.yaml model.attempts must be at least 1.",
+            id="zero-attempts",
+        ),
+        pytest.param(
+            "model: {comand: [x]}",
+            "team_runtime.yaml model: Object contains unknown field `comand`; see docs/models.md.",
+            id="typo",
+        ),
+        pytest.param(
+            "model: {dry_run: {route: [planner, boss]}}",
+            "team_runtime.yaml model.dry_run.route names unknown roles (boss); roles are: "
+            "orchestrator, research, planner, designer, architect, developer, qa, "
+            "version_controller.",
+            id="unknown-route-role",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: soon}",
+            "team_runtime.yaml model.timeout_seconds: Expected `float`, got `str`; "
+            "see docs/models.md.",
+            id="timeout-type",
+        ),
+    ],
+)
+def test_model_section_errors_name_the_field(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(block, "team_runtime.yaml")
+
+
+def test_model_defaults_are_a_dry_run() -> None:
+    model = parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml").model
+    assert model.backend == "dry_run"
+    assert model.dry_run.route == ["planner", "developer", "qa"]

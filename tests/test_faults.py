@@ -115,8 +115,11 @@ def test_sustained_processes_and_tasks_lose_and_duplicate_nothing(tmp_path: Path
     _make(tmp_path, "req-1", 200)
     seconds = "4"
     soakers = [
-        subprocess.Popen([sys.executable, "-c", SOAK, str(tmp_path), f"p{n}", seconds],
-                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", SOAK, str(tmp_path), f"p{n}", seconds],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for n in range(3)
     ]
     reports = []
@@ -141,8 +144,11 @@ def test_sustained_processes_and_tasks_lose_and_duplicate_nothing(tmp_path: Path
 
 def _mount_tmpfs(folder: Path, size: str) -> bool:
     folder.mkdir(parents=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                          capture_output=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
     return done.returncode == 0
 
 
@@ -155,9 +161,7 @@ def test_disk_full_is_a_clear_error_and_the_record_survives(tmp_path: Path) -> N
         before = path.read_bytes()
         big = {"type": "note", "payload": {"blob": "x" * 300_000}}
         with pytest.raises(RecordError, match=r"cannot be written \(No space left on device\)"):
-            store.append_to_record(
-                Workspace(root).record_paths("req-1"), [encode_event(big)], {}
-            )
+            store.append_to_record(Workspace(root).record_paths("req-1"), [encode_event(big)], {})
         assert path.read_bytes() == before
         assert not list(path.parent.glob(f"*{store.TEMP_SUFFIX}"))
     finally:
@@ -169,12 +173,14 @@ def _read_only(folder: Path) -> bool:
     if os.geteuid() != 0:
         folder.chmod(0o555)
         return True
-    bind = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True,
-                          check=False)  # fmt: skip
+    bind = subprocess.run(
+        ["mount", "--bind", str(folder), str(folder)], capture_output=True, check=False
+    )
     if bind.returncode != 0:
         return False
-    remount = subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)],
-                             capture_output=True, check=False)  # fmt: skip
+    remount = subprocess.run(
+        ["mount", "-o", "remount,ro,bind", str(folder)], capture_output=True, check=False
+    )
     if remount.returncode != 0:
         subprocess.run(["umount", str(folder)], check=False)
         return False
@@ -194,17 +200,28 @@ def test_read_only_folder_is_a_user_error_and_the_record_survives(tmp_path: Path
     folder = path.parent
     if not _read_only(folder):
         pytest.skip("cannot make a read-only folder here (needs mount rights as root)")
-    command = [sys.executable, "-m", "teams_runtime", "append", "req-1", "--workspace",
-               str(tmp_path), "--type", "note", "--actor", "qa", "--summary", "x"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "teams_runtime",
+        "append",
+        "req-1",
+        "--workspace",
+        str(tmp_path),
+        "--type",
+        "note",
+        "--actor",
+        "qa",
+        "--summary",
+        "x",
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     finally:
         _writable_again(folder)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("teams-runtime: error: ")
-    assert ("Read-only file system" in done.stderr or "Permission denied" in done.stderr), (
-        done.stderr
-    )
+    assert "Read-only file system" in done.stderr or "Permission denied" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert path.read_bytes() == before
 
@@ -216,23 +233,30 @@ def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int)
         _seed(workspace, f"req-{n}", "qa", events=10)
     runner = subprocess.Popen(
         [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.5)  # some handled, some in the model
     runner.send_signal(signal_number)
     out, err = runner.communicate(timeout=30)
     assert runner.returncode == 0, err
     assert "Stopped;" in out
-    queued = {path.name.split("-", 2)[2].removesuffix(".json")
-              for path in WorkQueue(workspace).pending("qa")}  # fmt: skip
+    queued = {
+        path.name.split("-", 2)[2].removesuffix(".json")
+        for path in WorkQueue(workspace).pending("qa")
+    }
     for n in range(4):
         record = _record(workspace, f"req-{n}")
         handled = record["status"] == "completed"
         assert handled != (f"req-{n}" in queued)  # done, or still queued: never lost
     done = subprocess.run(
         [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(tmp_path), "--once"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert done.returncode == 0
     assert all(_record(workspace, f"req-{n}")["status"] == "completed" for n in range(4))
 

@@ -1,0 +1,213 @@
+"""Bad input: a typed error or exit 2, a message naming the file or field, nothing changed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from teams_runtime import RecordError, UnsafeRequestIdError, open_context, project_request
+from teams_runtime.actors import store
+from teams_runtime.cli import main
+from teams_runtime.codecs.records import encode_record
+from teams_runtime.samples import sample_record
+from teams_runtime.workspace import MAX_REQUEST_ID_LENGTH, Workspace, check_request_id
+
+from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
+
+pytestmark = pytest.mark.anyio
+
+DEEP = b'{"events": [{"type": "role_report", "payload": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}"
+BAD_RECORDS = [
+    pytest.param(b'{"request_id": "bad", "events": [{"type": "x"', "not valid JSON", id="torn"),
+    pytest.param(b"[1, 2, 3]", "must be a JSON object", id="array"),
+    pytest.param(b"42", "must be a JSON object", id="scalar"),
+    pytest.param(b'{"summary": "caf\xe9"}', "not valid UTF-8 at byte", id="invalid-utf8"),
+    pytest.param(DEEP, "nested too deeply", id="deeply-nested"),
+]
+
+
+@pytest.mark.parametrize(("content", "needle"), BAD_RECORDS)
+def test_bad_record_files_exit_2_and_stay_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, needle: str
+) -> None:
+    path = Workspace(tmp_path).request_path("bad")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    for argv in (
+        ["project", "bad"],
+        ["explain", "bad"],
+        ["append", "bad", "--type", "x", "--actor", "qa", "--summary", "s"],
+        ["prompt", "bad", "--role", "qa"],
+    ):
+        (tmp_path / "team_runtime.yaml").write_text("")
+        status = main([*argv, "--workspace", str(tmp_path)])
+        out, err = capsys.readouterr()
+        assert status == 2, argv
+        assert out == ""
+        assert err.startswith(f"teams-runtime: error: {path}: ") and needle in err, err
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize(("content", "needle"), BAD_RECORDS)
+async def test_bad_record_files_are_typed_errors_for_the_actor(
+    tmp_path: Path, content: bytes, needle: str
+) -> None:
+    path = Workspace(tmp_path).request_path("bad")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    async with open_context(tmp_path) as ctx:
+        with pytest.raises(RecordError, match=needle):
+            await ctx.project("bad", role="qa")
+        with pytest.raises(RecordError, match=needle):
+            await ctx.append_event("bad", {"type": "note"})
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param("a string", id="string"),
+        pytest.param({"0": 1}, id="object"),
+        pytest.param(7, id="number"),
+    ],
+)
+async def test_events_of_the_wrong_type_are_kept_and_never_appended_to(
+    tmp_path: Path, events: object
+) -> None:
+    path = Workspace(tmp_path).request_path("req-1")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_record({"request_id": "req-1", "events": events}))
+    before = path.read_bytes()
+    async with open_context(tmp_path) as ctx:
+        projection = await ctx.project("req-1", role="qa")
+        assert projection.record["events"] == events and projection.total_events == 0
+        with pytest.raises(RecordError, match=r"`events` is a \w+, not a list"):
+            await ctx.append_event("req-1", {"type": "note"})
+    assert path.read_bytes() == before
+
+
+async def test_an_enormous_single_event_is_carried_whole(tmp_path: Path) -> None:
+    source = sample_record(30, "req-1")
+    source["events"][-1]["payload"] = {"role": "qa", "status": "done", "blob": "é" * 5_000_000}
+    store.create_record(Workspace(tmp_path).record_paths("req-1"), source)
+    async with open_context(tmp_path) as ctx:
+        projection = await ctx.project("req-1", role="qa")
+        assert projection.record["events"][-1]["payload"]["blob"] == "é" * 5_000_000
+        await ctx.append_event("req-1", {"type": "note", "payload": {"blob": "x" * 3_000_000}})
+        assert (await ctx.project("req-1", role="qa")).total_events == 31
+    on_disk = json.loads(Workspace(tmp_path).request_path("req-1").read_bytes())
+    assert len(on_disk["events"][-1]["payload"]["blob"]) == 3_000_000
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("..", id="dotdot"),
+        pytest.param(".", id="dot"),
+        pytest.param("a/b", id="slash"),
+        pytest.param("a\\b", id="backslash"),
+        pytest.param("a\x00b", id="nul"),
+        pytest.param("a\x01b", id="control"),
+        pytest.param("a\tb", id="tab"),
+        pytest.param("req\n", id="trailing-newline"),
+        pytest.param("x" * (MAX_REQUEST_ID_LENGTH + 1), id="too-long"),
+        pytest.param("a..b", id="inner-dotdot"),
+        pytest.param(" req", id="space"),
+    ],
+)
+def test_unsafe_request_ids(request_id: str) -> None:
+    with pytest.raises(UnsafeRequestIdError):
+        check_request_id(request_id)
+
+
+@pytest.mark.parametrize("request_id", ["req-1", "a.b", "2026:11:30", "A_b-C", "x" * 200])
+def test_safe_request_ids(request_id: str) -> None:
+    assert check_request_id(request_id) == request_id
+
+
+@pytest.mark.parametrize("request_id", ["../etc/passwd", "a\tb", "x" * 300, "..", "a\\b"])
+def test_unsafe_ids_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], request_id: str
+) -> None:
+    for argv in (
+        ["project", request_id],
+        ["append", request_id, "--type", "x", "--actor", "a", "--summary", "s"],
+        ["submit", "--role", "qa", "--scope", "s", "--request-id", request_id],
+    ):
+        (tmp_path / "team_runtime.yaml").write_text("")
+        status = main([*argv, "--workspace", str(tmp_path)])
+        out, err = capsys.readouterr()
+        assert status == 2 and out == ""
+        assert "not a safe file name" in err or "characters long" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["team_runtime.yaml"]
+
+
+async def test_bad_envelopes_are_rejected_with_their_reason(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    folder = workspace.role_queue("qa")
+    folder.mkdir(parents=True)
+    cases = {
+        "1-not-json.json": ("{oops", "not valid JSON"),
+        "2-array.json": ("[1, 2]", "not a valid envelope"),
+        "3-missing.json": ('{"request_id": "req-1", "target": "qa"}', "not a valid envelope"),
+        "4-target.json": (
+            '{"request_id": "req-1", "sender": "x", "target": "planner"}',
+            "target is 'planner', not 'qa'",
+        ),
+        "5-unsafe.json": ('{"request_id": "../x", "sender": "x", "target": "qa"}', "not a safe"),
+    }
+    for name, (content, _) in cases.items():
+        (folder / name).write_text(content)
+    _seed(workspace, "req-1", "qa")
+    summary = await _run_once(workspace)
+    assert (summary.rejected, summary.handled) == (5, 1)
+    rejected = workspace.queue_dir / "rejected"
+    for name, (content, reason) in cases.items():
+        assert (rejected / f"qa-{name}").read_text() == content  # kept as it was
+        assert reason in (rejected / f"qa-{name}.reason").read_text()
+
+
+def test_unknown_role_names_never_become_paths(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    for role in ("../x", "qa/../../etc", "", "QA"):
+        with pytest.raises(ValueError, match="unknown role"):
+            workspace.role_queue(role)
+        with pytest.raises(ValueError, match="unknown role"):
+            workspace.role_log(role)
+
+
+def test_lock_and_temp_files_are_private(tmp_path: Path) -> None:
+    paths = Workspace(tmp_path).record_paths("req-1")
+    store.create_record(paths, sample_record(5, "req-1"))
+    assert paths.lock.stat().st_mode & 0o077 == 0
+    assert paths.record.stat().st_mode & 0o777 == 0o644
+    paths.record.chmod(0o640)
+    store.append_to_record(paths, [], {"status": "x"})
+    assert paths.record.stat().st_mode & 0o777 == 0o640  # the record keeps its mode
+
+
+async def test_the_model_command_never_goes_through_a_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    workspace = _workspace(tmp_path)
+    command = json.dumps(
+        [sys.executable, str(FAKE_MODEL), "valid", str(tmp_path / "state"), f"$(touch {marker})"]
+    )
+    config = (tmp_path / "team_runtime.yaml").read_text()
+    start = config.index("  command: ")
+    end = config.index("\n", start)
+    (tmp_path / "team_runtime.yaml").write_text(
+        config[:start] + f"  command: {command}" + config[end:]
+    )
+    _seed(workspace, "req-1", "qa")
+    summary = await _run_once(workspace)
+    assert summary.handled == 1
+    assert not marker.exists()
+
+
+def test_project_request_rejects_values_json_cannot_hold() -> None:
+    with pytest.raises(RecordError, match="cannot be encoded as JSON"):
+        project_request({"request_id": "r", "events": [], "when": object()})
