@@ -3,7 +3,8 @@
     python fake_model.py MODE STATE_DIR
 
 MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
-sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid. STATE_DIR keeps per-call state and a log of calls (content-free).
+sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid.
+STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
 from __future__ import annotations
