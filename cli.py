@@ -97,6 +97,16 @@ def _timestamp(text: str) -> str:
     return moment.isoformat()
 
 
+def _add_workspace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+
+
 def _add_selector(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -111,13 +121,7 @@ def _add_selector(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a request record file anywhere (defaults apply without a config)",
     )
-    parser.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(parser)
     parser.add_argument(
         "--recent-events",
         type=_positive_int,
@@ -179,13 +183,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "Every line is checked before anything is written.",
     )
     append.add_argument("request_id", metavar="REQUEST_ID")
-    append.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(append)
     append.add_argument("--type", dest="event_type", metavar="T", help="the event type")
     append.add_argument("--actor", metavar="A", help="who did it (a role name)")
     append.add_argument("--summary", metavar="S", help="one line saying what happened")
@@ -205,13 +203,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "delegated event to an existing one, and queue an envelope for ROLE. "
         "`teams-runtime run` handles it.",
     )
-    submit.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(submit)
     submit.add_argument(
         "--role",
         required=True,
@@ -237,13 +229,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "queued work (and the work it creates), then exit 0; without, run until Ctrl-C or "
         "SIGTERM (envelopes in flight stay queued for the next run).",
     )
-    run.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(run)
     run.add_argument("--once", action="store_true", help="exit when the queue is empty")
     run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
     run.set_defaults(handler=_cmd_run)
@@ -261,13 +247,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the prompt kind (default: the role's own: research_decision for "
         "research, version_control for version_controller, else task)",
     )
-    prompt.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(prompt)
     prompt.add_argument(
         "--disable",
         action="store_true",
@@ -286,13 +266,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
         "too) and aggregate the prompt records per group. See docs/monitoring.md.",
     )
-    metrics.add_argument(
-        "--workspace",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (default: the current folder)",
-    )
+    _add_workspace(metrics)
     window = metrics.add_mutually_exclusive_group()
     window.add_argument("--hours", type=_positive_float, metavar="H", help="only the last H hours")
     window.add_argument(

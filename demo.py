@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -92,34 +94,37 @@ def _run_in(workspace: Workspace) -> RunSummary:
     return anyio.run(lambda: team.run(once=True))
 
 
+@contextmanager
+def _demo_workspace(keep: Path | None) -> Iterator[Workspace]:
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="teams-runtime-demo-") as folder:
+            yield Workspace(folder)
+        return
+    if keep.exists():
+        raise TeamsRuntimeError(f"{keep} already exists; give --keep a new folder.")
+    yield Workspace(keep)
+
+
 def run(keep: Path | None = None) -> int:
     """Run the demo; with ``keep``, in that (new) folder, left for exploring."""
     started = time.perf_counter()
-    if keep is not None:
-        if keep.exists():
-            raise TeamsRuntimeError(f"{keep} already exists; give --keep a new folder.")
-        workspace = Workspace(keep)
-        configure_logging(workspace, console_level="WARNING")
-        try:
-            summary = _run_in(workspace)
-        finally:
-            stop_logging()
-        _report(summary, time.perf_counter() - started)
-        sys.stdout.write(
-            f"\nWorkspace kept at {keep} (demo run {datetime.now():%H:%M:%S}):\n"
-            f"  records: {workspace.requests_dir}\n"
-            f"  logs:    {workspace.logs_dir}\n"
-            f"  try:     teams-runtime prompt req-long --role qa --workspace {keep}\n"
-            f"           teams-runtime explain req-long --workspace {keep}\n"
-        )
-        return 0
-    with tempfile.TemporaryDirectory(prefix="teams-runtime-demo-") as folder:
-        workspace = Workspace(folder)
+    with _demo_workspace(keep) as workspace:
         configure_logging(workspace, console_level="WARNING")
         try:
             summary = _run_in(workspace)
         finally:
             stop_logging()
     _report(summary, time.perf_counter() - started)
-    sys.stdout.write("Run `teams-runtime demo --keep DIR` to keep the workspace and its logs.\n")
+    if keep is None:
+        sys.stdout.write(
+            "Run `teams-runtime demo --keep DIR` to keep the workspace and its logs.\n"
+        )
+        return 0
+    sys.stdout.write(
+        f"\nWorkspace kept at {keep} (demo run {datetime.now():%H:%M:%S}):\n"
+        f"  records: {workspace.requests_dir}\n"
+        f"  logs:    {workspace.logs_dir}\n"
+        f"  try:     teams-runtime prompt req-long --role qa --workspace {keep}\n"
+        f"           teams-runtime explain req-long --workspace {keep}\n"
+    )
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 from teams_runtime.exceptions import UnsafeRequestIdError
-from teams_runtime.roles import ROLES
+from teams_runtime.roles import check_role
 
 __all__ = [
     "MAX_REQUEST_ID_LENGTH",
@@ -89,15 +89,11 @@ class Workspace:
 
     def role_queue(self, role: str) -> Path:
         """The folder of envelopes waiting for ``role`` (only for the team's own roles)."""
-        if role not in ROLES:
-            raise ValueError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
-        return self.queue_dir / role
+        return self.queue_dir / check_role(role)
 
     def role_log(self, role: str) -> Path:
         """The text log of ``role`` (only for the team's own roles)."""
-        if role not in ROLES:
-            raise ValueError(f"unknown role {role!r}; roles are: {', '.join(ROLES)}")
-        return self.logs_dir / f"{role}.log"
+        return self.logs_dir / f"{check_role(role)}.log"
 
     def request_path(self, request_id: str) -> Path:
         """The record file of ``request_id``, after checking the id is safe."""

@@ -21,24 +21,11 @@ from teams_runtime.samples import sample_record
 from teams_runtime.work_queue import WorkQueue
 from teams_runtime.workspace import Workspace
 
+from .scripts import APPENDER
 from .test_team import _record, _run_once, _seed, _workspace
 
 pytestmark = pytest.mark.anyio
 
-APPENDER = """
-import sys, anyio
-from teams_runtime import open_context
-
-async def run(root, writer, count):
-    async with open_context(root) as ctx:
-        for n in range(count):
-            await ctx.append_event("req-1", {"type": "note", "actor": writer,
-                                             "summary": f"{writer}:{n}"})
-            if sys.argv[4] == "report":
-                print(n, flush=True)
-
-anyio.run(run, sys.argv[1], sys.argv[2], int(sys.argv[3]))
-"""
 
 SOAK = """
 import sys, time, anyio, tracemalloc

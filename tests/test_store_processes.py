@@ -15,18 +15,7 @@ from teams_runtime.codecs.records import encode_record
 from teams_runtime.samples import sample_record
 from teams_runtime.workspace import Workspace
 
-WRITER = """
-import sys, anyio
-from teams_runtime import open_context
-
-async def run(root, writer, count):
-    async with open_context(root) as ctx:
-        for n in range(count):
-            await ctx.append_event("req-1", {"type": "note", "actor": writer,
-                                             "summary": f"{writer}:{n}"})
-
-anyio.run(run, sys.argv[1], sys.argv[2], int(sys.argv[3]))
-"""
+from .scripts import APPENDER
 
 
 def _record(root: Path, events: int = 5) -> Path:
@@ -39,7 +28,7 @@ def _record(root: Path, events: int = 5) -> Path:
 def test_four_processes_append_one_hundred_events_each(tmp_path: Path) -> None:
     path = _record(tmp_path)
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"w{n}", "100"])
+        subprocess.Popen([sys.executable, "-c", APPENDER, str(tmp_path), f"w{n}", "100", "quiet"])
         for n in range(4)
     ]
     reads = 0
