@@ -37,6 +37,7 @@ from teams_runtime.codecs.records import (
     encode_field,
     format_event,
     render_record,
+    split_raw_list,
 )
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 from teams_runtime.projection import role_of_raw
@@ -176,6 +177,12 @@ def _parts(
     else:
         first, (last, last_length) = index.tail[0][0], index.tail[-1]
         block = read(first, last + last_length - first)
+        # The last events are contiguous: one check that they split where the index says.
+        try:
+            if len(split_raw_list(b"[" + block + b"]")) != len(index.tail):
+                return None
+        except (msgspec.DecodeError, RecursionError):
+            return None
         tail = [msgspec.Raw(block[o - first : o - first + n]) for o, n in index.tail]
     evidence = {}
     for role, (position, (offset, length)) in index.evidence.items():
@@ -183,7 +190,7 @@ def _parts(
         try:
             if role_of_raw(raw) != role:
                 return None
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return None
         evidence[role] = (position, raw)
     return IndexedParts(index.record, fields, index.count, index.history_bytes, tail, evidence)

@@ -100,6 +100,18 @@ def test_an_index_that_lies_is_not_believed(tmp_path: Path) -> None:
     assert store.read_indexed_parts(paths) is None
 
 
+def test_an_index_with_wrong_tail_offsets_is_not_believed(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+    store.create_record(paths, sample_record(40, "req-1"))
+    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=store.RecordIndex)
+    for shift in (1, -3):
+        lying = msgspec.structs.replace(
+            index, tail=[(offset + shift, length) for offset, length in index.tail]
+        )
+        paths.index.write_bytes(msgspec.msgpack.encode(lying))
+        assert store.read_indexed_parts(paths) is None
+
+
 def test_garbage_index_is_ignored(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     store.create_record(paths, sample_record(5, "req-1"))
