@@ -5,17 +5,23 @@ from __future__ import annotations
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig, load_team_config
+from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
     ConfigError,
+    EnvelopeError,
+    ModelFailure,
     RecordError,
     TeamsRuntimeError,
     UnknownRequestError,
     UnsafeRequestIdError,
 )
+from teams_runtime.intake import submit
 from teams_runtime.projection import Backfill, Projection, notice_text, project_request
+from teams_runtime.prompts import PromptBundle, build_prompt
 
 # A library adds no log sinks and stays quiet until the application enables it (the CLI does).
 logger.disable("teams_runtime")
@@ -26,15 +32,23 @@ __all__ = [
     "Backfill",
     "ConfigError",
     "ContextHandle",
+    "EnvelopeError",
+    "MessageEnvelope",
+    "ModelFailure",
     "Projection",
+    "PromptBundle",
     "PromptContextConfig",
     "RecordError",
+    "RunSummary",
+    "Team",
     "TeamConfig",
     "TeamsRuntimeError",
     "UnknownRequestError",
     "UnsafeRequestIdError",
+    "build_prompt",
     "load_team_config",
     "notice_text",
     "open_context",
     "project_request",
+    "submit",
 ]

@@ -8,6 +8,8 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── RecordError                       a request record file cannot be used
     │   ├── UnsafeRequestIdError (also ValueError)   the id is not a safe file name
     │   └── UnknownRequestError           no record exists for the id
+    ├── EnvelopeError                     a queued envelope file cannot be used
+    ├── ModelFailure                      one model call failed (a content-free reason)
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
 """
@@ -18,6 +20,8 @@ __all__ = [
     "ActorStopped",
     "AskTimeout",
     "ConfigError",
+    "EnvelopeError",
+    "ModelFailure",
     "RecordError",
     "TeamsRuntimeError",
     "UnknownRequestError",
@@ -43,6 +47,14 @@ class UnsafeRequestIdError(RecordError, ValueError):
 
 class UnknownRequestError(RecordError):
     """No request record exists for the id."""
+
+
+class EnvelopeError(TeamsRuntimeError):
+    """A queued envelope file cannot be used; the message names the file."""
+
+
+class ModelFailure(TeamsRuntimeError):
+    """One model call failed; the message is a content-free reason (no prompt or output)."""
 
 
 class ActorStopped(TeamsRuntimeError):

@@ -18,18 +18,14 @@ from pathlib import Path
 import msgspec
 
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.roles import ROLES
 from teams_runtime.workspace import Workspace, check_request_id
 
-__all__ = ["EnvelopeError", "WorkQueue"]
+__all__ = ["WorkQueue"]
 
 _DECODER = msgspec.json.Decoder(MessageEnvelope)
 _ENCODER = msgspec.json.Encoder()
-
-
-class EnvelopeError(TeamsRuntimeError):
-    """An envelope file cannot be used; the message names the file."""
 
 
 class WorkQueue:

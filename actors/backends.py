@@ -21,14 +21,10 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.lowlevel import checkpoint
 
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.exceptions import ModelFailure
 from teams_runtime.prompts import PromptBundle
 
-__all__ = ["CommandBackend", "DryRunBackend", "ModelBackend", "ModelFailure", "make_backend"]
-
-
-class ModelFailure(TeamsRuntimeError):
-    """One model call failed; the message is a content-free reason."""
+__all__ = ["CommandBackend", "DryRunBackend", "ModelBackend", "make_backend"]
 
 
 class ModelBackend(Protocol):

@@ -21,13 +21,13 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from loguru import logger
 
-from teams_runtime.actors.backends import ModelBackend, ModelFailure
+from teams_runtime.actors.backends import ModelBackend
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.contract import validate_answer
-from teams_runtime.exceptions import RecordError, TeamsRuntimeError
+from teams_runtime.exceptions import EnvelopeError, ModelFailure, TeamsRuntimeError
 from teams_runtime.logs import log_prompt
 from teams_runtime.projection import Projection
 from teams_runtime.prompts import (
@@ -38,7 +38,7 @@ from teams_runtime.prompts import (
     build_prompt,
     kind_for_role,
 )
-from teams_runtime.work_queue import EnvelopeError, WorkQueue
+from teams_runtime.work_queue import WorkQueue
 from teams_runtime.workspace import Workspace
 
 __all__ = ["MAX_REPAIRS", "Outcome", "RequestLocks", "RoleActor", "WorkItem", "preview_prompt"]
@@ -46,6 +46,10 @@ __all__ = ["MAX_REPAIRS", "Outcome", "RequestLocks", "RoleActor", "WorkItem", "p
 MAX_REPAIRS = 2
 Outcome = Literal["done", "failed", "deferred", "rejected"]
 _FINISH_STATUS = {"completed": "completed", "failed": "failed", "blocked": "blocked"}
+
+
+class _NotSaved(Exception):
+    """The outcome could not be persisted: the envelope stays queued for another try."""
 
 
 class WorkItem(msgspec.Struct, frozen=True):
@@ -129,7 +133,11 @@ class RoleActor:
 
     async def _work(self, item: WorkItem) -> None:
         async with self._limiter:
-            outcome = await self._work_on(item)
+            try:
+                outcome = await self._work_on(item)
+            except Exception as exc:  # a bug must not take the team down: keep the envelope
+                self._log.opt(exception=exc).error("envelope {} left queued", Path(item.path).name)
+                outcome = "deferred"
         self._on_finished(item, outcome)
 
     async def _work_on(self, item: WorkItem) -> Outcome:
@@ -149,12 +157,31 @@ class RoleActor:
                 if self._model.on_failure == "requeue":
                     log.warning("envelope left in the queue for the next run: {}", path.name)
                     return "deferred"
-                await self._persist_failure(envelope, path, str(exc))
+                try:
+                    await self._persist_failure(envelope, path, str(exc))
+                except _NotSaved:
+                    return "deferred"
                 return "failed"
-            except (RecordError, TeamsRuntimeError) as exc:
+            except _NotSaved:
+                return "deferred"
+            except TeamsRuntimeError as exc:  # the record is missing or cannot be read
                 log.error("cannot handle request {}: {}", envelope.request_id, exc)
                 await anyio.to_thread.run_sync(self._queue.reject, path, str(exc))
                 return "rejected"
+
+    @asynccontextmanager
+    async def _saving(self, envelope: MessageEnvelope) -> AsyncIterator[None]:
+        """Persist an outcome shielded from cancellation; on failure keep the envelope queued."""
+        try:
+            with anyio.CancelScope(shield=True):
+                yield
+        except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
+            self._log.bind(request_id=envelope.request_id).error(
+                "outcome for request {} not saved ({}); its envelope stays queued",
+                envelope.request_id,
+                exc,
+            )
+            raise _NotSaved from exc
 
     async def _send_prompt(self, bundle: PromptBundle) -> str:
         """Send a prompt (model.attempts tries); log each one sent."""
@@ -314,7 +341,7 @@ class RoleActor:
                 "current_role": self.role,
                 "next_role": "",
             }
-        with anyio.CancelScope(shield=True):
+        async with self._saving(envelope):
             await self._context.append_events(envelope.request_id, events, updates=updates)
             if follow_up is not None:
                 await anyio.to_thread.run_sync(self._queue.put, follow_up)
@@ -336,7 +363,7 @@ class RoleActor:
             "payload": {"from_role": self.role, "reason": reason},
         }
         updates = {"status": "failed", "current_role": self.role, "updated_at": now}
-        with anyio.CancelScope(shield=True):
+        async with self._saving(envelope):
             await self._context.append_events(envelope.request_id, [event], updates=updates)
             await anyio.to_thread.run_sync(self._queue.done, path)
 

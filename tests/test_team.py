@@ -249,3 +249,18 @@ def test_config_is_read_once_at_start(tmp_path: Path) -> None:
     (tmp_path / "team_runtime.yaml").write_text("prompt_context: {max_events: 30}\n")
     assert team.config.prompt_context.max_events == 20
     assert load_team_config(tmp_path).prompt_context.max_events == 30  # a restart would see it
+
+
+async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    path = workspace.request_path("req-odd")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"request_id": "req-odd", "events": "not a list"}')
+    WorkQueue(workspace).put(
+        MessageEnvelope(request_id="req-odd", sender="user", target="qa", scope="x")
+    )
+    _seed(workspace, "req-1", "qa")
+    summary = await _run_once(workspace)
+    assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
+    assert [p.name.endswith("req-odd.json") for p in WorkQueue(workspace).pending("qa")] == [True]
+    assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'
