@@ -224,7 +224,11 @@ def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int)
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # some handled, some in the model
+    assert runner.stderr is not None
+    started = time.monotonic()
+    while "team started" not in runner.stderr.readline():  # its signal handlers are in place
+        assert time.monotonic() - started < 60 and runner.poll() is None
+    time.sleep(1.0)  # some handled, some in the model
     runner.send_signal(signal_number)
     out, err = runner.communicate(timeout=30)
     assert runner.returncode == 0, err
