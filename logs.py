@@ -21,6 +21,7 @@ from typing import Any
 from loguru import logger
 
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.codecs.records import EVENT_SEPARATOR, EVENTS_KEY
 from teams_runtime.prompts import PromptBundle
 from teams_runtime.roles import ROLES
 from teams_runtime.workspace import Workspace
@@ -35,7 +36,6 @@ __all__ = [
 
 PROMPT_LOG_NAME = "prompt_context.jsonl"
 _RECORD_KEY = "prompt_record"
-_PER_EVENT_SEPARATOR = len(",\n    ")
 
 
 def _is_record(entry: Any) -> bool:
@@ -96,7 +96,7 @@ def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
     projection = bundle.projection
     config = projection.config
     selected_bytes = 0
-    events = projection.fields.get("events")
+    events = projection.fields.get(EVENTS_KEY)
     if events is not None and projection.total_events:
         selected_bytes = len(events) - 2 - max(projection.included_events - 1, 0)  # [ , ]
     omitted_bytes = max(projection.history_bytes - selected_bytes, 0)
@@ -105,7 +105,7 @@ def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
         prompt_chars
         - notice_chars
         + omitted_bytes
-        + _PER_EVENT_SEPARATOR * (projection.omitted_events)
+        + len(EVENT_SEPARATOR) * projection.omitted_events
     )
     return PromptRecord(
         timestamp=datetime.now().astimezone().isoformat(),

@@ -30,7 +30,10 @@ from typing import Any
 import msgspec
 
 from teams_runtime.codecs.records import (
+    EVENT_SEPARATOR,
+    EVENTS_CLOSE,
     EVENTS_KEY,
+    EVENTS_OPEN,
     RecordFields,
     RenderedRecord,
     decode_record,
@@ -62,7 +65,6 @@ INDEX_SCHEMA = 1
 INDEX_TAIL = 256  # spans of the last events an index keeps: enough for max_events <= 256
 _FILE_MODE = 0o600  # lock and temp files: owner only
 _NEW_RECORD_MODE = 0o644
-_EVENTS_CLOSE = b"\n  ]"
 
 
 class FileVersion(msgspec.Struct, frozen=True):
@@ -361,8 +363,8 @@ def _append_indexed(
 ) -> IndexedParts | None:
     """Append using the index: old events are copied as bytes, never decoded or re-formatted."""
     view = memoryview(data)
-    body_end = index.events_end - len(_EVENTS_CLOSE)  # where the old last event ends
-    if index.count and view[body_end : index.events_end] != _EVENTS_CLOSE:
+    body_end = index.events_end - len(EVENTS_CLOSE)  # where the old last event ends
+    if index.count and view[body_end : index.events_end] != EVENTS_CLOSE:
         return None
     header = data[: index.events_start]
     trailer = data[index.events_end :]
@@ -379,17 +381,17 @@ def _append_indexed(
     if index.count:
         opening = view[index.events_start : body_end]
     elif new:
-        opening = b"["
+        opening = EVENTS_OPEN[:1]
     pieces: list[bytes | memoryview] = [new_header, opening]
     offset = len(new_header) + len(opening)
     spans = []
     for number, event in enumerate(new):
-        separator = b",\n    " if index.count or number else b"\n    "
+        separator = EVENT_SEPARATOR if index.count or number else EVENTS_OPEN[1:]
         offset += len(separator)
         spans.append((offset, len(event)))
         offset += len(event)
         pieces += (separator, event)
-    pieces.append(_EVENTS_CLOSE if index.count or new else b"[]")
+    pieces.append(EVENTS_CLOSE if index.count or new else b"[]")
     events_end = offset + len(pieces[-1])
     pieces.append(layout.data[layout.events_end :])
     rendered = RenderedRecord(b"".join(pieces), len(new_header), events_end, spans)

@@ -16,7 +16,10 @@ import msgspec
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
+    "EVENTS_CLOSE",
     "EVENTS_KEY",
+    "EVENTS_OPEN",
+    "EVENT_SEPARATOR",
     "EventHead",
     "PayloadHead",
     "RecordFields",
@@ -157,12 +160,26 @@ class RenderedRecord(msgspec.Struct, frozen=True):
     spans: list[tuple[int, int]]  # (offset, length) of every event, in order
 
 
-_EVENT_SEPARATOR = b",\n    "
+# How a non-empty events array is laid out in a record file: `[` newline, events at depth 2
+# separated by `,` newline, newline `]`. Writers that splice bytes rely on exactly this.
+EVENT_SEPARATOR = b",\n    "
+EVENTS_OPEN = b"[\n    "
+EVENTS_CLOSE = b"\n  ]"
 
 
 def format_event(raw: msgspec.Raw | bytes) -> bytes:
     """An event as it stands in a record file: formatted, re-indented for depth 2."""
+    # JSON strings cannot hold a raw newline, so every newline is structure: re-indenting a
+    # formatted value is a plain replace.
     return msgspec.json.format(raw, indent=2).replace(b"\n", b"\n    ")
+
+
+def _field_head(key: str) -> bytes:
+    return b"  " + _ENCODER.encode(key) + b": "
+
+
+def _field_value(raw: msgspec.Raw | bytes) -> bytes:
+    return msgspec.json.format(raw, indent=2).replace(b"\n", b"\n  ")
 
 
 def render_record(fields: Mapping[str, Any], formatted_events: list[bytes]) -> RenderedRecord:
@@ -178,36 +195,29 @@ def render_record(fields: Mapping[str, Any], formatted_events: list[bytes]) -> R
     if EVENTS_KEY not in fields:
         keys.append(EVENTS_KEY)
     for position, key in enumerate(keys):
-        out += b"  " + _ENCODER.encode(key) + b": "
+        out += _field_head(key)
         if key == EVENTS_KEY:
             events_start = len(out)
             if formatted_events:
-                out += b"[\n    "
+                out += EVENTS_OPEN
                 for number, event in enumerate(formatted_events):
                     if number:
-                        out += _EVENT_SEPARATOR
+                        out += EVENT_SEPARATOR
                     spans.append((len(out), len(event)))
                     out += event
-                out += b"\n  ]"
+                out += EVENTS_CLOSE
             else:
                 out += b"[]"
             events_end = len(out)
         else:
-            value = encode_field(fields[key])
-            out += msgspec.json.format(value, indent=2).replace(b"\n", b"\n  ")
+            out += _field_value(encode_field(fields[key]))
         out += b",\n" if position < len(keys) - 1 else b"\n"
     out += b"}\n"
     return RenderedRecord(bytes(out), events_start, events_end, spans)
 
 
-def _indent(formatted: bytes, prefix: bytes) -> bytes:
-    # JSON strings cannot hold a raw newline, so every newline is structure: re-indenting a
-    # formatted value is a plain replace.
-    return prefix + formatted.replace(b"\n", b"\n" + prefix)
-
-
 def iter_pretty_record(fields: Mapping[str, msgspec.Raw]) -> Iterator[bytes]:
-    """Yield a record as 2-space-indented JSON, one chunk per field and one per event.
+    """Yield a record laid out as in its file, one chunk per field and one per event.
 
     Joined, the chunks equal ``msgspec.json.format`` of the record with indent 2.
     """
@@ -217,22 +227,16 @@ def iter_pretty_record(fields: Mapping[str, msgspec.Raw]) -> Iterator[bytes]:
     yield b"{\n"
     last = len(fields) - 1
     for position, (key, raw) in enumerate(fields.items()):
-        head = b"  " + _ENCODER.encode(key) + b": "
         tail = b"\n" if position == last else b",\n"
         data = memoryview(raw)
-        if key == EVENTS_KEY and data and data[0] == ord("["):
-            events = split_raw_list(raw)
-            if not events:
-                yield head + b"[]" + tail
-                continue
-            yield head + b"[\n"
-            for index, event in enumerate(events):
-                separator = b"\n" if index == len(events) - 1 else b",\n"
-                yield _indent(msgspec.json.format(event, indent=2), b"    ") + separator
-            yield b"  ]" + tail
-        else:
-            formatted = msgspec.json.format(raw, indent=2)
-            yield head + formatted.replace(b"\n", b"\n  ") + tail
+        events = split_raw_list(raw) if key == EVENTS_KEY and data and data[0] == ord("[") else None
+        if not events:  # any other field, or an events value that is not a non-empty list
+            yield _field_head(key) + _field_value(raw) + tail
+            continue
+        yield _field_head(key) + EVENTS_OPEN
+        for number, event in enumerate(events):
+            yield (EVENT_SEPARATOR if number else b"") + format_event(event)
+        yield EVENTS_CLOSE + tail
     yield b"}"
 
 
