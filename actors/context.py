@@ -26,6 +26,7 @@ from teams_runtime.actors.store import (
     file_version,
     read_indexed_parts,
     read_record,
+    unknown_request,
 )
 from teams_runtime.actors.summary import (
     NeedsFullHistory,
@@ -35,7 +36,6 @@ from teams_runtime.actors.summary import (
 )
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.records import RecordFields, encode_event, encode_field
-from teams_runtime.exceptions import UnknownRequestError
 from teams_runtime.projection import Projection
 from teams_runtime.workspace import RecordPaths, Workspace, check_request_id
 
@@ -142,11 +142,11 @@ class ContextActor:
             case Append(request_id=request_id, events=events, updates=updates):
                 return await self._append(request_id, events, updates)
             case Load(request_id=request_id):
-                paths = self.workspace.record_paths(request_id)
+                paths = self._paths_of(request_id)
                 fields, _ = await anyio.to_thread.run_sync(read_record, paths)
                 return fields
             case Create(request_id=request_id, record=record):
-                paths = self.workspace.record_paths(request_id)
+                paths = self._paths_of(request_id)
                 created = await anyio.to_thread.run_sync(
                     create_record, paths, msgspec.json.decode(record)
                 )
@@ -164,7 +164,7 @@ class ContextActor:
 
     def _remember(self, request_id: str, cached: _Cached) -> None:
         self._cache.pop(request_id, None)
-        self._cache[request_id] = cached  # most recently used last
+        self._cache[request_id] = cached  # most recently loaded last: the oldest goes first
         while len(self._cache) > self._max_cached:
             self._cache.pop(next(iter(self._cache)))
 
@@ -176,10 +176,7 @@ class ContextActor:
         version = file_version(paths.record)
         if version is None:
             self._cache.pop(request_id, None)
-            raise UnknownRequestError(
-                f"no request {request_id!r}: {paths.record} does not exist; "
-                "check the id and the workspace."
-            )
+            raise unknown_request(paths)
         cached = self._cache.get(request_id)
         if cached is None or cached.version != version:
             cached = await self._load(paths, classify_all=False)

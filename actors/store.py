@@ -58,6 +58,7 @@ __all__ = [
     "file_version",
     "read_indexed_parts",
     "read_record",
+    "unknown_request",
 ]
 
 TEMP_SUFFIX = ".tmp"
@@ -118,7 +119,8 @@ def _version(result: os.stat_result) -> FileVersion:
     return FileVersion(result.st_size, result.st_mtime_ns, result.st_ctime_ns, result.st_ino)
 
 
-def _unknown(paths: RecordPaths) -> UnknownRequestError:
+def unknown_request(paths: RecordPaths) -> UnknownRequestError:
+    """The error for a request whose record file does not exist."""
     return UnknownRequestError(
         f"no request {paths.request_id!r}: {paths.record} does not exist; "
         "check the id and the workspace."
@@ -139,7 +141,7 @@ def _read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
             version = _version(os.fstat(handle.fileno()))
             return handle.read(), version
     except FileNotFoundError:
-        raise _unknown(paths) from None
+        raise unknown_request(paths) from None
     except OSError as exc:
         raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
 
@@ -206,7 +208,7 @@ def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
     try:
         fd = os.open(paths.record, os.O_RDONLY)
     except FileNotFoundError:
-        raise _unknown(paths) from None
+        raise unknown_request(paths) from None
     except OSError as exc:
         raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
     try:
@@ -436,7 +438,7 @@ def append_to_record(
     """
     updates = _checked_updates(updates)
     if not paths.record.exists():  # no lock file for a request that does not exist
-        raise _unknown(paths)
+        raise unknown_request(paths)
     with _locked(paths):
         data, read_version = _read_bytes(paths)
         index = _load_index(paths, read_version)
