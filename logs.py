@@ -111,7 +111,7 @@ def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
         timestamp=datetime.now().astimezone().isoformat(),
         role=bundle.role,
         purpose=bundle.purpose,
-        request_id=projection.request_id,
+        request_id=bundle.request_id,
         enabled=config.enabled,
         recent_events=config.recent_events,
         max_events=config.max_events,

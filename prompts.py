@@ -126,6 +126,7 @@ class PromptBundle:
     """A prompt as chunks, with the notice and counts that travel with it."""
 
     role: str
+    request_id: str  # the request being worked on (the envelope's), which the answer must name
     kind: PromptKind
     answer_kind: AnswerKind
     projection: Projection
@@ -137,10 +138,6 @@ class PromptBundle:
     @property
     def purpose(self) -> str:
         return PURPOSES[self.kind]
-
-    @property
-    def request_id(self) -> str:
-        return self.projection.request_id
 
     def iter_chunks(self) -> Iterator[str]:
         """The prompt text in order; joined, exactly the prompt."""
@@ -211,7 +208,7 @@ def build_prompt(
     it carries no envelope.
     """
     answer_kind = answer_kind_of(kind, repairing)
-    request_id = projection.request_id
+    request_id = envelope.request_id if envelope is not None else projection.request_id
     shape = _json(contract_shape(answer_kind, request_id, role))
     values = {
         "role": role,
@@ -233,6 +230,7 @@ def build_prompt(
         envelope = None
     return PromptBundle(
         role=role,
+        request_id=request_id,
         kind=kind,
         answer_kind=answer_kind,
         projection=projection,

@@ -368,7 +368,7 @@ class RoleActor:
             await anyio.to_thread.run_sync(self._queue.done, path)
 
 
-def _envelope_from(projection: Projection, role: str) -> MessageEnvelope:
+def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
     """The envelope a role would most likely get, rebuilt from the record's own fields."""
 
     def field(key: str, kind: type, default: Any) -> Any:
@@ -377,7 +377,7 @@ def _envelope_from(projection: Projection, role: str) -> MessageEnvelope:
         return value if isinstance(value, kind) else default
 
     return MessageEnvelope(
-        request_id=projection.request_id,
+        request_id=request_id,
         sender=field("current_role", str, "orchestrator") or "orchestrator",
         target=role,
         intent=field("intent", str, ""),
@@ -400,7 +400,7 @@ async def preview_prompt(
     answer would get). Reads through a ContextActor like the roles do; writes nothing."""
     async with open_context(workspace.root, config) as context:
         projection = await context.project(request_id, role=role, purpose=PURPOSES[kind])
-    envelope = _envelope_from(projection, role)
+    envelope = _envelope_from(projection, request_id, role)
     repairing = kind_for_role(role)
     errors: list[str] = []
     if kind == "repair":

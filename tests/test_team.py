@@ -264,3 +264,16 @@ async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(tmp_path: Path
     assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
     assert [p.name.endswith("req-odd.json") for p in WorkQueue(workspace).pending("qa")] == [True]
     assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'
+
+
+async def test_a_record_naming_another_id_is_still_worked_on_as_its_file(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    _seed(workspace, "req-1", "qa")
+    path = workspace.request_path("req-1")
+    record = json.loads(path.read_bytes())
+    del record["request_id"]  # an old record without its id
+    path.write_text(json.dumps(record, indent=2))
+    summary = await _run_once(workspace)
+    assert (summary.handled, summary.failed) == (1, 0)
+    assert [r.request_id for r in summary.prompts] == ["req-1"]
+    assert _record(workspace, "req-1")["status"] == "completed"
