@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -62,6 +63,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("teams-runtime")
+    except metadata.PackageNotFoundError:  # running from a source tree without installing
+        return "unknown"
 
 
 def _positive_int(text: str) -> int:
@@ -142,8 +150,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Run teams of model-backed roles with bounded prompt context.",
-        epilog="Docs: docs/cli.md. Exit status 2 means the command was used wrongly.",
+        epilog="Start with `teams-runtime demo`, then `teams-runtime init DIR`. Docs: docs/cli.md. "
+        "Exit status 2 means the command was used wrongly.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
