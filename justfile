@@ -6,7 +6,7 @@ default:
 
 # run the test suite (arguments go to pytest, e.g. `just test -k config -x`)
 test *args:
-    python -m pytest {{args}}
+    python -P -m pytest {{args}}
 
 # ruff and mypy (strict) over the package
 lint:
@@ -29,4 +29,4 @@ bench *args:
 
 # a long decoder fuzz run (EXAMPLES per test, default 20000)
 fuzz examples="20000":
-    TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -m pytest tests/test_fuzz.py -q
+    TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -P -m pytest tests/test_fuzz.py -q
