@@ -567,7 +567,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(
                 f"Handled {summary.handled} envelope(s): {summary.failed} failed, "
                 f"{summary.deferred} left queued, {summary.rejected} rejected; "
-                f"{len(summary.prompts)} prompts sent."
+                f"{summary.prompts_sent} prompts sent."
             )
         else:
             anyio.run(_run_until_signal, team)

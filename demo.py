@@ -90,7 +90,7 @@ def _report(summary: RunSummary, seconds: float) -> None:
 def _run_in(workspace: Workspace) -> RunSummary:
     _prepare(workspace)
     anyio.run(_seed, workspace)
-    team = Team(workspace.root, load_team_config(workspace.root))
+    team = Team(workspace.root, load_team_config(workspace.root), keep_prompt_records=True)
     return anyio.run(lambda: team.run(once=True))
 
 

@@ -32,6 +32,9 @@ class RunSummary(msgspec.Struct, kw_only=True):
     failed: int = 0
     deferred: int = 0
     rejected: int = 0
+    prompts_sent: int = 0
+    # The records themselves only when the Team is asked to keep them (a service that runs
+    # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)
 
 
@@ -46,6 +49,7 @@ class Team:
         backend: ModelBackend | None = None,
         concurrency: int = 4,
         poll_interval: float = 0.5,
+        keep_prompt_records: bool = False,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -57,7 +61,13 @@ class Team:
         self._in_flight: set[str] = set()
         self._deferred: set[str] = set()
         self._progress = anyio.Event()
+        self._keep_prompt_records = keep_prompt_records
         self.summary = RunSummary()
+
+    def _prompt_sent(self, record: PromptRecord) -> None:
+        self.summary.prompts_sent += 1
+        if self._keep_prompt_records:
+            self.summary.prompts.append(record)
 
     def _finished(self, item: WorkItem, outcome: Outcome) -> None:
         self._in_flight.discard(item.path)
@@ -98,7 +108,7 @@ class Team:
                 queue=self.queue,
                 locks=locks,
                 on_finished=self._finished,
-                on_prompt=self.summary.prompts.append,
+                on_prompt=self._prompt_sent,
                 concurrency=self._concurrency,
             )
             self.roles[role] = actor

@@ -52,7 +52,7 @@ def _record(workspace: Workspace, request_id: str) -> dict[str, Any]:
 
 async def _run_once(workspace: Workspace, **kwargs: Any) -> RunSummary:
     with anyio.fail_after(60):
-        return await Team(workspace.root, **kwargs).run(once=True)
+        return await Team(workspace.root, keep_prompt_records=True, **kwargs).run(once=True)
 
 
 async def test_every_role_gets_the_same_prompt_context(tmp_path: Path) -> None:
@@ -97,6 +97,7 @@ async def test_a_request_travels_the_route_and_completes(tmp_path: Path) -> None
         "role_task",
     ]
     assert all(r.compacted and r.included_events <= 16 for r in summary.prompts)
+    assert summary.prompts_sent == 4
 
 
 async def test_research_and_version_control_kinds(tmp_path: Path) -> None:
