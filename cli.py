@@ -169,6 +169,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     init.set_defaults(handler=_cmd_init)
 
+    check = commands.add_parser(
+        "config", help="check team_runtime.yaml and print the configuration in force"
+    )
+    _add_workspace(check)
+    check.set_defaults(handler=_cmd_config)
+
     project = commands.add_parser(
         "project", help="print a request as a prompt would embed it (notice + projected record)"
     )
@@ -349,6 +355,12 @@ def _cmd_init(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise _UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
     print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, .teams_runtime/requests/).")
+    return 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    config = load_team_config(args.workspace)
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
     return 0
 
 

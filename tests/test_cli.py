@@ -350,3 +350,21 @@ def test_run_with_a_broken_config_is_a_user_error(
     status, out, err = _run(capsys, "run", "--workspace", str(workspace), "--once")
     assert status == 2 and out == ""
     assert "model.command must be a non-empty list" in err
+
+
+def test_config_prints_what_is_in_force(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 20}\n")
+    status, out, _ = _run(capsys, "config", "--workspace", str(workspace))
+    assert status == 0
+    config = json.loads(out)
+    assert config["prompt_context"] == {"enabled": True, "recent_events": 8, "max_events": 20}
+    assert config["model"]["backend"] == "dry_run"
+    (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 0}\n")
+    status, out, err = _run(capsys, "config", "--workspace", str(workspace))
+    assert (status, out) == (2, "")
+    assert err == (
+        "teams-runtime: error: team_runtime.yaml prompt_context.max_events must be a positive "
+        "integer.\n"
+    )
