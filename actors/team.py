@@ -141,11 +141,16 @@ class Team:
         ):
             try:
                 await self._start_roles(group, context, locks)
+                context_config = self.config.prompt_context
                 logger.info(
-                    "team started in {} (backend {}, {} roles)",
+                    "team started in {} (backend {}, {} roles; prompt_context enabled={} "
+                    "recent_events={} max_events={})",
                     self.workspace.root,
                     self.backend.name,
                     len(self.roles),
+                    str(context_config.enabled).lower(),
+                    context_config.recent_events,
+                    context_config.max_events,
                 )
                 task_status.started()
                 await self._feed_roles(once)
