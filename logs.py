@@ -59,6 +59,7 @@ def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO
         format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
         filter=lambda entry: not _is_record(entry),
         colorize=None,
+        diagnose=False,  # never print variable values (prompt text) in tracebacks
     )
     if workspace is None:
         return
@@ -73,6 +74,7 @@ def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO
             rotation="10 MB",
             retention=10,
             enqueue=True,
+            diagnose=False,
         )
     logger.add(
         logs / PROMPT_LOG_NAME,
@@ -82,6 +84,7 @@ def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO
         rotation="10 MB",
         retention=10,
         enqueue=True,
+        diagnose=False,
     )
 
 
