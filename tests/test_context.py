@@ -351,3 +351,13 @@ def test_memory_of_a_summary_is_flat_in_history_length() -> None:
 
     small, large = retained(1_000), retained(20_000)
     assert large < 1.2 * small  # a pinned file buffer alone would be ~20x
+
+
+async def test_load_returns_the_whole_record_as_on_disk(tmp_path: Path) -> None:
+    _write(tmp_path, "req-1", sample_record(30, "req-1"))
+    async with open_context(tmp_path, SMALL) as ctx:
+        await ctx.append_event("req-1", {"type": "note", "summary": "after"})
+        fields = await ctx.load("req-1")
+    assert len(fields["events"]) == 31
+    assert json.loads(bytes(fields["events"][-1]))["summary"] == "after"
+    assert fields["request_id"] == "req-1"
