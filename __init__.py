@@ -5,9 +5,18 @@ from __future__ import annotations
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.intake import submit
+from teams_runtime.actors.storage import (
+    FileRecordStore,
+    FileWorkQueue,
+    RecordStore,
+    WorkQueue,
+    load_team_config,
+)
 from teams_runtime.actors.team import RunSummary, Team
-from teams_runtime.codecs.config import PromptContextConfig, TeamConfig, load_team_config
+from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.projected import Backfill, Projection
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
@@ -19,8 +28,7 @@ from teams_runtime.exceptions import (
     UnknownRequestError,
     UnsafeRequestIdError,
 )
-from teams_runtime.intake import submit
-from teams_runtime.projection import Backfill, Projection, notice_text, project_request
+from teams_runtime.projection import notice_text, project_request
 from teams_runtime.prompts import PromptBundle, build_prompt
 
 # A library adds no log sinks and stays quiet until the application enables it (the CLI does).
@@ -33,18 +41,22 @@ __all__ = [
     "ConfigError",
     "ContextHandle",
     "EnvelopeError",
+    "FileRecordStore",
+    "FileWorkQueue",
     "MessageEnvelope",
     "ModelFailure",
     "Projection",
     "PromptBundle",
     "PromptContextConfig",
     "RecordError",
+    "RecordStore",
     "RunSummary",
     "Team",
     "TeamConfig",
     "TeamsRuntimeError",
     "UnknownRequestError",
     "UnsafeRequestIdError",
+    "WorkQueue",
     "build_prompt",
     "load_team_config",
     "notice_text",

@@ -4,6 +4,10 @@ It makes a workspace (temporary unless ``--keep``), seeds requests whose records
 dozens of events across roles, queues work for each, and runs the Team once with the dry-run
 backend (no model). Every prompt is reported: role, kind, events total/included/omitted, and
 the prompt's size against what the full history would have cost.
+
+The generated histories (``sample_record``) serve the benchmarks and tests too. Their shapes
+follow real records: ``role_report`` events carry a whole role result (~700 bytes of JSON each
+here), hand-offs carry small payloads, and every role reports now and then.
 """
 
 from __future__ import annotations
@@ -13,23 +17,85 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from teams_runtime.actors.context import open_context
+from teams_runtime.actors.intake import submit_with
+from teams_runtime.actors.storage import FileWorkQueue, Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
-from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, load_team_config
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.intake import submit_with
-from teams_runtime.logs import configure_logging, stop_logging
-from teams_runtime.samples import sample_record
-from teams_runtime.work_queue import WorkQueue
-from teams_runtime.workspace import Workspace
+from teams_runtime.monitoring import configure_logging, stop_logging
 
-__all__ = ["run"]
+__all__ = ["run", "sample_event", "sample_record"]
+
+_START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+_KINDS = ("role_report", "delegated", "role_report", "retried", "role_report", "resumed")
+
+
+def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
+    """The ``index``-th event of a generated history (deterministic)."""
+    role = ROLES[(index * 5 + index // 8) % len(ROLES)]
+    kind = _KINDS[index % len(_KINDS)]
+    event: dict[str, Any] = {
+        "timestamp": (_START + timedelta(minutes=index)).isoformat(),
+        "type": kind,
+        "actor": role if kind == "role_report" else "orchestrator",
+        "summary": f"{role} step {index}: {kind.replace('_', ' ')}",
+    }
+    if kind == "role_report":
+        event["payload"] = {
+            "request_id": request_id,
+            "role": role,
+            "status": "completed",
+            "summary": f"Step {index}: {role} reviewed the current plan, checked the open "
+            "questions and recorded its result for the next role.",
+            "insights": [f"observation {k} of step {index} from the {role} role" for k in range(5)],
+            "proposals": {"next_step": "continue", "risk": "low", "estimate_hours": index % 7},
+            "artifacts": [f"docs/{role}/step_{index}_{k}.md" for k in range(3)],
+            "next_role": ROLES[(index + 1) % len(ROLES)],
+            "error": "",
+        }
+    elif kind == "delegated":
+        event["payload"] = {
+            "from_role": "orchestrator",
+            "to_role": role,
+            "reason": f"hand-off {index}: the {role} role owns the next decision on this request",
+            "attempt": 1,
+        }
+    return event
+
+
+def sample_record(events: int, request_id: str = "req-demo") -> dict[str, Any]:
+    """A request record with ``events`` generated events and the usual top-level keys."""
+    history = [sample_event(index, request_id) for index in range(events)]
+    last_report: dict[str, Any] = next(
+        (event["payload"] for event in reversed(history) if event["type"] == "role_report"), {}
+    )
+    return {
+        "request_id": request_id,
+        "status": "in_progress",
+        "intent": "implement",
+        "urgency": "normal",
+        "scope": "Add export to CSV for the quarterly report (demo request)",
+        "body": "Users want the quarterly report as CSV. Keep the PDF export as it is.",
+        "artifacts": ["docs/report.md"],
+        "params": {"workflow": {"phase": "implementation", "step": events}},
+        "current_role": "qa",
+        "next_role": "developer",
+        "owner_role": "orchestrator",
+        "created_at": _START.isoformat(),
+        "updated_at": (_START + timedelta(minutes=events)).isoformat(),
+        "result": last_report,
+        "events": history,
+    }
+
 
 # Existing histories (events) and the role each request is handed to.
 _SEEDS = {
@@ -47,7 +113,7 @@ def _prepare(workspace: Workspace) -> None:
 
 
 async def _seed(workspace: Workspace) -> None:
-    queue = WorkQueue(workspace)
+    queue = FileWorkQueue(workspace)
     async with open_context(workspace.root) as context:
         for request_id, (events, role) in _SEEDS.items():
             await context.create(request_id, sample_record(events, request_id))

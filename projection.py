@@ -1,45 +1,32 @@
 """The projection policy ``recent_tail_plus_latest_role_evidence`` (spec sections 4 and 5).
 
-Pure: no I/O, no anyio, no logging. Everything that selects events calls ``select_events`` or
-is an index proven equal to it by the tests (the ContextActor's per-request summary).
+Pure: no I/O, no anyio, no logging; a function of codecs values (the ``Projection`` it fills
+and the evidence classification it selects by live in ``codecs``). Everything that selects
+events calls ``select_events`` or is an index proven equal to it by the tests (the
+ContextActor's per-request summary).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.messages import CompactionNotice
-from teams_runtime.codecs.records import (
-    EVENTS_KEY,
-    PayloadHead,
-    decode_any,
-    decode_event_head,
-    decode_record,
-    encode_field,
-    iter_pretty_record,
-)
-from teams_runtime.exceptions import UnsafeRequestIdError
-from teams_runtime.workspace import canonical_request_ref, check_request_id
+from teams_runtime.codecs.evidence import role_of_event, role_of_raw
+from teams_runtime.codecs.formats import pretty_json
+from teams_runtime.codecs.projected import Backfill, Projection
+from teams_runtime.codecs.records import EVENTS_KEY, decode_record, encode_field, encode_json
+from teams_runtime.codecs.request_ids import notice_request_id
 
 __all__ = [
-    "SELECTION",
-    "Backfill",
-    "Projection",
-    "evidence_role",
     "explain_decisions",
     "notice_text",
     "project_fields",
     "project_request",
-    "role_of_event",
-    "role_of_raw",
     "select_events",
 ]
-
-SELECTION = "recent_tail_plus_latest_role_evidence"
 
 _NOTICE_FOOTER = (
     "The `events` array below contains complete selected events, not summaries.\n"
@@ -48,114 +35,6 @@ _NOTICE_FOOTER = (
     "Open `canonical_request` only when the current decision requires evidence missing from "
     "the selected events."
 )
-
-
-class Backfill(msgspec.Struct, frozen=True):
-    """An older event selected as the newest evidence of a role missing from the tail."""
-
-    index: int
-    role: str
-
-
-class Projection(msgspec.Struct, frozen=True, kw_only=True):
-    """A projected copy of a request record plus the counts that describe it.
-
-    ``fields`` holds every top-level key of the record, in order, as JSON bytes; when the
-    record's ``events`` is a list, ``fields["events"]`` is the list of the selected events,
-    copied byte for byte.
-    """
-
-    request_id: str
-    config: PromptContextConfig
-    total_events: int
-    selected_indices: tuple[int, ...]
-    backfilled: tuple[Backfill, ...]
-    fields: dict[str, msgspec.Raw]
-    history_bytes: int  # the byte size of every event as stored (what full history would add)
-
-    @property
-    def included_events(self) -> int:
-        return len(self.selected_indices)
-
-    @property
-    def omitted_events(self) -> int:
-        return self.total_events - self.included_events
-
-    @property
-    def compacted(self) -> bool:
-        return self.omitted_events > 0
-
-    @property
-    def notice(self) -> dict[str, Any]:
-        """The content-free notice (spec section 5) in its key order; empty if not compacted."""
-        if not self.compacted:
-            return {}
-        return msgspec.structs.asdict(
-            CompactionNotice(
-                total_events=self.total_events,
-                included_events=self.included_events,
-                omitted_events=self.omitted_events,
-                recent_events=self.config.recent_events,
-                max_events=self.config.max_events,
-                selection=SELECTION,
-                canonical_request=canonical_request_ref(self.request_id),
-            )
-        )
-
-    @property
-    def record(self) -> dict[str, Any]:
-        """The projected record decoded to Python objects (a fresh copy on every access)."""
-        return {key: decode_any(raw) for key, raw in self.fields.items()}
-
-    def iter_record_json(self) -> Iterator[bytes]:
-        """Yield the projected record as 2-space-indented JSON, a chunk per field and event."""
-        return iter_pretty_record(self.fields)
-
-
-def _norm(value: object) -> str:
-    return value.strip().lower() if isinstance(value, str) else ""
-
-
-def evidence_role(
-    type_: object, event_type: object, actor: object, payload_role: object, payload_status: object
-) -> str | None:
-    """The role an event is evidence of, or ``None`` (spec section 4, role evidence)."""
-    role = _norm(payload_role)
-    is_report = _norm(type_) == "role_report" or _norm(event_type) == "role_report"
-    if not (is_report or (role and _norm(payload_status))):
-        return None
-    return role or _norm(actor) or None
-
-
-def role_of_event(event: object) -> str | None:
-    """Classify a decoded event (any JSON value)."""
-    if not isinstance(event, Mapping):
-        return None
-    payload = event.get("payload")
-    role, status = (
-        (payload.get("role"), payload.get("status"))
-        if isinstance(payload, Mapping)
-        else (None, None)
-    )
-    return evidence_role(
-        event.get("type"), event.get("event_type"), event.get("actor"), role, status
-    )
-
-
-def role_of_raw(raw: msgspec.Raw) -> str | None:
-    """Classify an undecoded event, decoding only its classifying fields."""
-    try:
-        head = decode_event_head(raw)
-    except msgspec.DecodeError:
-        # A shape the head view does not cover: classify the fully decoded event instead.
-        return role_of_event(decode_any(raw))
-    if head is None:
-        return None
-    payload = head.payload
-    role, status = (
-        (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
-    )
-    return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
 def select_events(
@@ -183,14 +62,6 @@ def select_events(
     backfilled.reverse()
     selected = tuple(item.index for item in backfilled) + tuple(range(tail_start, total))
     return selected, tuple(backfilled)
-
-
-def notice_request_id(value: object) -> str:
-    """The request id a notice may name: a safe id, else ``""`` (no path outside the store)."""
-    try:
-        return check_request_id(value)
-    except UnsafeRequestIdError:
-        return ""
 
 
 def project_request(
@@ -226,8 +97,8 @@ def project_fields(
         )
     else:
         total, selected, backfilled, history_bytes = 0, (), (), 0
-    raw_fields = {
-        key: encode_field(
+    json_fields = {
+        key: encode_json(
             [events[i] for i in selected]
             if key == EVENTS_KEY and isinstance(events, list)
             else value
@@ -240,7 +111,7 @@ def project_fields(
         total_events=total,
         selected_indices=selected,
         backfilled=backfilled,
-        fields=raw_fields,
+        fields=json_fields,
         history_bytes=history_bytes,
     )
 
@@ -250,7 +121,7 @@ def notice_text(projection: Projection) -> str:
     notice = projection.notice
     if not notice:
         return ""
-    body = msgspec.json.format(msgspec.json.encode(notice), indent=2).decode()
+    body = pretty_json(notice)
     return f"Current request event-history projection:\n{body}\n{_NOTICE_FOOTER}"
 
 

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 from anyio.lowlevel import checkpoint
 
+from teams_runtime.codecs.contract import AnswerKind, contract_shape
+from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.contract import AnswerKind, contract_shape
-from teams_runtime.projection import Projection, notice_text
-from teams_runtime.roles import ROLE_RULES
+from teams_runtime.codecs.projected import Projection
+from teams_runtime.projection import notice_text
 
 __all__ = [
     "PROMPT_KINDS",
     "PURPOSES",
+    "ROLE_RULES",
     "PromptBundle",
     "PromptKind",
     "answer_kind_of",
@@ -36,6 +38,39 @@ PURPOSES: dict[PromptKind, str] = {
     "repair": "contract_repair",
     "research_decision": "research_decision",
     "version_control": "version_control",
+}
+
+ROLE_RULES = {
+    "orchestrator": (
+        "Decide which role should act next and why; do not do the specialist work yourself.",
+        "Close the request (empty next_role) only when its scope is done or cannot be done.",
+    ),
+    "research": (
+        "Look for facts the team is missing; cite where each fact comes from.",
+        "Prefer local sources already checked over new external research.",
+    ),
+    "planner": (
+        "Break the scope into ordered, testable steps with a clear owner role for each.",
+        "Name risks and open questions in `insights`.",
+    ),
+    "designer": (
+        "Describe the user-facing behaviour and states; keep it consistent with the plan.",
+    ),
+    "architect": (
+        "Choose the structure and interfaces; record decisions and their reasons in `proposals`.",
+    ),
+    "developer": (
+        "Implement the planned step; list every file you changed in `artifacts`.",
+        "Hand over to qa when the change is ready to be checked.",
+    ),
+    "qa": (
+        "Check the latest work against the scope; report each failure with how to reproduce it.",
+        "Send the work back (next_role developer) when a check fails.",
+    ),
+    "version_controller": (
+        "Commit exactly the paths in `version_control`; never rewrite history.",
+        "Report `commit_status` honestly: committed, no_changes, failed or no_repo.",
+    ),
 }
 
 ROLE_TASK_TEMPLATE = """\
@@ -100,10 +135,6 @@ Local sources already checked:
 _PREVIOUS_LIMIT = 4000  # characters of an invalid answer shown back to the model
 
 
-def _json(value: Any) -> str:
-    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
-
-
 def kind_for_role(role: str) -> PromptKind:
     """The prompt a role gets for new work."""
     if role == "research":
@@ -148,7 +179,7 @@ class PromptBundle:
         for chunk in self.projection.iter_record_json():
             yield chunk.decode("utf-8")
         if self.envelope is not None:
-            yield "\n\nIncoming envelope:\n" + _json(self.envelope.prompt_view())
+            yield "\n\nIncoming envelope:\n" + pretty_json(self.envelope.prompt_view())
         yield "\n"
 
     async def chunks(self) -> AsyncIterator[str]:
@@ -182,9 +213,9 @@ def _sprint(projection: Projection) -> str:
 
 def _previous(text: str) -> str:
     try:
-        return _json(msgspec.json.decode(text.strip().encode()))[:_PREVIOUS_LIMIT]
+        return pretty_json(msgspec.json.decode(text.strip().encode()))[:_PREVIOUS_LIMIT]
     except msgspec.DecodeError:
-        return _json(text[:_PREVIOUS_LIMIT])
+        return pretty_json(text[:_PREVIOUS_LIMIT])
 
 
 def _sources(envelope: MessageEnvelope | None) -> str:
@@ -209,7 +240,7 @@ def build_prompt(
     """
     answer_kind = answer_kind_of(kind, repairing)
     request_id = envelope.request_id if envelope is not None else projection.request_id
-    shape = _json(contract_shape(answer_kind, request_id, role))
+    shape = pretty_json(contract_shape(answer_kind, request_id, role))
     values = {
         "role": role,
         "request_id": request_id,

@@ -1,13 +1,15 @@
 """The ContextActor: the one owner of a workspace's request store.
 
-Roles never touch record files; they ask this actor. It answers projections from a per-request
-summary (parsed once per file version), and it is the single writer of record files in its
-process (appends go through the locked, atomic path of ``actors.store``).
+Roles never touch records; they ask this actor (``codecs.context_protocol``). It answers
+projections from a per-request summary (read once per record version), and it is the single
+writer of records in its process (appends go through the ``RecordStore``'s locked, atomic
+path). It never asks anyone, so no cycle of asks can deadlock.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import warnings
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,15 +20,12 @@ from anyio.abc import TaskStatus
 from loguru import logger
 
 from teams_runtime.actors.mailbox import Mailbox
-from teams_runtime.actors.store import (
-    INDEX_TAIL,
-    FileVersion,
-    append_to_record,
-    create_record,
-    file_version,
-    read_indexed_parts,
-    read_record,
-    unknown_request,
+from teams_runtime.actors.storage import (
+    FileRecordStore,
+    IndexedParts,
+    RecordRead,
+    RecordStore,
+    Workspace,
 )
 from teams_runtime.actors.summary import (
     NeedsFullHistory,
@@ -35,97 +34,65 @@ from teams_runtime.actors.summary import (
     summary_from_parts,
 )
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.records import RecordFields, encode_event, encode_field
-from teams_runtime.projection import Projection
-from teams_runtime.workspace import RecordPaths, Workspace, check_request_id
+from teams_runtime.codecs.context_protocol import (
+    Append,
+    Appended,
+    ContextAsk,
+    ContextReply,
+    Create,
+    Created,
+    Failed,
+    Load,
+    Loaded,
+    Project,
+    failure_of,
+    raise_failure,
+)
+from teams_runtime.codecs.projected import Projection
+from teams_runtime.codecs.records import RecordFields, decode_record, encode_event, encode_json
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.exceptions import TeamsRuntimeError
 
-__all__ = [
-    "Append",
-    "ContextActor",
-    "ContextHandle",
-    "ContextMessage",
-    "Create",
-    "Load",
-    "Project",
-    "open_context",
-]
+__all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
 DEFAULT_ASK_TIMEOUT = 30.0
 
 
-class Project(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Ask for the projection of a request's record for a role's prompt."""
-
-    request_id: str
-    role: str
-    purpose: str = "role_task"
-
-
-class Append(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Append events (JSON bytes) and set top-level fields (JSON bytes) in one write."""
-
-    request_id: str
-    events: list[msgspec.Raw]
-    updates: dict[str, msgspec.Raw] = {}
-
-
-class Load(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Ask for the whole record as it is on disk now."""
-
-    request_id: str
-
-
-class Create(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """Create a record unless one exists (answers whether it was created)."""
-
-    request_id: str
-    record: msgspec.Raw
-
-
-ContextMessage = Project | Append | Load | Create
-
-
 class _Cached(msgspec.Struct):
-    version: FileVersion
+    version: Hashable
     summary: RequestSummary
 
 
-def _indexable(config: PromptContextConfig) -> bool:
-    # An index keeps the last INDEX_TAIL events; compaction off needs every event.
-    return config.enabled and config.max_events <= INDEX_TAIL
-
-
-def _summarise(paths: RecordPaths, config: PromptContextConfig, classify_all: bool) -> _Cached:
-    """Read a record for a summary: through its index if it has a fresh one, else parse it."""
-    if _indexable(config):
-        parts = read_indexed_parts(paths)
-        if parts is not None:
-            return _Cached(parts.version, summary_from_parts(parts, config))
-    fields, version = read_record(paths)
-    return _Cached(version, summary_from_fields(fields, config, classify_all=classify_all))
+def _summarise(read: RecordRead, config: PromptContextConfig, classify_all: bool) -> _Cached:
+    if isinstance(read, IndexedParts):
+        return _Cached(read.version, summary_from_parts(read, config))
+    return _Cached(
+        read.version, summary_from_fields(read.fields, config, classify_all=classify_all)
+    )
 
 
 class ContextActor:
-    """Owns the request store of one workspace; answers ``ContextMessage`` asks."""
+    """Owns the request store of one workspace; answers ``ContextAsk`` messages."""
 
     def __init__(
         self,
-        workspace: Workspace,
+        store: RecordStore,
         config: PromptContextConfig,
         *,
         inbox_size: int = 64,
         max_cached: int = 1024,
     ) -> None:
-        self.workspace = workspace
+        self.store = store
         self.config = config
-        self._mailbox: Mailbox[ContextMessage] = Mailbox("context", inbox_size)
+        self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
-        self._paths: dict[str, RecordPaths] = {}  # building paths costs more than a warm ask
+        # An index keeps a bounded tail; compaction off needs every event (None).
+        self._tail: int | None = config.max_events if config.enabled else None
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
-        await self._mailbox.serve(self._handle, task_status=task_status)
+        await self._mailbox.serve(self._answer, task_status=task_status)
 
     def stop(self) -> None:
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
@@ -135,32 +102,30 @@ class ContextActor:
         """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds."""
         return ContextHandle(self._mailbox, ask_timeout)
 
-    async def _handle(self, message: ContextMessage) -> Any:
+    async def _answer(self, message: ContextAsk) -> ContextReply:
+        try:
+            return await self._dispatch(message)
+        except TeamsRuntimeError as exc:
+            return failure_of(exc)
+        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+            logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
+            return failure_of(exc)
+
+    async def _dispatch(self, message: ContextAsk) -> ContextReply:
         match message:
             case Project(request_id=request_id):
                 return await self._project(request_id)
             case Append(request_id=request_id, events=events, updates=updates):
-                return await self._append(request_id, events, updates)
+                return Appended(count=await self._append(request_id, events, updates))
             case Load(request_id=request_id):
-                paths = self._paths_of(request_id)
-                fields, _ = await anyio.to_thread.run_sync(read_record, paths)
-                return fields
+                record = await anyio.to_thread.run_sync(self.store.load, request_id)
+                return Loaded(record=record)
             case Create(request_id=request_id, record=record):
-                paths = self._paths_of(request_id)
-                created = await anyio.to_thread.run_sync(
-                    create_record, paths, msgspec.json.decode(record)
-                )
-                return created is not None
+                fields = msgspec.json.decode(record)
+                created = await anyio.to_thread.run_sync(self.store.create, request_id, fields)
+                return Created(created=created)
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
-
-    def _paths_of(self, request_id: str) -> RecordPaths:
-        paths = self._paths.get(request_id)
-        if paths is None:
-            if len(self._paths) >= self._max_cached:
-                self._paths.clear()
-            paths = self._paths[request_id] = self.workspace.record_paths(request_id)
-        return paths
 
     def _remember(self, request_id: str, cached: _Cached) -> None:
         self._cache.pop(request_id, None)
@@ -169,52 +134,47 @@ class ContextActor:
             self._cache.pop(next(iter(self._cache)))
 
     async def _project(self, request_id: str) -> Projection:
-        paths = self._paths_of(request_id)
-        # One stat per ask, on the event loop on purpose: it is a metadata call answered from
-        # the inode cache in about a microsecond, and it is what makes another process's edit
-        # visible to the very next ask. A worker thread would cost 50x more per warm ask.
-        version = file_version(paths.record)
+        # One version check per ask, on the event loop on purpose: for files it is one stat
+        # answered from the inode cache in about a microsecond, and it is what makes another
+        # process's edit visible to the very next ask. A worker thread would cost 50x more.
+        version = self.store.version(request_id)
         if version is None:
-            self._cache.pop(request_id, None)
-            raise unknown_request(paths)
+            self._cache.pop(request_id, None)  # the read below raises the store's own error
         cached = self._cache.get(request_id)
         if cached is None or cached.version != version:
-            cached = await self._load(paths, classify_all=False)
+            cached = await self._load(request_id, classify_all=False)
         try:
             return cached.summary.project()
         except NeedsFullHistory:
-            cached = await self._load(paths, classify_all=True)
+            cached = await self._load(request_id, classify_all=True)
             return cached.summary.project()
 
-    async def _load(self, paths: RecordPaths, *, classify_all: bool) -> _Cached:
-        cached = await anyio.to_thread.run_sync(_summarise, paths, self.config, classify_all)
-        logger.debug(
-            "read {} ({} bytes, {} events, full={})",
-            paths.request_id,
-            cached.version.size,
-            cached.summary.count,
-            classify_all,
-        )
-        self._remember(paths.request_id, cached)
+    async def _load(self, request_id: str, *, classify_all: bool) -> _Cached:
+        def read() -> _Cached:
+            return _summarise(self.store.read(request_id, tail=self._tail), config, classify_all)
+
+        config = self.config
+        cached = await anyio.to_thread.run_sync(read)
+        logger.debug("read {} ({} events, full={})", request_id, cached.summary.count, classify_all)
+        self._remember(request_id, cached)
         return cached
 
-    async def _append(
-        self, request_id: str, events: list[msgspec.Raw], updates: dict[str, msgspec.Raw]
-    ) -> int:
-        paths = self._paths_of(request_id)
+    async def _append(self, request_id: str, events: list[bytes], updates: dict[str, bytes]) -> int:
+        raw_events = [msgspec.Raw(event) for event in events]
+        raw_updates = {key: msgspec.Raw(value) for key, value in updates.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
         def write() -> _Cached:
-            appended = append_to_record(paths, events, updates)
+            appended = self.store.append(request_id, raw_events, raw_updates)
             version = appended.parts.version
             if cached is not None and cached.version == appended.read_version:
                 # Nobody else wrote since we summarised: update in place, no re-read.
-                cached.summary.append(events, updates)
+                cached.summary.append(raw_events, raw_updates)
                 return _Cached(version, cached.summary)
-            if _indexable(config):
+            if self._tail is not None and appended.parts.covers(self._tail):
                 return _Cached(version, summary_from_parts(appended.parts, config))
-            return _summarise(paths, config, classify_all=False)
+            return _summarise(self.store.read(request_id, tail=self._tail), config, False)
 
         fresh = await anyio.to_thread.run_sync(write)
         self._remember(request_id, fresh)
@@ -224,24 +184,37 @@ class ContextActor:
 class ContextHandle:
     """What roles hold to ask the ContextActor. Every ask runs under a deadline."""
 
-    def __init__(self, mailbox: Mailbox[ContextMessage], ask_timeout: float) -> None:
+    def __init__(self, mailbox: Mailbox[ContextAsk], ask_timeout: float) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
 
+    async def _ask(self, message: ContextAsk) -> ContextReply:
+        check_request_id(message.request_id)  # an unsafe id never reaches the actor
+        reply: ContextReply = await self._mailbox.ask(message, timeout=self.ask_timeout)
+        if isinstance(reply, Failed):
+            raise_failure(reply)
+        return reply
+
     async def project(
-        self, request_id: str, *, role: str, purpose: str = "role_task"
+        self, request_id: str, *, role: str | None = None, purpose: str | None = None
     ) -> Projection:
         """The projection of the request's record (the same value as ``project_request``).
 
-        Waits for the actor (a file read only if the record changed). Raises
+        Waits for the actor (a read only if the record changed). Raises
         ``UnknownRequestError``, ``RecordError``, ``UnsafeRequestIdError``, ``ActorStopped``,
-        ``AskTimeout``.
+        ``AskTimeout``. ``role`` and ``purpose`` are deprecated: a projection does not depend
+        on them.
         """
-        check_request_id(request_id)
-        result: Projection = await self._mailbox.ask(
-            Project(request_id=request_id, role=role, purpose=purpose), self.ask_timeout
-        )
-        return result
+        if role is not None or purpose is not None:
+            warnings.warn(
+                "ContextHandle.project(): `role` and `purpose` are ignored and deprecated; "
+                "a projection is the same for every role.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        reply = await self._ask(Project(request_id=request_id))
+        assert isinstance(reply, Projection)
+        return reply
 
     async def append_events(
         self,
@@ -258,11 +231,12 @@ class ContextHandle:
         check_request_id(request_id)
         message = Append(
             request_id=request_id,
-            events=[encode_event(event) for event in events],
-            updates={key: encode_field(value) for key, value in (updates or {}).items()},
+            events=[bytes(encode_event(event)) for event in events],
+            updates={key: encode_json(value) for key, value in (updates or {}).items()},
         )
-        count: int = await self._mailbox.ask(message, self.ask_timeout)
-        return count
+        reply = await self._ask(message)
+        assert isinstance(reply, Appended)
+        return reply.count
 
     async def append_event(
         self, request_id: str, event: Mapping[str, Any], *, updates: Mapping[str, Any] | None = None
@@ -271,19 +245,16 @@ class ContextHandle:
         return await self.append_events(request_id, [event], updates=updates)
 
     async def load(self, request_id: str) -> RecordFields:
-        """The whole record as on disk now (events as undecoded ``msgspec.Raw``)."""
-        check_request_id(request_id)
-        fields: RecordFields = await self._mailbox.ask(
-            Load(request_id=request_id), self.ask_timeout
-        )
-        return fields
+        """The whole record as stored now (events as undecoded ``msgspec.Raw``)."""
+        reply = await self._ask(Load(request_id=request_id))
+        assert isinstance(reply, Loaded)
+        return decode_record(reply.record, f"request {request_id}")
 
     async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
-        """Create the record file unless it exists; returns whether it was created."""
-        check_request_id(request_id)
-        message = Create(request_id=request_id, record=encode_field(record))
-        created: bool = await self._mailbox.ask(message, self.ask_timeout)
-        return created
+        """Create the record unless it exists; returns whether it was created."""
+        reply = await self._ask(Create(request_id=request_id, record=encode_json(record)))
+        assert isinstance(reply, Created)
+        return reply.created
 
 
 @asynccontextmanager
@@ -293,15 +264,16 @@ async def open_context(
     *,
     ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     inbox_size: int = 64,
+    store: RecordStore | None = None,
 ) -> AsyncIterator[ContextHandle]:
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
-    Without ``config`` the defaults apply (compaction on). On exit the actor stops: asks still
-    queued are answered with ``ActorStopped``.
+    Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
+    record files. On exit the actor stops: asks still queued are answered with
+    ``ActorStopped``.
     """
-    actor = ContextActor(
-        Workspace(workspace), config or PromptContextConfig(), inbox_size=inbox_size
-    )
+    store = store if store is not None else FileRecordStore(Workspace(workspace))
+    actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
     failure: Exception | None = None
     async with anyio.create_task_group() as group:
         await group.start(actor.serve)

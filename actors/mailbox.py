@@ -1,14 +1,20 @@
-"""Asks between actors: a bounded inbox of envelopes, each with a one-shot reply stream.
+"""The one actor style: a bounded inbox served by one task, with ``ask`` and ``tell``.
 
-Tell and ask differ only in whether an envelope has a reply slot (as in pykka). A reply is a
-result or an exception instance; the asker re-raises the exception. Nothing here assumes more
-than "send a message, await one reply", so a network transport can replace it later.
+Tell and ask differ only in whether an envelope has a reply slot (as in pykka). A reply is the
+handler's return value; an exception the handler raises goes back to the asker and is raised
+there (a told message's error is logged). Nothing here assumes more than "send a message,
+await one reply", so a network transport can replace it.
+
+The serving loop takes envelopes already queued without a scheduling round trip each, and
+waits only when the inbox is empty. It stays because it is what lets one ContextActor answer
+tens of thousands of warm asks a second (one checkpoint per ask halved that, see
+docs/performance.md); it cannot starve other tasks for long, since the inbox is bounded and
+asks arrive from tasks that must run to send more.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -18,11 +24,20 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from loguru import logger
 
-from teams_runtime.exceptions import ActorStopped, AskTimeout, TeamsRuntimeError
+from teams_runtime.exceptions import ActorStopped, AskTimeout
 
-__all__ = ["Mailbox"]
+__all__ = ["Mailbox", "MailboxStatistics"]
 
 M = TypeVar("M")
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStatistics:
+    """A mailbox at one moment (as trio's and anyio's ``statistics()``)."""
+
+    queued: int  # envelopes waiting in the inbox
+    served: int  # envelopes handled since the mailbox was made
+    in_flight: int  # envelopes being handled now (0 or 1: one serving task)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +55,15 @@ def _answer(envelope: _Envelope[Any], result: Any) -> None:
     envelope.reply.close()
 
 
+class _Raised:
+    """A handler's exception on its way back to the asker."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
 class Mailbox(Generic[M]):
     """The inbox of one actor: bounded, served by one task, closed on shutdown."""
 
@@ -50,25 +74,23 @@ class Mailbox(Generic[M]):
         self._send, self._receive = anyio.create_memory_object_stream[_Envelope[M]](size)
         self._stopping = False
         self._serving = False
+        self._served = 0
+        self._in_flight = 0
 
-    async def ask(self, message: M, deadline: float) -> Any:
-        """Send ``message`` and wait for its reply.
+    # A timeout parameter on purpose (ASYNC109): every ask needs a deadline, and making each
+    # caller wrap it in fail_after is how one gets forgotten.
+    async def ask(self, message: M, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """Send ``message`` and wait for the reply.
 
-        Waits for room in the inbox and then for the reply, together at most ``deadline``
-        seconds. Raises ``AskTimeout``, ``ActorStopped``, or the error the actor replied with.
+        Waits for room in the inbox and then for the reply, together at most ``timeout``
+        seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
+        handler raised.
         """
         reply_send, reply_receive = anyio.create_memory_object_stream[Any](1)
         with reply_receive:
             try:
-                with anyio.fail_after(deadline if deadline > 0 else math.inf):
-                    try:
-                        await self._send.send(_Envelope(message, reply_send))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        reply_send.close()
-                        raise ActorStopped(f"the {self.name} actor is not running.") from None
-                    except BaseException:  # cancelled or timed out before it was queued
-                        reply_send.close()
-                        raise
+                with anyio.fail_after(timeout):
+                    await self._put(_Envelope(message, reply_send))
                     try:
                         result = await reply_receive.receive()
                     except anyio.EndOfStream:
@@ -78,11 +100,36 @@ class Mailbox(Generic[M]):
             except TimeoutError:
                 raise AskTimeout(
                     f"the {self.name} actor did not answer {type(message).__name__} "
-                    f"within {deadline} s."
+                    f"within {timeout} s."
                 ) from None
-        if isinstance(result, BaseException):
-            raise result
+        if isinstance(result, _Raised):
+            raise result.error
         return result
+
+    async def tell(self, message: M) -> None:
+        """Send ``message`` without waiting for it to be handled; waits while the inbox is
+        full. Raises ``ActorStopped`` if the actor is not running."""
+        await self._put(_Envelope(message, None))
+
+    async def _put(self, envelope: _Envelope[M]) -> None:
+        try:
+            await self._send.send(envelope)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if envelope.reply is not None:
+                envelope.reply.close()
+            raise ActorStopped(f"the {self.name} actor is not running.") from None
+        except BaseException:  # cancelled or timed out before it was queued
+            if envelope.reply is not None:
+                envelope.reply.close()
+            raise
+
+    def statistics(self) -> MailboxStatistics:
+        """How many envelopes wait, have been served, and are being served."""
+        return MailboxStatistics(
+            queued=self._receive.statistics().current_buffer_used,
+            served=self._served,
+            in_flight=self._in_flight,
+        )
 
     async def serve(
         self,
@@ -90,16 +137,14 @@ class Mailbox(Generic[M]):
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Answer envelopes one at a time until ``stop``; then answer the queued ones with
-        ``ActorStopped``. Errors of a handler go back to the asker; the actor keeps serving."""
+        """Handle envelopes one at a time until ``stop``; then answer the queued asks with
+        ``ActorStopped``. A handler's error goes back to its asker; the actor keeps serving."""
         self._serving = True
         task_status.started()
         try:
             while True:
-                # Take what is already queued without a scheduling round trip per envelope;
-                # wait only when the inbox is empty.
                 try:
-                    envelope = self._receive.receive_nowait()
+                    envelope = self._receive.receive_nowait()  # see the module docstring
                 except anyio.WouldBlock:
                     try:
                         envelope = await self._receive.receive()
@@ -119,15 +164,18 @@ class Mailbox(Generic[M]):
         self, envelope: _Envelope[M], handle: Callable[[M], Awaitable[Any]]
     ) -> None:
         if self._stopping:
-            _answer(envelope, ActorStopped(f"the {self.name} actor is shutting down."))
+            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return
+        self._in_flight += 1
         try:
             result = await handle(envelope.message)
-        except TeamsRuntimeError as exc:
-            result = exc
-        except Exception as exc:  # a bug: tell the asker, log it, keep serving
-            logger.opt(exception=exc).error("{} actor failed on an ask", self.name)
-            result = exc
+        except Exception as exc:
+            if envelope.reply is None:  # nobody to tell: a told message's error is logged
+                logger.opt(exception=exc).error("{} actor failed on a message", self.name)
+            result = _Raised(exc)
+        finally:
+            self._in_flight -= 1
+            self._served += 1
         _answer(envelope, result)
 
     def _drain(self) -> None:
@@ -137,10 +185,10 @@ class Mailbox(Generic[M]):
                 envelope = self._receive.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return
-            _answer(envelope, ActorStopped(f"the {self.name} actor stopped."))
+            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
 
     def stop(self) -> None:
-        """Stop taking asks; queued asks are answered with ``ActorStopped``."""
+        """Stop taking messages; queued asks are answered with ``ActorStopped``."""
         self._stopping = True
         self._send.close()
         if not self._serving:  # nobody will read the inbox again: answer what is queued now

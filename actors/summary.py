@@ -3,11 +3,12 @@
 It holds the event count, the last ``max_events`` events, and the newest role evidence of every
 role seen in the classified part of the history: memory that does not grow with the history.
 
-Built from a record's index (``actors.store``), the summary is complete at once. Built by
-parsing the record, classification is lazy: events are classified newest-first only as far as
-the projection needs (the policy's walk back stops there too). If a later projection needs older
-evidence than was classified, ``project`` raises ``NeedsFullHistory`` and the actor rebuilds the
-summary with the whole history classified, once per file version.
+Built from a record's index (``IndexedParts`` from a ``RecordStore``), the summary is complete
+at once. Built by parsing the record, classification is lazy: events are classified
+newest-first only as far as the projection needs (the policy's walk back stops there too). If
+a later projection needs older evidence than was classified, ``project`` raises
+``NeedsFullHistory`` and the actor rebuilds the summary with the whole history classified,
+once per record version.
 
 Answers are equal to ``projection.select_events`` on every history (tested with hypothesis).
 """
@@ -20,10 +21,12 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.store import IndexedParts
+from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.records import EVENTS_KEY, encode_field, fields_to_raw, format_event
-from teams_runtime.projection import Backfill, Projection, notice_request_id, role_of_raw
+from teams_runtime.codecs.evidence import role_of_raw
+from teams_runtime.codecs.projected import Backfill, Projection
+from teams_runtime.codecs.records import EVENTS_KEY, encode_json, format_event
+from teams_runtime.codecs.request_ids import notice_request_id
 
 __all__ = ["NeedsFullHistory", "RequestSummary", "summary_from_fields", "summary_from_parts"]
 
@@ -54,10 +57,10 @@ class RequestSummary:
         """
         self._config = config
         self._events_is_list = isinstance(fields.get(EVENTS_KEY, []), list)
-        self._fields = fields_to_raw(
-            {key: ([] if key == EVENTS_KEY and self._events_is_list else value)
-             for key, value in fields.items()}
-        )  # fmt: skip
+        self._fields = {
+            key: encode_json([] if key == EVENTS_KEY and self._events_is_list else value)
+            for key, value in fields.items()
+        }
         self._request_id = notice_request_id(fields.get("request_id"))
         self.count = count
         self._history_bytes = history_bytes
@@ -86,10 +89,10 @@ class RequestSummary:
         """Account for events this process appended and fields it set (no re-read)."""
         self._answer = None
         for key, value in updates.items():
-            self._fields[key] = encode_field(value)
+            self._fields[key] = encode_json(value)
         if not self._events_is_list:
             self._events_is_list = True
-            self._fields.setdefault(EVENTS_KEY, encode_field([]))
+            self._fields.setdefault(EVENTS_KEY, b"[]")
         for event in events:
             # Held as the file holds it, so answers are byte-equal to a fresh read.
             raw = msgspec.Raw(format_event(event))
@@ -128,9 +131,9 @@ class RequestSummary:
         selected = tuple(index for index, _ in chosen) + tuple(range(tail_start, total))
         return self._projection(selected, backfilled, self._with_events(events))
 
-    def _with_events(self, events: list[msgspec.Raw]) -> dict[str, msgspec.Raw]:
+    def _with_events(self, events: list[msgspec.Raw]) -> dict[str, bytes]:
         return {
-            key: (encode_field(events) if key == EVENTS_KEY else raw)
+            key: (encode_json(events) if key == EVENTS_KEY else raw)
             for key, raw in self._fields.items()
         }
 
@@ -138,7 +141,7 @@ class RequestSummary:
         self,
         selected: tuple[int, ...],
         backfilled: tuple[Backfill, ...],
-        fields: dict[str, msgspec.Raw],
+        fields: dict[str, bytes],
     ) -> Projection:
         return Projection(
             request_id=self._request_id,

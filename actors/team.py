@@ -13,14 +13,21 @@ import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
-from teams_runtime.actors.backends import ModelBackend, make_backend
 from teams_runtime.actors.context import ContextHandle, open_context
-from teams_runtime.actors.roles import Outcome, RequestLocks, RoleActor, WorkItem
-from teams_runtime.codecs.config import TeamConfig, load_team_config
+from teams_runtime.actors.model_backends import ModelBackend, make_backend
+from teams_runtime.actors.role_actor import Outcome, RequestLocks, RoleActor
+from teams_runtime.actors.storage import (
+    Claim,
+    FileRecordStore,
+    FileWorkQueue,
+    RecordStore,
+    WorkQueue,
+    Workspace,
+    load_team_config,
+)
+from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.roles import ROLES
-from teams_runtime.work_queue import WorkQueue
-from teams_runtime.workspace import Workspace
+from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["RunSummary", "Team"]
 
@@ -50,16 +57,19 @@ class Team:
         concurrency: int = 4,
         poll_interval: float = 0.5,
         keep_prompt_records: bool = False,
+        store: RecordStore | None = None,
+        queue: WorkQueue | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
         self.backend = backend if backend is not None else make_backend(self.config.model)
-        self.queue = WorkQueue(self.workspace)
+        self.store = store if store is not None else FileRecordStore(self.workspace)
+        self.queue = queue if queue is not None else FileWorkQueue(self.workspace)
         self.roles: dict[str, RoleActor] = {}
         self._concurrency = concurrency
         self._poll_interval = poll_interval
-        self._in_flight: set[str] = set()
-        self._deferred: set[str] = set()
+        self._in_flight = 0  # envelopes told to a role and not finished yet
+        self._inbox_size = 256
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
         self.summary = RunSummary()
@@ -69,30 +79,28 @@ class Team:
         if self._keep_prompt_records:
             self.summary.prompts.append(record)
 
-    def _finished(self, item: WorkItem, outcome: Outcome) -> None:
-        self._in_flight.discard(item.path)
+    def _finished(self, claim: Claim, outcome: Outcome) -> None:
+        self._in_flight -= 1
         match outcome:
             case "done":
                 self.summary.handled += 1
             case "failed":
                 self.summary.failed += 1
             case "deferred":
-                self._deferred.add(item.path)
                 self.summary.deferred += 1
             case "rejected":
                 self.summary.rejected += 1
         self._progress.set()
 
     async def _dispatch_pending(self) -> int:
-        """Give every newly queued envelope to its role; returns how many were given."""
+        """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
-        for role in ROLES:
-            for path in await anyio.to_thread.run_sync(self.queue.pending, role):
-                key = str(path)
-                if key in self._in_flight or key in self._deferred:
-                    continue
-                self._in_flight.add(key)
-                await self.roles[role].give(WorkItem(key, role))
+        for role, actor in self.roles.items():
+            room = self._inbox_size - actor.statistics().queued
+            claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
+            for claim in claims:
+                self._in_flight += 1
+                await actor.tell(claim)
                 given += 1
         return given
 
@@ -110,6 +118,7 @@ class Team:
                 on_finished=self._finished,
                 on_prompt=self._prompt_sent,
                 concurrency=self._concurrency,
+                inbox_size=self._inbox_size,
             )
             self.roles[role] = actor
             await group.start(actor.serve)
@@ -118,7 +127,7 @@ class Team:
         while True:
             self._progress = anyio.Event()
             await self._dispatch_pending()
-            if once and not self._in_flight:
+            if once and self._in_flight == 0:
                 return
             if once:
                 await self._progress.wait()
@@ -136,7 +145,9 @@ class Team:
         """
         locks = RequestLocks()
         async with (
-            open_context(self.workspace.root, self.config.prompt_context) as context,
+            open_context(
+                self.workspace.root, self.config.prompt_context, store=self.store
+            ) as context,
             anyio.create_task_group() as group,
         ):
             try:
@@ -156,7 +167,7 @@ class Team:
                 await self._feed_roles(once)
             finally:
                 for actor in self.roles.values():
-                    actor.close()  # roles finish what they hold, then return
+                    actor.stop()  # roles finish what they are handling, then return
         logger.info(
             "team finished: {} handled, {} failed, {} deferred, {} rejected",
             self.summary.handled,

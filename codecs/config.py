@@ -1,16 +1,18 @@
-"""The workspace configuration file ``team_runtime.yaml`` and its ``prompt_context`` block."""
+"""The shape of ``team_runtime.yaml``: its sections, their checks and the parser of its text.
+
+Reading the file from a workspace is ``actors.storage.workspace.load_team_config``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 import yaml
 
+from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
-from teams_runtime.roles import ROLES
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -19,7 +21,6 @@ __all__ = [
     "ModelConfig",
     "PromptContextConfig",
     "TeamConfig",
-    "load_team_config",
     "model_from_mapping",
     "parse_team_config",
     "prompt_context_from_mapping",
@@ -179,20 +180,6 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
         model=model_from_mapping(document.get("model")),
     )
-
-
-def load_team_config(workspace: str | Path) -> TeamConfig:
-    """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``."""
-    path = Path(workspace) / CONFIG_FILE_NAME
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            f"{path}: no such file; run `teams-runtime init {workspace}` to create one."
-        ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc}).") from exc
-    return parse_team_config(text, str(path))
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

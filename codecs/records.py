@@ -8,11 +8,11 @@ ever decoded as far as classifying it needs (``EventHead``); payloads stay bytes
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
+from teams_runtime.codecs.formats import now_iso
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
@@ -20,15 +20,13 @@ __all__ = [
     "EVENTS_KEY",
     "EVENTS_OPEN",
     "EVENT_SEPARATOR",
-    "EventHead",
-    "PayloadHead",
     "RecordFields",
     "RenderedRecord",
     "decode_any",
-    "decode_event_head",
     "decode_record",
     "encode_event",
     "encode_field",
+    "encode_json",
     "encode_record",
     "fields_to_raw",
     "format_event",
@@ -47,25 +45,6 @@ _RECORD_DECODER = msgspec.json.Decoder(dict[str, list[msgspec.Raw] | dict[str, A
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
-
-
-class PayloadHead(msgspec.Struct):
-    """The two payload fields that make an event role evidence; the rest is skipped."""
-
-    role: Any = None
-    status: Any = None
-
-
-class EventHead(msgspec.Struct):
-    """The few fields of an event the projection classifies by; the rest is never decoded."""
-
-    type: Any = None
-    event_type: Any = None
-    actor: Any = None
-    payload: PayloadHead | list[Any] | _Scalar = None
-
-
-_EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)
 
 
 def decode_record(data: bytes, source: str) -> RecordFields:
@@ -97,25 +76,23 @@ def decode_record(data: bytes, source: str) -> RecordFields:
         ) from exc
 
 
-def decode_event_head(raw: msgspec.Raw) -> EventHead | None:
-    """Decode only the classifying fields of an event; ``None`` if it is not an object."""
-    data = memoryview(raw)
-    if not data or data[0] != ord("{"):
-        return None
-    return _EVENT_HEAD_DECODER.decode(data)
-
-
-def split_raw_list(raw: msgspec.Raw | bytes) -> list[msgspec.Raw]:
+def split_raw_list(raw: msgspec.Raw | bytes | memoryview) -> list[msgspec.Raw]:
     """Split the bytes of a JSON array into its elements, each still undecoded."""
     return _RAW_LIST_DECODER.decode(raw)
 
 
-def encode_field(value: Any) -> msgspec.Raw:
-    """Encode one decoded field value back to JSON bytes (``RecordError`` if it cannot be)."""
+def encode_json(value: Any) -> bytes:
+    """Encode one value to JSON bytes (``RecordError`` if it cannot be); ``Raw`` parts of it
+    are written from their bytes."""
     try:
-        return msgspec.Raw(_ENCODER.encode(value))
+        return _ENCODER.encode(value)
     except (TypeError, msgspec.EncodeError, RecursionError) as exc:
         raise RecordError(f"a value cannot be encoded as JSON: {exc}") from exc
+
+
+def encode_field(value: Any) -> msgspec.Raw:
+    """Encode one decoded field value back to JSON bytes, as a ``Raw`` to embed in a record."""
+    return msgspec.Raw(encode_json(value))
 
 
 def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
@@ -125,7 +102,7 @@ def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
         raise RecordError(f"an event must be a JSON object, not {type(event).__name__}.")
     prepared: dict[str, Any] = {}
     if "timestamp" not in event:
-        prepared["timestamp"] = datetime.now().astimezone().isoformat()
+        prepared["timestamp"] = now_iso()
     for key, value in event.items():
         if key == "payload" and value in (None, {}, [], ""):
             continue
@@ -216,7 +193,7 @@ def render_record(fields: Mapping[str, Any], formatted_events: list[bytes]) -> R
     return RenderedRecord(bytes(out), events_start, events_end, spans)
 
 
-def iter_pretty_record(fields: Mapping[str, msgspec.Raw]) -> Iterator[bytes]:
+def iter_pretty_record(fields: Mapping[str, bytes | msgspec.Raw]) -> Iterator[bytes]:
     """Yield a record laid out as in its file, one chunk per field and one per event.
 
     Joined, the chunks equal ``msgspec.json.format`` of the record with indent 2.

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from teams_runtime import RecordError, UnsafeRequestIdError, open_context, project_request
-from teams_runtime.actors import store
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage import record_files as store
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.samples import sample_record
-from teams_runtime.workspace import MAX_REQUEST_ID_LENGTH, Workspace, check_request_id
+from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_LENGTH, check_request_id
+from teams_runtime.demo import sample_record
 
 from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
 
@@ -60,7 +61,7 @@ async def test_bad_record_files_are_typed_errors_for_the_actor(
     path.write_bytes(content)
     async with open_context(tmp_path) as ctx:
         with pytest.raises(RecordError, match=needle):
-            await ctx.project("bad", role="qa")
+            await ctx.project("bad")
         with pytest.raises(RecordError, match=needle):
             await ctx.append_event("bad", {"type": "note"})
     assert path.read_bytes() == content
@@ -82,7 +83,7 @@ async def test_events_of_the_wrong_type_are_kept_and_never_appended_to(
     path.write_bytes(encode_record({"request_id": "req-1", "events": events}))
     before = path.read_bytes()
     async with open_context(tmp_path) as ctx:
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
         assert projection.record["events"] == events and projection.total_events == 0
         with pytest.raises(RecordError, match=r"`events` is a \w+, not a list"):
             await ctx.append_event("req-1", {"type": "note"})
@@ -94,10 +95,10 @@ async def test_an_enormous_single_event_is_carried_whole(tmp_path: Path) -> None
     source["events"][-1]["payload"] = {"role": "qa", "status": "done", "blob": "é" * 5_000_000}
     store.create_record(Workspace(tmp_path).record_paths("req-1"), source)
     async with open_context(tmp_path) as ctx:
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
         assert projection.record["events"][-1]["payload"]["blob"] == "é" * 5_000_000
         await ctx.append_event("req-1", {"type": "note", "payload": {"blob": "x" * 3_000_000}})
-        assert (await ctx.project("req-1", role="qa")).total_events == 31
+        assert (await ctx.project("req-1")).total_events == 31
     on_disk = json.loads(Workspace(tmp_path).request_path("req-1").read_bytes())
     assert len(on_disk["events"][-1]["payload"]["blob"]) == 3_000_000
 

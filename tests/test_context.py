@@ -25,10 +25,11 @@ from teams_runtime import (
     open_context,
     project_request,
 )
-from teams_runtime.actors.context import ContextActor, Project
+from teams_runtime.actors.context import ContextActor
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.codecs.context_protocol import Failed, Project
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.samples import sample_record
-from teams_runtime.workspace import Workspace
+from teams_runtime.demo import sample_record
 
 from .reference import reference_select
 from .strategies import configs, event, events, record
@@ -69,7 +70,7 @@ def _events_on_disk(path: Path) -> list[Any]:
 async def test_project_equals_the_pure_projection(tmp_path: Path) -> None:
     path = _write(tmp_path, "req-1", sample_record(50, "req-1"))
     async with open_context(tmp_path, SMALL) as ctx:
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
     assert _same(projection, project_request(path.read_bytes(), SMALL))
     assert projection.compacted and projection.included_events == 7
 
@@ -77,7 +78,7 @@ async def test_project_equals_the_pure_projection(tmp_path: Path) -> None:
 async def test_no_config_means_defaults(tmp_path: Path) -> None:
     _write(tmp_path, "req-1", sample_record(40, "req-1"))
     async with open_context(tmp_path) as ctx:
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
     assert projection.config == PromptContextConfig()
     assert projection.compacted
 
@@ -109,10 +110,10 @@ async def test_append_keeps_format_keys_and_updates(tmp_path: Path) -> None:
 async def test_external_edit_is_seen_by_the_next_ask(tmp_path: Path) -> None:
     path = _write(tmp_path, "req-1", sample_record(30, "req-1"))
     async with open_context(tmp_path, SMALL) as ctx:
-        first = await ctx.project("req-1", role="qa")
+        first = await ctx.project("req-1")
         edited = sample_record(45, "req-1")
         path.write_bytes(encode_record(edited))
-        second = await ctx.project("req-1", role="qa")
+        second = await ctx.project("req-1")
     assert first.total_events == 30
     assert _same(second, project_request(path.read_bytes(), SMALL))
 
@@ -120,11 +121,11 @@ async def test_external_edit_is_seen_by_the_next_ask(tmp_path: Path) -> None:
 async def test_appends_by_another_writer_are_kept(tmp_path: Path) -> None:
     path = _write(tmp_path, "req-1", sample_record(10, "req-1"))
     async with open_context(tmp_path, SMALL) as ctx:
-        await ctx.project("req-1", role="qa")  # cache the summary
+        await ctx.project("req-1")  # cache the summary
         async with open_context(tmp_path, SMALL) as other:  # another writer
             await other.append_event("req-1", {"type": "note", "summary": "other"})
         await ctx.append_event("req-1", {"type": "note", "summary": "mine"})
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
     summaries = [event.get("summary") for event in _events_on_disk(path)[-2:]]
     assert summaries == ["other", "mine"]
     assert _same(projection, project_request(path.read_bytes(), SMALL))
@@ -146,7 +147,7 @@ async def test_bad_record_file_is_a_clear_error_and_untouched(
     path.write_bytes(content)
     async with open_context(tmp_path) as ctx:
         with pytest.raises(RecordError, match=rf"^{path}: .*{needle}"):
-            await ctx.project("bad", role="qa")
+            await ctx.project("bad")
         with pytest.raises(RecordError, match=rf"^{path}: "):
             await ctx.append_event("bad", {"type": "note"})
     assert path.read_bytes() == content
@@ -158,7 +159,7 @@ async def test_events_not_a_list_cannot_be_appended_to(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         with pytest.raises(RecordError, match="`events` is a str, not a list"):
             await ctx.append_event("req-1", {"type": "note"})
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
     assert path.read_bytes() == before
     assert projection.record == {"request_id": "req-1", "events": "oops"}
 
@@ -167,7 +168,7 @@ async def test_events_not_a_list_cannot_be_appended_to(tmp_path: Path) -> None:
 async def test_unsafe_ids_never_reach_the_filesystem(tmp_path: Path, request_id: str) -> None:
     async with open_context(tmp_path / "ws") as ctx:
         with pytest.raises(UnsafeRequestIdError):
-            await ctx.project(request_id, role="qa")
+            await ctx.project(request_id)
         with pytest.raises(UnsafeRequestIdError):
             await ctx.append_event(request_id, {"type": "note"})
     assert list(tmp_path.iterdir()) == []
@@ -176,7 +177,7 @@ async def test_unsafe_ids_never_reach_the_filesystem(tmp_path: Path, request_id:
 async def test_unknown_request(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         with pytest.raises(UnknownRequestError, match="no request 'nope'"):
-            await ctx.project("nope", role="qa")
+            await ctx.project("nope")
         with pytest.raises(UnknownRequestError):
             await ctx.append_event("nope", {"type": "note"})
 
@@ -186,7 +187,7 @@ async def test_asks_after_shutdown_fail_clearly(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         pass
     with pytest.raises(ActorStopped, match="not running"):
-        await ctx.project("req-1", role="qa")
+        await ctx.project("req-1")
 
 
 async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
@@ -196,7 +197,7 @@ async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
 
     async def ask() -> None:
         try:
-            await actor.handle(5).project("req-1", role="qa")
+            await actor.handle(5).project("req-1")
             outcomes.append("answered")
         except ActorStopped:
             outcomes.append("stopped")
@@ -213,7 +214,7 @@ async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
 async def test_ask_deadline(tmp_path: Path) -> None:
     actor = ContextActor(Workspace(tmp_path), PromptContextConfig())  # never served
     with pytest.raises(AskTimeout, match=r"did not answer Project within 0\.05 s"):
-        await actor.handle(0.05).project("req-1", role="qa")
+        await actor.handle(0.05).project("req-1")
     actor.stop()
 
 
@@ -221,22 +222,23 @@ async def test_cancelled_asker_does_not_wedge_the_actor(tmp_path: Path) -> None:
     _write(tmp_path, "req-1", sample_record(20, "req-1"))
     async with open_context(tmp_path, SMALL) as ctx:
         with anyio.move_on_after(0):  # cancelled before the reply arrives
-            await ctx.project("req-1", role="qa")
+            await ctx.project("req-1")
         for _ in range(3):
             with anyio.CancelScope() as scope:
                 scope.cancel()
                 await ctx.append_event("req-1", {"type": "note"})
-        projection = await ctx.project("req-1", role="qa")
+        projection = await ctx.project("req-1")
     assert projection.total_events >= 20
 
 
 async def test_unknown_message_is_an_error_not_ignored(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         mailbox = ctx._mailbox
-        with pytest.raises(TypeError, match="does not understand"):
-            await mailbox.ask("not a message", 5)  # type: ignore[arg-type]
-        with pytest.raises(UnknownRequestError):  # still serving
-            await mailbox.ask(Project(request_id="x", role="qa"), 5)
+        reply = await mailbox.ask("not a message", timeout=5)  # type: ignore[arg-type]
+        assert isinstance(reply, Failed) and reply.kind == "internal"
+        assert "does not understand" in reply.message
+        reply = await mailbox.ask(Project(request_id="x"), timeout=5)  # still serving
+        assert isinstance(reply, Failed) and reply.kind == "unknown_request"
 
 
 async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
@@ -252,7 +254,7 @@ async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
 
     async def read(request_id: str) -> None:
         for _ in range(30):
-            projection = await ctx.project(request_id, role="qa")
+            projection = await ctx.project(request_id)
             assert projection.included_events <= SMALL.max_events
             await checkpoint()
 
@@ -274,7 +276,7 @@ async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
 
 async def _fresh(root: Path, request_id: str) -> Any:
     async with open_context(root, SMALL) as ctx:
-        return await ctx.project(request_id, role="qa")
+        return await ctx.project(request_id)
 
 
 _operation = st.one_of(
@@ -319,7 +321,7 @@ def test_cached_answers_equal_the_pure_policy(
                         os.utime(path, ns=(1, len(current) + 1))  # a different version, always
                     elif kind == "drop-index":
                         paths.index.unlink(missing_ok=True)
-                    projection = await ctx.project("req-1", role="qa")
+                    projection = await ctx.project("req-1")
                     expected = reference_select(
                         current, config.enabled, config.recent_events, config.max_events
                     )

@@ -15,11 +15,11 @@ import anyio
 import pytest
 
 from teams_runtime import RecordError
-from teams_runtime.actors import store
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage import record_files as store
+from teams_runtime.actors.storage.files import TEMP_SUFFIX
 from teams_runtime.codecs.records import encode_event
-from teams_runtime.samples import sample_record
-from teams_runtime.work_queue import WorkQueue
-from teams_runtime.workspace import Workspace
+from teams_runtime.demo import sample_record
 
 from .scripts import APPENDER
 from .test_team import _record, _run_once, _seed, _workspace
@@ -49,7 +49,7 @@ async def run(root, name, seconds):
         async def reader():
             while time.monotonic() < deadline:
                 for request_id in ("req-0", "req-1"):
-                    projection = await ctx.project(request_id, role="qa")
+                    projection = await ctx.project(request_id)
                     assert projection.included_events <= 16
 
         async with anyio.create_task_group() as group:
@@ -90,11 +90,11 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
         assert len(mine) >= 1
         base = len(record["events"])
     # A killed writer may leave a temp file; readers ignore it, the next writer removes it.
-    leftover = path.parent / f".{path.name}.999.dead{store.TEMP_SUFFIX}"
+    leftover = path.parent / f".{path.name}.999.dead{TEMP_SUFFIX}"
     leftover.write_bytes(b"{torn")
     assert store.read_record(Workspace(tmp_path).record_paths("req-1"))[0]["request_id"] == "req-1"
     store.append_to_record(Workspace(tmp_path).record_paths("req-1"), [encode_event({})], {})
-    assert not list(path.parent.glob(f"*{store.TEMP_SUFFIX}"))
+    assert not list(path.parent.glob(f"*{TEMP_SUFFIX}"))
 
 
 def test_sustained_processes_and_tasks_lose_and_duplicate_nothing(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_disk_full_is_a_clear_error_and_the_record_survives(tmp_path: Path) -> N
         with pytest.raises(RecordError, match=r"cannot be written \(No space left on device\)"):
             store.append_to_record(Workspace(root).record_paths("req-1"), [encode_event(big)], {})
         assert path.read_bytes() == before
-        assert not list(path.parent.glob(f"*{store.TEMP_SUFFIX}"))
+        assert not list(path.parent.glob(f"*{TEMP_SUFFIX}"))
     finally:
         subprocess.run(["umount", str(root)], check=False)
 
@@ -234,8 +234,9 @@ def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int)
     assert runner.returncode == 0, err
     assert "Stopped;" in out
     queued = {
-        path.name.split("-", 2)[2].removesuffix(".json")
-        for path in WorkQueue(workspace).pending("qa")
+        claim.envelope.request_id
+        for claim in FileWorkQueue(workspace).claim("qa", 100)
+        if claim.envelope is not None
     }
     for n in range(4):
         record = _record(workspace, f"req-{n}")

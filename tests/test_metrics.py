@@ -9,7 +9,7 @@ from loguru import logger
 
 from teams_runtime.cli import main
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
-from teams_runtime.metrics import Filters, log_files, summarise
+from teams_runtime.monitoring import Filters, log_files, summarise
 
 from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
 
@@ -166,14 +166,14 @@ MARKERS = ("MARKER-SCOPE-7d1", "MARKER-BODY-7d1", "MARKER-PAYLOAD-7d1", "MARKER-
 
 
 async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
+    from teams_runtime.actors.storage import FileWorkQueue
     from teams_runtime.codecs.messages import MessageEnvelope
-    from teams_runtime.logs import configure_logging, stop_logging
-    from teams_runtime.work_queue import WorkQueue
+    from teams_runtime.monitoring import configure_logging, stop_logging
 
     workspace = _workspace(tmp_path, "invalid_once")
     assert FAKE_MODEL.exists()
     _seed(workspace, "req-1", "planner", events=40)
-    WorkQueue(workspace).put(
+    FileWorkQueue(workspace).put(
         MessageEnvelope(
             request_id="req-1",
             sender="user",

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 
 from teams_runtime import PromptContextConfig, project_request
+from teams_runtime.actors.prompt_log import prompt_record
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.logs import prompt_record
+from teams_runtime.demo import sample_record
 from teams_runtime.prompts import PROMPT_KINDS, PromptKind, build_prompt
-from teams_runtime.samples import sample_record
 
 from .strategies import configs, events, record
 

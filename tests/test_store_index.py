@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from teams_runtime import RecordError
-from teams_runtime.actors import store
+from teams_runtime.actors.storage import record_files as store
+from teams_runtime.actors.storage.record_index import INDEX_TAIL, RecordIndex
+from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
 from teams_runtime.codecs.records import decode_any, encode_event
-from teams_runtime.samples import sample_record
-from teams_runtime.workspace import RecordPaths, Workspace
+from teams_runtime.demo import sample_record
 
 from .reference import reference_role
 from .strategies import event, events
@@ -41,7 +42,7 @@ def _check_consistent(paths: RecordPaths) -> None:
     assert parts is not None
     history = on_disk["events"]
     assert parts.count == len(history)
-    assert [decode_any(raw) for raw in parts.tail] == history[-store.INDEX_TAIL :]
+    assert [decode_any(raw) for raw in parts.tail] == history[-INDEX_TAIL:]
     assert {role: position for role, (position, _) in parts.evidence.items()} == (
         _newest_evidence(history)
     )
@@ -91,7 +92,7 @@ def test_a_stale_index_is_ignored_and_replaced(tmp_path: Path) -> None:
 def test_an_index_that_lies_is_not_believed(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     store.create_record(paths, sample_record(40, "req-1"))
-    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=store.RecordIndex)
+    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=RecordIndex)
     role, (position, (offset, length)) = next(iter(index.evidence.items()))
     lying = msgspec.structs.replace(
         index, evidence={**index.evidence, role: (position, (offset + 1, length))}
@@ -103,7 +104,7 @@ def test_an_index_that_lies_is_not_believed(tmp_path: Path) -> None:
 def test_an_index_with_wrong_tail_offsets_is_not_believed(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     store.create_record(paths, sample_record(40, "req-1"))
-    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=store.RecordIndex)
+    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=RecordIndex)
     for shift in (1, -3):
         lying = msgspec.structs.replace(
             index, tail=[(offset + shift, length) for offset, length in index.tail]

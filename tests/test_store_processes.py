@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from teams_runtime.actors.storage import Workspace
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.samples import sample_record
-from teams_runtime.workspace import Workspace
+from teams_runtime.demo import sample_record
 
 from .scripts import APPENDER
 

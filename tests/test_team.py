@@ -11,15 +11,13 @@ import pytest
 from loguru import logger
 
 from teams_runtime import PromptContextConfig
-from teams_runtime.actors.store import create_record
+from teams_runtime.actors.storage import FileWorkQueue, Workspace, load_team_config
+from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary, Team
-from teams_runtime.codecs.config import load_team_config
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.logs import PROMPT_LOG_NAME, configure_logging, stop_logging
-from teams_runtime.roles import ROLES
-from teams_runtime.samples import sample_record
-from teams_runtime.work_queue import WorkQueue
-from teams_runtime.workspace import Workspace
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.demo import sample_record
+from teams_runtime.monitoring import PROMPT_LOG_NAME, configure_logging, stop_logging
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +38,7 @@ def _workspace(
 
 def _seed(workspace: Workspace, request_id: str, role: str, events: int = 30) -> None:
     create_record(workspace.record_paths(request_id), sample_record(events, request_id))
-    WorkQueue(workspace).put(
+    FileWorkQueue(workspace).put(
         MessageEnvelope(request_id=request_id, sender="user", target=role, scope="do it")
     )
 
@@ -89,7 +87,7 @@ async def test_a_request_travels_the_route_and_completes(tmp_path: Path) -> None
     assert new[0]["payload"]["summary"] == "planner did its part"
     assert new[4]["payload"]["commit_status"] == "no_changes"
     assert record["version_control"]["requested_by"] == "developer"
-    assert WorkQueue(workspace).pending_count() == 0
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
     assert [r.purpose for r in summary.prompts] == [
         "role_task",
         "role_task",
@@ -141,7 +139,7 @@ async def test_at_most_two_repairs_then_failed_with_contract_issues(tmp_path: Pa
     issues = record["result"]["contract_issues"]
     assert "`summary` is missing or empty." in issues
     assert record["events"][-1]["type"] == "role_report"
-    assert WorkQueue(workspace).pending_count() == 0
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
 
 
 @pytest.mark.parametrize(
@@ -180,7 +178,7 @@ async def test_timeout_kills_the_model_and_requeue_keeps_the_envelope(tmp_path: 
     before = _record(workspace, "req-1")
     summary = await _run_once(workspace)
     assert summary.deferred == 1
-    assert WorkQueue(workspace).pending_count() == 1  # kept for the next run
+    assert sum(FileWorkQueue(workspace).counts().values()) == 1  # kept for the next run
     assert _record(workspace, "req-1") == before  # nothing recorded as done
 
 
@@ -188,7 +186,7 @@ async def test_one_role_at_a_time_per_request_and_requests_in_parallel(tmp_path:
     workspace = _workspace(tmp_path, "slow_valid")
     for n in range(3):
         _seed(workspace, f"req-{n}", "planner")
-        WorkQueue(workspace).put(  # a second envelope for the same request, another role
+        FileWorkQueue(workspace).put(  # a second envelope for the same request, another role
             MessageEnvelope(request_id=f"req-{n}", sender="user", target="qa", scope="check")
         )
     await _run_once(workspace)
@@ -257,13 +255,14 @@ async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(tmp_path: Path
     path = workspace.request_path("req-odd")
     path.parent.mkdir(parents=True)
     path.write_text('{"request_id": "req-odd", "events": "not a list"}')
-    WorkQueue(workspace).put(
+    FileWorkQueue(workspace).put(
         MessageEnvelope(request_id="req-odd", sender="user", target="qa", scope="x")
     )
     _seed(workspace, "req-1", "qa")
     summary = await _run_once(workspace)
     assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
-    assert [p.name.endswith("req-odd.json") for p in WorkQueue(workspace).pending("qa")] == [True]
+    claims = FileWorkQueue(workspace).claim("qa", 100)
+    assert [claim.envelope.request_id for claim in claims if claim.envelope] == ["req-odd"]
     assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'
 
 

@@ -27,16 +27,15 @@ from typing import Any
 import anyio
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
-from teams_runtime.actors.store import create_record
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.logs import PROMPT_LOG_NAME
-from teams_runtime.metrics import Filters, log_files, summarise
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.demo import sample_record
+from teams_runtime.monitoring import PROMPT_LOG_NAME, Filters, log_files, summarise
 from teams_runtime.prompts import build_prompt
-from teams_runtime.roles import ROLES
-from teams_runtime.samples import sample_record
-from teams_runtime.workspace import Workspace
 
 
 def _load_reference() -> Callable[..., list[int] | None]:
@@ -150,7 +149,7 @@ async def projection_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
 
         async def cold(request_id: str = request_id) -> None:
             async with open_context(workspace.root, CONFIG) as ctx:
-                await ctx.project(request_id, role="qa")
+                await ctx.project(request_id)
 
         # A fresh actor per sample: nothing is cached in memory.
         cold_time = await _atime(cold, _repeat(size, 15))
@@ -158,9 +157,9 @@ async def projection_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
             lambda size=size: cold(f"plain-{size}"), _repeat(size, 15)
         )  # a record another program wrote: no index, the whole file is parsed
         async with open_context(workspace.root, CONFIG) as ctx:
-            await ctx.project(request_id, role="qa")
+            await ctx.project(request_id)
             warm[size] = await _atime(
-                lambda ctx=ctx, request_id=request_id: ctx.project(request_id, role="qa"), 2000
+                lambda ctx=ctx, request_id=request_id: ctx.project(request_id), 2000
             )
         cold_ratio = naive / cold_time
         cold_target = "cold >= 5x naive" if size == 10_000 else ""
@@ -191,7 +190,7 @@ async def append_row(workspace: Workspace, size: int) -> Row:
     event = {"type": "note", "actor": "qa", "summary": "benchmark append", "payload": {"n": 1}}
     naive = _time(lambda: naive_append(naive_path, dict(event)), 10)
     async with open_context(workspace.root, CONFIG) as ctx:
-        await ctx.project(request_id, role="qa")
+        await ctx.project(request_id)
         ours = await _atime(lambda: ctx.append_event(request_id, dict(event)), 10)
     ratio = naive / ours
     return Row(f"append to a {size:,}-event record", _fmt(ours), _fmt(naive), f"{ratio:.1f}x",
@@ -220,7 +219,7 @@ async def prompt_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
         async with open_context(workspace.root, CONFIG) as ctx:
 
             async def ours(ctx: ContextHandle = ctx, request_id: str = request_id) -> None:
-                projection = await ctx.project(request_id, role="qa")
+                projection = await ctx.project(request_id)
                 bundle = build_prompt("task", role="qa", projection=projection, envelope=envelope)
                 async for _ in bundle.chunks():
                     pass
@@ -242,11 +241,11 @@ async def throughput_row(root: Path) -> Row:
     per_task = 4000
     async with open_context(workspace.root, CONFIG) as ctx:
         for request_id in ids:
-            await ctx.project(request_id, role="qa")
+            await ctx.project(request_id)
 
         async def role_task(number: int) -> None:
             for step in range(per_task):
-                await ctx.project(ids[(number * 7 + step) % len(ids)], role="qa")
+                await ctx.project(ids[(number * 7 + step) % len(ids)])
 
         start = time.perf_counter()
         async with anyio.create_task_group() as group:
@@ -333,7 +332,7 @@ async def memory_row(root: Path, quick: bool) -> Row:
         try:
             async with open_context(workspace.root, CONFIG) as ctx:
                 for number in range(50):
-                    await ctx.project(f"req-{number}", role="qa")
+                    await ctx.project(f"req-{number}")
                 gc.collect()
                 held, peak = tracemalloc.get_traced_memory()
         finally:

@@ -2,49 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from teams_runtime.codecs.config import CONFIG_FILE_NAME
-from teams_runtime.exceptions import UnsafeRequestIdError
-from teams_runtime.roles import check_role
+from teams_runtime.codecs.config import CONFIG_FILE_NAME, TeamConfig, parse_team_config
+from teams_runtime.codecs.request_ids import REQUESTS_FOLDER, check_request_id
+from teams_runtime.codecs.roles import check_role
+from teams_runtime.exceptions import ConfigError
 
-__all__ = [
-    "MAX_REQUEST_ID_LENGTH",
-    "RecordPaths",
-    "Workspace",
-    "canonical_request_ref",
-    "check_request_id",
-]
-
-MAX_REQUEST_ID_LENGTH = 200
-_SAFE_ID = re.compile(r"[A-Za-z0-9._:-]+")
-
-
-def check_request_id(value: object) -> str:
-    """Return ``value`` if it is a safe request id, else raise ``UnsafeRequestIdError``.
-
-    Safe: 1-200 ASCII letters, digits, ``-``, ``_``, ``.``, ``:``; never ``..`` (spec section 2).
-    """
-    if not isinstance(value, str) or not value:
-        raise UnsafeRequestIdError("request id must be a non-empty string.")
-    if len(value) > MAX_REQUEST_ID_LENGTH:
-        raise UnsafeRequestIdError(
-            f"request id is {len(value)} characters long; at most {MAX_REQUEST_ID_LENGTH} allowed."
-        )
-    # fullmatch, not match + `$`: `$` also matches before a trailing newline.
-    if _SAFE_ID.fullmatch(value) is None or ".." in value or value == ".":
-        raise UnsafeRequestIdError(
-            f"request id {value!r} is not a safe file name; use only letters, digits, "
-            "'-', '_', '.' and ':' (no '/', no '..')."
-        )
-    return value
-
-
-def canonical_request_ref(request_id: str) -> str:
-    """The workspace-relative path a notice gives for the full record (spec section 5)."""
-    return f"./.teams_runtime/requests/{request_id}.json" if request_id else ""
+__all__ = ["RecordPaths", "Workspace", "load_team_config"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +39,7 @@ class Workspace:
 
     @property
     def requests_dir(self) -> Path:
-        return self.runtime_dir / "requests"
+        return self.root / REQUESTS_FOLDER
 
     @property
     def logs_dir(self) -> Path:
@@ -111,3 +77,17 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
+
+
+def load_team_config(workspace: str | Path) -> TeamConfig:
+    """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``."""
+    path = Path(workspace) / CONFIG_FILE_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"{path}: no such file; run `teams-runtime init {workspace}` to create one."
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc}).") from exc
+    return parse_team_config(text, str(path))

@@ -1,37 +1,119 @@
-"""``teams-runtime metrics``: aggregate the structured prompt records of a workspace.
+"""Monitoring: the CLI's log sinks, and ``teams-runtime metrics`` over the prompt records.
 
-Reads ``.teams_runtime/logs/prompt_context*.jsonl`` (rotated files too) a line at a time,
-decoding each with msgspec; malformed or torn lines are counted and skipped. Memory holds one
-small aggregate per group (plus the prompt sizes of the group, 4 bytes each, for the p95).
+The library only emits (loguru, with ``role``, ``request_id`` and ``purpose`` bound; the prompt
+records come from ``actors.prompt_log``); sinks are added by the CLI through
+``configure_logging``:
+
+- stderr: human-readable, INFO and up;
+- ``.teams_runtime/logs/<role>.log``: each role's own lines (the compaction line among them);
+- ``.teams_runtime/logs/prompt_context.jsonl``: one ``PromptRecord`` per prompt sent, rotated
+  at 10 MB, keeping 10 old files (``prompt_context.<time>.jsonl``).
+
+Nothing logged here ever holds prompt, event, payload or envelope text.
+
+``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
+with msgspec; malformed or torn lines are counted and skipped. Memory holds one small aggregate
+per group (plus the prompt sizes of the group, 4 bytes each, for the p95).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from loguru import logger
 
-from teams_runtime.codecs.prompt_records import PROMPT_RECORD_SCHEMA, PromptRecord
-from teams_runtime.logs import PROMPT_LOG_NAME
+from teams_runtime.actors.prompt_log import RECORD_KEY
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.codecs.prompt_records import (
+    PROMPT_RECORD_SCHEMA,
+    PromptRecord,
+    decode_prompt_record,
+)
+from teams_runtime.codecs.roles import ROLES
 
 __all__ = [
     "GROUP_KEYS",
+    "PROMPT_LOG_NAME",
     "Filters",
     "MetricsReport",
+    "configure_logging",
     "log_files",
     "read_records",
     "render_report",
+    "stop_logging",
     "summarise",
 ]
 
+PROMPT_LOG_NAME = "prompt_context.jsonl"
+
+
+def _is_record(entry: Any) -> bool:
+    return RECORD_KEY in entry["extra"]
+
+
+def _role_filter(role: str) -> Callable[[Any], bool]:
+    def accept(entry: Any) -> bool:
+        return bool(entry["extra"].get("role") == role) and not _is_record(entry)
+
+    return accept
+
+
+def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO") -> None:
+    """Add the CLI's sinks (replacing any) and turn the library's logging on."""
+    logger.remove()
+    logger.enable("teams_runtime")
+    logger.add(
+        sys.stderr,
+        level=console_level,
+        format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
+        filter=lambda entry: not _is_record(entry),
+        colorize=None,
+        diagnose=False,  # never print variable values (prompt text) in tracebacks
+    )
+    if workspace is None:
+        return
+    logs = workspace.logs_dir
+    logs.mkdir(parents=True, exist_ok=True)
+    for role in ROLES:
+        logger.add(
+            workspace.role_log(role),
+            level="INFO",
+            format="{time:YYYY-MM-DDTHH:mm:ss.SSSZZ} {level} {message}",
+            filter=_role_filter(role),
+            rotation="10 MB",
+            retention=10,
+            enqueue=True,
+            diagnose=False,
+        )
+    logger.add(
+        logs / PROMPT_LOG_NAME,
+        level="INFO",
+        format="{extra[" + RECORD_KEY + "]}",
+        filter=_is_record,
+        rotation="10 MB",
+        retention=10,
+        enqueue=True,
+        diagnose=False,
+    )
+
+
+def stop_logging() -> None:
+    """Flush and close the sinks (background writers included)."""
+    logger.complete()
+    logger.remove()
+
+
+# --- metrics ---------------------------------------------------------------------------
+
 GROUP_KEYS = ("role", "purpose", "enabled", "day")
-_DECODER = msgspec.json.Decoder(PromptRecord)
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,7 +146,7 @@ def read_records(files: Iterable[Path], skipped: _Skipped) -> Iterator[PromptRec
                 if not line.strip():
                     continue
                 try:
-                    record = _DECODER.decode(line)
+                    record = decode_prompt_record(line)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     skipped.lines += 1
                     continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -21,6 +21,7 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.lowlevel import checkpoint
 
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
+from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
 from teams_runtime.exceptions import ModelFailure
 from teams_runtime.prompts import PromptBundle
 
@@ -155,35 +156,30 @@ class DryRunBackend:
             pass
         await checkpoint()
         role, request_id = bundle.role, bundle.request_id
-        answer: dict[str, Any] = {"request_id": request_id, "role": role}
         next_role = self._next_role(role)
+        answer: msgspec.Struct
         if bundle.answer_kind == "research_decision":
-            answer |= {
-                "needed": False,
-                "subject": "",
-                "research_query": "",
-                "reason_code": "dry_run",
-                "summary": "Dry run: no research was needed (no model was called).",
-                "next_role": next_role,
-            }
+            answer = ResearchDecision(
+                request_id=request_id,
+                role=role,
+                needed=False,
+                reason_code="dry_run",
+                summary="Dry run: no research was needed (no model was called).",
+                next_role=next_role,
+            )
         else:
-            answer |= {
-                "status": "completed",
-                "summary": f"Dry run: the {role} role handled the request (no model was called).",
-                "insights": [],
-                "proposals": {},
-                "artifacts": [],
-                "next_role": next_role,
-                "error": "",
-            }
+            answer = RoleResult(
+                request_id=request_id,
+                role=role,
+                status="completed",
+                summary=f"Dry run: the {role} role handled the request (no model was called).",
+                next_role=next_role,
+            )
             if bundle.answer_kind == "version_control":
-                answer |= {
-                    "commit_status": "no_repo",
-                    "commit_sha": "",
-                    "commit_message": "",
-                    "commit_paths": [],
-                    "change_detected": False,
-                }
+                as_dict = msgspec.structs.asdict(answer)
+                answer = msgspec.convert(
+                    {**as_dict, "commit_status": "no_repo"}, VersionControlResult
+                )
         return msgspec.json.encode(answer).decode()
 
 

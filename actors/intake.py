@@ -11,10 +11,11 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.storage import FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.roles import PUBLIC_ROLES
-from teams_runtime.work_queue import WorkQueue
-from teams_runtime.workspace import Workspace, check_request_id
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = ["Submission", "new_record", "new_request_id", "submit", "submit_with"]
 
@@ -24,7 +25,7 @@ class Submission(msgspec.Struct, frozen=True):
 
     request_id: str
     created: bool
-    envelope_path: str
+    envelope_path: str  # the queue's name for the envelope: its file, for the file queue
 
 
 def new_request_id() -> str:
@@ -75,7 +76,7 @@ async def submit_with(
     context: ContextHandle, queue: WorkQueue, envelope: MessageEnvelope
 ) -> Submission:
     """Create or extend the request's record, then queue the envelope (in that order)."""
-    now = datetime.now().astimezone().isoformat()
+    now = now_iso()
     created = await context.create(envelope.request_id, new_record(envelope, now))
     if not created:
         await context.append_event(
@@ -83,8 +84,8 @@ async def submit_with(
             _delegated(envelope.target, now),
             updates={"status": "queued", "current_role": envelope.target, "updated_at": now},
         )
-    path = await anyio.to_thread.run_sync(queue.put, envelope)
-    return Submission(envelope.request_id, created, str(path))
+    ticket = await anyio.to_thread.run_sync(queue.put, envelope)
+    return Submission(envelope.request_id, created, ticket)
 
 
 async def submit(
@@ -111,4 +112,4 @@ async def submit(
     )
     root = Workspace(workspace)
     async with open_context(root.root) as context:
-        return await submit_with(context, WorkQueue(root), envelope)
+        return await submit_with(context, FileWorkQueue(root), envelope)

@@ -1,0 +1,144 @@
+"""What a role's outcome writes: a pure plan (events, field updates, the next envelope).
+
+The role actor persists the plan in one append and then queues the follow-up envelope; keeping
+the plan pure keeps routing rules testable without a model, a store or a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from teams_runtime.codecs.contract import ContractFailure, RoleResult
+from teams_runtime.codecs.messages import MessageEnvelope
+
+__all__ = [
+    "MAX_REPAIRS",
+    "OutcomePlan",
+    "contract_failure",
+    "plan_model_failure",
+    "plan_outcome",
+    "research_result",
+]
+
+MAX_REPAIRS = 2
+_FINISH_STATUS = {"completed": "completed", "failed": "failed", "blocked": "blocked"}
+
+
+class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """One write to the record, and the envelope to queue after it (if any)."""
+
+    events: list[dict[str, Any]]
+    updates: dict[str, Any]
+    follow_up: MessageEnvelope | None = None
+
+
+def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str, Any]:
+    """The result recorded when every repair of a role's answer was rejected."""
+    failure = ContractFailure(
+        request_id=request_id,
+        role=role,
+        status="failed",
+        summary=f"The {role} result was rejected by contract validation "
+        f"after {MAX_REPAIRS} repair attempts.",
+        error="contract_validation_failed",
+        contract_issues=issues,
+    )
+    return msgspec.structs.asdict(failure)
+
+
+def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """The role result a research-gate decision is recorded as."""
+    keys = ("needed", "subject", "research_query", "reason_code")
+    result = RoleResult(
+        request_id=decision["request_id"],
+        role=role,
+        status="completed",
+        summary=decision.get("summary") or f"Research gate: {decision['reason_code']}.",
+        proposals={"research_decision": {key: decision[key] for key in keys}},
+        next_role=decision["next_role"],
+    )
+    return msgspec.structs.asdict(result)
+
+
+def _hand_off(
+    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str
+) -> OutcomePlan:
+    next_role: str = result["next_role"]
+    event_type = "version_control_requested" if next_role == "version_controller" else "delegated"
+    report = _report(role, result, now)
+    hand_off = {
+        "timestamp": now,
+        "type": event_type,
+        "actor": role,
+        "summary": f"{role} handed the request to {next_role}",
+        "payload": {"from_role": role, "to_role": next_role},
+    }
+    updates: dict[str, Any] = {
+        "result": result,
+        "updated_at": now,
+        "status": "in_progress",
+        "current_role": next_role,
+        "next_role": next_role,
+    }
+    if next_role == "version_controller":
+        updates["version_control"] = {
+            "mode": "commit",
+            "scope": envelope.scope,
+            "summary": result["summary"],
+            "paths": result.get("artifacts", []),
+            "requested_by": role,
+        }
+    follow_up = MessageEnvelope(
+        request_id=envelope.request_id,
+        sender=role,
+        target=next_role,
+        intent=envelope.intent,
+        urgency=envelope.urgency,
+        scope=envelope.scope,
+        artifacts=[str(item) for item in result.get("artifacts", [])],
+        params=envelope.params,
+        body=result["summary"],
+    )
+    return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
+
+
+def _report(role: str, result: dict[str, Any], now: str) -> dict[str, Any]:
+    return {
+        "timestamp": now,
+        "type": "version_control_completed" if role == "version_controller" else "role_report",
+        "actor": role,
+        "summary": result["summary"],
+        "payload": result,
+    }
+
+
+def plan_outcome(
+    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str
+) -> OutcomePlan:
+    """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
+    adds a hand-off event and the envelope for that role."""
+    if result["next_role"]:
+        return _hand_off(role, envelope, result, now)
+    updates = {
+        "result": result,
+        "updated_at": now,
+        "status": _FINISH_STATUS[result["status"]],
+        "current_role": role,
+        "next_role": "",
+    }
+    return OutcomePlan(events=[_report(role, result, now)], updates=updates)
+
+
+def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
+    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free)."""
+    event = {
+        "timestamp": now,
+        "type": "model_failed",
+        "actor": role,
+        "summary": f"the model failed for the {role} role",
+        "payload": {"from_role": role, "reason": reason},
+    }
+    updates = {"status": "failed", "current_role": role, "updated_at": now}
+    return OutcomePlan(events=[event], updates=updates)

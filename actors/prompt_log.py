@@ -1,0 +1,73 @@
+"""What role actors log for every prompt they send: the spec's compaction line and one
+structured, content-free ``PromptRecord`` (bound as ``RECORD_KEY``; the CLI's sinks route it to
+``.teams_runtime/logs/prompt_context.jsonl``). Nothing here holds prompt or payload text.
+"""
+
+from __future__ import annotations
+
+from loguru import logger
+
+from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.codecs.records import EVENT_SEPARATOR, EVENTS_KEY
+from teams_runtime.prompts import PromptBundle
+
+__all__ = ["RECORD_KEY", "log_prompt", "prompt_record"]
+
+RECORD_KEY = "prompt_record"  # the loguru extra that carries a prompt record
+
+
+def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
+    """The content-free record of one prompt; full history size is computed from byte sizes."""
+    projection = bundle.projection
+    config = projection.config
+    selected_bytes = 0
+    events = projection.fields.get(EVENTS_KEY)
+    if events is not None and projection.total_events:
+        selected_bytes = len(events) - 2 - max(projection.included_events - 1, 0)  # [ , ]
+    omitted_bytes = max(projection.history_bytes - selected_bytes, 0)
+    notice_chars = len(bundle.notice) + 2 if bundle.notice else 0
+    full = (
+        prompt_chars
+        - notice_chars
+        + omitted_bytes
+        + len(EVENT_SEPARATOR) * projection.omitted_events
+    )
+    return PromptRecord(
+        timestamp=now_iso(),
+        role=bundle.role,
+        purpose=bundle.purpose,
+        request_id=bundle.request_id,
+        enabled=config.enabled,
+        recent_events=config.recent_events,
+        max_events=config.max_events,
+        total_events=projection.total_events,
+        included_events=projection.included_events,
+        omitted_events=projection.omitted_events,
+        compacted=projection.compacted,
+        eligible=projection.total_events > config.max_events,
+        backfilled_roles=[item.role for item in projection.backfilled],
+        prompt_chars=prompt_chars,
+        full_history_chars=full,
+    )
+
+
+def log_prompt(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
+    """Log one sent prompt: the spec's compaction line if compacted, and its record."""
+    record = prompt_record(bundle, prompt_chars)
+    bound = logger.bind(role=record.role, request_id=record.request_id, purpose=record.purpose)
+    if record.compacted:
+        bound.info(
+            "[{}] prompt_context_compacted request_id={} purpose={} total_events={} "
+            "included_events={} omitted_events={} recent_events={} max_events={}",
+            record.role,
+            record.request_id or "unknown",
+            record.purpose,
+            record.total_events,
+            record.included_events,
+            record.omitted_events,
+            record.recent_events,
+            record.max_events,
+        )
+    bound.bind(**{RECORD_KEY: encode_prompt_record(record)}).info(RECORD_KEY)
+    return record

@@ -1,0 +1,280 @@
+"""Role actors: one per role, turning claimed envelopes into persisted role results.
+
+For each envelope a role asks the ContextActor for the projection, streams its prompt to the
+model backend, checks the answer against the contract (at most two repair prompts, each
+re-projected), and persists the outcome in one write (``outcomes.plan_outcome``). A result
+naming ``next_role`` queues an envelope for it. The envelope leaves the queue only after all of
+that, so a crash means it is handled again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Literal
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from loguru import logger
+
+from teams_runtime.actors.context import ContextHandle
+from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
+from teams_runtime.actors.model_backends import ModelBackend
+from teams_runtime.actors.outcomes import (
+    MAX_REPAIRS,
+    OutcomePlan,
+    contract_failure,
+    plan_model_failure,
+    plan_outcome,
+    research_result,
+)
+from teams_runtime.actors.prompt_log import log_prompt
+from teams_runtime.actors.storage import Claim, WorkQueue
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.exceptions import ModelFailure, TeamsRuntimeError
+from teams_runtime.prompts import (
+    PromptBundle,
+    PromptKind,
+    answer_kind_of,
+    build_prompt,
+    kind_for_role,
+)
+
+__all__ = ["Outcome", "RequestLocks", "RoleActor"]
+
+Outcome = Literal["done", "failed", "deferred", "rejected"]
+
+
+class _NotSaved(Exception):
+    """The outcome could not be persisted: the envelope stays queued for another try."""
+
+
+class RequestLocks:
+    """One role at a time per request, across all roles of the team."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, anyio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @asynccontextmanager
+    async def hold(self, request_id: str) -> AsyncIterator[None]:
+        """Wait for the request's lock; held for the whole handling of one envelope."""
+        lock = self._locks.setdefault(request_id, anyio.Lock())
+        self._users[request_id] = self._users.get(request_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[request_id] -= 1
+            if not self._users[request_id]:  # forget idle requests: no growth over time
+                del self._users[request_id], self._locks[request_id]
+
+
+class RoleActor:
+    """Handles the claimed envelopes of one role, several requests at a time."""
+
+    def __init__(
+        self,
+        role: str,
+        *,
+        config: TeamConfig,
+        context: ContextHandle,
+        backend: ModelBackend,
+        queue: WorkQueue,
+        locks: RequestLocks,
+        on_finished: Callable[[Claim, Outcome], None],
+        on_prompt: Callable[[PromptRecord], None] | None = None,
+        concurrency: int = 4,
+        inbox_size: int = 256,
+    ) -> None:
+        self.role = role
+        self.prompt_context = config.prompt_context  # the same config object for every role
+        self._model = config.model
+        self._context = context
+        self._backend = backend
+        self._queue = queue
+        self._locks = locks
+        self._on_finished = on_finished
+        self._on_prompt = on_prompt
+        self._slots = anyio.Semaphore(concurrency)
+        self._mailbox: Mailbox[Claim] = Mailbox(role, inbox_size)
+        self._group: TaskGroup | None = None
+        self._log = logger.bind(role=role)
+
+    async def tell(self, claim: Claim) -> None:
+        """Hand a claimed envelope to this role; waits while its inbox is full."""
+        await self._mailbox.tell(claim)
+
+    def statistics(self) -> MailboxStatistics:
+        """The role's inbox: envelopes waiting, served, in flight."""
+        return self._mailbox.statistics()
+
+    def stop(self) -> None:
+        """Take no more envelopes; ``serve`` returns when the ones being handled are done."""
+        self._mailbox.stop()
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Handle envelopes until ``stop``; start it with ``task_group.start``."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            await self._mailbox.serve(self._start_work, task_status=task_status)
+
+    async def _start_work(self, claim: Claim) -> None:
+        # Waits for a free slot, so a busy role stops taking from its inbox (backpressure).
+        await self._slots.acquire()
+        assert self._group is not None
+        self._group.start_soon(self._work, claim)
+
+    async def _work(self, claim: Claim) -> None:
+        try:
+            outcome = await self._outcome_of(claim)
+        except Exception as exc:  # a bug must not take the team down: keep the envelope
+            self._log.opt(exception=exc).error("envelope {} left queued", claim.ticket)
+            outcome = await self._release(claim)
+        finally:
+            self._slots.release()
+        self._on_finished(claim, outcome)
+
+    async def _reject(self, claim: Claim, reason: str) -> Outcome:
+        await anyio.to_thread.run_sync(self._queue.reject, claim, reason)
+        return "rejected"
+
+    async def _release(self, claim: Claim) -> Outcome:
+        await anyio.to_thread.run_sync(self._queue.release, claim)
+        return "deferred"
+
+    async def _outcome_of(self, claim: Claim) -> Outcome:
+        envelope = claim.envelope
+        if envelope is None:
+            self._log.error("rejected an envelope: {}", claim.problem)
+            return await self._reject(claim, claim.problem)
+        async with self._locks.hold(envelope.request_id):
+            try:
+                return await self._handle(envelope, claim)
+            except ModelFailure as exc:
+                return await self._model_failed(envelope, claim, str(exc))
+            except _NotSaved:
+                return await self._release(claim)
+            except TeamsRuntimeError as exc:  # the record is missing or cannot be read
+                self._log.bind(request_id=envelope.request_id).error(
+                    "cannot handle request {}: {}", envelope.request_id, exc
+                )
+                return await self._reject(claim, str(exc))
+
+    async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
+        log = self._log.bind(request_id=envelope.request_id)
+        log.warning("model failed for request {}: {}", envelope.request_id, reason)
+        if self._model.on_failure == "requeue":
+            log.warning("envelope left in the queue for the next run: {}", claim.ticket)
+            return await self._release(claim)
+        try:
+            return await self._persist(
+                envelope, claim, plan_model_failure(self.role, reason, now_iso()), "failed"
+            )
+        except _NotSaved:
+            return await self._release(claim)
+
+    async def _send_prompt(self, bundle: PromptBundle) -> str:
+        """Send a prompt (model.attempts tries); log each one sent."""
+        for attempt in range(1, self._model.attempts + 1):
+            try:
+                return await self._backend.complete(bundle)
+            except ModelFailure as exc:
+                if attempt == self._model.attempts:
+                    raise
+                self._log.bind(request_id=bundle.request_id).warning(
+                    "model attempt {} of {} failed: {}", attempt, self._model.attempts, exc
+                )
+            finally:
+                record = log_prompt(bundle, bundle.chars())
+                if self._on_prompt is not None:
+                    self._on_prompt(record)
+        raise AssertionError("unreachable")
+
+    async def _project_and_prompt(
+        self,
+        kind: PromptKind,
+        envelope: MessageEnvelope,
+        *,
+        repairing: PromptKind | None = None,
+        errors: list[str] | None = None,
+        previous: str = "",
+    ) -> str:
+        projection = await self._context.project(envelope.request_id)
+        bundle = build_prompt(
+            kind,
+            role=self.role,
+            projection=projection,
+            envelope=envelope,
+            repairing=repairing,
+            errors=errors,
+            previous=previous,
+        )
+        return await self._send_prompt(bundle)
+
+    async def _handle(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
+        kind = kind_for_role(self.role)
+        answer_kind = answer_kind_of(kind)
+        request_id = envelope.request_id
+        text = await self._project_and_prompt(kind, envelope)
+        answer, issues = validate_answer(
+            text, kind=answer_kind, request_id=request_id, role=self.role
+        )
+        repairs = 0
+        while answer is None and repairs < MAX_REPAIRS:
+            repairs += 1
+            self._log.bind(request_id=request_id).warning(
+                "result rejected by contract validation ({} issues); repair {} of {}",
+                len(issues),
+                repairs,
+                MAX_REPAIRS,
+            )
+            text = await self._project_and_prompt(
+                "repair", envelope, repairing=kind, errors=issues, previous=text
+            )
+            answer, issues = validate_answer(
+                text, kind=answer_kind, request_id=request_id, role=self.role
+            )
+        if answer is None:
+            result = contract_failure(request_id, self.role, issues)
+        elif kind == "research_decision":
+            result = research_result(self.role, answer)
+        else:
+            result = answer
+        plan = plan_outcome(self.role, envelope, result, now_iso())
+        failed = result["status"] == "failed" and not result["next_role"]
+        outcome: Outcome = "failed" if failed else "done"
+        await self._persist(envelope, claim, plan, outcome)
+        self._log.bind(request_id=request_id).info(
+            "request {}: {} -> {}",
+            request_id,
+            result["status"],
+            result["next_role"] or plan.updates["status"],
+        )
+        return outcome
+
+    async def _persist(
+        self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan, outcome: Outcome
+    ) -> Outcome:
+        """Write the plan, queue its follow-up, then dequeue: shielded from cancellation; on
+        failure the envelope stays queued (``_NotSaved``)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._context.append_events(
+                    envelope.request_id, plan.events, updates=plan.updates
+                )
+                if plan.follow_up is not None:
+                    await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+                await anyio.to_thread.run_sync(self._queue.done, claim)
+        except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
+            self._log.bind(request_id=envelope.request_id).error(
+                "outcome for request {} not saved ({}); its envelope stays queued",
+                envelope.request_id,
+                exc,
+            )
+            raise _NotSaved from exc
+        return outcome

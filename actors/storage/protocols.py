@@ -1,0 +1,132 @@
+"""The two seams between the actors and where requests and envelopes are kept.
+
+``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
+Both are blocking (the actors call them from worker threads) and both have a file
+implementation (``record_files``, ``queue_files``); the test suites of ``tests/`` run against
+every implementation. A store's version is any hashable value that changes whenever the record
+does; only the store that made it compares it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.records import RecordFields
+
+__all__ = ["Appended", "Claim", "IndexedParts", "ParsedRecord", "RecordRead", "RecordStore",
+           "WorkQueue"]  # fmt: skip
+
+
+class IndexedParts(msgspec.Struct, frozen=True):
+    """A record as an index lets one read it: the other fields plus the few events needed."""
+
+    version: Hashable
+    fields: RecordFields  # every top-level field; `events` is an empty list here
+    count: int
+    history_bytes: int
+    tail: list[msgspec.Raw]  # the last events (all of them when there are few)
+    evidence: dict[str, tuple[int, msgspec.Raw]]  # role -> (position, event): newest evidence
+
+    def covers(self, events: int) -> bool:
+        """Whether ``tail`` holds the last ``events`` events (or the whole history)."""
+        return len(self.tail) >= min(events, self.count)
+
+
+class ParsedRecord(msgspec.Struct, frozen=True):
+    """A whole record, decoded once: top-level fields, events as undecoded ``Raw``."""
+
+    version: Hashable
+    fields: RecordFields
+
+
+RecordRead = IndexedParts | ParsedRecord
+
+
+class Appended(msgspec.Struct, frozen=True):
+    """The outcome of one append: the version it replaced and what is stored now."""
+
+    read_version: Hashable
+    parts: IndexedParts
+
+
+class RecordStore(Protocol):
+    """Request records: created once, read for summaries, appended to, never rewritten."""
+
+    def version(self, request_id: str) -> Hashable | None:
+        """The record's current version, ``None`` if there is none; cheap (no read)."""
+        ...
+
+    def read(self, request_id: str, *, tail: int | None) -> RecordRead:
+        """The record, through an index if one holds the last ``tail`` events (``None``: every
+        event is needed), else parsed whole. Raises ``UnknownRequestError``, ``RecordError``."""
+        ...
+
+    def load(self, request_id: str) -> bytes:
+        """The record as the bytes of its canonical file."""
+        ...
+
+    def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
+        """Store a new record unless one exists; returns whether it was created."""
+        ...
+
+    def append(
+        self, request_id: str, events: list[msgspec.Raw], updates: Mapping[str, Any]
+    ) -> Appended:
+        """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
+        never loses an event another writer appended first."""
+        ...
+
+    def exists(self, request_id: str) -> bool:
+        """Whether a record exists for ``request_id``."""
+        ...
+
+    def list_ids(self) -> list[str]:
+        """The ids of every stored record, sorted."""
+        ...
+
+
+class Claim(msgspec.Struct, frozen=True):
+    """An envelope taken from the queue by one worker: done, released or rejected later.
+
+    ``envelope`` is ``None`` when the queued bytes are not a usable envelope; ``problem`` then
+    says why (the worker rejects it).
+    """
+
+    ticket: str  # the queue's own name for the envelope
+    role: str
+    envelope: MessageEnvelope | None
+    problem: str = ""
+
+
+class WorkQueue(Protocol):
+    """Envelopes waiting for roles: durable until their outcome is persisted."""
+
+    def put(self, envelope: MessageEnvelope) -> str:
+        """Queue ``envelope`` for ``envelope.target``; durable when it returns. Returns its
+        ticket."""
+        ...
+
+    def claim(self, role: str, limit: int) -> list[Claim]:
+        """Take up to ``limit`` waiting envelopes of ``role``, oldest first; each is this
+        worker's until ``done``, ``release`` or ``reject``."""
+        ...
+
+    def done(self, claim: Claim) -> None:
+        """Remove a handled envelope (its outcome is persisted)."""
+        ...
+
+    def release(self, claim: Claim) -> None:
+        """Leave the envelope queued for a later run; this worker does not take it again."""
+        ...
+
+    def reject(self, claim: Claim, reason: str) -> None:
+        """Set an unusable envelope aside with ``reason``, for a person to look at."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """How many envelopes wait for each role (claimed ones included)."""
+        ...

@@ -1,0 +1,36 @@
+"""The ``teams-runtime`` command line.
+
+User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothing on stdout.
+``parser`` declares the commands; ``records`` holds the commands that read or write one
+request (project, explain, append, prompt), ``team`` the ones that run or set up a workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from teams_runtime.cli.output import PROG
+from teams_runtime.cli.parser import build_parser
+from teams_runtime.exceptions import TeamsRuntimeError
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = build_parser().parse_args(argv)
+    handler: Callable[..., int] = args.handler
+    try:
+        return handler(args)
+    except TeamsRuntimeError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as other Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

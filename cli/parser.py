@@ -1,0 +1,323 @@
+"""The ``teams-runtime`` argument parser: one function per command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, NoReturn
+
+from teams_runtime.cli.output import PROG
+from teams_runtime.cli.records import cmd_append, cmd_explain, cmd_project, cmd_prompt
+from teams_runtime.cli.team import (
+    cmd_config,
+    cmd_demo,
+    cmd_init,
+    cmd_metrics,
+    cmd_run,
+    cmd_submit,
+)
+from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
+from teams_runtime.monitoring import GROUP_KEYS
+from teams_runtime.prompts import PROMPT_KINDS, PURPOSES
+
+__all__ = ["build_parser"]
+
+_Commands = Any  # argparse's subparsers action (a private type)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("teams-runtime")
+    except metadata.PackageNotFoundError:  # running from a source tree without installing
+        return "unknown"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+def _timestamp(text: str) -> str:
+    """An ISO-8601 time; without an offset it is taken as local time."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-30T08:00:00+01:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.isoformat()
+
+
+def _add_workspace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+
+
+def _add_selector(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "request_id",
+        nargs="?",
+        metavar="REQUEST_ID",
+        help="a request in the workspace's .teams_runtime/requests/",
+    )
+    which.add_argument(
+        "--record",
+        type=Path,
+        metavar="PATH",
+        help="a request record file anywhere (defaults apply without a config)",
+    )
+    _add_workspace(parser)
+    parser.add_argument(
+        "--recent-events",
+        type=_positive_int,
+        metavar="N",
+        help="override prompt_context.recent_events",
+    )
+    parser.add_argument(
+        "--max-events", type=_positive_int, metavar="N", help="override prompt_context.max_events"
+    )
+    parser.add_argument(
+        "--disable",
+        action="store_true",
+        help="project as with prompt_context.enabled: false (full history)",
+    )
+
+
+def _add_init(commands: _Commands) -> None:
+    init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
+    init.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (created if missing; default: current folder)",
+    )
+    init.set_defaults(handler=cmd_init)
+
+
+def _add_config(commands: _Commands) -> None:
+    check = commands.add_parser(
+        "config", help="check team_runtime.yaml and print the configuration in force"
+    )
+    _add_workspace(check)
+    check.set_defaults(handler=cmd_config)
+
+
+def _add_project(commands: _Commands) -> None:
+    project = commands.add_parser(
+        "project", help="print a request as a prompt would embed it (notice + projected record)"
+    )
+    _add_selector(project)
+    project.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object with the notice, counts and record",
+    )
+    project.set_defaults(handler=cmd_project)
+
+
+def _add_explain(commands: _Commands) -> None:
+    explain = commands.add_parser(
+        "explain", help="say for every event whether the projection keeps it, and why"
+    )
+    _add_selector(explain)
+    explain.set_defaults(handler=cmd_explain)
+
+
+def _add_append(commands: _Commands) -> None:
+    append = commands.add_parser(
+        "append",
+        help="append events to a request record (locked, atomic; never loses an event)",
+        description="Append one event given by flags, or JSON-lines events from a file or stdin. "
+        "Every line is checked before anything is written.",
+    )
+    append.add_argument("request_id", metavar="REQUEST_ID")
+    _add_workspace(append)
+    append.add_argument("--type", dest="event_type", metavar="T", help="the event type")
+    append.add_argument("--actor", metavar="A", help="who did it (a role name)")
+    append.add_argument("--summary", metavar="S", help="one line saying what happened")
+    append.add_argument("--payload", metavar="JSON", help="a JSON object with details")
+    append.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="read JSON-lines events from FILE ('-' for stdin)",
+    )
+    append.set_defaults(handler=cmd_append)
+
+
+def _add_submit(commands: _Commands) -> None:
+    submit = commands.add_parser(
+        "submit",
+        help="queue work for a role (creates the request record if it is new)",
+        description="Create a request (status queued, events created + delegated) or add a "
+        "delegated event to an existing one, and queue an envelope for ROLE. "
+        "`teams-runtime run` handles it.",
+    )
+    _add_workspace(submit)
+    submit.add_argument(
+        "--role",
+        required=True,
+        choices=PUBLIC_ROLES,
+        metavar="ROLE",
+        help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
+    )
+    submit.add_argument("--scope", required=True, metavar="TEXT", help="what is asked, in a line")
+    submit.add_argument("--body", default="", metavar="TEXT", help="details")
+    submit.add_argument("--intent", default="", metavar="I", help="e.g. implement, review, fix")
+    submit.add_argument("--urgency", default="normal", metavar="U", help="default: normal")
+    submit.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    submit.set_defaults(handler=cmd_submit)
+
+
+def _add_run(commands: _Commands) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run the team: every role handles its queued envelopes",
+        description="Start the ContextActor and one actor per role. With --once, handle all "
+        "queued work (and the work it creates), then exit 0; without, run until Ctrl-C or "
+        "SIGTERM (envelopes in flight stay queued for the next run).",
+    )
+    _add_workspace(run)
+    run.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
+    run.set_defaults(handler=cmd_run)
+
+
+def _add_prompt(commands: _Commands) -> None:
+    prompt = commands.add_parser(
+        "prompt", help="print the prompt a role would get for a request, as it would be sent"
+    )
+    prompt.add_argument("request_id", metavar="REQUEST_ID")
+    prompt.add_argument(
+        "--role", required=True, choices=ROLES, metavar="ROLE", help=f"one of: {', '.join(ROLES)}"
+    )
+    prompt.add_argument(
+        "--kind",
+        choices=PROMPT_KINDS,
+        help="the prompt kind (default: the role's own: research_decision for "
+        "research, version_control for version_controller, else task)",
+    )
+    _add_workspace(prompt)
+    prompt.add_argument(
+        "--disable",
+        action="store_true",
+        help="as with prompt_context.enabled: false (full history)",
+    )
+    prompt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the prompt text, the notice and the counts as JSON",
+    )
+    prompt.set_defaults(handler=cmd_prompt)
+
+
+def _add_metrics(commands: _Commands) -> None:
+    metrics = commands.add_parser(
+        "metrics",
+        help="aggregate the prompt records in the logs: compaction counts, sizes, savings",
+        description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
+        "too) and aggregate the prompt records per group. See docs/monitoring.md.",
+    )
+    _add_workspace(metrics)
+    window = metrics.add_mutually_exclusive_group()
+    window.add_argument("--hours", type=_positive_float, metavar="H", help="only the last H hours")
+    window.add_argument(
+        "--since",
+        type=_timestamp,
+        metavar="ISO",
+        help="only records at or after this time (e.g. 2026-11-30T08:00+01:00)",
+    )
+    metrics.add_argument("--role", choices=ROLES, metavar="R", help="only this role")
+    metrics.add_argument(
+        "--purpose",
+        choices=sorted(PURPOSES.values()),
+        metavar="P",
+        help="only this purpose: " + ", ".join(sorted(PURPOSES.values())),
+    )
+    metrics.add_argument("--request-id", metavar="ID", help="only this request")
+    metrics.add_argument(
+        "--by",
+        action="append",
+        choices=GROUP_KEYS,
+        metavar="KEY",
+        help="group by role, purpose, enabled or day; repeat to combine "
+        "(default: --by role --by purpose)",
+    )
+    metrics.add_argument("--json", action="store_true", help="print the report as JSON")
+    metrics.set_defaults(handler=cmd_metrics)
+
+
+def _add_demo(commands: _Commands) -> None:
+    run_demo = commands.add_parser(
+        "demo", help="run a team (dry run, no model) on requests with long histories"
+    )
+    run_demo.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the demo workspace in DIR and keep it (must not exist)",
+    )
+    run_demo.set_defaults(handler=cmd_demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command; each command's ``handler`` is set as a default."""
+    parser = _Parser(
+        prog=PROG,
+        description="Run teams of model-backed roles with bounded prompt context.",
+        epilog="Start with `teams-runtime demo`, then `teams-runtime init DIR`. Docs: docs/cli.md. "
+        "Exit status 2 means the command was used wrongly.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    _add_init(commands)
+    _add_config(commands)
+    _add_project(commands)
+    _add_explain(commands)
+    _add_append(commands)
+    _add_submit(commands)
+    _add_run(commands)
+    _add_prompt(commands)
+    _add_metrics(commands)
+    _add_demo(commands)
+    return parser

@@ -1,0 +1,269 @@
+"""Commands on one request: ``project``, ``explain``, ``append``, ``prompt``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from teams_runtime.actors.context import open_context
+from teams_runtime.actors.storage import Workspace, load_team_config
+from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.evidence import event_type_label, role_of_raw
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.projected import Projection
+from teams_runtime.codecs.records import RecordFields, decode_record
+from teams_runtime.exceptions import ConfigError, RecordError, UnknownRequestError
+from teams_runtime.projection import explain_decisions, notice_text, project_fields
+from teams_runtime.prompts import (
+    PromptBundle,
+    PromptKind,
+    answer_kind_of,
+    build_prompt,
+    kind_for_role,
+)
+
+__all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
+
+
+def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
+    """The workspace's prompt_context, with the command's flags on top."""
+    workspace = Workspace(args.workspace)
+    if args.record is not None and not workspace.config_path.exists():
+        base = PromptContextConfig()
+    else:
+        base = load_team_config(workspace.root).prompt_context
+    overrides: dict[str, Any] = {}
+    if args.recent_events is not None:
+        overrides["recent_events"] = args.recent_events
+    if args.max_events is not None:
+        overrides["max_events"] = args.max_events
+    if args.disable:
+        overrides["enabled"] = False
+    if not overrides:
+        return base
+    try:
+        return msgspec.structs.replace(base, **overrides)
+    except ConfigError:
+        raise UserError(
+            f"recent_events {overrides.get('recent_events', base.recent_events)} is greater than "
+            f"max_events {overrides.get('max_events', base.max_events)}: max_events must be "
+            "greater than or equal to recent_events (change --recent-events or --max-events)."
+        ) from None
+
+
+def _record_source(args: argparse.Namespace) -> Path:
+    if args.record is not None:
+        return Path(args.record)
+    return Workspace(args.workspace).request_path(args.request_id)
+
+
+def _selected_record(args: argparse.Namespace) -> RecordFields:
+    """The decoded fields of the selected record file (read and decoded once)."""
+    path = _record_source(args)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if args.record is not None:
+            raise RecordError(f"{path}: no such record file.") from None
+        raise UnknownRequestError(
+            f"no request {args.request_id!r} in {path.parent} (expected {path.name}); "
+            "check the id and --workspace."
+        ) from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot be read ({exc.strerror}).") from exc
+    return decode_record(data, str(path))
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    config = _selected_config(args)
+    projection = project_fields(_selected_record(args), config)
+    if args.json:
+        output = {
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "selected_indices": projection.selected_indices,
+            "backfilled": projection.backfilled,
+            "request": projection.raw_fields(),
+        }
+        write_json(output)
+        return 0
+    notice = notice_text(projection)
+    if notice:
+        sys.stdout.write(notice + "\n\n")
+    sys.stdout.write("Current request:\n")
+    sys.stdout.write(b"".join(projection.iter_record_json()).decode())
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    config = _selected_config(args)
+    fields = _selected_record(args)
+    source = _record_source(args)
+    projection = project_fields(fields, config)
+    events = fields.get("events")
+    if not isinstance(events, list):
+        print(f"{source}: `events` is not a list; the record passes through unchanged.")
+        return 0
+    roles = [role_of_raw(raw) for raw in events]
+    decisions = explain_decisions(projection, roles)
+    print(
+        f"{source}: {projection.total_events} events, {projection.included_events} included, "
+        f"{projection.omitted_events} omitted (recent_events={config.recent_events}, "
+        f"max_events={config.max_events}, enabled={str(config.enabled).lower()})"
+    )
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
+    for index, (raw, role, decision) in enumerate(zip(events, roles, decisions, strict=True)):
+        print(f"{index:>5}  {event_type_label(raw):<26}  {role or '-':<20}  {decision}")
+    return 0
+
+
+def _events_from_flags(args: argparse.Namespace) -> list[dict[str, Any]]:
+    missing = [flag for flag, value in (("--type", args.event_type), ("--actor", args.actor),
+               ("--summary", args.summary)) if value is None]  # fmt: skip
+    if missing:
+        raise UserError(f"append needs --from, or --type, --actor and --summary (missing: "
+                         f"{', '.join(missing)}).")  # fmt: skip
+    event: dict[str, Any] = {"type": args.event_type, "actor": args.actor, "summary": args.summary}
+    if args.payload is not None:
+        try:
+            payload = msgspec.json.decode(args.payload)
+        except msgspec.DecodeError as exc:
+            raise UserError(f"--payload is not valid JSON ({exc}).") from None
+        if not isinstance(payload, dict):
+            raise UserError("--payload must be a JSON object.")
+        event["payload"] = payload
+    return [event]
+
+
+def _events_from_lines(source: str) -> list[dict[str, Any]]:
+    name = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            lines = sys.stdin.buffer.read().splitlines()
+        else:
+            lines = Path(source).read_bytes().splitlines()
+    except OSError as exc:
+        raise UserError(f"{name}: cannot be read ({exc.strerror}).") from None
+    events = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            raise UserError(f"{name} line {number}: not valid JSON ({exc}); nothing was "
+                             "appended.") from None  # fmt: skip
+        if not isinstance(event, dict):
+            raise UserError(f"{name} line {number}: an event must be a JSON object; nothing "
+                             "was appended.")  # fmt: skip
+        events.append(event)
+    if not events:
+        raise UserError(f"{name}: no events to append.")
+    return events
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    flags = (args.event_type, args.actor, args.summary, args.payload)
+    if args.source is not None and any(value is not None for value in flags):
+        raise UserError("give either --from or --type/--actor/--summary/--payload, not both.")
+    events = _events_from_lines(args.source) if args.source else _events_from_flags(args)
+    workspace = Workspace(args.workspace)
+    workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
+
+    async def append() -> int:
+        async with open_context(workspace.root) as context:
+            return await context.append_events(args.request_id, events)
+
+    count = anyio.run(append)
+    print(f"Appended {len(events)} event(s) to {args.request_id}; it now has {count} events.")
+    return 0
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    config = load_team_config(workspace.root).prompt_context
+    if args.disable:
+        config = msgspec.structs.replace(config, enabled=False)
+    kind = args.kind or kind_for_role(args.role)
+    bundle = anyio.run(
+        partial(_preview_prompt, workspace, args.request_id, args.role, kind, config)
+    )
+    if args.json:
+        projection = bundle.projection
+        output = {
+            "role": bundle.role,
+            "kind": bundle.kind,
+            "purpose": bundle.purpose,
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "prompt": bundle.text(),
+        }
+        write_json(output)
+        return 0
+    for chunk in bundle.iter_chunks():
+        sys.stdout.write(chunk)
+    return 0
+
+
+def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
+    """The envelope a role would most likely get, rebuilt from the record's own fields."""
+
+    def field(key: str, kind: type, default: Any) -> Any:
+        raw = projection.fields.get(key)
+        value = msgspec.json.decode(raw) if raw is not None else default
+        return value if isinstance(value, kind) else default
+
+    return MessageEnvelope(
+        request_id=request_id,
+        sender=field("current_role", str, "orchestrator") or "orchestrator",
+        target=role,
+        intent=field("intent", str, ""),
+        urgency=field("urgency", str, "normal"),
+        scope=field("scope", str, ""),
+        artifacts=[str(item) for item in field("artifacts", list, [])],
+        params=field("params", dict, {}),
+        body=field("body", str, ""),
+    )
+
+
+async def _preview_prompt(
+    workspace: Workspace,
+    request_id: str,
+    role: str,
+    kind: PromptKind,
+    config: PromptContextConfig,
+) -> PromptBundle:
+    """The prompt ``role`` would be sent for ``request_id`` (a repair shows the errors an empty
+    answer would get). Reads through a ContextActor like the roles do; writes nothing."""
+    async with open_context(workspace.root, config) as context:
+        projection = await context.project(request_id)
+    envelope = _envelope_from(projection, request_id, role)
+    repairing = kind_for_role(role)
+    errors: list[str] = []
+    if kind == "repair":
+        answer_kind = answer_kind_of(kind, repairing)
+        errors = validate_answer("{}", kind=answer_kind, request_id=request_id, role=role)[1]
+    return build_prompt(
+        kind,
+        role=role,
+        projection=projection,
+        envelope=envelope,
+        repairing=repairing,
+        errors=errors,
+        previous="{}",
+    )

@@ -1,0 +1,132 @@
+"""Commands on a workspace and its team: ``init``, ``config``, ``submit``, ``run``,
+``metrics``, ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from datetime import datetime, timedelta
+from functools import partial
+
+import anyio
+import msgspec
+from loguru import logger
+
+from teams_runtime import demo
+from teams_runtime.actors.intake import submit
+from teams_runtime.actors.storage import Workspace, load_team_config
+from teams_runtime.actors.team import Team
+from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
+from teams_runtime.monitoring import (
+    Filters,
+    configure_logging,
+    log_files,
+    render_report,
+    stop_logging,
+    summarise,
+)
+
+__all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.directory)
+    if workspace.config_path.exists():
+        raise UserError(
+            f"{workspace.config_path} already exists; not overwriting it "
+            "(edit it, or remove it first to start over)."
+        )
+    try:
+        workspace.requests_dir.mkdir(parents=True, exist_ok=True)
+        with workspace.config_path.open("x", encoding="utf-8") as handle:
+            handle.write(DEFAULT_CONFIG_TEXT)
+    except OSError as exc:
+        raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
+    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, .teams_runtime/requests/).")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    config = load_team_config(args.workspace)
+    write_json(config)
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    load_team_config(args.workspace)  # a broken or missing config is an error before any write
+    done = anyio.run(
+        partial(
+            submit,
+            args.workspace,
+            role=args.role,
+            scope=args.scope,
+            body=args.body,
+            intent=args.intent,
+            urgency=args.urgency,
+            request_id=args.request_id,
+        )
+    )
+    state = "new request" if done.created else "existing request"
+    print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
+    return 0
+
+
+async def _run_until_signal(team: Team) -> None:
+    async with anyio.create_task_group() as group:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for received in signals:
+                    logger.warning("{} received: stopping the team", signal.Signals(received).name)
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(stop_on_signal)
+        await team.run(once=False)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    team = Team(workspace.root, load_team_config(workspace.root))
+    configure_logging(workspace, console_level="DEBUG" if args.verbose else "INFO")
+    try:
+        if args.once:
+            summary = anyio.run(partial(team.run, once=True))
+            print(
+                f"Handled {summary.handled} envelope(s): {summary.failed} failed, "
+                f"{summary.deferred} left queued, {summary.rejected} rejected; "
+                f"{summary.prompts_sent} prompts sent."
+            )
+        else:
+            anyio.run(_run_until_signal, team)
+            queued = sum(team.queue.counts().values())
+            print(f"Stopped; {queued} envelope(s) queued for the next run.")
+    finally:
+        stop_logging()
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    since = args.since
+    if args.hours is not None:
+        since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
+    filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
+    files = log_files(workspace.logs_dir)
+    report = summarise(files, filters, args.by or ["role", "purpose"])
+    if args.json:
+        output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
+        write_json(output)
+    elif report.totals["prompts"] == 0:
+        print(
+            f"no data: no prompt records match (read {len(files)} log file(s) in "
+            f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
+        )
+    else:
+        print(render_report(report))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return demo.run(keep=args.keep)

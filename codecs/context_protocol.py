@@ -1,0 +1,125 @@
+"""The ContextActor's protocol: the asks it takes and the replies it gives, as plain data.
+
+One tagged union of asks and one of replies, every field used, JSON fragments as ``bytes``:
+the same values cross a process or network boundary unchanged, in JSON or msgpack. An error is
+a reply too (``Failed``): ``raise_failure`` turns it back into the exception it stands for.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NoReturn
+
+import msgspec
+
+from teams_runtime.codecs.projected import Projection
+from teams_runtime.exceptions import (
+    ConfigError,
+    RecordError,
+    UnknownRequestError,
+    UnsafeRequestIdError,
+)
+
+__all__ = [
+    "Append",
+    "Appended",
+    "ContextAsk",
+    "ContextReply",
+    "Create",
+    "Created",
+    "Failed",
+    "Load",
+    "Loaded",
+    "Project",
+    "failure_of",
+    "raise_failure",
+]
+
+
+class Project(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Ask for the projection of a request's record (answered with a ``Projection``)."""
+
+    request_id: str
+
+
+class Append(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Append events and set top-level fields in one write (answered with ``Appended``).
+
+    ``events`` are the JSON bytes of each event; ``updates`` the JSON bytes of each value.
+    """
+
+    request_id: str
+    events: list[bytes]
+    updates: dict[str, bytes] = {}
+
+
+class Load(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Ask for the whole record as stored now (answered with ``Loaded``)."""
+
+    request_id: str
+
+
+class Create(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Create a record unless one exists (answered with ``Created``)."""
+
+    request_id: str
+    record: bytes  # the JSON bytes of the new record
+
+
+ContextAsk = Project | Append | Load | Create
+
+
+class Appended(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """The events are stored (fsynced); ``count`` is the record's event count now."""
+
+    count: int
+
+
+class Loaded(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """The record as the bytes of its canonical file."""
+
+    record: bytes
+
+
+class Created(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Whether the record was created (``False``: one existed and was left as it was)."""
+
+    created: bool
+
+
+FailureKind = Literal["unknown_request", "unsafe_request_id", "record", "config", "internal"]
+
+
+class Failed(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """The ask failed; ``message`` says why (content-free: names files and ids only)."""
+
+    kind: FailureKind
+    message: str
+
+
+ContextReply = Projection | Appended | Loaded | Created | Failed
+
+# Most specific first: a failure is matched to the first class it is an instance of.
+_KINDS: tuple[tuple[type[Exception], FailureKind], ...] = (
+    (UnknownRequestError, "unknown_request"),
+    (UnsafeRequestIdError, "unsafe_request_id"),
+    (RecordError, "record"),
+    (ConfigError, "config"),
+)
+_ERRORS: dict[FailureKind, type[Exception]] = {kind: error for error, kind in _KINDS}
+
+
+def failure_of(error: Exception) -> Failed:
+    """The reply for an error raised while answering an ask."""
+    for error_type, kind in _KINDS:
+        if isinstance(error, error_type):
+            return Failed(kind=kind, message=str(error))
+    return Failed(kind="internal", message=f"{type(error).__name__}: {error}")
+
+
+def raise_failure(failed: Failed) -> NoReturn:
+    """Raise the exception a ``Failed`` reply stands for (``internal``: a ``RuntimeError``,
+    a bug in the actor, never a problem with the request)."""
+    error = _ERRORS.get(failed.kind)
+    if error is None:
+        raise RuntimeError(f"the context actor failed: {failed.message}")
+    raise error(failed.message)

@@ -1,0 +1,219 @@
+"""The strict-JSON contracts of role answers (spec section 6), defined once as Structs.
+
+``RoleResult``, ``VersionControlResult`` and ``ResearchDecision`` are the single source: the
+example shape shown in prompts, the validator's checks and defaults, the dry-run answers and
+the failure results all derive from their fields.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal, get_args, get_origin
+
+import msgspec
+
+from teams_runtime.codecs.roles import ROLES
+
+__all__ = [
+    "COMMIT_STATUSES",
+    "RESULT_STATUSES",
+    "AnswerKind",
+    "ContractFailure",
+    "ResearchDecision",
+    "RoleResult",
+    "VersionControlResult",
+    "contract_shape",
+    "defaults_of",
+    "validate_answer",
+]
+
+AnswerKind = Literal["task", "research_decision", "version_control"]
+ResultStatus = Literal["completed", "blocked", "failed"]
+CommitStatus = Literal["committed", "no_changes", "failed", "no_repo"]
+RESULT_STATUSES: tuple[str, ...] = get_args(ResultStatus)
+COMMIT_STATUSES: tuple[str, ...] = get_args(CommitStatus)
+
+
+class RoleResult(msgspec.Struct, kw_only=True):
+    """What a role answers for its task (and what its report event carries as payload)."""
+
+    request_id: str
+    role: str
+    status: ResultStatus
+    summary: str
+    insights: list[Any] = []
+    proposals: dict[str, Any] = {}
+    artifacts: list[Any] = []
+    next_role: str = ""
+    error: str = ""
+
+
+class VersionControlResult(RoleResult, kw_only=True):
+    """What the version_controller answers: a role result plus the commit it made."""
+
+    commit_status: CommitStatus
+    commit_sha: str = ""
+    commit_message: str = ""
+    commit_paths: list[Any] = []
+    change_detected: bool = False
+
+
+class ContractFailure(RoleResult, kw_only=True):
+    """The result recorded when a role's answers stayed invalid after every repair."""
+
+    contract_issues: list[str] = []
+
+
+class ResearchDecision(msgspec.Struct, kw_only=True):
+    """What the research role answers at the research gate."""
+
+    request_id: str
+    role: str
+    needed: bool
+    subject: str = ""
+    research_query: str = ""
+    reason_code: str
+    summary: str = ""
+    next_role: str = ""
+
+
+_CONTRACTS: dict[AnswerKind, type[msgspec.Struct]] = {
+    "task": RoleResult,
+    "version_control": VersionControlResult,
+    "research_decision": ResearchDecision,
+}
+
+# What the prompt's example shape says for a field; a Literal field lists its values.
+_EXAMPLES: dict[str, Any] = {
+    "summary": "one or two sentences on what you did and found",
+    "insights": ["facts the next role needs"],
+    "artifacts": ["paths you created or changed"],
+    "next_role": f"one of {', '.join(ROLES)}, or empty to finish",
+    "subject": "what would be researched",
+    "research_query": "the query to run, or empty when not needed",
+    "reason_code": "local_context_sufficient | missing_facts | outdated_facts",
+}
+_RESEARCH_EXAMPLES = {
+    "needed": False,
+    "summary": "one sentence on the decision",
+    "next_role": "planner",
+}
+
+# How an issue names the JSON type a field must have.
+_TYPE_LABELS: dict[type, str] = {
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
+_LABEL_OVERRIDES = {"artifacts": "a list of paths", "commit_paths": "a list of paths"}
+# Checked by name below, with their own messages (not by the generic type check).
+_SPECIAL = {"request_id", "role", "next_role", "status", "commit_status", "summary", "needed",
+            "reason_code"}  # fmt: skip
+
+_DECODER = msgspec.json.Decoder()
+
+
+def _json_type(field: msgspec.structs.FieldInfo) -> type:
+    annotation = field.type
+    origin = getattr(annotation, "__origin__", None)
+    return origin if isinstance(origin, type) else annotation  # list[Any] -> list
+
+
+def _default(field: msgspec.structs.FieldInfo) -> Any:
+    if field.default_factory is not msgspec.NODEFAULT:
+        return field.default_factory()
+    return copy.deepcopy(field.default)  # a fresh list or dict for every answer
+
+
+def defaults_of(kind: AnswerKind) -> dict[str, Any]:
+    """The values an answer of ``kind`` gets for the optional fields it leaves out."""
+    fields = msgspec.structs.fields(_CONTRACTS[kind])
+    return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
+
+
+def contract_shape(kind: AnswerKind, request_id: str, role: str) -> dict[str, Any]:
+    """An example answer of the right shape, shown to the model in every prompt."""
+    examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if kind == "research_decision" else {})}
+    shape: dict[str, Any] = {}
+    for field in msgspec.structs.fields(_CONTRACTS[kind]):
+        if field.name == "request_id":
+            shape[field.name] = request_id
+        elif field.name == "role":
+            shape[field.name] = role
+        elif get_origin(field.type) is Literal:
+            shape[field.name] = " | ".join(get_args(field.type))
+        else:
+            shape[field.name] = examples.get(field.name, _default(field))
+    return shape
+
+
+def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+    issues = []
+    for field in msgspec.structs.fields(_CONTRACTS[kind]):
+        name = field.name
+        if name in _SPECIAL or name not in answer:
+            continue
+        if name == "error" and answer[name] is None:  # a null error means no error
+            continue
+        expected = _json_type(field)
+        value = answer[name]
+        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+            label = _LABEL_OVERRIDES.get(name, _TYPE_LABELS[expected])
+            issues.append(f"`{name}` must be {label}.")
+    return issues
+
+
+def _non_empty(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _kind_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+    issues = []
+    if kind == "research_decision":
+        needed = answer.get("needed")
+        if "needed" not in answer:
+            issues.append("`needed` is missing (true or false).")
+        elif not isinstance(needed, bool):
+            issues.append("`needed` must be true or false.")
+        if not _non_empty(answer.get("reason_code")):
+            issues.append("`reason_code` must be a non-empty string.")
+        return issues
+    if answer.get("status") not in RESULT_STATUSES:
+        issues.append(f"`status` must be one of: {', '.join(RESULT_STATUSES)}.")
+    if not _non_empty(answer.get("summary")):
+        issues.append("`summary` is missing or empty.")
+    if kind == "version_control" and answer.get("commit_status") not in COMMIT_STATUSES:
+        issues.append(f"`commit_status` must be one of: {', '.join(COMMIT_STATUSES)}.")
+    return issues
+
+
+def validate_answer(
+    text: str, *, kind: AnswerKind, request_id: str, role: str
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Decode and check a model's answer; returns the answer (defaults filled) and the issues.
+
+    The answer is ``None`` when there are issues, and the issues are all of them (the repair
+    prompt shows the model every one). Issue texts name keys, never echo values. Keys the
+    contract does not know are kept.
+    """
+    try:
+        answer = _DECODER.decode(text.strip().encode())
+    except msgspec.DecodeError:
+        return None, ["The answer is not valid JSON: send one JSON object and nothing else."]
+    if not isinstance(answer, dict):
+        return None, [f"The answer must be a JSON object, not a {type(answer).__name__}."]
+    issues: list[str] = []
+    if answer.get("request_id") != request_id:
+        issues.append(f'`request_id` must be "{request_id}".')
+    if answer.get("role") != role:
+        issues.append(f'`role` must be "{role}".')
+    next_role = answer.get("next_role") or ""
+    if not isinstance(next_role, str) or next_role not in ("", *ROLES):
+        issues.append(f"`next_role` must be empty or one of: {', '.join(ROLES)}.")
+    issues += _kind_issues(answer, kind)
+    issues += _type_issues(answer, kind)
+    if issues:
+        return None, issues
+    answer = {key: value for key, value in answer.items() if value is not None or key != "error"}
+    return {**defaults_of(kind), **answer, "next_role": next_role}, []

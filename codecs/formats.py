@@ -1,0 +1,27 @@
+"""Text formats used across the package: pretty JSON and timestamps (ISO-8601 with offset)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+__all__ = ["now_iso", "pretty_json", "pretty_json_bytes"]
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def pretty_json_bytes(value: Any) -> bytes:
+    """``value`` as 2-space-indented JSON bytes (non-ASCII kept as is), no final newline."""
+    return msgspec.json.format(_ENCODER.encode(value), indent=2)
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as 2-space-indented JSON text, no final newline."""
+    return pretty_json_bytes(value).decode()
+
+
+def now_iso() -> str:
+    """The current local time as ISO-8601 with its UTC offset (how records stamp events)."""
+    return datetime.now().astimezone().isoformat()

@@ -1,0 +1,87 @@
+"""The value a projection answers with: the selected events, counts and the notice.
+
+A plain msgspec Struct of plain data (JSON fragments are ``bytes``), so it crosses a process or
+network boundary unchanged, in JSON or msgpack. The policy that fills it is ``projection``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.messages import CompactionNotice
+from teams_runtime.codecs.records import decode_any, iter_pretty_record
+from teams_runtime.codecs.request_ids import canonical_request_ref
+
+__all__ = ["SELECTION", "Backfill", "Projection"]
+
+SELECTION = "recent_tail_plus_latest_role_evidence"
+
+
+class Backfill(msgspec.Struct, frozen=True):
+    """An older event selected as the newest evidence of a role missing from the tail."""
+
+    index: int
+    role: str
+
+
+class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A projected copy of a request record plus the counts that describe it.
+
+    ``fields`` holds every top-level key of the record, in order, as JSON bytes; when the
+    record's ``events`` is a list, ``fields["events"]`` is the JSON array of the selected
+    events, each copied byte for byte.
+    """
+
+    request_id: str
+    config: PromptContextConfig
+    total_events: int
+    selected_indices: tuple[int, ...]
+    backfilled: tuple[Backfill, ...]
+    fields: dict[str, bytes]
+    history_bytes: int  # the byte size of every event as stored (what full history would add)
+
+    @property
+    def included_events(self) -> int:
+        return len(self.selected_indices)
+
+    @property
+    def omitted_events(self) -> int:
+        return self.total_events - self.included_events
+
+    @property
+    def compacted(self) -> bool:
+        return self.omitted_events > 0
+
+    @property
+    def notice(self) -> dict[str, Any]:
+        """The content-free notice (spec section 5) in its key order; empty if not compacted."""
+        if not self.compacted:
+            return {}
+        return msgspec.structs.asdict(
+            CompactionNotice(
+                total_events=self.total_events,
+                included_events=self.included_events,
+                omitted_events=self.omitted_events,
+                recent_events=self.config.recent_events,
+                max_events=self.config.max_events,
+                selection=SELECTION,
+                canonical_request=canonical_request_ref(self.request_id),
+            )
+        )
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The projected record decoded to Python objects (a fresh copy on every access)."""
+        return {key: decode_any(raw) for key, raw in self.fields.items()}
+
+    def raw_fields(self) -> dict[str, msgspec.Raw]:
+        """``fields`` as ``msgspec.Raw``, to embed the record in a larger JSON value."""
+        return {key: msgspec.Raw(value) for key, value in self.fields.items()}
+
+    def iter_record_json(self) -> Iterator[bytes]:
+        """Yield the projected record as 2-space-indented JSON, a chunk per field and event."""
+        return iter_pretty_record(self.fields)
