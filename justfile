@@ -8,12 +8,13 @@ default:
 test *args:
     python -P -m pytest {{args}}
 
-# ruff and mypy (strict) over the package
+# ruff, mypy (strict) and the import contract (layers) over the package
 lint:
     #!/usr/bin/env bash
     set -euo pipefail
     ruff check .
     ruff format --check .
+    lint-imports --no-cache
     # The repository root is the package: give mypy a folder where it is named teams_runtime.
     shim=$(mktemp -d); trap 'rm -rf "$shim"' EXIT
     ln -s "$PWD" "$shim/teams_runtime"

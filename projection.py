@@ -17,7 +17,7 @@ from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.evidence import role_of_event, role_of_raw
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.projected import Backfill, Projection
-from teams_runtime.codecs.records import EVENTS_KEY, decode_record, encode_field, encode_json
+from teams_runtime.codecs.records import EVENTS_KEY, decode_record, encode_json
 from teams_runtime.codecs.request_ids import notice_request_id
 
 __all__ = [
@@ -92,7 +92,7 @@ def project_fields(
         total = len(events)
         selected, backfilled = select_events(total, lambda i: _role_of(events[i]), config)
         history_bytes = sum(
-            len(event) if isinstance(event, msgspec.Raw) else len(encode_field(event))
+            len(event) if isinstance(event, msgspec.Raw) else len(encode_json(event))
             for event in events
         )
     else:

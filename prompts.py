@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
-from anyio.lowlevel import checkpoint
 
 from teams_runtime.codecs.contract import AnswerKind, contract_shape
 from teams_runtime.codecs.formats import pretty_json
@@ -183,12 +182,12 @@ class PromptBundle:
         yield "\n"
 
     async def chunks(self) -> AsyncIterator[str]:
-        """Stream the chunks, letting other tasks run between them."""
+        """Stream the chunks. Pure text: the consumer's own sends (to a model process or a
+        connection) are where other tasks get to run, so none are added here."""
         chars = 0
         for chunk in self.iter_chunks():
             chars += len(chunk)
             yield chunk
-            await checkpoint()
         self._streamed[:] = [1, chars]  # streamed to the end: its size is known for free
 
     def chars(self) -> int:

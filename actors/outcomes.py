@@ -23,7 +23,6 @@ __all__ = [
 ]
 
 MAX_REPAIRS = 2
-_FINISH_STATUS = {"completed": "completed", "failed": "failed", "blocked": "blocked"}
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,7 +123,7 @@ def plan_outcome(
     updates = {
         "result": result,
         "updated_at": now,
-        "status": _FINISH_STATUS[result["status"]],
+        "status": result["status"],  # the request ends as its last role's result did
         "current_role": role,
         "next_role": "",
     }

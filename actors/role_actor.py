@@ -30,7 +30,7 @@ from teams_runtime.actors.outcomes import (
 )
 from teams_runtime.actors.prompt_log import log_prompt
 from teams_runtime.actors.storage import Claim, WorkQueue
-from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.config import ModelConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
@@ -81,7 +81,7 @@ class RoleActor:
         self,
         role: str,
         *,
-        config: TeamConfig,
+        model: ModelConfig,
         context: ContextHandle,
         backend: ModelBackend,
         queue: WorkQueue,
@@ -92,8 +92,7 @@ class RoleActor:
         inbox_size: int = 256,
     ) -> None:
         self.role = role
-        self.prompt_context = config.prompt_context  # the same config object for every role
-        self._model = config.model
+        self._model = model
         self._context = context
         self._backend = backend
         self._queue = queue

@@ -110,7 +110,7 @@ class Team:
         for role in ROLES:
             actor = RoleActor(
                 role,
-                config=self.config,
+                model=self.config.model,
                 context=context,
                 backend=self.backend,
                 queue=self.queue,

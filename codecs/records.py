@@ -28,7 +28,6 @@ __all__ = [
     "encode_field",
     "encode_json",
     "encode_record",
-    "fields_to_raw",
     "format_event",
     "iter_pretty_record",
     "render_record",
@@ -108,11 +107,6 @@ def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
             continue
         prepared[key] = value
     return encode_field(prepared)
-
-
-def fields_to_raw(fields: Mapping[str, Any]) -> dict[str, msgspec.Raw]:
-    """Encode every top-level field to JSON bytes, keeping the record's key order."""
-    return {key: encode_field(value) for key, value in fields.items()}
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
