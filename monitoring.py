@@ -32,12 +32,14 @@ from loguru import logger
 
 from teams_runtime.actors.prompt_log import RECORD_KEY
 from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.files import ensure_folder
 from teams_runtime.codecs.prompt_records import (
     PROMPT_RECORD_SCHEMA,
     PromptRecord,
     decode_prompt_record,
 )
 from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import RecordError
 
 __all__ = [
     "GROUP_KEYS",
@@ -81,7 +83,13 @@ def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO
     if workspace is None:
         return
     logs = workspace.logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
+    ensure_folder(logs, workspace.runtime_dir)  # a linked logs folder is refused
+    for name in (*(f"{role}.log" for role in ROLES), PROMPT_LOG_NAME):
+        if (logs / name).is_symlink():  # loguru would write through it
+            raise RecordError(
+                f"{logs / name} is a symbolic link; teams-runtime never writes through links "
+                "under .teams_runtime/ (remove the link, then retry)."
+            )
     for role in ROLES:
         logger.add(
             workspace.role_log(role),
@@ -147,7 +155,7 @@ def read_records(files: Iterable[Path], skipped: _Skipped) -> Iterator[PromptRec
                     continue
                 try:
                     record = decode_prompt_record(line)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except (msgspec.DecodeError, RecursionError):  # ValidationError included
                     skipped.lines += 1
                     continue
                 yield record
@@ -303,6 +311,8 @@ def _compare_enabled(report: MetricsReport) -> str:
     on, off = per.get(True), per.get(False)
     if on is None or off is None:
         return "Comparison: needs records from both an enabled and a disabled period."
+    if not off["mean_prompt_chars"]:
+        return "Comparison: the disabled period's prompts have no size to compare against."
     change = 1 - on["mean_prompt_chars"] / off["mean_prompt_chars"]
     return (
         f"Per prompt, compaction on: {on['mean_prompt_chars']:,.0f} chars and "

@@ -213,7 +213,7 @@ def _sprint(projection: Projection) -> str:
 def _previous(text: str) -> str:
     try:
         return pretty_json(msgspec.json.decode(text.strip().encode()))[:_PREVIOUS_LIMIT]
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return pretty_json(text[:_PREVIOUS_LIMIT])
 
 

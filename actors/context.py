@@ -115,8 +115,8 @@ class ContextActor:
         match message:
             case Project(request_id=request_id):
                 return await self._project(request_id)
-            case Append(request_id=request_id, events=events, updates=updates):
-                return Appended(count=await self._append(request_id, events, updates))
+            case Append(request_id=request_id, events=events, updates=updates, key=key):
+                return Appended(count=await self._append(request_id, events, updates, key))
             case Load(request_id=request_id):
                 record = await anyio.to_thread.run_sync(self.store.load, request_id)
                 return Loaded(record=record)
@@ -159,26 +159,32 @@ class ContextActor:
         self._remember(request_id, cached)
         return cached
 
-    async def _append(self, request_id: str, events: list[bytes], updates: dict[str, bytes]) -> int:
+    async def _append(
+        self, request_id: str, events: list[bytes], updates: dict[str, bytes], key: str
+    ) -> int:
         raw_events = [msgspec.Raw(event) for event in events]
-        raw_updates = {key: msgspec.Raw(value) for key, value in updates.items()}
+        raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> _Cached:
-            appended = self.store.append(request_id, raw_events, raw_updates)
-            version = appended.parts.version
+        def write() -> tuple[int, _Cached | None]:
+            appended = self.store.append(request_id, raw_events, raw_updates, key=key)
+            parts = appended.parts
+            if parts is None:  # done before (same key): nothing changed, the cache stays
+                return appended.count, None
             if cached is not None and cached.version == appended.read_version:
                 # Nobody else wrote since we summarised: update in place, no re-read.
                 cached.summary.append(raw_events, raw_updates)
-                return _Cached(version, cached.summary)
-            if self._tail is not None and appended.parts.covers(self._tail):
-                return _Cached(version, summary_from_parts(appended.parts, config))
-            return _summarise(self.store.read(request_id, tail=self._tail), config, False)
+                return appended.count, _Cached(parts.version, cached.summary)
+            if self._tail is not None and parts.covers(self._tail):
+                return appended.count, _Cached(parts.version, summary_from_parts(parts, config))
+            read = self.store.read(request_id, tail=self._tail)
+            return appended.count, _summarise(read, config, False)
 
-        fresh = await anyio.to_thread.run_sync(write)
-        self._remember(request_id, fresh)
-        return fresh.summary.count
+        count, fresh = await anyio.to_thread.run_sync(write)
+        if fresh is not None:
+            self._remember(request_id, fresh)
+        return count
 
 
 class ContextHandle:
@@ -222,27 +228,40 @@ class ContextHandle:
         events: Sequence[Mapping[str, Any]],
         *,
         updates: Mapping[str, Any] | None = None,
+        key: str | None = None,
     ) -> int:
         """Append events and set top-level fields (e.g. ``result``, ``status``) in one write.
 
         An event without ``timestamp`` gets the current time. Waits for the write to be on
         disk (fsynced); returns the new event count. Raises like ``project``.
+
+        With a ``key`` (any string naming this unit of work, e.g. an envelope id) the append is
+        idempotent: every event carries it as ``append_key``, and asking again with the same key
+        (after an ``AskTimeout``, say) writes nothing and returns the count the first append
+        left. Keys are looked for among the record's last 256 events.
         """
         check_request_id(request_id)
+        stamped = [{**event, "append_key": key} for event in events] if key else events
         message = Append(
             request_id=request_id,
-            events=[bytes(encode_event(event)) for event in events],
-            updates={key: encode_json(value) for key, value in (updates or {}).items()},
+            events=[bytes(encode_event(event)) for event in stamped],
+            updates={name: encode_json(value) for name, value in (updates or {}).items()},
+            key=key or "",
         )
         reply = await self._ask(message)
         assert isinstance(reply, Appended)
         return reply.count
 
     async def append_event(
-        self, request_id: str, event: Mapping[str, Any], *, updates: Mapping[str, Any] | None = None
+        self,
+        request_id: str,
+        event: Mapping[str, Any],
+        *,
+        updates: Mapping[str, Any] | None = None,
+        key: str | None = None,
     ) -> int:
         """Append one event (see ``append_events``); returns the new event count."""
-        return await self.append_events(request_id, [event], updates=updates)
+        return await self.append_events(request_id, [event], updates=updates, key=key)
 
     async def load(self, request_id: str) -> RecordFields:
         """The whole record as stored now (events as undecoded ``msgspec.Raw``)."""

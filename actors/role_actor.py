@@ -35,7 +35,7 @@ from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.exceptions import ModelFailure, TeamsRuntimeError
+from teams_runtime.exceptions import ActorStopped, AskTimeout, ModelFailure, TeamsRuntimeError
 from teams_runtime.prompts import (
     PromptBundle,
     PromptKind,
@@ -156,7 +156,12 @@ class RoleActor:
                 return await self._handle(envelope, claim)
             except ModelFailure as exc:
                 return await self._model_failed(envelope, claim, str(exc))
-            except _NotSaved:
+            except (_NotSaved, AskTimeout, ActorStopped) as exc:
+                # Transient (the store was busy or stopping): another attempt may succeed.
+                if not isinstance(exc, _NotSaved):
+                    self._log.bind(request_id=envelope.request_id).warning(
+                        "request {}: {}; its envelope stays queued", envelope.request_id, exc
+                    )
                 return await self._release(claim)
             except TeamsRuntimeError as exc:  # the record is missing or cannot be read
                 self._log.bind(request_id=envelope.request_id).error(
@@ -263,8 +268,13 @@ class RoleActor:
         failure the envelope stays queued (``_NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
+                # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
+                # written twice.
                 await self._context.append_events(
-                    envelope.request_id, plan.events, updates=plan.updates
+                    envelope.request_id,
+                    plan.events,
+                    updates=plan.updates,
+                    key=envelope.envelope_id,
                 )
                 if plan.follow_up is not None:
                     await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)

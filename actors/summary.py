@@ -90,9 +90,11 @@ class RequestSummary:
         self._answer = None
         for key, value in updates.items():
             self._fields[key] = encode_json(value)
-        if not self._events_is_list:
-            self._events_is_list = True
-            self._fields.setdefault(EVENTS_KEY, b"[]")
+        if "request_id" in updates:  # the notice names the record by the id it holds now
+            self._request_id = notice_request_id(msgspec.json.decode(self._fields["request_id"]))
+        # A record without `events` gets the key when appended to, last, as the file does.
+        self._fields.setdefault(EVENTS_KEY, b"[]")
+        self._events_is_list = True
         for event in events:
             # Held as the file holds it, so answers are byte-equal to a fresh read.
             raw = msgspec.Raw(format_event(event))

@@ -141,6 +141,8 @@ def _events_from_flags(args: argparse.Namespace) -> list[dict[str, Any]]:
             payload = msgspec.json.decode(args.payload)
         except msgspec.DecodeError as exc:
             raise UserError(f"--payload is not valid JSON ({exc}).") from None
+        except RecursionError:
+            raise UserError("--payload is nested too deeply to read safely.") from None
         if not isinstance(payload, dict):
             raise UserError("--payload must be a JSON object.")
         event["payload"] = payload
@@ -165,6 +167,9 @@ def _events_from_lines(source: str) -> list[dict[str, Any]]:
         except msgspec.DecodeError as exc:
             raise UserError(f"{name} line {number}: not valid JSON ({exc}); nothing was "
                              "appended.") from None  # fmt: skip
+        except RecursionError:
+            raise UserError(f"{name} line {number}: nested too deeply to read safely; "
+                            "nothing was appended.") from None  # fmt: skip
         if not isinstance(event, dict):
             raise UserError(f"{name} line {number}: an event must be a JSON object; nothing "
                              "was appended.")  # fmt: skip

@@ -45,11 +45,14 @@ class Append(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     """Append events and set top-level fields in one write (answered with ``Appended``).
 
     ``events`` are the JSON bytes of each event; ``updates`` the JSON bytes of each value.
+    ``key`` makes the append idempotent: the events carry it as ``append_key``, and an append
+    whose key is already stored is answered as the first one was, without writing again.
     """
 
     request_id: str
     events: list[bytes]
     updates: dict[str, bytes] = {}
+    key: str = ""
 
 
 class Load(msgspec.Struct, tag=True, frozen=True, kw_only=True):

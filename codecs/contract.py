@@ -201,6 +201,8 @@ def validate_answer(
         answer = _DECODER.decode(text.strip().encode())
     except msgspec.DecodeError:
         return None, ["The answer is not valid JSON: send one JSON object and nothing else."]
+    except RecursionError:
+        return None, ["The answer is nested too deeply: send one flat JSON object."]
     if not isinstance(answer, dict):
         return None, [f"The answer must be a JSON object, not a {type(answer).__name__}."]
     issues: list[str] = []

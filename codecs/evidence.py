@@ -6,6 +6,7 @@ everything else stay bytes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ import msgspec
 __all__ = [
     "EventHead",
     "PayloadHead",
+    "append_key_of",
     "decode_event_head",
     "event_type_label",
     "evidence_role",
@@ -40,8 +42,12 @@ class EventHead(msgspec.Struct):
     payload: PayloadHead | list[Any] | _Scalar = None
 
 
+class _KeyHead(msgspec.Struct):
+    append_key: Any = None  # the idempotency key of the append that wrote the event
+
+
 _EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)
-_ANY_DECODER = msgspec.json.Decoder()
+_KEY_HEAD_DECODER = msgspec.json.Decoder(_KeyHead)
 
 
 def decode_event_head(raw: msgspec.Raw | bytes) -> EventHead | None:
@@ -82,13 +88,23 @@ def role_of_event(event: object) -> str | None:
     )
 
 
+def _python_decoded(raw: msgspec.Raw | bytes) -> object:
+    """Decode with Python's parser, which takes what msgspec refuses but JSON allows (a number
+    out of range, a lone surrogate escape); ``None`` if even that fails (nested too deeply)."""
+    try:
+        return json.loads(bytes(raw))
+    except (ValueError, RecursionError):
+        return None
+
+
 def role_of_raw(raw: msgspec.Raw | bytes) -> str | None:
     """Classify an undecoded event, decoding only its classifying fields."""
     try:
         head = decode_event_head(raw)
-    except msgspec.DecodeError:
-        # A shape the head view does not cover: classify the fully decoded event instead.
-        return role_of_event(_ANY_DECODER.decode(raw))
+    except (msgspec.DecodeError, RecursionError):
+        # A shape the head view does not cover (an odd number or string): rare, so the slow,
+        # lenient parser classifies it.
+        return role_of_event(_python_decoded(raw))
     if head is None:
         return None
     payload = head.payload
@@ -98,11 +114,24 @@ def role_of_raw(raw: msgspec.Raw | bytes) -> str | None:
     return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
+def append_key_of(raw: msgspec.Raw | bytes) -> str | None:
+    """The ``append_key`` an event carries, if it is an object with a string one."""
+    data = memoryview(raw)
+    if not data or data[0] != ord("{"):
+        return None
+    try:
+        key = _KEY_HEAD_DECODER.decode(data).append_key
+    except (msgspec.DecodeError, RecursionError):
+        event = _python_decoded(raw)
+        key = event.get("append_key") if isinstance(event, dict) else None
+    return key if isinstance(key, str) else None
+
+
 def event_type_label(raw: msgspec.Raw | bytes, width: int = 26) -> str:
     """The event's type for a table column: ``type``, else ``event_type``, else a placeholder."""
     try:
         head = decode_event_head(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return "(unreadable)"
     if head is None:
         return "(not an object)"

@@ -15,6 +15,9 @@ class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     request_id: str
     sender: str
     target: str
+    # Names this unit of work: its outcome is appended under it, so a second delivery of the
+    # same envelope is recognised. The queue gives one to an envelope that has none.
+    envelope_id: str = ""
     intent: str = ""
     urgency: str = "normal"
     scope: str = ""

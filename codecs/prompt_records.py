@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 __all__ = ["PROMPT_RECORD_SCHEMA", "PromptRecord", "decode_prompt_record", "encode_prompt_record"]
 
 PROMPT_RECORD_SCHEMA = 1
 
+# A count or size: what a log line holds beyond this range is not a record we wrote.
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+
 
 class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     """Counts and sizes of one prompt: never prompt, event, payload or envelope text."""
 
-    schema_version: int = PROMPT_RECORD_SCHEMA
+    schema_version: Count = PROMPT_RECORD_SCHEMA
     timestamp: str  # ISO-8601 with offset
     role: str
     purpose: str  # role_task | contract_repair | research_decision | version_control
     request_id: str
     enabled: bool
-    recent_events: int
-    max_events: int
-    total_events: int
-    included_events: int
-    omitted_events: int
+    recent_events: Count
+    max_events: Count
+    total_events: Count
+    included_events: Count
+    omitted_events: Count
     compacted: bool
     eligible: bool  # total_events > max_events, whatever `enabled` says
     backfilled_roles: list[str]
-    prompt_chars: int
-    full_history_chars: int  # estimated from the omitted events' byte sizes
+    prompt_chars: Count
+    full_history_chars: Count  # estimated from the omitted events' byte sizes
 
 
 _ENCODER = msgspec.json.Encoder()

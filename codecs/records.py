@@ -7,6 +7,7 @@ ever decoded as far as classifying it needs (``EventHead``); payloads stay bytes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from teams_runtime.exceptions import RecordError
 
 __all__ = [
     "EVENTS_CLOSE",
+    "EVENTS_HEAD",
     "EVENTS_KEY",
     "EVENTS_OPEN",
     "EVENT_SEPARATOR",
@@ -47,7 +49,11 @@ _ENCODER = msgspec.json.Encoder()
 
 
 def decode_record(data: bytes, source: str) -> RecordFields:
-    """Decode the bytes of a record file in one pass; ``source`` names the file in errors."""
+    """Decode the bytes of a record file in one pass; ``source`` names the file in errors.
+
+    Raises ``RecordError`` for bytes that are not UTF-8, not JSON, not an object, hold a value
+    that cannot be read (a number out of range) or a top-level key twice.
+    """
     try:
         # The decoder skips over event bytes without looking inside strings; check UTF-8 once
         # here so a bad byte is a clear error now, not a failure when a prompt is built.
@@ -58,10 +64,11 @@ def decode_record(data: bytes, source: str) -> RecordFields:
             "restore the file from a backup or fix it by hand."
         ) from exc
     try:
-        return _RECORD_DECODER.decode(data)
+        fields = _RECORD_DECODER.decode(data)
     except msgspec.ValidationError as exc:
+        what = "must be a JSON object" if str(exc).startswith("Expected") else "cannot be read"
         raise RecordError(
-            f"{source}: a request record must be a JSON object ({exc}); "
+            f"{source}: a request record {what} ({exc}); "
             "restore the file from a backup or fix it by hand."
         ) from exc
     except msgspec.DecodeError as exc:
@@ -73,6 +80,30 @@ def decode_record(data: bytes, source: str) -> RecordFields:
             f"{source}: values are nested too deeply to read safely; "
             "flatten the offending event or field by hand."
         ) from exc
+    _refuse_duplicate_keys(data, fields, source)
+    return fields
+
+
+# With indent 1 every top-level key, and nothing else, starts a line with exactly one space and
+# a quote (strings hold no raw newline; deeper lines are indented further).
+_TOP_LEVEL_KEY = re.compile(rb'\n "((?:[^"\\]|\\.)*)":')
+
+
+def _refuse_duplicate_keys(data: bytes, fields: RecordFields, source: str) -> None:
+    """Decoding keeps the last of two equal keys: a record that has any is refused, since a
+    rewrite would silently drop the first value (30 events, say)."""
+    formatted = msgspec.json.format(data, indent=1)
+    if formatted.count(b'\n "') == len(fields):
+        return
+    seen: set[str] = set()
+    for match in _TOP_LEVEL_KEY.finditer(formatted):
+        key = msgspec.json.decode(b'"' + match.group(1) + b'"')
+        if key in seen:
+            raise RecordError(
+                f"{source}: the key {key!r} appears more than once at the top level; "
+                "merge them by hand (teams-runtime will not drop either)."
+            )
+        seen.add(key)
 
 
 def split_raw_list(raw: msgspec.Raw | bytes | memoryview) -> list[msgspec.Raw]:
@@ -85,7 +116,7 @@ def encode_json(value: Any) -> bytes:
     are written from their bytes."""
     try:
         return _ENCODER.encode(value)
-    except (TypeError, msgspec.EncodeError, RecursionError) as exc:
+    except (TypeError, msgspec.EncodeError, RecursionError, UnicodeEncodeError) as exc:
         raise RecordError(f"a value cannot be encoded as JSON: {exc}") from exc
 
 
@@ -118,7 +149,7 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     """
     try:
         return msgspec.json.format(_ENCODER.encode(record), indent=2) + b"\n"
-    except (TypeError, msgspec.EncodeError, RecursionError) as exc:
+    except (TypeError, msgspec.EncodeError, RecursionError, UnicodeEncodeError) as exc:
         raise RecordError(f"request record cannot be encoded as JSON: {exc}") from exc
 
 
@@ -136,6 +167,7 @@ class RenderedRecord(msgspec.Struct, frozen=True):
 EVENT_SEPARATOR = b",\n    "
 EVENTS_OPEN = b"[\n    "
 EVENTS_CLOSE = b"\n  ]"
+EVENTS_HEAD = b'  "events": '  # what stands before the array, at the start of its line
 
 
 def format_event(raw: msgspec.Raw | bytes) -> bytes:

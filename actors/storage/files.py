@@ -4,13 +4,18 @@
   reading it.
 - ``locked`` holds an advisory ``fcntl`` lock on a sidecar file across a read-modify-write.
 - ``write_atomic`` writes a temporary file in the same folder, fsyncs it, ``os.replace``s it
-  over the target and fsyncs the folder: a crash leaves the old file or the new one.
+  over the target and fsyncs the folder: a crash leaves the old file or the new one. The
+  version it returns is that of the bytes it wrote (``fstat`` of its own descriptor), whatever
+  another program may have renamed into place since.
+- Nothing here writes through a symbolic link: files are created with ``O_NOFOLLOW`` (and
+  ``O_EXCL`` where new), and ``ensure_folder`` refuses a linked folder under the runtime folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import os
 import secrets
 import stat
@@ -24,6 +29,7 @@ from teams_runtime.exceptions import RecordError
 __all__ = [
     "TEMP_SUFFIX",
     "FileVersion",
+    "ensure_folder",
     "file_version",
     "locked",
     "remove_stale_temps",
@@ -32,8 +38,12 @@ __all__ = [
 ]
 
 TEMP_SUFFIX = ".tmp"
+# Temp files are `.<name>~<pid>.<random>.tmp`: `~` is never part of a request id, so the temp
+# files of one record can never match the pattern of another (`a.json` vs `a.json.b.json`).
+_TEMP_MARK = "~"
 _PRIVATE_MODE = 0o600  # lock and temp files: owner only
 _NEW_FILE_MODE = 0o644
+_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 
 
 class FileVersion(msgspec.Struct, frozen=True):
@@ -58,12 +68,42 @@ def file_version(path: Path) -> FileVersion | None:
         return None
 
 
+def _linked(path: Path) -> RecordError:
+    return RecordError(
+        f"{path} is a symbolic link; teams-runtime never writes through links under "
+        ".teams_runtime/ (remove the link, then retry)."
+    )
+
+
+def ensure_folder(folder: Path, runtime: Path) -> None:
+    """Create ``folder`` (inside the ``runtime`` folder) and any missing parents, refusing any
+    of them, ``runtime`` included, that is a symbolic link (``RecordError`` naming it)."""
+    parts = folder.relative_to(runtime.parent).parts
+    current = runtime.parent
+    for part in parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            try:
+                os.mkdir(current)
+            except FileExistsError:  # another process made it just now
+                pass
+            except OSError as exc:
+                raise RecordError(f"{current}: cannot create the folder ({exc.strerror}).") from exc
+            mode = os.lstat(current).st_mode
+        if stat.S_ISLNK(mode):
+            raise _linked(current)
+
+
 @contextlib.contextmanager
 def locked(lock: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``lock`` (created if missing) while inside."""
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, _PRIVATE_MODE)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _PRIVATE_MODE)
     except OSError as exc:
+        if os.path.islink(lock):
+            raise _linked(lock) from exc
         raise RecordError(f"{lock}: cannot create the lock file ({exc.strerror}).") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -72,36 +112,48 @@ def locked(lock: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _existing_mode(path: Path) -> int:
+    try:
+        result = os.lstat(path)
+    except FileNotFoundError:
+        return _NEW_FILE_MODE
+    # A link in place of the file is replaced, never followed: the new file gets the default.
+    return _NEW_FILE_MODE if stat.S_ISLNK(result.st_mode) else stat.S_IMODE(result.st_mode)
+
+
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> FileVersion:
     """Replace ``path`` with ``data`` atomically; ``durable`` fsyncs the file and its folder.
 
-    The file keeps the mode it had (new files get 0644). Raises ``RecordError`` naming the file
-    if it cannot be written; the old file is then left as it was.
+    Returns the version of the bytes written. The file keeps the mode it had (new files get
+    0644). Raises ``RecordError`` naming the file if it cannot be written; the old file is then
+    left as it was.
     """
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    temp = path.with_name(
+        f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    )
+    fd = -1
     try:
-        # The temp file is private while written; the file keeps the mode it had.
-        mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else _NEW_FILE_MODE
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _PRIVATE_MODE)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        fd = os.open(temp, _CREATE_NEW, _PRIVATE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, _existing_mode(path))
+        if durable:
+            os.fsync(fd)
         os.replace(temp, path)
+        if durable:
+            _sync_folder(path.parent)
+        # The descriptor still names the inode we wrote, whatever is at the path by now.
+        return version_of(os.fstat(fd))
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise RecordError(
             f"{path}: cannot be written ({exc.strerror}); the file was left as it was."
         ) from exc
-    if durable:
-        _sync_folder(path.parent)
-    return version_of(os.stat(path))
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _sync_folder(folder: Path) -> None:
@@ -115,7 +167,9 @@ def _sync_folder(folder: Path) -> None:
 
 
 def remove_stale_temps(path: Path) -> None:
-    """Remove temp files of writers killed mid-write; only safe while holding the lock."""
-    for temp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
+    """Remove temp files that writers of ``path`` left when killed mid-write. Only safe while
+    holding ``path``'s lock (no live writer of it then has one)."""
+    pattern = f".{glob.escape(path.name)}{_TEMP_MARK}*{TEMP_SUFFIX}"
+    for temp in path.parent.glob(pattern):
         with contextlib.suppress(OSError):
             temp.unlink()

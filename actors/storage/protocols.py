@@ -17,8 +17,19 @@ import msgspec
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.records import RecordFields
 
-__all__ = ["Appended", "Claim", "IndexedParts", "ParsedRecord", "RecordRead", "RecordStore",
-           "WorkQueue"]  # fmt: skip
+__all__ = [
+    "IDEMPOTENCY_WINDOW",
+    "Appended",
+    "Claim",
+    "IndexedParts",
+    "ParsedRecord",
+    "RecordRead",
+    "RecordStore",
+    "WorkQueue",
+]
+
+
+IDEMPOTENCY_WINDOW = 256  # how many of the last events a keyed append is looked for among
 
 
 class IndexedParts(msgspec.Struct, frozen=True):
@@ -30,6 +41,7 @@ class IndexedParts(msgspec.Struct, frozen=True):
     history_bytes: int
     tail: list[msgspec.Raw]  # the last events (all of them when there are few)
     evidence: dict[str, tuple[int, msgspec.Raw]]  # role -> (position, event): newest evidence
+    source: str  # names the record in errors (its file, for the file store)
 
     def covers(self, events: int) -> bool:
         """Whether ``tail`` holds the last ``events`` events (or the whole history)."""
@@ -41,16 +53,23 @@ class ParsedRecord(msgspec.Struct, frozen=True):
 
     version: Hashable
     fields: RecordFields
+    source: str  # names the record in errors (its file, for the file store)
 
 
 RecordRead = IndexedParts | ParsedRecord
 
 
 class Appended(msgspec.Struct, frozen=True):
-    """The outcome of one append: the version it replaced and what is stored now."""
+    """The outcome of one append: the version it replaced and what is stored now.
+
+    ``applied`` is ``False`` when an append with the same key was already stored (nothing was
+    written); ``count`` is then the event count that append left, as it answered the first time.
+    """
 
     read_version: Hashable
-    parts: IndexedParts
+    parts: IndexedParts | None  # None when not applied
+    count: int
+    applied: bool = True
 
 
 class RecordStore(Protocol):
@@ -74,10 +93,18 @@ class RecordStore(Protocol):
         ...
 
     def append(
-        self, request_id: str, events: list[msgspec.Raw], updates: Mapping[str, Any]
+        self,
+        request_id: str,
+        events: list[msgspec.Raw],
+        updates: Mapping[str, Any],
+        *,
+        key: str = "",
     ) -> Appended:
         """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
-        never loses an event another writer appended first."""
+        never loses an event another writer appended first.
+
+        With a ``key`` (its events carry it as ``append_key``), an append whose key is on one
+        of the last ``IDEMPOTENCY_WINDOW`` events is not written again (``applied`` False)."""
         ...
 
     def exists(self, request_id: str) -> bool:

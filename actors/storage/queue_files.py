@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from teams_runtime.actors.storage.files import write_atomic
+from teams_runtime.actors.storage.files import ensure_folder, write_atomic
 from teams_runtime.actors.storage.protocols import Claim
 from teams_runtime.actors.storage.workspace import Workspace
 from teams_runtime.codecs.formats import pretty_json_bytes
@@ -43,13 +43,16 @@ class FileWorkQueue:
         self._taken: set[str] = set()  # claimed, or released for a later run
 
     def put(self, envelope: MessageEnvelope) -> str:
-        """Queue an envelope for ``envelope.target`` (written atomically and fsynced)."""
+        """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
+        without an ``envelope_id`` gets one."""
         check_request_id(envelope.request_id)
         folder = self.workspace.role_queue(envelope.target)
-        folder.mkdir(parents=True, exist_ok=True)
+        ensure_folder(folder, self.workspace.runtime_dir)
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
-        name = f"{time.time_ns():020d}-{secrets.token_hex(3)}-{envelope.request_id}.json"
-        path = folder / name
+        stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
+        if not envelope.envelope_id:
+            envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
+        path = folder / f"{stem}-{envelope.request_id}.json"
         write_atomic(path, pretty_json_bytes(envelope) + b"\n")
         return str(path)
 
@@ -77,21 +80,25 @@ class FileWorkQueue:
         return claims
 
     def _load(self, path: Path, role: str) -> MessageEnvelope:
-        """Read one envelope; ``EnvelopeError`` names the file and what is wrong."""
+        """Read one envelope; ``EnvelopeError`` names the file and the kind of problem, never
+        a value from it (the text goes to logs)."""
         try:
-            envelope = _DECODER.decode(path.read_bytes())
+            envelope = _DECODER.decode(_read_no_follow(path))
         except OSError as exc:
             raise EnvelopeError(f"{path}: cannot be read ({exc.strerror}).") from None
         except msgspec.ValidationError as exc:
+            # msgspec names the field and the expected type, never the value.
             raise EnvelopeError(f"{path}: not a valid envelope ({exc}).") from None
-        except msgspec.DecodeError as exc:
-            raise EnvelopeError(f"{path}: not valid JSON ({exc}).") from None
+        except (msgspec.DecodeError, RecursionError):
+            raise EnvelopeError(f"{path}: not valid JSON.") from None
         if envelope.target != role:
-            raise EnvelopeError(f"{path}: target is {envelope.target!r}, not {role!r}.")
+            raise EnvelopeError(f"{path}: its target is not the {role} role of this folder.")
         try:
             check_request_id(envelope.request_id)
-        except TeamsRuntimeError as exc:
-            raise EnvelopeError(f"{path}: {exc}") from None
+        except TeamsRuntimeError:
+            raise EnvelopeError(f"{path}: its request id is not a safe file name.") from None
+        if not envelope.envelope_id:  # queued before envelopes had ids: its file name is one
+            envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{path.stem}")
         return envelope
 
     def done(self, claim: Claim) -> None:
@@ -105,11 +112,17 @@ class FileWorkQueue:
     def reject(self, claim: Claim, reason: str) -> None:
         path = Path(claim.ticket)
         folder = self.workspace.queue_dir / _REJECTED
-        folder.mkdir(parents=True, exist_ok=True)
+        ensure_folder(folder, self.workspace.runtime_dir)
         target = folder / f"{path.parent.name}-{path.name}"
-        os.replace(path, target)
-        target.with_name(target.name + ".reason").write_text(reason + "\n", encoding="utf-8")
+        os.replace(path, target)  # a planted link at `target` is replaced, never followed
+        write_atomic(target.with_name(target.name + ".reason"), reason.encode() + b"\n")
         self._taken.discard(claim.ticket)
 
     def counts(self) -> dict[str, int]:
         return {role: len(self._waiting(role)) for role in ROLES}
+
+
+def _read_no_follow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with open(fd, "rb") as handle:
+        return handle.read()

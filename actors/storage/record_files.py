@@ -22,25 +22,33 @@ import msgspec
 
 from teams_runtime.actors.storage.files import (
     FileVersion,
+    ensure_folder,
     file_version,
     locked,
     remove_stale_temps,
     version_of,
     write_atomic,
 )
-from teams_runtime.actors.storage.protocols import Appended, IndexedParts, ParsedRecord, RecordRead
+from teams_runtime.actors.storage.protocols import (
+    IDEMPOTENCY_WINDOW,
+    Appended,
+    IndexedParts,
+    ParsedRecord,
+    RecordRead,
+)
 from teams_runtime.actors.storage.record_index import (
     INDEX_TAIL,
     RecordIndex,
     Span,
     evidence_spans,
+    history_bytes,
     index_for,
     load_index,
     parts_from_index,
     write_index,
 )
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
-from teams_runtime.codecs.evidence import role_of_raw
+from teams_runtime.codecs.evidence import append_key_of, role_of_raw
 from teams_runtime.codecs.records import (
     EVENT_SEPARATOR,
     EVENTS_CLOSE,
@@ -73,15 +81,29 @@ def unknown_request(paths: RecordPaths) -> UnknownRequestError:
     )
 
 
-def _read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
+def _open_record(paths: RecordPaths) -> int:
     try:
-        with open(paths.record, "rb") as handle:
-            version = version_of(os.fstat(handle.fileno()))
-            return handle.read(), version
+        return os.open(paths.record, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         raise unknown_request(paths) from None
     except OSError as exc:
+        if os.path.islink(paths.record):
+            raise RecordError(
+                f"{paths.record} is a symbolic link; a record must be a file of its own."
+            ) from exc
         raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
+
+
+def _read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
+    """The record's bytes and the version of exactly those bytes."""
+    fd = _open_record(paths)
+    try:
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read(), version_of(os.fstat(fd))
+    except OSError as exc:
+        raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
+    finally:
+        os.close(fd)
 
 
 def read_record(paths: RecordPaths) -> tuple[RecordFields, FileVersion]:
@@ -93,59 +115,80 @@ def read_record(paths: RecordPaths) -> tuple[RecordFields, FileVersion]:
 def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
     """Read a record through its index: a few small reads, no parse of the history.
 
-    ``None`` when there is no index for the file as it is now (then parse it instead).
+    ``None`` when there is no intact index for the file as it is now (then parse it instead).
+    Every read goes through one descriptor, so a file replaced meanwhile cannot mix in.
     """
-    try:
-        fd = os.open(paths.record, os.O_RDONLY)
-    except FileNotFoundError:
-        raise unknown_request(paths) from None
-    except OSError as exc:
-        raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
+    fd = _open_record(paths)
     try:
         version = version_of(os.fstat(fd))
         index = load_index(paths, version)
         if index is None:
             return None
         return parts_from_index(
-            lambda offset, length: os.pread(fd, length, offset), index, str(paths.record)
+            lambda offset, length: os.pread(fd, max(length, 0), max(offset, 0)),
+            index,
+            str(paths.record),
         )
+    except OSError:
+        return None  # the index pointed somewhere the file cannot be read: parse instead
     finally:
         os.close(fd)
+
+
+def _format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
+    formatted = []
+    for position, raw in enumerate(history):
+        try:
+            formatted.append(format_event(raw))
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise RecordError(
+                f"{source}: event {position} cannot be laid out again ({exc}); "
+                "fix that event by hand."
+            ) from exc
+    return formatted
 
 
 def _commit(
     paths: RecordPaths,
     rendered: RenderedRecord,
+    fields: RecordFields,
     count: int,
-    history_bytes: int,
     tail: list[Span],
     evidence: dict[str, tuple[int, Span]],
 ) -> IndexedParts:
-    """Write the record, then its index; return the parts as the index describes them."""
+    """Write the record, then its index; return the parts of what was written."""
     with contextlib.suppress(OSError):
         paths.index.unlink()  # never leave an index that could outlive its record version
     remove_stale_temps(paths.record)
     version = write_atomic(paths.record, rendered.data)
-    index = index_for(rendered, version, count, history_bytes, tail, evidence)
+    index = index_for(paths, rendered, version, count, tail, evidence)
     write_index(paths, index)
     data = rendered.data
-    parts = parts_from_index(
-        lambda offset, length: data[offset : offset + length], index, str(paths.record)
+
+    def raw(span: Span) -> msgspec.Raw:
+        offset, length = span
+        return msgspec.Raw(data[offset : offset + length])
+
+    return IndexedParts(
+        version=version,
+        fields={**fields, EVENTS_KEY: []},
+        count=count,
+        history_bytes=history_bytes(index),
+        tail=[raw(span) for span in index.tail],
+        evidence={role: (position, raw(span)) for role, (position, span) in evidence.items()},
+        source=str(paths.record),
     )
-    assert parts is not None  # we just laid these bytes out ourselves
-    return parts
 
 
 def _commit_all(
-    paths: RecordPaths, fields: Mapping[str, Any], history: list[msgspec.Raw]
+    paths: RecordPaths, fields: RecordFields, history: list[msgspec.Raw]
 ) -> IndexedParts:
     """Lay out every event afresh (no usable index) and commit the record with a new index."""
-    formatted = [format_event(raw) for raw in history]
+    formatted = _format_history(history, str(paths.record))
     rendered = render_record(fields, formatted)
     roles = [role_of_raw(raw) for raw in history]
     evidence = evidence_spans(roles, rendered.spans)
-    history_bytes = sum(len(event) for event in formatted)
-    return _commit(paths, rendered, len(history), history_bytes, rendered.spans, evidence)
+    return _commit(paths, rendered, fields, len(history), rendered.spans, evidence)
 
 
 def _checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,28 +197,27 @@ def _checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
     return dict(updates)
 
 
+def _keyed_count(last: list[msgspec.Raw], first_position: int, key: str) -> int | None:
+    """The event count just after the newest event of ``last`` carrying ``key``, if any."""
+    for offset in range(len(last) - 1, -1, -1):
+        if append_key_of(last[offset]) == key:
+            return first_position + offset + 1
+    return None
+
+
 def _append_indexed(
     paths: RecordPaths,
     data: bytes,
     index: RecordIndex,
+    fields: RecordFields,
     events: list[msgspec.Raw],
-    updates: Mapping[str, Any],
-) -> IndexedParts | None:
-    """Append using the index: old events are copied as bytes, never decoded or re-formatted."""
+) -> IndexedParts:
+    """Append using a checked index: old events are copied as bytes, never re-formatted."""
     view = memoryview(data)
     body_end = index.events_end - len(EVENTS_CLOSE)  # where the old last event ends
-    if index.count and view[body_end : index.events_end] != EVENTS_CLOSE:
-        return None
-    header = data[: index.events_start]
-    trailer = data[index.events_end :]
-    try:
-        fields = decode_record(header + b"[]" + trailer, str(paths.record))
-    except RecordError:
-        return None
-    fields.update(updates)
     layout = render_record(fields, [])  # the other fields, laid out around an empty list
     new_header = layout.data[: layout.events_start]
-    new = [format_event(raw) for raw in events]
+    new = _format_history(events, "an appended event")
     # One join copies the old events' bytes once: [ old events , new events ] around them.
     opening: bytes | memoryview = b""
     if index.count:
@@ -203,52 +245,74 @@ def _append_indexed(
     }
     roles = [role_of_raw(raw) for raw in events]
     evidence.update(evidence_spans(roles, spans, start=index.count))
-    history_bytes = index.history_bytes + sum(len(event) for event in new)
-    return _commit(
-        paths, rendered, index.count + len(events), history_bytes, old_tail + spans, evidence
-    )
+    return _commit(paths, rendered, fields, index.count + len(events), old_tail + spans, evidence)
 
 
-def _append_parsed(
-    paths: RecordPaths, data: bytes, events: list[msgspec.Raw], updates: Mapping[str, Any]
-) -> IndexedParts:
-    """Append by parsing the whole record (no usable index): builds a fresh index."""
-    fields = decode_record(data, str(paths.record))
+def _history_of(fields: RecordFields, source: str) -> list[msgspec.Raw]:
     existing = fields.get(EVENTS_KEY, [])
     if not isinstance(existing, list):
         raise RecordError(
-            f"{paths.record}: `events` is a {type(existing).__name__}, not a list; cannot "
+            f"{source}: `events` is a {type(existing).__name__}, not a list; cannot "
             "append without losing it (fix the record by hand)."
         )
-    fields.update(updates)
-    history = existing + events
-    fields[EVENTS_KEY] = []
-    return _commit_all(paths, fields, history)
+    return existing
 
 
 def append_to_record(
-    paths: RecordPaths, events: list[msgspec.Raw], updates: Mapping[str, Any]
+    paths: RecordPaths,
+    events: list[msgspec.Raw],
+    updates: Mapping[str, Any],
+    *,
+    key: str = "",
 ) -> Appended:
     """Append ``events`` and set ``updates`` (top-level fields) in one locked write.
 
     Events other processes appended before the lock was taken are kept: the file is always
-    re-read under the lock. Untouched events are written from their original bytes.
+    re-read under the lock. Untouched events are written from their original bytes. With a
+    ``key``, an append already stored with that key is not written again.
     """
     updates = _checked_updates(updates)
+    _ensure_folders(paths)
     if not paths.record.exists():  # no lock file for a request that does not exist
         raise unknown_request(paths)
+    source = str(paths.record)
     with locked(paths.lock):
         data, read_version = _read_bytes(paths)
         index = load_index(paths, read_version)
-        parts = _append_indexed(paths, data, index, events, updates) if index else None
-        if parts is None:
-            parts = _append_parsed(paths, data, events, updates)
-    return Appended(read_version, parts)
+        current = None
+        if index is not None:
+            current = parts_from_index(lambda o, n: data[o : o + n], index, source)
+        if index is not None and current is not None:
+            done = (
+                _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
+            )
+            if done is not None:
+                return Appended(read_version, None, done, applied=False)
+            fields = {**current.fields, **updates}
+            parts = _append_indexed(paths, data, index, fields, events)
+        else:
+            fields = decode_record(data, source)
+            history = _history_of(fields, source)
+            if key:
+                last = history[-IDEMPOTENCY_WINDOW:]
+                done = _keyed_count(last, len(history) - len(last), key)
+                if done is not None:
+                    return Appended(read_version, None, done, applied=False)
+            fields.update(updates)
+            fields[EVENTS_KEY] = []
+            parts = _commit_all(paths, fields, history + events)
+    return Appended(read_version, parts, parts.count)
+
+
+def _ensure_folders(paths: RecordPaths) -> None:
+    # Before anything is written: a linked folder is refused, never written through.
+    ensure_folder(paths.record.parent, paths.runtime)
+    ensure_folder(paths.index.parent, paths.runtime)
 
 
 def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts | None:
     """Write a new record file (and its index) unless one exists; ``None`` if it existed."""
-    paths.record.parent.mkdir(parents=True, exist_ok=True)
+    _ensure_folders(paths)
     fields = dict(record)
     events = fields.get(EVENTS_KEY, [])
     if not isinstance(events, list):
@@ -256,7 +320,7 @@ def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts
     fields[EVENTS_KEY] = []
     raws = [encode_field(event) for event in events]
     with locked(paths.lock):
-        if paths.record.exists():
+        if os.path.lexists(paths.record):
             return None
         return _commit_all(paths, fields, raws)
 
@@ -289,7 +353,7 @@ class FileRecordStore:
             if parts is not None:
                 return parts
         fields, version = read_record(paths)
-        return ParsedRecord(version, fields)
+        return ParsedRecord(version, fields, str(paths.record))
 
     def load(self, request_id: str) -> bytes:
         """The record file's bytes, checked to be a record."""
@@ -302,9 +366,14 @@ class FileRecordStore:
         return create_record(self.paths(request_id), record) is not None
 
     def append(
-        self, request_id: str, events: list[msgspec.Raw], updates: Mapping[str, Any]
+        self,
+        request_id: str,
+        events: list[msgspec.Raw],
+        updates: Mapping[str, Any],
+        *,
+        key: str = "",
     ) -> Appended:
-        return append_to_record(self.paths(request_id), events, updates)
+        return append_to_record(self.paths(request_id), events, updates, key=key)
 
     def exists(self, request_id: str) -> bool:
         return self.paths(request_id).record.is_file()

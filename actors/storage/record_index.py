@@ -1,16 +1,26 @@
 """The record index: where things are in one version of a record file (a checked cache).
 
-Next to each record a writer keeps an index (``.teams_runtime/index/<id>.idx``, msgpack): where
-the events array, the last events and the newest evidence of every role are. It is a cache,
-never the truth: it names the exact file version it describes, and what it points at is checked
-before it is believed; a reader or writer that finds it missing, stale or inconsistent parses
-the record instead. With it, a cold projection reads a few kilobytes instead of parsing the
-whole history, and an append copies the old events' bytes instead of re-formatting them.
+Next to each record a writer keeps an index (``.teams_runtime/index/<id>.idx``): where the
+events array, the last events and the newest evidence of every role are. It is a cache, never
+the truth, and what it says is checked before it is used:
+
+- the file starts with a BLAKE2b digest of the rest, so a changed, truncated or random index
+  is refused;
+- it names its request and the exact file version it describes (size, mtime, ctime, inode);
+- every offset must lie inside the file and land on the layout a writer produces (the events
+  array's brackets, the separators between events), and the events it points at must split and
+  classify as it says.
+
+Whatever fails a check costs a full parse of the record, never a wrong answer or a crash; the
+next write lays a correct index down. With it, a cold projection reads a few kilobytes instead
+of parsing the whole history, and an append copies the old events' bytes instead of
+re-formatting them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Callable
 
 import msgspec
@@ -19,22 +29,34 @@ from teams_runtime.actors.storage.files import FileVersion, write_atomic
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.workspace import RecordPaths
 from teams_runtime.codecs.evidence import role_of_raw
-from teams_runtime.codecs.records import RenderedRecord, decode_record, split_raw_list
+from teams_runtime.codecs.records import (
+    EVENT_SEPARATOR,
+    EVENTS_CLOSE,
+    EVENTS_HEAD,
+    EVENTS_KEY,
+    EVENTS_OPEN,
+    RenderedRecord,
+    decode_record,
+    split_raw_list,
+)
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
     "INDEX_TAIL",
     "RecordIndex",
     "Span",
+    "encode_index",
     "evidence_spans",
+    "history_bytes",
     "index_for",
     "load_index",
     "parts_from_index",
     "write_index",
 ]
 
-INDEX_SCHEMA = 1
+INDEX_SCHEMA = 2
 INDEX_TAIL = 256  # spans of the last events an index keeps: enough for max_events <= 256
+_DIGEST_SIZE = 16
 
 Span = tuple[int, int]  # (offset, length) of an event in the record file
 
@@ -43,11 +65,11 @@ class RecordIndex(msgspec.Struct, frozen=True, kw_only=True):
     """Where things are in one version of a record file written by teams-runtime."""
 
     schema: int = INDEX_SCHEMA
+    request_id: str
     record: FileVersion
     count: int
-    events_start: int
-    events_end: int
-    history_bytes: int  # the sum of every event's length
+    events_start: int  # offset of the events array's `[`
+    events_end: int  # offset just after its `]`
     tail: list[Span]  # the last min(count, INDEX_TAIL) events, oldest first
     evidence: dict[str, tuple[int, Span]]  # role -> (event position, span) of its newest evidence
 
@@ -56,49 +78,160 @@ _INDEX_ENCODER = msgspec.msgpack.Encoder()
 _INDEX_DECODER = msgspec.msgpack.Decoder(RecordIndex)
 
 
+def _digest(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest()
+
+
+def encode_index(index: RecordIndex) -> bytes:
+    """The bytes of an index file: a digest of the payload, then the payload (msgpack)."""
+    payload = _INDEX_ENCODER.encode(index)
+    return _digest(payload) + payload
+
+
 def load_index(paths: RecordPaths, version: FileVersion) -> RecordIndex | None:
-    """The index if it describes exactly ``version`` of the record, else ``None``."""
+    """The index if it is intact and describes exactly ``version`` of this record, else
+    ``None``. What it points at is checked by ``parts_from_index``."""
     try:
-        index = _INDEX_DECODER.decode(paths.index.read_bytes())
-    except (OSError, msgspec.DecodeError):
+        data = paths.index.read_bytes()
+    except OSError:
         return None
-    if index.schema != INDEX_SCHEMA or index.record != version:
+    digest, payload = data[:_DIGEST_SIZE], data[_DIGEST_SIZE:]
+    if len(digest) != _DIGEST_SIZE or _digest(payload) != digest:
+        return None
+    try:
+        index = _INDEX_DECODER.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if (
+        index.schema != INDEX_SCHEMA
+        or index.request_id != paths.request_id
+        or index.record != version
+    ):
         return None
     return index
+
+
+def history_bytes(index: RecordIndex) -> int:
+    """The summed length of every event, derived from the layout (nothing to trust)."""
+    if not index.count:
+        return 0
+    inner = index.events_end - index.events_start - len(EVENTS_OPEN) - len(EVENTS_CLOSE)
+    return inner - (index.count - 1) * len(EVENT_SEPARATOR)
+
+
+def _spans_fit(index: RecordIndex) -> bool:
+    """Offsets inside the file, in order, tail spans contiguous and separated as laid out."""
+    size = index.record.size
+    if not 0 < index.events_start < index.events_end <= size or index.count < 0:
+        return False
+    if len(index.tail) != min(index.count, INDEX_TAIL):
+        return False
+    if not index.count:
+        return index.events_end - index.events_start == 2 and not index.evidence
+    first_event = index.events_start + len(EVENTS_OPEN)
+    last_end = index.events_end - len(EVENTS_CLOSE)
+    if history_bytes(index) < index.count:  # every event is at least one byte
+        return False
+    expected_end = last_end
+    for offset, length in reversed(index.tail):
+        if length < 1 or offset + length != expected_end or offset < first_event:
+            return False
+        expected_end = offset - len(EVENT_SEPARATOR)
+    if index.count == len(index.tail) and index.tail[0][0] != first_event:
+        return False
+    for position, (offset, length) in index.evidence.values():
+        if not (0 <= position < index.count and length >= 1):
+            return False
+        if offset < first_event or offset + length > last_end:
+            return False
+        tail_position = position - (index.count - len(index.tail))
+        if tail_position >= 0 and index.tail[tail_position] != (offset, length):
+            return False
+    return True
+
+
+def _bounded(read: Callable[[int, int], bytes], offset: int, length: int) -> bytes | None:
+    data = read(offset, length)
+    return data if len(data) == length else None  # a short read: the file is not as it says
+
+
+def _event_at(read: Callable[[int, int], bytes], span: Span, index: RecordIndex) -> bytes | None:
+    """The event's bytes, if a separator (or the array's bracket) stands on each side of it."""
+    offset, length = span
+    first_event = index.events_start + len(EVENTS_OPEN)
+    last_end = index.events_end - len(EVENTS_CLOSE)
+    before = EVENTS_OPEN if offset == first_event else EVENT_SEPARATOR
+    after = EVENTS_CLOSE if offset + length == last_end else EVENT_SEPARATOR
+    if _bounded(read, offset - len(before), len(before)) != before:
+        return None
+    if _bounded(read, offset + length, len(after)) != after:
+        return None
+    return _bounded(read, offset, length)
 
 
 def parts_from_index(
     read: Callable[[int, int], bytes], index: RecordIndex, source: str
 ) -> IndexedParts | None:
-    """Read what the index points at; ``None`` if the bytes do not match what it says."""
-    header = read(0, index.events_start)
-    trailer = read(index.events_end, index.record.size - index.events_end)
+    """Read what the index points at; ``None`` if the bytes are not as it says."""
+    if not _spans_fit(index):
+        return None
+    header = _bounded(read, 0, index.events_start)
+    trailer = _bounded(read, index.events_end, index.record.size - index.events_end)
+    if header is None or trailer is None or not header.endswith(EVENTS_HEAD):
+        return None
+    opening = _bounded(read, index.events_start, len(EVENTS_OPEN) if index.count else 2)
+    closing = _bounded(read, index.events_end - len(EVENTS_CLOSE), len(EVENTS_CLOSE))
+    if index.count and (opening != EVENTS_OPEN or closing != EVENTS_CLOSE):
+        return None
+    if not index.count and opening != b"[]":
+        return None
     try:
         fields = decode_record(header + b"[]" + trailer, source)
     except RecordError:
         return None
+    if fields.get(EVENTS_KEY) != []:
+        return None
+    tail = _tail(read, index)
+    evidence = _evidence(read, index)
+    if tail is None or evidence is None:
+        return None
+    return IndexedParts(
+        index.record, fields, index.count, history_bytes(index), tail, evidence, source
+    )
+
+
+def _tail(read: Callable[[int, int], bytes], index: RecordIndex) -> list[msgspec.Raw] | None:
     if not index.tail:
-        tail: list[msgspec.Raw] = []
-    else:
-        first, (last, last_length) = index.tail[0][0], index.tail[-1]
-        block = read(first, last + last_length - first)
-        # The last events are contiguous: one check that they split where the index says.
-        try:
-            if len(split_raw_list(b"[" + block + b"]")) != len(index.tail):
-                return None
-        except (msgspec.DecodeError, RecursionError):
+        return []
+    first, (last, last_length) = index.tail[0][0], index.tail[-1]
+    block = _bounded(read, first, last + last_length - first)
+    if block is None:
+        return None
+    # The last events are contiguous: one check that they split where the index says.
+    try:
+        if len(split_raw_list(b"[" + block + b"]")) != len(index.tail):
             return None
-        tail = [msgspec.Raw(block[o - first : o - first + n]) for o, n in index.tail]
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return [msgspec.Raw(block[o - first : o - first + n]) for o, n in index.tail]
+
+
+def _evidence(
+    read: Callable[[int, int], bytes], index: RecordIndex
+) -> dict[str, tuple[int, msgspec.Raw]] | None:
     evidence = {}
-    for role, (position, (offset, length)) in index.evidence.items():
-        raw = msgspec.Raw(read(offset, length))
+    for role, (position, span) in index.evidence.items():
+        event = _event_at(read, span, index)
+        if event is None:
+            return None
+        raw = msgspec.Raw(event)
         try:
             if role_of_raw(raw) != role:
                 return None
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, RecordError):
             return None
         evidence[role] = (position, raw)
-    return IndexedParts(index.record, fields, index.count, index.history_bytes, tail, evidence)
+    return evidence
 
 
 def evidence_spans(
@@ -113,18 +246,18 @@ def evidence_spans(
 
 
 def index_for(
+    paths: RecordPaths,
     rendered: RenderedRecord,
     version: FileVersion,
     count: int,
-    history_bytes: int,
     tail: list[Span],
     evidence: dict[str, tuple[int, Span]],
 ) -> RecordIndex:
     """The index of a record file just written from ``rendered``."""
     return RecordIndex(
+        request_id=paths.request_id,
         record=version,
         count=count,
-        history_bytes=history_bytes,
         events_start=rendered.events_start,
         events_end=rendered.events_end,
         tail=tail[-INDEX_TAIL:],
@@ -133,7 +266,8 @@ def index_for(
 
 
 def write_index(paths: RecordPaths, index: RecordIndex) -> None:
-    """Write the index; a cache, so not fsynced, and a failure only costs a later parse."""
-    with contextlib.suppress(OSError, RecordError):
-        paths.index.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(paths.index, _INDEX_ENCODER.encode(index), durable=False)
+    """Write the index; a cache, so not fsynced, and a failure only costs a later parse.
+
+    A linked index folder is refused before the record is written (``ensure_folder``)."""
+    with contextlib.suppress(RecordError):
+        write_atomic(paths.index, encode_index(index), durable=False)

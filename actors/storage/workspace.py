@@ -21,6 +21,9 @@ class RecordPaths:
     record: Path
     lock: Path
     index: Path
+    runtime: (
+        Path  # the workspace's .teams_runtime folder: nothing under it is written through a link
+    )
 
 
 class Workspace:
@@ -73,6 +76,7 @@ class Workspace:
             record=record,
             lock=record.with_name(record.name + ".lock"),
             index=self.index_dir / f"{request_id}.idx",
+            runtime=self.runtime_dir,
         )
 
     def __repr__(self) -> str:
