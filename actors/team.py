@@ -13,7 +13,7 @@ import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
-from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
 from teams_runtime.actors.role_actor import Outcome, RequestLocks, RoleActor
 from teams_runtime.actors.storage import (
@@ -59,6 +59,7 @@ class Team:
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
         queue: WorkQueue | None = None,
+        ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -66,6 +67,7 @@ class Team:
         self.store = store if store is not None else FileRecordStore(self.workspace)
         self.queue = queue if queue is not None else FileWorkQueue(self.workspace)
         self.roles: dict[str, RoleActor] = {}
+        self._ask_timeout = ask_timeout
         self._concurrency = concurrency
         self._poll_interval = poll_interval
         self._in_flight = 0  # envelopes told to a role and not finished yet
@@ -146,7 +148,10 @@ class Team:
         locks = RequestLocks()
         async with (
             open_context(
-                self.workspace.root, self.config.prompt_context, store=self.store
+                self.workspace.root,
+                self.config.prompt_context,
+                store=self.store,
+                ask_timeout=self._ask_timeout,
             ) as context,
             anyio.create_task_group() as group,
         ):
