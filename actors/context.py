@@ -21,6 +21,7 @@ from loguru import logger
 
 from teams_runtime.actors.mailbox import Mailbox
 from teams_runtime.actors.storage import (
+    IDEMPOTENCY_WINDOW,
     FileRecordStore,
     IndexedParts,
     RecordRead,
@@ -45,11 +46,20 @@ from teams_runtime.codecs.context_protocol import (
     Load,
     Loaded,
     Project,
+    Recall,
+    Recalled,
     failure_of,
     raise_failure,
 )
+from teams_runtime.codecs.evidence import append_key_of
 from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import RecordFields, decode_record, encode_event, encode_json
+from teams_runtime.codecs.records import (
+    EVENTS_KEY,
+    RecordFields,
+    decode_record,
+    encode_event,
+    encode_json,
+)
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import TeamsRuntimeError
 
@@ -120,12 +130,24 @@ class ContextActor:
             case Load(request_id=request_id):
                 record = await anyio.to_thread.run_sync(self.store.load, request_id)
                 return Loaded(record=record)
+            case Recall(request_id=request_id, key=key):
+                events = await anyio.to_thread.run_sync(self._recall, request_id, key)
+                return Recalled(events=events)
             case Create(request_id=request_id, record=record):
                 fields = msgspec.json.decode(record)
                 created = await anyio.to_thread.run_sync(self.store.create, request_id, fields)
                 return Created(created=created)
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
+
+    def _recall(self, request_id: str, key: str) -> list[bytes]:
+        read = self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
+        if isinstance(read, IndexedParts):
+            last = read.tail
+        else:
+            events = read.fields.get(EVENTS_KEY)
+            last = events[-IDEMPOTENCY_WINDOW:] if isinstance(events, list) else []
+        return [bytes(raw) for raw in last if append_key_of(raw) == key]
 
     def _remember(self, request_id: str, cached: _Cached) -> None:
         self._cache.pop(request_id, None)
@@ -268,6 +290,12 @@ class ContextHandle:
         reply = await self._ask(Load(request_id=request_id))
         assert isinstance(reply, Loaded)
         return decode_record(reply.record, f"request {request_id}")
+
+    async def recall(self, request_id: str, key: str) -> list[dict[str, Any]]:
+        """The events an append with ``key`` stored (``[]`` if none), among the last 256."""
+        reply = await self._ask(Recall(request_id=request_id, key=key))
+        assert isinstance(reply, Recalled)
+        return [msgspec.json.decode(event) for event in reply.events]
 
     async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
         """Create the record unless it exists; returns whether it was created."""

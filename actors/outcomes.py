@@ -6,6 +6,7 @@ the plan pure keeps routing rules testable without a model, a store or a clock.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgspec
@@ -17,6 +18,8 @@ __all__ = [
     "MAX_REPAIRS",
     "OutcomePlan",
     "contract_failure",
+    "follow_up_id",
+    "plan_cancel",
     "plan_model_failure",
     "plan_outcome",
     "research_result",
@@ -26,11 +29,20 @@ MAX_REPAIRS = 2
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
-    """One write to the record, and the envelope to queue after it (if any)."""
+    """One write to the record, the envelope to queue after it (if any), and whether the
+    request's other queued envelopes are dropped (it ended: hop limit)."""
 
     events: list[dict[str, Any]]
     updates: dict[str, Any]
     follow_up: MessageEnvelope | None = None
+    drop_queued: bool = False
+
+
+def follow_up_id(envelope_id: str, next_role: str) -> str:
+    """The id of the envelope an outcome queues: the same on every delivery of its parent, so a
+    duplicate of it is recognised like its parent was."""
+    digest = hashlib.blake2b(f"{envelope_id}>{next_role}".encode(), digest_size=10).hexdigest()
+    return f"env-{digest}"
 
 
 def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str, Any]:
@@ -62,7 +74,7 @@ def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hand_off(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str
+    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int
 ) -> OutcomePlan:
     next_role: str = result["next_role"]
     event_type = "version_control_requested" if next_role == "version_controller" else "delegated"
@@ -80,6 +92,7 @@ def _hand_off(
         "status": "in_progress",
         "current_role": next_role,
         "next_role": next_role,
+        "hops": hops + 1,
     }
     if next_role == "version_controller":
         updates["version_control"] = {
@@ -93,6 +106,7 @@ def _hand_off(
         request_id=envelope.request_id,
         sender=role,
         target=next_role,
+        envelope_id=follow_up_id(envelope.envelope_id, next_role),
         intent=envelope.intent,
         urgency=envelope.urgency,
         scope=envelope.scope,
@@ -114,12 +128,29 @@ def _report(role: str, result: dict[str, Any], now: str) -> dict[str, Any]:
 
 
 def plan_outcome(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str
+    role: str,
+    envelope: MessageEnvelope,
+    result: dict[str, Any],
+    now: str,
+    *,
+    hops: int = 0,
+    max_hops: int = 40,
+    cancelled: bool = False,
 ) -> OutcomePlan:
     """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
-    adds a hand-off event and the envelope for that role."""
+    adds a hand-off event and the envelope for that role.
+
+    ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
+    with a ``hop_limit`` event instead. A ``cancelled`` request records the report only.
+    """
+    if cancelled:
+        return OutcomePlan(
+            events=[_report(role, result, now)], updates={"result": result, "updated_at": now}
+        )
+    if result["next_role"] and hops + 1 > max_hops:
+        return _hop_limit(role, result, now, hops, max_hops)
     if result["next_role"]:
-        return _hand_off(role, envelope, result, now)
+        return _hand_off(role, envelope, result, now, hops)
     updates = {
         "result": result,
         "updated_at": now,
@@ -128,6 +159,40 @@ def plan_outcome(
         "next_role": "",
     }
     return OutcomePlan(events=[_report(role, result, now)], updates=updates)
+
+
+def _hop_limit(
+    role: str, result: dict[str, Any], now: str, hops: int, max_hops: int
+) -> OutcomePlan:
+    stop = {
+        "timestamp": now,
+        "type": "hop_limit",
+        "actor": role,
+        "summary": f"stopped: the request was handed between roles {hops} times "
+        f"(team.max_hops is {max_hops})",
+        "payload": {"hops": hops, "max_hops": max_hops, "from_role": role,
+                    "to_role": result["next_role"]},
+    }  # fmt: skip
+    updates = {
+        "result": result,
+        "updated_at": now,
+        "status": "failed",
+        "current_role": role,
+        "next_role": "",
+    }
+    return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
+
+
+def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
+    """What ``teams-runtime cancel`` writes: a ``cancelled`` event and the status."""
+    event = {
+        "timestamp": now,
+        "type": "cancelled",
+        "actor": actor,
+        "summary": "the request was cancelled",
+    }
+    updates = {"status": "cancelled", "next_role": "", "updated_at": now}
+    return OutcomePlan(events=[event], updates=updates, drop_queued=True)
 
 
 def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:

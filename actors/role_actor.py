@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
@@ -34,6 +35,7 @@ from teams_runtime.codecs.config import ModelConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import ActorStopped, AskTimeout, ModelFailure, TeamsRuntimeError
 from teams_runtime.prompts import (
@@ -74,6 +76,39 @@ class RequestLocks:
                 del self._users[request_id], self._locks[request_id]
 
 
+def _field(projection: Projection, key: str) -> object:
+    raw = projection.fields.get(key)
+    return msgspec.json.decode(raw) if raw is not None else None
+
+
+def _status(projection: Projection) -> str:
+    status = _field(projection, "status")
+    return status if isinstance(status, str) else ""
+
+
+def _hops(projection: Projection) -> int:
+    hops = _field(projection, "hops")
+    return hops if type(hops) is int and hops >= 0 else 0
+
+
+_HAND_OFFS = ("delegated", "version_control_requested")
+
+
+def _recorded_follow_up(
+    role: str, envelope: MessageEnvelope, recorded: list[dict[str, Any]]
+) -> MessageEnvelope | None:
+    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events."""
+    if not any(isinstance(e, dict) and e.get("type") in _HAND_OFFS for e in recorded):
+        return None
+    report = next((e for e in recorded if isinstance(e.get("payload"), dict)), None)
+    if report is None:
+        return None
+    result = report["payload"]
+    if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
+        return None
+    return plan_outcome(role, envelope, result, now_iso(), max_hops=1 << 30).follow_up
+
+
 class RoleActor:
     """Handles the claimed envelopes of one role, several requests at a time."""
 
@@ -82,6 +117,7 @@ class RoleActor:
         role: str,
         *,
         model: ModelConfig,
+        max_hops: int = 40,
         context: ContextHandle,
         backend: ModelBackend,
         queue: WorkQueue,
@@ -93,6 +129,7 @@ class RoleActor:
     ) -> None:
         self.role = role
         self._model = model
+        self._max_hops = max_hops
         self._context = context
         self._backend = backend
         self._queue = queue
@@ -153,6 +190,9 @@ class RoleActor:
             return await self._reject(claim, claim.problem)
         async with self._locks.hold(envelope.request_id):
             try:
+                earlier = await self._earlier_outcome(envelope, claim)
+                if earlier is not None:
+                    return earlier
                 return await self._handle(envelope, claim)
             except ModelFailure as exc:
                 return await self._model_failed(envelope, claim, str(exc))
@@ -168,6 +208,29 @@ class RoleActor:
                     "cannot handle request {}: {}", envelope.request_id, exc
                 )
                 return await self._reject(claim, str(exc))
+
+    async def _earlier_outcome(self, envelope: MessageEnvelope, claim: Claim) -> Outcome | None:
+        """Finish an envelope whose outcome is already recorded (a second delivery: a worker
+        died after persisting it) or whose request was cancelled, without asking the model."""
+        request_id = envelope.request_id
+        recorded = await self._context.recall(request_id, envelope.envelope_id)
+        if not recorded:
+            if _status(await self._context.project(request_id)) != "cancelled":
+                return None
+            self._log.bind(request_id=request_id).info(
+                "{}: request {} was cancelled; envelope dropped", self.role, request_id
+            )
+        else:
+            self._log.bind(request_id=request_id).info(
+                "{}: outcome for request {} already recorded; not handled again",
+                self.role,
+                request_id,
+            )
+            follow_up = _recorded_follow_up(self.role, envelope, recorded)
+            if follow_up is not None:  # it may not have been queued before the crash
+                await anyio.to_thread.run_sync(self._queue.put, follow_up)
+        await anyio.to_thread.run_sync(self._queue.done, claim)
+        return "done"
 
     async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
         log = self._log.bind(request_id=envelope.request_id)
@@ -249,7 +312,16 @@ class RoleActor:
             result = research_result(self.role, answer)
         else:
             result = answer
-        plan = plan_outcome(self.role, envelope, result, now_iso())
+        current = await self._context.project(request_id)  # cancelled or handed on meanwhile?
+        plan = plan_outcome(
+            self.role,
+            envelope,
+            result,
+            now_iso(),
+            hops=_hops(current),
+            max_hops=self._max_hops,
+            cancelled=_status(current) == "cancelled",
+        )
         failed = result["status"] == "failed" and not result["next_role"]
         outcome: Outcome = "failed" if failed else "done"
         await self._persist(envelope, claim, plan, outcome)
@@ -278,6 +350,8 @@ class RoleActor:
                 )
                 if plan.follow_up is not None:
                     await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+                if plan.drop_queued:
+                    await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
                 await anyio.to_thread.run_sync(self._queue.done, claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(

@@ -6,6 +6,7 @@ every role actor and to the ContextActor, and feeds queued envelopes to their ro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -27,7 +28,7 @@ from teams_runtime.actors.storage import (
 )
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import ROLES, check_role
 
 __all__ = ["RunSummary", "Team"]
 
@@ -60,12 +61,17 @@ class Team:
         store: RecordStore | None = None,
         queue: WorkQueue | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+        roles: Sequence[str] | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
         self.backend = backend if backend is not None else make_backend(self.config.model)
         self.store = store if store is not None else FileRecordStore(self.workspace)
-        self.queue = queue if queue is not None else FileWorkQueue(self.workspace)
+        lease = self.config.queue.lease_seconds
+        self.queue = (
+            queue if queue is not None else FileWorkQueue(self.workspace, lease_seconds=lease)
+        )
+        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
         self._concurrency = concurrency
@@ -109,10 +115,11 @@ class Team:
     async def _start_roles(
         self, group: TaskGroup, context: ContextHandle, locks: RequestLocks
     ) -> None:
-        for role in ROLES:
+        for role in self.served:
             actor = RoleActor(
                 role,
                 model=self.config.model,
+                max_hops=self.config.team.max_hops,
                 context=context,
                 backend=self.backend,
                 queue=self.queue,
@@ -128,14 +135,51 @@ class Team:
     async def _feed_roles(self, once: bool) -> None:
         while True:
             self._progress = anyio.Event()
-            await self._dispatch_pending()
-            if once and self._in_flight == 0:
+            given = await self._dispatch_pending()
+            if once and not given and self._in_flight == 0 and await self._team_is_idle():
                 return
-            if once:
+            if once and self._in_flight:
                 await self._progress.wait()
-            else:
+            else:  # new work may come from other workers (or, for a service, from anyone)
                 with anyio.move_on_after(self._poll_interval):
                     await self._progress.wait()
+
+    async def _team_is_idle(self) -> bool:
+        """No envelope waits or is claimed for any role, by any worker (`run --once`)."""
+        snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
+        return not any(snapshot.waiting.values()) and not any(snapshot.claimed.values())
+
+    async def _keep_lease(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            while True:
+                await anyio.sleep(self.config.queue.lease_seconds / 3)
+                await anyio.to_thread.run_sync(self.queue.renew)
+
+    async def _start(
+        self,
+        group: TaskGroup,
+        context: ContextHandle,
+        locks: RequestLocks,
+        lease: anyio.CancelScope,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.queue.renew)
+        restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
+        if restored:
+            logger.info("{} envelope(s) left by earlier runs queued again", restored)
+        group.start_soon(self._keep_lease, lease)
+        await self._start_roles(group, context, locks)
+        context_config = self.config.prompt_context
+        logger.info(
+            "team started in {} as worker {} (backend {}, roles {}; prompt_context "
+            "enabled={} recent_events={} max_events={})",
+            self.workspace.root,
+            getattr(self.queue, "worker_id", "-"),
+            self.backend.name,
+            ",".join(self.served),
+            str(context_config.enabled).lower(),
+            context_config.recent_events,
+            context_config.max_events,
+        )
 
     async def run(
         self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -146,33 +190,29 @@ class Team:
         handled again on the next run.
         """
         locks = RequestLocks()
-        async with (
-            open_context(
-                self.workspace.root,
-                self.config.prompt_context,
-                store=self.store,
-                ask_timeout=self._ask_timeout,
-            ) as context,
-            anyio.create_task_group() as group,
-        ):
-            try:
-                await self._start_roles(group, context, locks)
-                context_config = self.config.prompt_context
-                logger.info(
-                    "team started in {} (backend {}, {} roles; prompt_context enabled={} "
-                    "recent_events={} max_events={})",
+        lease = anyio.CancelScope()
+        try:
+            async with (
+                open_context(
                     self.workspace.root,
-                    self.backend.name,
-                    len(self.roles),
-                    str(context_config.enabled).lower(),
-                    context_config.recent_events,
-                    context_config.max_events,
-                )
-                task_status.started()
-                await self._feed_roles(once)
-            finally:
-                for actor in self.roles.values():
-                    actor.stop()  # roles finish what they are handling, then return
+                    self.config.prompt_context,
+                    store=self.store,
+                    ask_timeout=self._ask_timeout,
+                ) as context,
+                anyio.create_task_group() as group,
+            ):
+                try:
+                    await self._start(group, context, locks, lease)
+                    task_status.started()
+                    await self._feed_roles(once)
+                finally:
+                    for actor in self.roles.values():
+                        actor.stop()  # roles finish what they are handling, then return
+                    lease.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                # What this worker still holds (stopped mid-call) waits for the next worker.
+                await anyio.to_thread.run_sync(self.queue.retire)
         logger.info(
             "team finished: {} handled, {} failed, {} deferred, {} rejected",
             self.summary.handled,

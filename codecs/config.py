@@ -6,7 +6,7 @@ Reading the file from a workspace is ``actors.storage.workspace.load_team_config
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import yaml
@@ -20,7 +20,9 @@ __all__ = [
     "DryRunConfig",
     "ModelConfig",
     "PromptContextConfig",
+    "QueueConfig",
     "TeamConfig",
+    "TeamSection",
     "model_from_mapping",
     "parse_team_config",
     "prompt_context_from_mapping",
@@ -125,27 +127,57 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             )
 
 
+class TeamSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``team`` section: limits on how a request travels between roles."""
+
+    max_hops: int = 40  # hand-offs a request may take before it is failed with `hop_limit`
+
+    def __post_init__(self) -> None:
+        if self.max_hops < 1:
+            raise ConfigError("team_runtime.yaml team.max_hops must be at least 1.")
+
+
+class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``queue`` section: how workers share the envelopes of a workspace."""
+
+    lease_seconds: float = 60.0  # a dead worker's claims return to the queue after this
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.lease_seconds <= 86_400:
+            raise ConfigError("team_runtime.yaml queue.lease_seconds must be between 1 and 86400.")
+
+
 class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Everything read from ``team_runtime.yaml`` when role services start."""
 
     prompt_context: PromptContextConfig = PromptContextConfig()
     model: ModelConfig = ModelConfig()
+    team: TeamSection = TeamSection()
+    queue: QueueConfig = QueueConfig()
 
 
-def model_from_mapping(block: object) -> ModelConfig:
-    """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
+_SectionT = TypeVar("_SectionT", bound=msgspec.Struct)
+
+
+def _section(block: object, name: str, section: type[_SectionT], doc: str) -> _SectionT:
+    """Check a strict section: unknown keys and bad values are errors naming their path."""
     if block is None:
-        return ModelConfig()
+        return section()
     if not isinstance(block, Mapping):
-        raise ConfigError("team_runtime.yaml model must be a mapping.")
+        raise ConfigError(f"team_runtime.yaml {name} must be a mapping.")
     try:
-        return msgspec.convert(block, ModelConfig)
+        return msgspec.convert(block, section)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):
             raise exc.__cause__ from None
         message, _, where = str(exc).partition(" - at `$")
-        path = "model" + where.rstrip("`")
-        raise ConfigError(f"team_runtime.yaml {path}: {message}; see docs/models.md.") from None
+        path = name + where.rstrip("`")
+        raise ConfigError(f"team_runtime.yaml {path}: {message}; see {doc}.") from None
+
+
+def model_from_mapping(block: object) -> ModelConfig:
+    """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
+    return _section(block, "model", ModelConfig, "docs/models.md")
 
 
 def prompt_context_from_mapping(block: object) -> PromptContextConfig:
@@ -179,6 +211,8 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
     return TeamConfig(
         prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
         model=model_from_mapping(document.get("model")),
+        team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
+        queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
     )
 
 

@@ -30,6 +30,8 @@ __all__ = [
     "Load",
     "Loaded",
     "Project",
+    "Recall",
+    "Recalled",
     "failure_of",
     "raise_failure",
 ]
@@ -68,7 +70,15 @@ class Create(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     record: bytes  # the JSON bytes of the new record
 
 
-ContextAsk = Project | Append | Load | Create
+class Recall(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """Ask for the events an append with ``key`` stored, among the record's last 256
+    (answered with ``Recalled``; none if it was never stored)."""
+
+    request_id: str
+    key: str
+
+
+ContextAsk = Project | Append | Load | Create | Recall
 
 
 class Appended(msgspec.Struct, tag=True, frozen=True, kw_only=True):
@@ -89,6 +99,12 @@ class Created(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     created: bool
 
 
+class Recalled(msgspec.Struct, tag=True, frozen=True, kw_only=True):
+    """The JSON bytes of each event stored under the key, oldest first."""
+
+    events: list[bytes]
+
+
 FailureKind = Literal["unknown_request", "unsafe_request_id", "record", "config", "internal"]
 
 
@@ -99,7 +115,7 @@ class Failed(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     message: str
 
 
-ContextReply = Projection | Appended | Loaded | Created | Failed
+ContextReply = Projection | Appended | Loaded | Created | Recalled | Failed
 
 # Most specific first: a failure is matched to the first class it is an instance of.
 _KINDS: tuple[tuple[type[Exception], FailureKind], ...] = (

@@ -5,12 +5,15 @@ file implementations (the embedded default). Blocking code: actors call it from 
 from __future__ import annotations
 
 from teams_runtime.actors.storage.protocols import (
+    IDEMPOTENCY_WINDOW,
     Appended,
     Claim,
     IndexedParts,
     ParsedRecord,
+    QueueSnapshot,
     RecordRead,
     RecordStore,
+    WorkerLease,
     WorkQueue,
 )
 from teams_runtime.actors.storage.queue_files import FileWorkQueue
@@ -18,15 +21,18 @@ from teams_runtime.actors.storage.record_files import FileRecordStore
 from teams_runtime.actors.storage.workspace import Workspace, load_team_config
 
 __all__ = [
+    "IDEMPOTENCY_WINDOW",
     "Appended",
     "Claim",
     "FileRecordStore",
     "FileWorkQueue",
     "IndexedParts",
     "ParsedRecord",
+    "QueueSnapshot",
     "RecordRead",
     "RecordStore",
     "WorkQueue",
+    "WorkerLease",
     "Workspace",
     "load_team_config",
 ]

@@ -23,9 +23,11 @@ __all__ = [
     "Claim",
     "IndexedParts",
     "ParsedRecord",
+    "QueueSnapshot",
     "RecordRead",
     "RecordStore",
     "WorkQueue",
+    "WorkerLease",
 ]
 
 
@@ -123,23 +125,42 @@ class Claim(msgspec.Struct, frozen=True):
     says why (the worker rejects it).
     """
 
-    ticket: str  # the queue's own name for the envelope
+    ticket: str  # the queue's own name for the claimed envelope
     role: str
     envelope: MessageEnvelope | None
     problem: str = ""
 
 
+class WorkerLease(msgspec.Struct, frozen=True, kw_only=True):
+    """One worker as the queue sees it: whether its lease is current and what it holds."""
+
+    worker: str
+    alive: bool
+    lease_age: float | None  # seconds since it last renewed; None: no lease at all
+    holds: list[str]  # "<role>:<request id>" of each envelope it has claimed
+
+
+class QueueSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """Envelopes per role (waiting, claimed, deferred to the next run) and the workers."""
+
+    waiting: dict[str, int]
+    claimed: dict[str, int]
+    deferred: dict[str, int]
+    workers: list[WorkerLease]
+
+
 class WorkQueue(Protocol):
-    """Envelopes waiting for roles: durable until their outcome is persisted."""
+    """Envelopes waiting for roles, shared by every worker of a team: durable until their
+    outcome is persisted; each claimed by exactly one worker at a time."""
 
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue ``envelope`` for ``envelope.target``; durable when it returns. Returns its
-        ticket."""
+        ticket. An envelope without an ``envelope_id`` gets one."""
         ...
 
     def claim(self, role: str, limit: int) -> list[Claim]:
         """Take up to ``limit`` waiting envelopes of ``role``, oldest first; each is this
-        worker's until ``done``, ``release`` or ``reject``."""
+        worker's alone until ``done``, ``release`` or ``reject``, or until its lease runs out."""
         ...
 
     def done(self, claim: Claim) -> None:
@@ -147,13 +168,33 @@ class WorkQueue(Protocol):
         ...
 
     def release(self, claim: Claim) -> None:
-        """Leave the envelope queued for a later run; this worker does not take it again."""
+        """Leave the envelope for the next run (``restore_deferred``), not this one."""
         ...
 
     def reject(self, claim: Claim, reason: str) -> None:
         """Set an unusable envelope aside with ``reason``, for a person to look at."""
         ...
 
+    def drop(self, request_id: str) -> int:
+        """Remove the waiting and deferred envelopes of a request; returns how many."""
+        ...
+
+    def renew(self) -> None:
+        """Renew this worker's lease on its claims (call well within ``lease_seconds``)."""
+        ...
+
+    def restore_deferred(self) -> int:
+        """Put the envelopes released by earlier runs back in the queue; returns how many."""
+        ...
+
+    def retire(self) -> None:
+        """This worker stops: its claims wait again at once, its lease goes."""
+        ...
+
     def counts(self) -> dict[str, int]:
-        """How many envelopes wait for each role (claimed ones included)."""
+        """How many envelopes wait for or are claimed by each role (deferred ones aside)."""
+        ...
+
+    def snapshot(self) -> QueueSnapshot:
+        """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
         ...
