@@ -114,9 +114,10 @@ def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO
 
 
 def stop_logging() -> None:
-    """Flush and close the sinks (background writers included)."""
+    """Flush and close the sinks (background writers included); the library is quiet again."""
     logger.complete()
     logger.remove()
+    logger.disable("teams_runtime")
 
 
 # --- metrics ---------------------------------------------------------------------------

@@ -164,6 +164,19 @@ def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
     return issues
 
 
+def _json_kind(value: object) -> str:
+    """What a decoded JSON value is, in JSON's words (the model reads it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"
+
+
 def _non_empty(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
@@ -204,7 +217,7 @@ def validate_answer(
     except RecursionError:
         return None, ["The answer is nested too deeply: send one flat JSON object."]
     if not isinstance(answer, dict):
-        return None, [f"The answer must be a JSON object, not a {type(answer).__name__}."]
+        return None, [f"The answer must be a JSON object, not {_json_kind(answer)}."]
     issues: list[str] = []
     if answer.get("request_id") != request_id:
         issues.append(f'`request_id` must be "{request_id}".')

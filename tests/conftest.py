@@ -1,8 +1,222 @@
+"""Fixtures shared by the test modules: workspaces with a real model CLI, seeding, runs, records.
+
+Test modules never import each other; what several of them need is a fixture here. Plain
+support modules (``fake_model``, ``reference``, ``strategies``, ``scripts``) are imported.
+"""
+
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
 import pytest
+import yaml
+from loguru import logger
+
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage.record_files import create_record
+from teams_runtime.actors.team import RunSummary, Team
+from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.demo import sample_record
+from teams_runtime.projection import project_request
+from teams_runtime.prompts import PromptBundle, PromptKind, build_prompt
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _library_logging_off() -> Iterator[None]:
+    """Leave the library quiet after every test, as importing it does (the CLI turns it on)."""
+    yield
+    logger.disable("teams_runtime")
+
+
+@pytest.fixture
+def log_messages() -> Iterator[list[Any]]:
+    """The library's log records (loguru ``Message``s) while the test runs."""
+    messages: list[Any] = []
+    logger.enable("teams_runtime")
+    sink = logger.add(messages.append, level="DEBUG", format="{message}", diagnose=False)
+    try:
+        yield messages
+    finally:
+        logger.remove(sink)
+        logger.disable("teams_runtime")
+
+
+# --- a real model CLI -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_model() -> Path:
+    """The model CLI the tests run as a subprocess (see its docstring for its modes)."""
+    return Path(__file__).with_name("fake_model.py")
+
+
+@pytest.fixture
+def model_command(fake_model: Path) -> Callable[..., list[str]]:
+    """The argument list that runs the fake model in ``mode``, keeping its state in ``state``."""
+
+    def command(mode: str, state: Path, *extra: str) -> list[str]:
+        return [sys.executable, str(fake_model), mode, str(state), *extra]
+
+    return command
+
+
+@pytest.fixture
+def team_workspace(
+    tmp_path: Path, model_command: Callable[..., list[str]]
+) -> Callable[..., Workspace]:
+    """Make a workspace (``tmp_path`` unless ``root``) whose team_runtime.yaml runs the fake
+    model in ``mode`` (state in ``<root>/model-state``); ``model`` adds or overrides keys of the
+    model section, ``prompt_context`` is that section, ``command`` replaces the model command."""
+
+    def make(
+        mode: str = "valid",
+        *,
+        model: dict[str, Any] | None = None,
+        prompt_context: dict[str, Any] | None = None,
+        command: list[str] | None = None,
+        root: Path | None = None,
+    ) -> Workspace:
+        root = root if root is not None else tmp_path
+        root.mkdir(parents=True, exist_ok=True)
+        config = {
+            "prompt_context": prompt_context or {},
+            "model": {
+                "backend": "command",
+                "command": command or model_command(mode, root / "model-state"),
+                "timeout_seconds": 10,
+                **(model or {}),
+            },
+        }
+        (root / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        return Workspace(root)
+
+    return make
+
+
+# --- requests, runs, records ----------------------------------------------------------------
+
+
+@pytest.fixture
+def seed() -> Callable[..., None]:
+    """Create a request with a generated history of ``events`` and queue work for ``role``."""
+
+    def seed_(workspace: Workspace, request_id: str, role: str, events: int = 30) -> None:
+        create_record(workspace.record_paths(request_id), sample_record(events, request_id))
+        FileWorkQueue(workspace).put(
+            MessageEnvelope(request_id=request_id, sender="user", target=role, scope="do it")
+        )
+
+    return seed_
+
+
+@pytest.fixture
+def read_record() -> Callable[[Workspace, str], dict[str, Any]]:
+    """A request's record as its file holds it now, decoded."""
+
+    def read(workspace: Workspace, request_id: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(workspace.request_path(request_id).read_bytes())
+        return data
+
+    return read
+
+
+@pytest.fixture
+def run_once() -> Callable[..., Awaitable[RunSummary]]:
+    """Run the workspace's Team until its queue is empty, keeping the prompt records;
+    keyword arguments go to ``Team``."""
+
+    async def run(workspace: Workspace, **kwargs: Any) -> RunSummary:
+        with anyio.fail_after(60):
+            return await Team(workspace.root, keep_prompt_records=True, **kwargs).run(once=True)
+
+    return run
+
+
+# --- the spec's worked example and prompts --------------------------------------------------
+
+
+def _event(number: int, kind: str, role: str) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "timestamp": f"T{number:02d}",
+        "type": kind,
+        "actor": role,
+        "summary": f"{kind} {role}",
+    }
+    if kind == "role_report":
+        event["payload"] = {"role": role, "status": "completed", "summary": "x" * 50}
+    return event
+
+
+@pytest.fixture
+def worked_example() -> dict[str, Any]:
+    """The spec's worked example: 12 events; with recent 4 / max 7 it keeps T05 T06 T08-T12."""
+    rows = [
+        ("created", "orchestrator"),
+        ("role_report", "research"),
+        ("delegated", "orchestrator"),
+        ("role_report", "planner"),
+        ("role_report", "designer"),
+        ("role_report", "planner"),
+        ("retried", "orchestrator"),
+        ("role_report", "developer"),
+        ("role_report", "architect"),
+        ("delegated", "orchestrator"),
+        ("role_report", "qa"),
+        ("resumed", "orchestrator"),
+    ]
+    return {
+        "request_id": "request-123",
+        "status": "in_progress",
+        "result": {"role": "qa", "status": "completed"},
+        "artifacts": ["a.md"],
+        "events": [_event(n, kind, role) for n, (kind, role) in enumerate(rows, start=1)],
+    }
+
+
+@pytest.fixture
+def large_history() -> dict[str, Any]:
+    """A record of 100 events that each carry a large payload (about 4 KB)."""
+    source = sample_record(100, "req-1")
+    for number, event in enumerate(source["events"]):
+        event["payload"] = {"role": event["actor"], "status": "completed",
+                            "details": f"step {number} " + "detail " * 600}  # fmt: skip
+    return source
+
+
+@pytest.fixture
+def prompt_bundle() -> Callable[..., PromptBundle]:
+    """Build a prompt of ``kind`` for ``role`` on a generated record of ``events`` events."""
+
+    def make(
+        kind: PromptKind = "task",
+        *,
+        role: str = "qa",
+        request_id: str = "req-1",
+        events: int = 20,
+        config: PromptContextConfig | None = None,
+    ) -> PromptBundle:
+        projection = project_request(sample_record(events, request_id), config)
+        envelope = MessageEnvelope(request_id=request_id, sender="user", target=role, scope="s")
+        repair = kind == "repair"
+        return build_prompt(
+            kind,
+            role=role,
+            projection=projection,
+            envelope=envelope,
+            repairing="task" if repair else None,
+            errors=["`summary` is missing or empty."] if repair else None,
+            previous='{"status": "done-ish"}' if repair else "",
+        )
+
+    return make

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -11,14 +11,15 @@ import pytest
 from teams_runtime import RecordError, UnsafeRequestIdError, open_context, project_request
 from teams_runtime.actors.storage import Workspace
 from teams_runtime.actors.storage import record_files as store
+from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_LENGTH, check_request_id
 from teams_runtime.demo import sample_record
 
-from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
-
 pytestmark = pytest.mark.anyio
+
+RunOnce = Callable[..., Awaitable[RunSummary]]
 
 DEEP = b'{"events": [{"type": "role_report", "payload": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}"
 BAD_RECORDS = [
@@ -147,8 +148,10 @@ def test_unsafe_ids_on_the_command_line(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["team_runtime.yaml"]
 
 
-async def test_bad_envelopes_are_rejected_with_their_reason(tmp_path: Path) -> None:
-    workspace = _workspace(tmp_path)
+async def test_bad_envelopes_are_rejected_with_their_reason(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None], run_once: RunOnce
+) -> None:
+    workspace = team_workspace()
     folder = workspace.role_queue("qa")
     folder.mkdir(parents=True)
     cases = {
@@ -163,8 +166,8 @@ async def test_bad_envelopes_are_rejected_with_their_reason(tmp_path: Path) -> N
     }
     for name, (content, _) in cases.items():
         (folder / name).write_text(content)
-    _seed(workspace, "req-1", "qa")
-    summary = await _run_once(workspace)
+    seed(workspace, "req-1", "qa")
+    summary = await run_once(workspace)
     assert (summary.rejected, summary.handled) == (5, 1)
     rejected = workspace.queue_dir / "rejected"
     for name, (content, reason) in cases.items():
@@ -181,30 +184,18 @@ def test_unknown_role_names_never_become_paths(tmp_path: Path) -> None:
             workspace.role_log(role)
 
 
-def test_lock_and_temp_files_are_private(tmp_path: Path) -> None:
-    paths = Workspace(tmp_path).record_paths("req-1")
-    store.create_record(paths, sample_record(5, "req-1"))
-    assert paths.lock.stat().st_mode & 0o077 == 0
-    assert paths.record.stat().st_mode & 0o777 == 0o644
-    paths.record.chmod(0o640)
-    store.append_to_record(paths, [], {"status": "x"})
-    assert paths.record.stat().st_mode & 0o777 == 0o640  # the record keeps its mode
-
-
-async def test_the_model_command_never_goes_through_a_shell(tmp_path: Path) -> None:
+async def test_the_model_command_never_goes_through_a_shell(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    model_command: Callable[..., list[str]],
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
     marker = tmp_path / "pwned"
-    workspace = _workspace(tmp_path)
-    command = json.dumps(
-        [sys.executable, str(FAKE_MODEL), "valid", str(tmp_path / "state"), f"$(touch {marker})"]
-    )
-    config = (tmp_path / "team_runtime.yaml").read_text()
-    start = config.index("  command: ")
-    end = config.index("\n", start)
-    (tmp_path / "team_runtime.yaml").write_text(
-        config[:start] + f"  command: {command}" + config[end:]
-    )
-    _seed(workspace, "req-1", "qa")
-    summary = await _run_once(workspace)
+    command = model_command("valid", tmp_path / "state", f"$(touch {marker})")
+    workspace = team_workspace(command=command)
+    seed(workspace, "req-1", "qa")
+    summary = await run_once(workspace)
     assert summary.handled == 1
     assert not marker.exists()
 

@@ -4,22 +4,22 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from loguru import logger
 
+from teams_runtime.actors.storage import Workspace
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
-
-from .test_projection import worked_example
+from teams_runtime.demo import sample_record
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(tmp_path: Path, worked_example: dict[str, Any]) -> Path:
     assert main(["init", str(tmp_path / "ws")]) == 0
     root = tmp_path / "ws"
     (root / ".teams_runtime" / "requests" / "request-123.json").write_bytes(
-        encode_record(worked_example())
+        encode_record(worked_example)
     )
     return root
 
@@ -118,10 +118,10 @@ def test_project_disable_and_no_notice(workspace: Path, capsys: pytest.CaptureFi
 
 
 def test_record_outside_a_workspace_uses_defaults(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], worked_example: dict[str, Any]
 ) -> None:
     path = tmp_path / "r.json"
-    path.write_bytes(encode_record(worked_example()))
+    path.write_bytes(encode_record(worked_example))
     status, out, _ = _run(
         capsys, "project", "--record", str(path), "--workspace", str(tmp_path), "--json"
     )
@@ -162,11 +162,10 @@ def test_explain_gives_a_decision_per_event(
 
 
 def test_explain_says_why_when_capacity_is_not_reached(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], worked_example: dict[str, Any]
 ) -> None:
-    source = worked_example()
     path = tmp_path / "r.json"
-    path.write_bytes(encode_record(source))
+    path.write_bytes(encode_record(worked_example))
     status, out, _ = _run(
         capsys,
         "explain",
@@ -290,7 +289,6 @@ def test_demo_runs_the_team_and_reports_every_prompt(
     assert "prompts (" in out and "compacted)" in out and "Omitted events stay" in out
     assert (tmp_path / "demo" / ".teams_runtime" / "logs" / "prompt_context.jsonl").exists()
     assert "teams-runtime prompt req-long --role qa --workspace" in out
-    logger.disable("teams_runtime")
 
 
 def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -308,7 +306,6 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     status, out, _ = _run(capsys, "run", "--workspace", str(root), "--once")
     assert status == 0
     assert "Handled 4 envelope(s): 0 failed" in out
-    logger.disable("teams_runtime")
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "completed"
     status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
@@ -368,3 +365,52 @@ def test_config_prints_what_is_in_force(
         "teams-runtime: error: team_runtime.yaml prompt_context.max_events must be a positive "
         "integer.\n"
     )
+
+
+def _sample(root: Path, events: int = 5) -> Path:
+    path = Workspace(root).request_path("req-1")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_record(sample_record(events, "req-1")))
+    return path
+
+
+def test_append_from_lines_writes_all_or_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _sample(tmp_path)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"type": "a", "actor": "qa"}\n\n{"type": "b", "payload": {"x": 1}}\n')
+    assert main(["append", "req-1", "--workspace", str(tmp_path), "--from", str(good)]) == 0
+    assert "Appended 2 event(s) to req-1; it now has 7 events." in capsys.readouterr().out
+    before = path.read_bytes()
+    for content in ('{"type": "c"}\nnot json\n', '{"type": "c"}\n[1, 2]\n', "\n"):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(content)
+        assert main(["append", "req-1", "--workspace", str(tmp_path), "--from", str(bad)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("teams-runtime: error: ")
+        assert path.read_bytes() == before
+
+
+def test_append_with_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sample(tmp_path)
+    payload = '{"role": "qa", "status": "done"}'
+    argv = ["append", "req-1", "--workspace", str(tmp_path), "--type", "role_report",
+            "--actor", "qa", "--summary", "ok", "--payload", payload]  # fmt: skip
+    assert main(argv) == 0
+    last = json.loads(path.read_bytes())["events"][-1]
+    assert (last["type"], last["actor"], last["payload"]) == (
+        "role_report",
+        "qa",
+        {"role": "qa", "status": "done"},
+    )
+    assert main([*argv[:3], str(tmp_path), "--type", "x"]) == 2
+    assert "missing: --actor, --summary" in capsys.readouterr().err
+    assert main([*argv[:-1], "[1]"]) == 2
+    assert "--payload must be a JSON object" in capsys.readouterr().err
+    assert main(["append", "../evil", "--workspace", str(tmp_path), "--type", "x", "--actor", "a",
+                 "--summary", "s"]) == 2  # fmt: skip
+    assert "not a safe file name" in capsys.readouterr().err
+    assert main(["append", "nope", "--workspace", str(tmp_path), "--type", "x", "--actor", "a",
+                 "--summary", "s"]) == 2  # fmt: skip
+    assert "no request 'nope'" in capsys.readouterr().err

@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,13 +20,16 @@ from teams_runtime import RecordError
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.storage import record_files as store
 from teams_runtime.actors.storage.files import TEMP_SUFFIX
+from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.records import encode_event
 from teams_runtime.demo import sample_record
 
 from .scripts import APPENDER
-from .test_team import _record, _run_once, _seed, _workspace
 
 pytestmark = pytest.mark.anyio
+
+RunOnce = Callable[..., Awaitable[RunSummary]]
+ReadRecord = Callable[[Workspace, str], dict[str, Any]]
 
 
 SOAK = """
@@ -213,11 +218,20 @@ def test_read_only_folder_is_a_user_error_and_the_record_survives(tmp_path: Path
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
-def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int) -> None:
-    workspace = _workspace(tmp_path, "slow:0.5")
+@pytest.mark.parametrize(
+    "signal_number",
+    [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")],
+)
+def test_signal_during_run_loses_no_envelope(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: ReadRecord,
+    signal_number: int,
+) -> None:
+    workspace = team_workspace("slow:0.5")
     for n in range(4):
-        _seed(workspace, f"req-{n}", "qa", events=10)
+        seed(workspace, f"req-{n}", "qa", events=10)
     runner = subprocess.Popen(
         [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -239,7 +253,7 @@ def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int)
         if claim.envelope is not None
     }
     for n in range(4):
-        record = _record(workspace, f"req-{n}")
+        record = read_record(workspace, f"req-{n}")
         handled = record["status"] == "completed"
         assert handled != (f"req-{n}" in queued)  # done, or still queued: never lost
     done = subprocess.run(
@@ -250,21 +264,22 @@ def test_signal_during_run_loses_no_envelope(tmp_path: Path, signal_number: int)
         timeout=60,
     )
     assert done.returncode == 0
-    assert all(_record(workspace, f"req-{n}")["status"] == "completed" for n in range(4))
+    assert all(read_record(workspace, f"req-{n}")["status"] == "completed" for n in range(4))
 
 
-async def test_a_hung_model_does_not_stop_other_requests(tmp_path: Path) -> None:
-    workspace = _workspace(tmp_path, "sleep:req-hung")
-    text = (tmp_path / "team_runtime.yaml").read_text()
-    (tmp_path / "team_runtime.yaml").write_text(
-        text.replace("timeout_seconds: 10", "timeout_seconds: 2") + "  attempts: 1\n"
-    )
-    _seed(workspace, "req-hung", "qa")
+async def test_a_hung_model_does_not_stop_other_requests(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    run_once: RunOnce,
+    read_record: ReadRecord,
+) -> None:
+    workspace = team_workspace("sleep:req-hung", model={"timeout_seconds": 2, "attempts": 1})
+    seed(workspace, "req-hung", "qa")
     for n in range(3):
-        _seed(workspace, f"req-{n}", "qa")
+        seed(workspace, f"req-{n}", "qa")
     with anyio.fail_after(30):
-        summary = await _run_once(workspace)
+        summary = await run_once(workspace)
     assert (summary.handled, summary.failed) == (3, 1)
-    hung = _record(workspace, "req-hung")
+    hung = read_record(workspace, "req-hung")
     assert hung["status"] == "failed"
     assert "no answer within 2 s" in hung["events"][-1]["payload"]["reason"]

@@ -33,32 +33,8 @@ def _event(number: int, kind: str, role: str) -> dict[str, Any]:
     return event
 
 
-def worked_example() -> dict[str, Any]:
-    rows = [
-        ("created", "orchestrator"),
-        ("role_report", "research"),
-        ("delegated", "orchestrator"),
-        ("role_report", "planner"),
-        ("role_report", "designer"),
-        ("role_report", "planner"),
-        ("retried", "orchestrator"),
-        ("role_report", "developer"),
-        ("role_report", "architect"),
-        ("delegated", "orchestrator"),
-        ("role_report", "qa"),
-        ("resumed", "orchestrator"),
-    ]
-    return {
-        "request_id": "request-123",
-        "status": "in_progress",
-        "result": {"role": "qa", "status": "completed"},
-        "artifacts": ["a.md"],
-        "events": [_event(n, kind, role) for n, (kind, role) in enumerate(rows, start=1)],
-    }
-
-
-def test_worked_example_selects_exactly_the_spec_events() -> None:
-    projection = project_request(worked_example(), WORKED)
+def test_worked_example_selects_exactly_the_spec_events(worked_example: dict[str, Any]) -> None:
+    projection = project_request(worked_example, WORKED)
     stamps = [event["timestamp"] for event in projection.record["events"]]
     assert stamps == ["T05", "T06", "T08", "T09", "T10", "T11", "T12"]
     assert (projection.total_events, projection.included_events, projection.omitted_events) == (
@@ -74,8 +50,8 @@ def test_worked_example_selects_exactly_the_spec_events() -> None:
     )
 
 
-def test_worked_example_notice_has_exact_keys_and_order() -> None:
-    notice = project_request(worked_example(), WORKED).notice
+def test_worked_example_notice_has_exact_keys_and_order(worked_example: dict[str, Any]) -> None:
+    notice = project_request(worked_example, WORKED).notice
     assert list(notice.items()) == [
         ("compacted", True),
         ("total_events", 12),
@@ -88,8 +64,8 @@ def test_worked_example_notice_has_exact_keys_and_order() -> None:
     ]
 
 
-def test_notice_text_is_exactly_the_spec_block() -> None:
-    text = notice_text(project_request(worked_example(), WORKED))
+def test_notice_text_is_exactly_the_spec_block(worked_example: dict[str, Any]) -> None:
+    text = notice_text(project_request(worked_example, WORKED))
     assert text == (
         "Current request event-history projection:\n"
         "{\n"
@@ -110,14 +86,18 @@ def test_notice_text_is_exactly_the_spec_block() -> None:
     )
 
 
-def test_notice_without_request_id_has_empty_canonical_request() -> None:
-    source = worked_example()
+def test_notice_without_request_id_has_empty_canonical_request(
+    worked_example: dict[str, Any],
+) -> None:
+    source = worked_example
     del source["request_id"]
     assert project_request(source, WORKED).notice["canonical_request"] == ""
 
 
-def test_notice_never_points_outside_the_store_for_an_unsafe_id() -> None:
-    source = worked_example()
+def test_notice_never_points_outside_the_store_for_an_unsafe_id(
+    worked_example: dict[str, Any],
+) -> None:
+    source = worked_example
     source["request_id"] = "../../etc/passwd"
     assert project_request(source, WORKED).notice["canonical_request"] == ""
 
@@ -137,18 +117,16 @@ def test_compaction_needs_strictly_more_than_max_events(total: int, compacted: b
     assert projection.included_events == (total if not compacted else 8)
 
 
-def test_disabled_keeps_every_event_and_has_no_notice() -> None:
-    source = worked_example()
+def test_disabled_keeps_every_event_and_has_no_notice(worked_example: dict[str, Any]) -> None:
+    source = worked_example
     projection = project_request(source, PromptContextConfig(enabled=False))
     assert projection.record["events"] == source["events"]
     assert projection.notice == {}
     assert notice_text(projection) == ""
 
 
-def test_recent_equal_to_max_is_recent_only() -> None:
-    projection = project_request(
-        worked_example(), PromptContextConfig(recent_events=4, max_events=4)
-    )
+def test_recent_equal_to_max_is_recent_only(worked_example: dict[str, Any]) -> None:
+    projection = project_request(worked_example, PromptContextConfig(recent_events=4, max_events=4))
     assert projection.selected_indices == (8, 9, 10, 11)
     assert projection.backfilled == ()
 
@@ -236,8 +214,8 @@ def test_payload_role_wins_over_actor() -> None:
     assert projection.backfilled == (Backfill(1, "qa"),)
 
 
-def test_other_keys_and_unicode_are_kept() -> None:
-    source = worked_example()
+def test_other_keys_and_unicode_are_kept(worked_example: dict[str, Any]) -> None:
+    source = worked_example
     source["scope"] = "Ünïcode scope — 日本語"
     source["unknown_key"] = {"nested": [1, 2.5, None, True], "ß": "ok"}
     source["params"] = {"workflow": {"phase": "qa"}}
@@ -254,8 +232,8 @@ def test_other_keys_and_unicode_are_kept() -> None:
     assert json.loads(text) == projected
 
 
-def test_bytes_and_mapping_inputs_agree() -> None:
-    source = worked_example()
+def test_bytes_and_mapping_inputs_agree(worked_example: dict[str, Any]) -> None:
+    source = worked_example
     from_bytes = project_request(json.dumps(source, indent=2).encode(), WORKED)
     from_mapping = project_request(source, WORKED)
     assert from_bytes.record == from_mapping.record
@@ -278,8 +256,8 @@ def test_bad_bytes_are_record_errors(data: bytes) -> None:
         project_request(data)
 
 
-def test_rendered_record_equals_json_dumps_indent_2() -> None:
-    source = worked_example()
+def test_rendered_record_equals_json_dumps_indent_2(worked_example: dict[str, Any]) -> None:
+    source = worked_example
     source["empty_list"] = []
     source["empty_obj"] = {}
     source["events"].append({"type": "x", "payload": {"deep": [[], {}, [1, [2, {"a": None}]]]}})

@@ -1,19 +1,32 @@
+"""Monitoring: the CLI's log sinks (role logs, the prompt-record file) and `teams-runtime
+metrics` over the prompt records."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from loguru import logger
 
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
+from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
-from teams_runtime.monitoring import Filters, log_files, summarise
-
-from .test_team import FAKE_MODEL, _run_once, _seed, _workspace
+from teams_runtime.monitoring import (
+    PROMPT_LOG_NAME,
+    Filters,
+    configure_logging,
+    log_files,
+    stop_logging,
+    summarise,
+)
 
 pytestmark = pytest.mark.anyio
+
+RunOnce = Callable[..., Awaitable[RunSummary]]
 
 
 def _record(**overrides: Any) -> PromptRecord:
@@ -165,14 +178,15 @@ def test_bad_arguments_exit_2(
 MARKERS = ("MARKER-SCOPE-7d1", "MARKER-BODY-7d1", "MARKER-PAYLOAD-7d1", "MARKER-ANSWER-7d1")
 
 
-async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
-    from teams_runtime.actors.storage import FileWorkQueue
-    from teams_runtime.codecs.messages import MessageEnvelope
-    from teams_runtime.monitoring import configure_logging, stop_logging
-
-    workspace = _workspace(tmp_path, "invalid_once")
-    assert FAKE_MODEL.exists()
-    _seed(workspace, "req-1", "planner", events=40)
+async def test_logs_never_hold_prompt_or_payload_text(
+    fake_model: Path,
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    workspace = team_workspace("invalid_once")
+    assert fake_model.exists()
+    seed(workspace, "req-1", "planner", events=40)
     FileWorkQueue(workspace).put(
         MessageEnvelope(
             request_id="req-1",
@@ -185,10 +199,9 @@ async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
     )
     configure_logging(workspace, console_level="ERROR")
     try:
-        summary = await _run_once(workspace)
+        summary = await run_once(workspace)
     finally:
         stop_logging()
-        logger.disable("teams_runtime")
     assert any(r.purpose == "contract_repair" for r in summary.prompts)
     texts = [path.read_text() for path in workspace.logs_dir.iterdir()]
     assert any("prompt_context_compacted" in text for text in texts)
@@ -196,3 +209,28 @@ async def test_logs_never_hold_prompt_or_payload_text(tmp_path: Path) -> None:
         for marker in MARKERS:
             assert marker not in text
         assert "Current request" not in text and "insight" not in text
+
+
+async def test_compaction_is_logged_in_the_role_log(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None], run_once: RunOnce
+) -> None:
+    workspace = team_workspace()
+    seed(workspace, "req-1", "qa", events=40)
+    configure_logging(workspace, console_level="ERROR")
+    try:
+        await run_once(workspace)
+    finally:
+        stop_logging()
+    lines = (workspace.logs_dir / "qa.log").read_text().splitlines()
+    compacted = [line for line in lines if "prompt_context_compacted" in line]
+    assert len(compacted) == 1
+    assert compacted[0].endswith(
+        "[qa] prompt_context_compacted request_id=req-1 purpose=role_task total_events=40 "
+        "included_events=12 omitted_events=28 recent_events=8 max_events=16"
+    )
+    text = (workspace.logs_dir / PROMPT_LOG_NAME).read_text()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [(r["role"], r["omitted_events"], r["eligible"]) for r in records] == [("qa", 28, True)]
+    others = [path.name for path in workspace.logs_dir.glob("*.log") if path.name != "qa.log"]
+    for name in others:  # each role's lines go to its own log only
+        assert "prompt_context_compacted" not in (workspace.logs_dir / name).read_text()

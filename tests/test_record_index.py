@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teams_runtime import RecordError
 from teams_runtime.actors.storage import record_files as store
 from teams_runtime.actors.storage.record_index import INDEX_TAIL, RecordIndex
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
@@ -120,12 +119,3 @@ def test_garbage_index_is_ignored(tmp_path: Path) -> None:
     assert store.read_indexed_parts(paths) is None
     store.append_to_record(paths, [encode_event({"type": "note"})], {})
     _check_consistent(paths)
-
-
-def test_events_cannot_be_replaced_through_updates(tmp_path: Path) -> None:
-    paths = _paths(tmp_path)
-    store.create_record(paths, sample_record(5, "req-1"))
-    before = paths.record.read_bytes()
-    with pytest.raises(RecordError, match="`events` cannot be set directly"):
-        store.append_to_record(paths, [], {"events": []})
-    assert paths.record.read_bytes() == before

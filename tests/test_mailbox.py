@@ -1,0 +1,231 @@
+"""The one actor style: ``Mailbox`` asks and tells, errors, statistics, shutdown, cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
+from teams_runtime.exceptions import ActorStopped, AskTimeout
+
+pytestmark = pytest.mark.anyio
+
+
+class Handler:
+    """Answers ``"echo:<x>"`` with ``<x>``, raises for ``"boom"``, and waits on ``gate`` for
+    ``"wait"``; keeps the messages it finished handling."""
+
+    def __init__(self) -> None:
+        self.gate = anyio.Event()
+        self.handled: list[str] = []
+
+    async def __call__(self, message: str) -> str:
+        if message == "boom":
+            raise ValueError("the handler failed on boom")
+        if message.startswith("wait"):
+            await self.gate.wait()
+        self.handled.append(message)
+        return message.removeprefix("echo:")
+
+
+@asynccontextmanager
+async def serving(
+    mailbox: Mailbox[str], handle: Callable[[str], Awaitable[Any]]
+) -> AsyncIterator[anyio.abc.TaskGroup]:
+    """Serve ``mailbox`` for the block, under a deadline; stop it on the way out."""
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(mailbox.serve, handle)
+            try:
+                yield group
+            finally:
+                mailbox.stop()
+
+
+async def test_ask_returns_the_handlers_value() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    async with serving(mailbox, Handler()):
+        assert await mailbox.ask("echo:one", timeout=5) == "one"
+        assert await mailbox.ask("echo:two", timeout=5) == "two"
+
+
+async def test_without_a_timeout_an_ask_waits_for_the_answer() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    answers: list[str] = []
+
+    async def ask() -> None:
+        answers.append(await mailbox.ask("wait:slow", timeout=None))
+
+    async with serving(mailbox, handler) as group:
+        group.start_soon(ask)
+        await anyio.wait_all_tasks_blocked()
+        assert answers == []  # still waiting, no deadline of its own
+        handler.gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert answers == ["wait:slow"]
+
+
+@pytest.mark.parametrize("served", [pytest.param(True, id="busy"), pytest.param(False, id="idle")])
+async def test_an_ask_past_its_deadline_raises_ask_timeout(served: bool) -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            if served:  # a handler that does not finish in time; else nobody serves the inbox
+                await group.start(mailbox.serve, handler)
+            with pytest.raises(
+                AskTimeout, match=r"^the box actor did not answer str within 0\.05 s\.$"
+            ):
+                await mailbox.ask("wait", timeout=0.05)
+            mailbox.stop()
+            handler.gate.set()
+    assert issubclass(AskTimeout, TimeoutError)
+
+
+async def test_a_full_inbox_counts_against_the_deadline() -> None:
+    mailbox: Mailbox[str] = Mailbox("box", size=1)
+    with anyio.fail_after(5):
+        await mailbox.tell("queued")  # fills the inbox; nobody serves it
+        with pytest.raises(AskTimeout, match=r"^the box actor did not answer"):
+            await mailbox.ask("echo:x", timeout=0.05)
+    assert mailbox.statistics().queued == 1  # the ask never got in
+    mailbox.stop()
+
+
+async def test_a_handler_error_is_raised_in_the_asker_and_serving_goes_on() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    async with serving(mailbox, Handler()):
+        with pytest.raises(ValueError, match=r"^the handler failed on boom$"):
+            await mailbox.ask("boom", timeout=5)
+        assert await mailbox.ask("echo:after", timeout=5) == "after"
+        assert mailbox.statistics() == MailboxStatistics(queued=0, served=2, in_flight=0)
+
+
+async def test_tell_does_not_wait_for_the_handling() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    async with serving(mailbox, handler):
+        with anyio.fail_after(1):
+            await mailbox.tell("wait:told")
+        await anyio.wait_all_tasks_blocked()
+        assert handler.handled == []
+        assert mailbox.statistics().in_flight == 1
+        handler.gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert handler.handled == ["wait:told"]
+
+
+async def test_a_told_message_that_fails_is_logged_and_serving_goes_on(
+    log_messages: list[Any],
+) -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    async with serving(mailbox, Handler()):
+        await mailbox.tell("boom")
+        assert await mailbox.ask("echo:after", timeout=5) == "after"
+    (record,) = [m.record for m in log_messages if m.record["level"].name == "ERROR"]
+    assert record["message"] == "box actor failed on a message"
+    assert isinstance(record["exception"].value, ValueError)
+
+
+async def test_statistics_count_queued_served_and_in_flight() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    assert mailbox.statistics() == MailboxStatistics(queued=0, served=0, in_flight=0)
+    async with serving(mailbox, handler):
+        await mailbox.tell("wait:first")
+        await anyio.wait_all_tasks_blocked()  # the handler is on it, blocked
+        for n in range(3):
+            await mailbox.tell(f"echo:{n}")
+        assert mailbox.statistics() == MailboxStatistics(queued=3, served=0, in_flight=1)
+        handler.gate.set()
+        assert await mailbox.ask("echo:last", timeout=5) == "last"
+        assert mailbox.statistics() == MailboxStatistics(queued=0, served=5, in_flight=0)
+    assert handler.handled == ["wait:first", "echo:0", "echo:1", "echo:2", "echo:last"]
+
+
+async def test_stop_answers_queued_asks_with_actor_stopped() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    outcomes: dict[str, str] = {}
+
+    async def ask(message: str) -> None:
+        try:
+            outcomes[message] = await mailbox.ask(message, timeout=5)
+        except ActorStopped as exc:
+            outcomes[message] = str(exc)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(mailbox.serve, handler)
+            group.start_soon(ask, "wait:being-handled")
+            await anyio.wait_all_tasks_blocked()
+            for n in range(3):
+                group.start_soon(ask, f"echo:{n}")
+            await anyio.wait_all_tasks_blocked()
+            mailbox.stop()
+            handler.gate.set()  # the one being handled finishes and is answered
+    assert outcomes == {
+        "wait:being-handled": "wait:being-handled",
+        **dict.fromkeys([f"echo:{n}" for n in range(3)], "the box actor is shutting down."),
+    }
+    assert handler.handled == ["wait:being-handled"]
+
+
+async def test_stop_before_serving_answers_queued_asks() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    errors: list[str] = []
+
+    async def ask() -> None:
+        with pytest.raises(ActorStopped, match=r"^the box actor stopped\.$") as caught:
+            await mailbox.ask("echo:x", timeout=5)
+        errors.append(str(caught.value))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for _ in range(3):
+                group.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            assert mailbox.statistics().queued == 3
+            mailbox.stop()
+    assert len(errors) == 3
+
+
+async def test_asks_and_tells_after_stop_fail_at_once() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    async with serving(mailbox, Handler()):
+        pass
+    with anyio.fail_after(1):
+        with pytest.raises(ActorStopped, match=r"^the box actor is not running\.$"):
+            await mailbox.ask("echo:late", timeout=None)
+        with pytest.raises(ActorStopped, match=r"^the box actor is not running\.$"):
+            await mailbox.tell("echo:late")
+
+
+async def test_a_cancelled_asker_does_not_wedge_the_actor() -> None:
+    mailbox: Mailbox[str] = Mailbox("box", size=1)
+    handler = Handler()
+    async with serving(mailbox, handler) as group:
+        waiting = anyio.CancelScope()
+        blocked = anyio.CancelScope()
+
+        async def ask_in(scope: anyio.CancelScope, message: str) -> None:
+            with scope:
+                await mailbox.ask(message, timeout=None)
+
+        group.start_soon(ask_in, waiting, "wait:abandoned")  # being handled
+        await anyio.wait_all_tasks_blocked()
+        await mailbox.tell("echo:queued")  # fills the inbox
+        group.start_soon(ask_in, blocked, "echo:never-queued")  # waits for room
+        await anyio.wait_all_tasks_blocked()
+        waiting.cancel()  # gave up on its answer
+        blocked.cancel()  # gave up before it got in
+        await anyio.wait_all_tasks_blocked()
+        handler.gate.set()
+        assert await mailbox.ask("echo:next", timeout=5) == "next"
+    assert handler.handled == ["wait:abandoned", "echo:queued", "echo:next"]
+    assert mailbox.statistics().served == 3

@@ -1,0 +1,256 @@
+"""The ``WorkQueue`` protocol, run against every implementation through the ``work_queue``
+fixture (a new backend joins by adding its ``pytest.param`` to ``QUEUES``), then what only the
+file queue promises: its folders, rejected files with their reasons, the problems it names."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from teams_runtime.actors.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import UnsafeRequestIdError
+
+
+@dataclass(frozen=True)
+class QueueBackend:
+    """What the suite needs of a backend: queue objects on the same envelopes, and a way to
+    queue bytes that are not an envelope (as a crash or another program might)."""
+
+    new_queue: Callable[[], WorkQueue]
+    put_bytes: Callable[[str, bytes], None]
+
+
+def _file_queues(root: Path) -> QueueBackend:
+    workspace = Workspace(root)
+
+    def put_bytes(role: str, data: bytes) -> None:
+        folder = workspace.role_queue(role)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{time.time_ns():020d}-corrupt.json").write_bytes(data)
+
+    return QueueBackend(lambda: FileWorkQueue(workspace), put_bytes)
+
+
+# Each entry makes a backend on a test's own empty folder.
+QUEUES = [pytest.param(_file_queues, id="file")]
+
+
+@pytest.fixture(params=QUEUES)
+def queue_backend(request: pytest.FixtureRequest, tmp_path: Path) -> QueueBackend:
+    factory: Callable[[Path], QueueBackend] = request.param
+    return factory(tmp_path)
+
+
+@pytest.fixture
+def work_queue(queue_backend: QueueBackend) -> WorkQueue:
+    return queue_backend.new_queue()
+
+
+def _envelope(request_id: str = "req-1", target: str = "qa", **fields: str) -> MessageEnvelope:
+    return MessageEnvelope(request_id=request_id, sender="planner", target=target, **fields)
+
+
+def _ids(claims: list[Claim]) -> list[str]:
+    return [claim.envelope.request_id for claim in claims if claim.envelope is not None]
+
+
+def _waiting(work_queue: WorkQueue) -> int:
+    return sum(work_queue.counts().values())
+
+
+# --- the protocol -------------------------------------------------------------------------------
+
+
+def test_a_claim_returns_the_envelope_as_put(work_queue: WorkQueue) -> None:
+    envelope = MessageEnvelope(
+        request_id="req-1",
+        sender="planner",
+        target="qa",
+        intent="check",
+        urgency="high",
+        scope="Ünï scope",
+        artifacts=["a.md"],
+        params={"depth": {"n": 2}},
+        body="please",
+    )
+    ticket = work_queue.put(envelope)
+    assert isinstance(ticket, str) and ticket
+    (claim,) = work_queue.claim("qa", 10)
+    assert claim == Claim(ticket=ticket, role="qa", envelope=envelope, problem="")
+
+
+def test_claims_are_oldest_first_and_respect_the_limit(work_queue: WorkQueue) -> None:
+    for n in range(5):
+        work_queue.put(_envelope(f"req-{n}"))
+    assert work_queue.claim("qa", 0) == []
+    assert _ids(work_queue.claim("qa", 2)) == ["req-0", "req-1"]
+    assert _ids(work_queue.claim("qa", 10)) == ["req-2", "req-3", "req-4"]
+    assert work_queue.claim("qa", 10) == []  # none is handed out twice
+    assert _waiting(work_queue) == 5  # claimed ones still count until done
+
+
+def test_a_role_claims_only_its_own_envelopes(work_queue: WorkQueue) -> None:
+    work_queue.put(_envelope("req-1", "qa"))
+    work_queue.put(_envelope("req-2", "planner"))
+    assert _ids(work_queue.claim("developer", 10)) == []
+    assert _ids(work_queue.claim("planner", 10)) == ["req-2"]
+    (claim,) = work_queue.claim("qa", 10)
+    assert (claim.role, _ids([claim])) == ("qa", ["req-1"])
+
+
+def test_counts_per_role(work_queue: WorkQueue) -> None:
+    assert work_queue.counts() == dict.fromkeys(ROLES, 0)
+    work_queue.put(_envelope("req-1", "qa"))
+    work_queue.put(_envelope("req-2", "qa"))
+    work_queue.put(_envelope("req-3", "planner"))
+    assert work_queue.counts() == dict.fromkeys(ROLES, 0) | {"qa": 2, "planner": 1}
+
+
+def test_done_removes_the_envelope(queue_backend: QueueBackend, work_queue: WorkQueue) -> None:
+    work_queue.put(_envelope("req-1"))
+    work_queue.put(_envelope("req-2"))
+    (first,) = work_queue.claim("qa", 1)
+    work_queue.done(first)
+    assert work_queue.counts()["qa"] == 1
+    other = queue_backend.new_queue()  # another worker, or the next run
+    (second,) = other.claim("qa", 10)
+    assert _ids([second]) == ["req-2"]
+    other.done(second)
+    assert _waiting(work_queue) == 0
+    assert queue_backend.new_queue().claim("qa", 10) == []
+
+
+def test_a_released_envelope_stays_queued_for_a_later_run(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    envelope = _envelope("req-1")
+    work_queue.put(envelope)
+    (claim,) = work_queue.claim("qa", 10)
+    work_queue.release(claim)
+    assert work_queue.counts()["qa"] == 1
+    assert work_queue.claim("qa", 10) == []  # not retried by this worker now
+    (again,) = queue_backend.new_queue().claim("qa", 10)  # the next run takes it again
+    assert again.envelope == envelope
+
+
+def test_a_rejected_envelope_is_set_aside(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    work_queue.put(_envelope("req-1"))
+    work_queue.put(_envelope("req-2"))
+    (first,) = work_queue.claim("qa", 1)
+    work_queue.reject(first, "a person should look at this")
+    assert work_queue.counts()["qa"] == 1
+    (second,) = work_queue.claim("qa", 10)  # the rejected one is not handed out again
+    assert _ids([second]) == ["req-2"]
+    work_queue.done(second)
+    assert _waiting(work_queue) == 0
+    assert queue_backend.new_queue().claim("qa", 10) == []  # nor to anyone else
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"{not json", id="not-json"),
+        pytest.param(b"[1, 2]", id="not-an-object"),
+        pytest.param(b'{"request_id": "req-1", "target": "qa"}', id="no-sender"),
+        pytest.param(b'{"request_id": "req-1", "sender": "x", "target": "planner"}', id="target"),
+        pytest.param(b'{"request_id": "../x", "sender": "x", "target": "qa"}', id="unsafe-id"),
+        pytest.param(b"\xff\xfe", id="not-utf8"),
+    ],
+)
+def test_a_corrupt_envelope_is_a_claim_with_a_problem(
+    queue_backend: QueueBackend, work_queue: WorkQueue, data: bytes
+) -> None:
+    work_queue.put(_envelope("req-0"))
+    queue_backend.put_bytes("qa", data)
+    work_queue.put(_envelope("req-2"))
+    good, bad, later = work_queue.claim("qa", 10)
+    assert _ids([good, later]) == ["req-0", "req-2"]  # still in arrival order
+    assert (bad.role, bad.envelope) == ("qa", None)
+    assert bad.ticket in bad.problem  # names where the bytes are
+    work_queue.reject(bad, bad.problem)
+    assert work_queue.counts()["qa"] == 2
+
+
+# --- the file queue -----------------------------------------------------------------------------
+
+
+def test_file_queue_keeps_one_file_per_envelope(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    envelope = _envelope("req-1", scope="Ünï")
+    ticket = Path(FileWorkQueue(workspace).put(envelope))
+    assert ticket.parent == workspace.role_queue("qa")
+    assert ticket.name.endswith("-req-1.json")
+    assert msgspec.json.decode(ticket.read_bytes(), type=MessageEnvelope) == envelope
+    assert "Ünï" in ticket.read_text(encoding="utf-8")  # readable by a person
+    assert list(ticket.parent.iterdir()) == [ticket]  # no temp file left behind
+
+
+def test_file_queue_never_claims_a_half_written_envelope(tmp_path: Path) -> None:
+    folder = Workspace(tmp_path).role_queue("qa")
+    folder.mkdir(parents=True)
+    (folder / ".00001-x-req-1.json.123.abcd.tmp").write_text('{"request_id": "req-1"')
+    (folder / "00002-notes.txt").write_text("not an envelope file")
+    queue = FileWorkQueue(Workspace(tmp_path))
+    assert queue.claim("qa", 10) == []
+    assert queue.counts()["qa"] == 0
+
+
+def test_file_queue_rejects_into_a_folder_with_the_reason(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    queue = FileWorkQueue(workspace)
+    ticket = Path(queue.put(_envelope("req-1")))
+    content = ticket.read_bytes()
+    (claim,) = queue.claim("qa", 10)
+    queue.reject(claim, "the reason")
+    rejected = workspace.queue_dir / "rejected" / f"qa-{ticket.name}"
+    assert rejected.read_bytes() == content  # kept as it was, never deleted
+    assert rejected.with_name(rejected.name + ".reason").read_text() == "the reason\n"
+    assert not ticket.exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        pytest.param(b"{oops", "not valid JSON", id="not-json"),
+        pytest.param(
+            b'{"request_id": "req-1", "target": "qa"}', "not a valid envelope", id="shape"
+        ),
+        pytest.param(
+            b'{"request_id": "req-1", "sender": "x", "target": "planner"}',
+            "target is 'planner', not 'qa'.",
+            id="target",
+        ),
+        pytest.param(
+            b'{"request_id": "a/b", "sender": "x", "target": "qa"}',
+            "request id 'a/b' is not a safe file name",
+            id="unsafe-id",
+        ),
+    ],
+)
+def test_file_queue_problems_name_the_file(tmp_path: Path, data: bytes, problem: str) -> None:
+    folder = Workspace(tmp_path).role_queue("qa")
+    folder.mkdir(parents=True)
+    path = folder / "0001-bad.json"
+    path.write_bytes(data)
+    (claim,) = FileWorkQueue(Workspace(tmp_path)).claim("qa", 10)
+    assert claim.ticket == str(path)
+    assert re.match(rf"^{re.escape(str(path))}: {re.escape(problem)}", claim.problem)
+
+
+def test_file_queue_refuses_unsafe_ids_and_unknown_roles(tmp_path: Path) -> None:
+    queue = FileWorkQueue(Workspace(tmp_path))
+    with pytest.raises(UnsafeRequestIdError, match=r"^request id '\.\./x' is not a safe"):
+        queue.put(_envelope("../x"))
+    with pytest.raises(ValueError, match=r"^unknown role 'boss'"):
+        queue.put(_envelope("req-1", target="boss"))
+    assert list(tmp_path.iterdir()) == []  # nothing written for either
