@@ -160,7 +160,7 @@ async def test_bad_envelopes_are_rejected_with_their_reason(
         "3-missing.json": ('{"request_id": "req-1", "target": "qa"}', "not a valid envelope"),
         "4-target.json": (
             '{"request_id": "req-1", "sender": "x", "target": "planner"}',
-            "target is 'planner', not 'qa'",
+            "its target is not the qa role",
         ),
         "5-unsafe.json": ('{"request_id": "../x", "sender": "x", "target": "qa"}', "not a safe"),
     }

@@ -95,7 +95,7 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
         assert len(mine) >= 1
         base = len(record["events"])
     # A killed writer may leave a temp file; readers ignore it, the next writer removes it.
-    leftover = path.parent / f".{path.name}.999.dead{TEMP_SUFFIX}"
+    leftover = path.parent / f".{path.name}~999.dead{TEMP_SUFFIX}"
     leftover.write_bytes(b"{torn")
     assert store.read_record(Workspace(tmp_path).record_paths("req-1"))[0]["request_id"] == "req-1"
     store.append_to_record(Workspace(tmp_path).record_paths("req-1"), [encode_event({})], {})

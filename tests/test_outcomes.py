@@ -10,6 +10,7 @@ import pytest
 from teams_runtime.actors.outcomes import (
     MAX_REPAIRS,
     contract_failure,
+    follow_up_id,
     plan_model_failure,
     plan_outcome,
     research_result,
@@ -72,7 +73,7 @@ def test_the_version_controller_reports_a_completed_commit() -> None:
 
 def test_a_next_role_hands_the_request_over() -> None:
     result = _result(next_role="qa", artifacts=["src/export.py", 7])
-    plan = plan_outcome("developer", ENVELOPE, result, NOW)
+    plan = plan_outcome("developer", ENVELOPE, result, NOW, hops=2)
     report, hand_off = plan.events
     assert (report["type"], report["payload"]) == ("role_report", result)
     assert hand_off == {
@@ -88,11 +89,13 @@ def test_a_next_role_hands_the_request_over() -> None:
         "status": "in_progress",
         "current_role": "qa",
         "next_role": "qa",
+        "hops": 3,
     }
     assert plan.follow_up == MessageEnvelope(
         request_id="req-1",
         sender="developer",
         target="qa",
+        envelope_id=follow_up_id(ENVELOPE.envelope_id, "qa"),
         intent="implement",
         urgency="high",
         scope="Add CSV export",
@@ -186,3 +189,33 @@ def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected
     text = json.dumps(result)
     _, problems = validate_answer(text, kind="task", request_id="req-1", role="research")
     assert problems == []
+
+
+def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> None:
+    result = _result(next_role="qa")
+    assert plan_outcome("developer", ENVELOPE, result, NOW, hops=2, max_hops=3).follow_up
+    plan = plan_outcome("developer", ENVELOPE, result, NOW, hops=3, max_hops=3)
+    report, stop = plan.events
+    assert report["type"] == "role_report" and stop["type"] == "hop_limit"
+    assert stop["payload"] == {"hops": 3, "max_hops": 3, "from_role": "developer", "to_role": "qa"}
+    assert "team.max_hops is 3" in stop["summary"]
+    assert plan.updates["status"] == "failed" and plan.follow_up is None and plan.drop_queued
+
+
+def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:
+    result = _result(next_role="qa")
+    plan = plan_outcome("developer", ENVELOPE, result, NOW, cancelled=True)
+    (report,) = plan.events
+    assert report["type"] == "role_report"
+    assert plan.updates == {"result": result, "updated_at": NOW}
+    assert plan.follow_up is None
+
+
+def test_follow_up_ids_are_the_same_on_every_delivery_and_differ_by_role() -> None:
+    assert follow_up_id("env-1", "qa") == follow_up_id("env-1", "qa")
+    assert (
+        len(
+            {follow_up_id("env-1", "qa"), follow_up_id("env-1", "dev"), follow_up_id("env-2", "qa")}
+        )
+        == 3
+    )

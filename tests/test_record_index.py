@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from teams_runtime.actors.storage import record_files as store
-from teams_runtime.actors.storage.record_index import INDEX_TAIL, RecordIndex
+from teams_runtime.actors.storage.record_index import INDEX_TAIL, RecordIndex, encode_index
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
 from teams_runtime.codecs.records import decode_any, encode_event
 from teams_runtime.demo import sample_record
@@ -91,24 +91,24 @@ def test_a_stale_index_is_ignored_and_replaced(tmp_path: Path) -> None:
 def test_an_index_that_lies_is_not_believed(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     store.create_record(paths, sample_record(40, "req-1"))
-    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=RecordIndex)
+    index = _decoded(paths.index.read_bytes())
     role, (position, (offset, length)) = next(iter(index.evidence.items()))
     lying = msgspec.structs.replace(
         index, evidence={**index.evidence, role: (position, (offset + 1, length))}
     )
-    paths.index.write_bytes(msgspec.msgpack.encode(lying))
+    paths.index.write_bytes(encode_index(lying))  # even with a digest that matches
     assert store.read_indexed_parts(paths) is None
 
 
 def test_an_index_with_wrong_tail_offsets_is_not_believed(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     store.create_record(paths, sample_record(40, "req-1"))
-    index = msgspec.msgpack.decode(paths.index.read_bytes(), type=RecordIndex)
+    index = _decoded(paths.index.read_bytes())
     for shift in (1, -3):
         lying = msgspec.structs.replace(
             index, tail=[(offset + shift, length) for offset, length in index.tail]
         )
-        paths.index.write_bytes(msgspec.msgpack.encode(lying))
+        paths.index.write_bytes(encode_index(lying))
         assert store.read_indexed_parts(paths) is None
 
 
@@ -119,3 +119,7 @@ def test_garbage_index_is_ignored(tmp_path: Path) -> None:
     assert store.read_indexed_parts(paths) is None
     store.append_to_record(paths, [encode_event({"type": "note"})], {})
     _check_consistent(paths)
+
+
+def _decoded(data: bytes) -> RecordIndex:
+    return msgspec.msgpack.decode(data[16:], type=RecordIndex)  # after its 16-byte digest

@@ -183,7 +183,9 @@ async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(
     seed(workspace, "req-1", "qa")
     summary = await run_once(workspace)
     assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
-    claims = FileWorkQueue(workspace).claim("qa", 100)
+    next_run = FileWorkQueue(workspace)
+    assert next_run.restore_deferred() == 1  # left for the next run
+    claims = next_run.claim("qa", 100)
     assert [claim.envelope.request_id for claim in claims if claim.envelope] == ["req-odd"]
     assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'
 

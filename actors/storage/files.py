@@ -80,6 +80,7 @@ def ensure_folder(folder: Path, runtime: Path) -> None:
     of them, ``runtime`` included, that is a symbolic link (``RecordError`` naming it)."""
     parts = folder.relative_to(runtime.parent).parts
     current = runtime.parent
+    current.mkdir(parents=True, exist_ok=True)  # the workspace itself: the user's to link
     for part in parts:
         current = current / part
         try:

@@ -192,7 +192,7 @@ class WorkQueue(Protocol):
         ...
 
     def counts(self) -> dict[str, int]:
-        """How many envelopes wait for or are claimed by each role (deferred ones aside)."""
+        """How many envelopes each role has not finished: waiting, claimed or deferred."""
         ...
 
     def snapshot(self) -> QueueSnapshot:

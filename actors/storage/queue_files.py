@@ -108,7 +108,7 @@ class FileWorkQueue:
             except FileNotFoundError:
                 continue  # another worker was faster
             try:
-                claims.append(Claim(str(target), role, _load(target, role)))
+                claims.append(Claim(str(target), role, _load(target, role, shown=path)))
             except EnvelopeError as exc:
                 claims.append(Claim(str(target), role, None, str(exc)))
         return claims
@@ -198,11 +198,11 @@ class FileWorkQueue:
     # --- what is where --------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        counts = {role: len(_envelopes(self.workspace.role_queue(role))) for role in ROLES}
-        for worker in _children(self._claimed):
-            for role in ROLES:
-                counts[role] += len(_envelopes(worker / role))
-        return counts
+        snapshot = self.snapshot()
+        return {
+            role: snapshot.waiting[role] + snapshot.claimed[role] + snapshot.deferred[role]
+            for role in ROLES
+        }
 
     def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
@@ -254,24 +254,24 @@ def _move_back(path: Path, folder: Path, workspace: Workspace) -> int:
     return 1
 
 
-def _load(path: Path, role: str) -> MessageEnvelope:
-    """Read one envelope; ``EnvelopeError`` names the file and the kind of problem, never a
-    value from it (the text goes to logs)."""
+def _load(path: Path, role: str, shown: Path) -> MessageEnvelope:
+    """Read one envelope; ``EnvelopeError`` names the file (as ``shown``, where it was queued)
+    and the kind of problem, never a value from it (the text goes to logs)."""
     try:
         envelope = _DECODER.decode(_read_no_follow(path))
     except OSError as exc:
-        raise EnvelopeError(f"{path}: cannot be read ({exc.strerror}).") from None
+        raise EnvelopeError(f"{shown}: cannot be read ({exc.strerror}).") from None
     except msgspec.ValidationError as exc:
         # msgspec names the field and the expected type, never the value.
-        raise EnvelopeError(f"{path}: not a valid envelope ({exc}).") from None
+        raise EnvelopeError(f"{shown}: not a valid envelope ({exc}).") from None
     except (msgspec.DecodeError, RecursionError):
-        raise EnvelopeError(f"{path}: not valid JSON.") from None
+        raise EnvelopeError(f"{shown}: not valid JSON.") from None
     if envelope.target != role:
-        raise EnvelopeError(f"{path}: its target is not the {role} role of this folder.")
+        raise EnvelopeError(f"{shown}: its target is not the {role} role of this folder.")
     try:
         check_request_id(envelope.request_id)
     except TeamsRuntimeError:
-        raise EnvelopeError(f"{path}: its request id is not a safe file name.") from None
+        raise EnvelopeError(f"{shown}: its request id is not a safe file name.") from None
     if not envelope.envelope_id:  # queued before envelopes had ids: its file name is one
         envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{path.stem}")
     return envelope
