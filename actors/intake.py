@@ -1,4 +1,5 @@
-"""New work entering the team: ``teams-runtime submit`` and the demo's seeding."""
+"""What users put in: new work (``teams-runtime submit``, the demo's seeding) and
+cancellations (``teams-runtime cancel``)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,22 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.outcomes import plan_cancel
 from teams_runtime.actors.storage import FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 
-__all__ = ["Submission", "new_record", "new_request_id", "submit", "submit_with"]
+__all__ = [
+    "Cancellation",
+    "Submission",
+    "cancel",
+    "new_record",
+    "new_request_id",
+    "submit",
+    "submit_with",
+]
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -113,3 +123,30 @@ async def submit(
     root = Workspace(workspace)
     async with open_context(root.root) as context:
         return await submit_with(context, FileWorkQueue(root), envelope)
+
+
+class Cancellation(msgspec.Struct, frozen=True):
+    """What ``cancel`` did."""
+
+    request_id: str
+    already: bool  # it was cancelled before: nothing was written
+    dropped: int  # queued envelopes removed
+
+
+async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
+    """Cancel a request: drop its queued envelopes and mark it ``cancelled`` with an event.
+
+    An envelope a worker holds now finishes its model call; its outcome is then recorded
+    without handing the request on. Raises ``UnknownRequestError`` for an unknown id.
+    """
+    check_request_id(request_id)
+    root = Workspace(workspace)
+    queue = FileWorkQueue(root)
+    async with open_context(root.root) as context:
+        status = (await context.project(request_id)).fields.get("status")
+        already = status is not None and msgspec.json.decode(status) == "cancelled"
+        if not already:
+            plan = plan_cancel(now_iso())
+            await context.append_events(request_id, plan.events, updates=plan.updates)
+        dropped = await anyio.to_thread.run_sync(queue.drop, request_id)
+    return Cancellation(request_id, already, dropped)

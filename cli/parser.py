@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.records import cmd_append, cmd_explain, cmd_project, cmd_prompt
+from teams_runtime.cli.status import cmd_cancel, cmd_status
 from teams_runtime.cli.team import (
     cmd_config,
     cmd_demo,
@@ -72,6 +73,16 @@ def _timestamp(text: str) -> str:
     if moment.tzinfo is None:
         moment = moment.astimezone()
     return moment.isoformat()
+
+
+def _role_list(text: str) -> list[str]:
+    roles = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [role for role in roles if role not in ROLES]
+    if not roles or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} must be a comma-separated list of roles: {', '.join(ROLES)}"
+        )
+    return roles
 
 
 def _add_workspace(parser: argparse.ArgumentParser) -> None:
@@ -211,14 +222,51 @@ def _add_run(commands: _Commands) -> None:
     run = commands.add_parser(
         "run",
         help="run the team: every role handles its queued envelopes",
-        description="Start the ContextActor and one actor per role. With --once, handle all "
-        "queued work (and the work it creates), then exit 0; without, run until Ctrl-C or "
-        "SIGTERM (envelopes in flight stay queued for the next run).",
+        description="Start the ContextActor and one actor per role. Several `run` processes "
+        "(on one machine or several sharing the folder) share the queue: each envelope is "
+        "claimed by one worker. With --once, handle all queued work (and the work it creates), "
+        "then exit 0; without, run until Ctrl-C or SIGTERM (envelopes in flight stay queued).",
     )
     _add_workspace(run)
-    run.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="exit when no envelope is waiting or claimed for any role, by any worker",
+    )
+    run.add_argument(
+        "--roles",
+        type=_role_list,
+        metavar="R1,R2",
+        help=f"serve only these roles (default: all: {','.join(ROLES)})",
+    )
     run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
     run.set_defaults(handler=cmd_run)
+
+
+def _add_status(commands: _Commands) -> None:
+    status = commands.add_parser(
+        "status",
+        help="requests, queued and claimed envelopes per role, and the workers alive",
+        description="Per request: status, current role, hops, events, last event time; per "
+        "role: envelopes waiting, claimed and deferred; per worker: its lease and what it "
+        "holds. See docs/cli.md for the --json shape.",
+    )
+    _add_workspace(status)
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(handler=cmd_status)
+
+
+def _add_cancel(commands: _Commands) -> None:
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel a request: drop its queued envelopes and mark it cancelled",
+        description="Drop the request's queued envelopes and mark it `cancelled` with an "
+        "event. An envelope a worker holds finishes its model call; its outcome is then "
+        "recorded without handing the request on.",
+    )
+    cancel.add_argument("request_id", metavar="REQUEST_ID")
+    _add_workspace(cancel)
+    cancel.set_defaults(handler=cmd_cancel)
 
 
 def _add_prompt(commands: _Commands) -> None:
@@ -317,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_append(commands)
     _add_submit(commands)
     _add_run(commands)
+    _add_status(commands)
+    _add_cancel(commands)
     _add_prompt(commands)
     _add_metrics(commands)
     _add_demo(commands)

@@ -88,7 +88,7 @@ async def _run_until_signal(team: Team) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    team = Team(workspace.root, load_team_config(workspace.root))
+    team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
     configure_logging(workspace, console_level="DEBUG" if args.verbose else "INFO")
     try:
         if args.once:

@@ -77,7 +77,8 @@ def team_workspace(
 ) -> Callable[..., Workspace]:
     """Make a workspace (``tmp_path`` unless ``root``) whose team_runtime.yaml runs the fake
     model in ``mode`` (state in ``<root>/model-state``); ``model`` adds or overrides keys of the
-    model section, ``prompt_context`` is that section, ``command`` replaces the model command."""
+    model section, ``prompt_context`` is that section, ``command`` replaces the model command,
+    ``sections`` adds others (``team``, ``queue``)."""
 
     def make(
         mode: str = "valid",
@@ -86,6 +87,7 @@ def team_workspace(
         prompt_context: dict[str, Any] | None = None,
         command: list[str] | None = None,
         root: Path | None = None,
+        sections: dict[str, Any] | None = None,
     ) -> Workspace:
         root = root if root is not None else tmp_path
         root.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,7 @@ def team_workspace(
                 "timeout_seconds": 10,
                 **(model or {}),
             },
+            **(sections or {}),
         }
         (root / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         return Workspace(root)

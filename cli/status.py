@@ -1,0 +1,125 @@
+"""Commands on a running team's state: ``status`` and ``cancel``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import anyio
+
+from teams_runtime.actors.intake import cancel
+from teams_runtime.actors.storage import (
+    FileRecordStore,
+    FileWorkQueue,
+    IndexedParts,
+    Workspace,
+    load_team_config,
+)
+from teams_runtime.cli.output import write_json
+from teams_runtime.codecs.records import EVENTS_KEY, decode_any
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import TeamsRuntimeError
+
+__all__ = ["cmd_cancel", "cmd_status", "status_report"]
+
+
+def _text(fields: dict[str, Any], key: str) -> str:
+    value = fields.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _request_row(store: FileRecordStore, request_id: str) -> dict[str, Any]:
+    try:
+        read = store.read(request_id, tail=1)
+    except TeamsRuntimeError as exc:
+        return {"request_id": request_id, "status": "unreadable", "error": str(exc)}
+    if isinstance(read, IndexedParts):
+        count, last = read.count, read.tail[-1:]
+    else:
+        events = read.fields.get(EVENTS_KEY)
+        history = events if isinstance(events, list) else []
+        count, last = len(history), history[-1:]
+    last_event = decode_any(last[0]) if last else None
+    hops = read.fields.get("hops")
+    return {
+        "request_id": request_id,
+        "status": _text(read.fields, "status"),
+        "current_role": _text(read.fields, "current_role"),
+        "hops": hops if type(hops) is int else 0,
+        "events": count,
+        "last_event_at": _text(last_event, "timestamp") if isinstance(last_event, dict) else "",
+    }
+
+
+def status_report(workspace: Workspace) -> dict[str, Any]:
+    """Every request's state, every role's envelopes, every worker's lease: one object."""
+    config = load_team_config(workspace.root)
+    store = FileRecordStore(workspace)
+    snapshot = FileWorkQueue(workspace, lease_seconds=config.queue.lease_seconds).snapshot()
+    return {
+        "workspace": str(workspace.root.resolve()),
+        "requests": [_request_row(store, request_id) for request_id in store.list_ids()],
+        "roles": {
+            role: {
+                "waiting": snapshot.waiting[role],
+                "claimed": snapshot.claimed[role],
+                "deferred": snapshot.deferred[role],
+            }
+            for role in ROLES
+        },
+        "workers": [
+            {
+                "worker": worker.worker,
+                "alive": worker.alive,
+                "lease_age_seconds": None
+                if worker.lease_age is None
+                else round(worker.lease_age, 1),
+                "holds": worker.holds,
+            }
+            for worker in snapshot.workers
+        ],
+    }
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    requests = report["requests"]
+    print(f"{len(requests)} request(s) in {report['workspace']}")
+    if requests:
+        print(
+            f"  {'request':<28} {'status':<12} {'role':<19} {'hops':>4} {'events':>6}  last event"
+        )
+    for row in requests:
+        print(
+            f"  {row['request_id']:<28} {row['status']:<12} {row.get('current_role', ''):<19} "
+            f"{row.get('hops', 0):>4} {row.get('events', 0):>6}  {row.get('last_event_at', '')}"
+        )
+    busy = {role: counts for role, counts in report["roles"].items() if any(counts.values())}
+    print("envelopes: " + (", ".join(
+        f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
+        for role, c in busy.items()) or "none queued"))  # fmt: skip
+    for worker in report["workers"]:
+        state = "alive" if worker["alive"] else "lease expired"
+        holds = ", ".join(worker["holds"]) or "nothing"
+        print(f"worker {worker['worker']}: {state}, holds {holds}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    report = status_report(Workspace(args.workspace))
+    if args.json:
+        write_json(report)
+    else:
+        _print_report(report)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    load_team_config(args.workspace)  # a broken or missing config is an error before any write
+    done = anyio.run(cancel, args.workspace, args.request_id)
+    if done.already:
+        print(f"{done.request_id} was already cancelled; dropped {done.dropped} envelope(s).")
+        return 0
+    print(
+        f"Cancelled {done.request_id}; dropped {done.dropped} queued envelope(s). A role "
+        "working on it now finishes its call; its outcome is recorded without handing it on."
+    )
+    return 0

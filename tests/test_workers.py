@@ -1,0 +1,200 @@
+"""Several `teams-runtime run` processes on one workspace: real processes, real signals.
+
+Each envelope is handled once; a killed worker's claims come back after its lease; loops end
+at `team.max_hops`; `cancel` stops a request a running team works on.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
+
+REPORTS = ("role_report", "version_control_completed")
+ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
+
+
+def _worker(workspace: Workspace, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(workspace.root), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _calls(workspace: Workspace) -> Counter[tuple[str, str]]:
+    log = workspace.root / "model-state" / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return Counter((json.loads(line)["request_id"], json.loads(line)["role"]) for line in lines)
+
+
+def _reports(record: dict[str, Any], seeded: int) -> list[str]:
+    """Who reported after the ``seeded`` generated events."""
+    return [e["actor"] for e in record["events"][seeded:] if e.get("type") in REPORTS]
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_three_workers_handle_each_envelope_once(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = team_workspace("slow:0.2")
+    ids = [f"req-{n:02d}" for n in range(12)]
+    for request_id in ids:
+        seed(workspace, request_id, "planner", events=5)
+    workers = [_worker(workspace, "--once") for _ in range(3)]
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+    for worker, (out, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+        assert out.startswith("Handled ")
+    handled = sum(int(out.split()[1]) for out, _ in outputs)
+    assert handled == len(ids) * len(ROUTE)  # 48, not 48 per worker
+    for request_id in ids:
+        record = read_record(workspace, request_id)
+        assert _reports(record, 5) == ROUTE and record["status"] == "completed"
+    assert set(_calls(workspace).values()) == {1}  # every (request, role) asked exactly once
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
+
+
+def test_a_killed_workers_envelope_is_finished_by_another_after_its_lease(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = team_workspace("slow:1.5", sections={"queue": {"lease_seconds": 2}})
+    seed(workspace, "req-1", "qa", events=5)
+    first = _worker(workspace, "--once")
+    claimed = workspace.queue_dir / "claimed"
+    _wait_for(lambda: any(claimed.rglob("*.json")), 30, "the first worker's claim")
+    time.sleep(0.3)  # its model call is running
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    started = time.monotonic()
+    second = _worker(workspace, "--once")
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert time.monotonic() - started >= 1.0  # it waited for the dead worker's lease
+    record = read_record(workspace, "req-1")
+    assert _reports(record, 5) == ["qa"]  # finished once, no duplicate report
+    assert _calls(workspace)[("req-1", "qa")] <= 2  # at most one extra model call
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
+
+
+def test_a_ping_pong_model_ends_at_the_hop_limit(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    model = tmp_path / "ping_pong.py"
+    model.write_text(
+        "import json, os, sys\n"
+        "sys.stdin.read()\n"
+        "role = os.environ['TEAMS_RUNTIME_ROLE']\n"
+        "print(json.dumps({'request_id': os.environ['TEAMS_RUNTIME_REQUEST_ID'], 'role': role,\n"
+        "    'status': 'completed', 'summary': 'back to you',\n"
+        "    'next_role': 'developer' if role == 'qa' else 'qa'}))\n"
+    )
+    workspace = team_workspace(
+        command=[sys.executable, str(model)],
+        root=tmp_path / "ws",
+        sections={"team": {"max_hops": 5}},
+    )
+    seed(workspace, "req-1", "qa", events=3)
+    worker = _worker(workspace, "--once")
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "failed" and record["hops"] == 5
+    assert len(_reports(record, 3)) == 6  # 5 hand-offs, then the report that would be the 6th
+    stop = record["events"][-1]
+    assert stop["type"] == "hop_limit" and stop["payload"]["max_hops"] == 5
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
+
+
+def test_cancel_stops_a_request_a_running_team_works_on(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = team_workspace("slow:1.5")
+    seed(workspace, "req-1", "planner", events=3)
+    runner = _worker(workspace)
+    try:
+        log = workspace.root / "model-state"
+        _wait_for(lambda: any(log.glob("calls-req-1-planner")), 30, "the planner's model call")
+        cancel = subprocess.run(
+            [sys.executable, "-m", "teams_runtime", "cancel", "req-1",
+             "--workspace", str(workspace.root)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert cancel.returncode == 0, cancel.stderr
+        assert cancel.stdout.startswith("Cancelled req-1")
+
+        def outcome_recorded() -> bool:
+            return _reports(read_record(workspace, "req-1"), 3) == ["planner"]
+
+        _wait_for(outcome_recorded, 30, "the planner's outcome")
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "cancelled"
+    assert [e["type"] for e in record["events"][3:]] == ["cancelled", "role_report"]
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0  # not handed on
+    assert _calls(workspace)[("req-1", "developer")] == 0
+
+
+def test_run_serves_only_the_roles_it_is_given(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None]
+) -> None:
+    workspace = team_workspace()
+    seed(workspace, "req-1", "planner", events=3)
+    planner = _worker(workspace, "--roles", "planner")
+    try:
+        queue = FileWorkQueue(workspace)
+        _wait_for(lambda: queue.counts()["developer"] == 1, 30, "the hand-off to developer")
+        time.sleep(0.5)
+        assert queue.counts()["developer"] == 1  # nobody here serves it
+    finally:
+        planner.send_signal(signal.SIGTERM)
+        planner.communicate(timeout=60)
+    rest = _worker(workspace, "--once", "--roles", "developer,version_controller,qa")
+    _, err = rest.communicate(timeout=60)
+    assert rest.returncode == 0, err
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
+
+
+def test_status_reports_requests_envelopes_and_workers(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None]
+) -> None:
+    workspace = team_workspace()
+    seed(workspace, "req-1", "planner", events=3)
+    done = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", "status", "--json",
+         "--workspace", str(workspace.root)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["workspace"] == str(workspace.root.resolve())
+    (row,) = report["requests"]
+    assert (row["request_id"], row["events"], row["hops"]) == ("req-1", 3, 0)
+    assert report["roles"]["planner"] == {"waiting": 1, "claimed": 0, "deferred": 0}
+    assert report["workers"] == []
