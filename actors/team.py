@@ -6,6 +6,7 @@ every role actor and to the ContextActor, and feeds queued envelopes to their ro
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,7 +57,7 @@ class Team:
         *,
         backend: ModelBackend | None = None,
         concurrency: int = 4,
-        poll_interval: float = 0.5,
+        poll_interval: float = 0.1,
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
         queue: WorkQueue | None = None,
@@ -77,6 +78,7 @@ class Team:
         self._concurrency = concurrency
         self._poll_interval = poll_interval
         self._in_flight = 0  # envelopes told to a role and not finished yet
+        self._busy: Counter[str] = Counter()  # the same, per role
         self._inbox_size = 256
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
@@ -89,6 +91,7 @@ class Team:
 
     def _finished(self, claim: Claim, outcome: Outcome) -> None:
         self._in_flight -= 1
+        self._busy[claim.role] -= 1
         match outcome:
             case "done":
                 self.summary.handled += 1
@@ -104,10 +107,13 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
-            room = self._inbox_size - actor.statistics().queued
+            # Claim only what this worker can start now: an envelope claimed and left waiting
+            # here is one another worker could be handling.
+            room = self._concurrency - self._busy[role]
             claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
             for claim in claims:
                 self._in_flight += 1
+                self._busy[role] += 1
                 await actor.tell(claim)
                 given += 1
         return given

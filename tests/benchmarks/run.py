@@ -15,7 +15,10 @@ import gc
 import importlib.util
 import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -27,7 +30,7 @@ from typing import Any
 import anyio
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
-from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
@@ -259,6 +262,70 @@ async def throughput_row(root: Path) -> Row:
                rate >= 20_000)  # fmt: skip
 
 
+_SLEEPY_MODEL = """#!/bin/sh
+cat > /dev/null
+sleep 0.2
+printf '{"request_id": "%s", "role": "%s", "status": "completed", "summary": "ok"}' \\
+  "$TEAMS_RUNTIME_REQUEST_ID" "$TEAMS_RUNTIME_ROLE"
+"""
+
+
+def _reports(workspace: Workspace, ids: list[str]) -> int:
+    total = 0
+    for request_id in ids:
+        events = json.loads(workspace.request_path(request_id).read_bytes())["events"]
+        total += sum(1 for event in events if event.get("type") == "role_report")
+    return total
+
+
+def _workers_time(root: Path, workers: int, envelopes: int) -> tuple[float, int]:
+    """Seconds for ``workers`` running `run` processes to handle ``envelopes`` for qa, from
+    the moment they are queued (the workers are already up); and the duplicate reports."""
+    workspace = Workspace(root)
+    workspace.requests_dir.mkdir(parents=True)
+    model = root / "model.sh"
+    model.write_text(_SLEEPY_MODEL)
+    model.chmod(0o755)
+    workspace.config_path.write_text(
+        f"model:\n  backend: command\n  command: [{model}]\n  timeout_seconds: 30\n"
+    )
+    ids = [f"req-{n}" for n in range(envelopes)]
+    for request_id in ids:
+        create_record(workspace.record_paths(request_id), {"request_id": request_id})
+    command = [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(root)]
+    procs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(workers)]
+    try:
+        for proc in procs:
+            assert proc.stderr is not None
+            while "team started" not in proc.stderr.readline():
+                assert proc.poll() is None, "a worker exited before it started"
+        queue = FileWorkQueue(workspace)
+        start = time.perf_counter()
+        for request_id in ids:
+            queue.put(MessageEnvelope(request_id=request_id, sender="bench", target="qa"))
+        deadline = start + 120
+        while _reports(workspace, ids) < envelopes and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.communicate(timeout=60)
+    return elapsed, _reports(workspace, ids) - envelopes
+
+
+def workers_row(root: Path) -> Row:
+    """Throughput of 3 worker processes against 1 on one workspace, with a 0.2 s model."""
+    one, duplicates_one = _workers_time(root / "one-worker", 1, 60)
+    three, duplicates_three = _workers_time(root / "three-workers", 3, 60)
+    duplicates = duplicates_one + duplicates_three
+    ratio = one / three
+    met = ratio >= 2.5 and duplicates == 0
+    return Row("3 workers vs 1, 60 envelopes, 0.2 s model", f"{three:.2f} s", f"{one:.2f} s",
+               f"{ratio:.1f}x", f">= 2.5x, 0 duplicates ({duplicates})", met)  # fmt: skip
+
+
 def _naive_metrics(path: Path) -> dict[tuple[str, str], list[int]]:
     groups: dict[tuple[str, str], list[int]] = {}
     with open(path, encoding="utf-8") as handle:
@@ -373,6 +440,7 @@ async def main(quick: bool) -> int:
         rows.append(await throughput_row(Path(folder)))
         rows.append(metrics_row(Path(folder), 100_000 if quick else 1_000_000))
         rows.append(await memory_row(Path(folder), quick))
+        rows.append(workers_row(Path(folder)))
     print_table(rows)
     missed = [row.name for row in rows if row.met is False]
     if missed:
