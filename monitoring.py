@@ -46,12 +46,12 @@ __all__ = [
     "PROMPT_LOG_NAME",
     "Filters",
     "MetricsReport",
+    "aggregate",
     "configure_logging",
     "log_files",
     "read_records",
     "render_report",
     "stop_logging",
-    "summarise",
 ]
 
 PROMPT_LOG_NAME = "prompt_context.jsonl"
@@ -231,7 +231,7 @@ def _group_value(record: PromptRecord, key: str) -> Any:
             return record.timestamp[:10]
 
 
-def summarise(files: Iterable[Path], filters: Filters, by: list[str]) -> MetricsReport:
+def aggregate(files: Iterable[Path], filters: Filters, by: list[str]) -> MetricsReport:
     """Aggregate the records of ``files`` that pass ``filters``, grouped by ``by``."""
     since = datetime.fromisoformat(filters.since) if filters.since else None
     skipped = _Skipped()

@@ -1,7 +1,7 @@
 """The ContextActor: the one owner of a workspace's request store.
 
 Roles never touch records; they ask this actor (``codecs.context_protocol``). It answers
-projections from a per-request summary (read once per record version), and it is the single
+projections from a per-request digest (read once per record version), and it is the single
 writer of records in its process (appends go through the ``RecordStore``'s locked, atomic
 path). It never asks anyone, so no cycle of asks can deadlock.
 """
@@ -19,6 +19,12 @@ import msgspec
 from anyio.abc import TaskStatus
 from loguru import logger
 
+from teams_runtime.actors.digest import (
+    NeedsFullHistory,
+    RequestDigest,
+    digest_from_fields,
+    digest_from_parts,
+)
 from teams_runtime.actors.mailbox import Mailbox
 from teams_runtime.actors.storage import (
     IDEMPOTENCY_WINDOW,
@@ -27,12 +33,6 @@ from teams_runtime.actors.storage import (
     RecordRead,
     RecordStore,
     Workspace,
-)
-from teams_runtime.actors.summary import (
-    NeedsFullHistory,
-    RequestSummary,
-    summary_from_fields,
-    summary_from_parts,
 )
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
@@ -70,15 +70,13 @@ DEFAULT_ASK_TIMEOUT = 30.0
 
 class _Cached(msgspec.Struct):
     version: Hashable
-    summary: RequestSummary
+    digest: RequestDigest
 
 
 def _summarise(read: RecordRead, config: PromptContextConfig, classify_all: bool) -> _Cached:
     if isinstance(read, IndexedParts):
-        return _Cached(read.version, summary_from_parts(read, config))
-    return _Cached(
-        read.version, summary_from_fields(read.fields, config, classify_all=classify_all)
-    )
+        return _Cached(read.version, digest_from_parts(read, config))
+    return _Cached(read.version, digest_from_fields(read.fields, config, classify_all=classify_all))
 
 
 class ContextActor:
@@ -166,10 +164,10 @@ class ContextActor:
         if cached is None or cached.version != version:
             cached = await self._load(request_id, classify_all=False)
         try:
-            return cached.summary.project()
+            return cached.digest.project()
         except NeedsFullHistory:
             cached = await self._load(request_id, classify_all=True)
-            return cached.summary.project()
+            return cached.digest.project()
 
     async def _load(self, request_id: str, *, classify_all: bool) -> _Cached:
         def read() -> _Cached:
@@ -177,7 +175,7 @@ class ContextActor:
 
         config = self.config
         cached = await anyio.to_thread.run_sync(read)
-        logger.debug("read {} ({} events, full={})", request_id, cached.summary.count, classify_all)
+        logger.debug("read {} ({} events, full={})", request_id, cached.digest.count, classify_all)
         self._remember(request_id, cached)
         return cached
 
@@ -196,10 +194,10 @@ class ContextActor:
                 return appended.count, None
             if cached is not None and cached.version == appended.read_version:
                 # Nobody else wrote since we summarised: update in place, no re-read.
-                cached.summary.append(raw_events, raw_updates)
-                return appended.count, _Cached(parts.version, cached.summary)
+                cached.digest.append(raw_events, raw_updates)
+                return appended.count, _Cached(parts.version, cached.digest)
             if self._tail is not None and parts.covers(self._tail):
-                return appended.count, _Cached(parts.version, summary_from_parts(parts, config))
+                return appended.count, _Cached(parts.version, digest_from_parts(parts, config))
             read = self.store.read(request_id, tail=self._tail)
             return appended.count, _summarise(read, config, False)
 

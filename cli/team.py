@@ -20,11 +20,11 @@ from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
 from teams_runtime.monitoring import (
     Filters,
+    aggregate,
     configure_logging,
     log_files,
     render_report,
     stop_logging,
-    summarise,
 )
 
 __all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
@@ -114,7 +114,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
     filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
     files = log_files(workspace.logs_dir)
-    report = summarise(files, filters, args.by or ["role", "purpose"])
+    report = aggregate(files, filters, args.by or ["role", "purpose"])
     if args.json:
         output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
         write_json(output)

@@ -18,10 +18,10 @@ from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_reco
 from teams_runtime.monitoring import (
     PROMPT_LOG_NAME,
     Filters,
+    aggregate,
     configure_logging,
     log_files,
     stop_logging,
-    summarise,
 )
 
 pytestmark = pytest.mark.anyio
@@ -87,7 +87,7 @@ def logs(tmp_path: Path) -> Path:
 
 
 def test_totals_groups_and_skipped_lines(logs: Path) -> None:
-    report = summarise(log_files(logs), Filters(), ["role", "purpose"])
+    report = aggregate(log_files(logs), Filters(), ["role", "purpose"])
     totals = report.totals
     assert totals["prompts"] == 104
     assert totals["eligible"] == 104 and totals["compacted"] == 103
@@ -116,7 +116,7 @@ def test_totals_groups_and_skipped_lines(logs: Path) -> None:
     ],
 )
 def test_filters(logs: Path, filters: Filters, prompts: int) -> None:
-    assert summarise(log_files(logs), filters, ["role"]).totals["prompts"] == prompts
+    assert aggregate(log_files(logs), filters, ["role"]).totals["prompts"] == prompts
 
 
 def test_by_enabled_compares_per_prompt(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,7 @@ from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.records import encode_event, encode_record
 from teams_runtime.demo import sample_record
-from teams_runtime.monitoring import Filters, log_files, render_report, summarise
+from teams_runtime.monitoring import Filters, aggregate, log_files, render_report
 
 EXAMPLES = int(os.environ.get("TEAMS_RUNTIME_FUZZ_EXAMPLES", "60"))
 FAKE_MODEL = Path(__file__).with_name("fake_model.py")
@@ -489,7 +489,7 @@ def test_metrics_skip_huge_numbers_and_compare_zero_sized_periods(tmp_path: Path
             _record_line(enabled=False, prompt_chars=0, full_history_chars=0),
         ]) + "\n"
     )  # fmt: skip
-    report = summarise(log_files(logs), Filters(), ["enabled"])
+    report = aggregate(log_files(logs), Filters(), ["enabled"])
     assert report.skipped_lines == 1 and report.totals["prompts"] == 2
     assert "Comparison" in render_report(report)
 

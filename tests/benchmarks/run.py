@@ -37,7 +37,7 @@ from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_reco
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.demo import sample_record
-from teams_runtime.monitoring import PROMPT_LOG_NAME, Filters, log_files, summarise
+from teams_runtime.monitoring import PROMPT_LOG_NAME, Filters, aggregate, log_files
 from teams_runtime.prompts import build_prompt
 
 
@@ -372,7 +372,7 @@ def metrics_row(root: Path, count: int) -> Row:
         for _ in range(count // len(distinct)):
             handle.write(block)
     start = time.perf_counter()
-    report = summarise(log_files(logs), Filters(), ["role", "purpose"])
+    report = aggregate(log_files(logs), Filters(), ["role", "purpose"])
     ours = time.perf_counter() - start
     assert report.totals["prompts"] == count
     start = time.perf_counter()

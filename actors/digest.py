@@ -1,13 +1,13 @@
-"""A per-request summary that answers any projection without the full history.
+"""A per-request digest that answers any projection without the full history.
 
 It holds the event count, the last ``max_events`` events, and the newest role evidence of every
 role seen in the classified part of the history: memory that does not grow with the history.
 
-Built from a record's index (``IndexedParts`` from a ``RecordStore``), the summary is complete
+Built from a record's index (``IndexedParts`` from a ``RecordStore``), the digest is complete
 at once. Built by parsing the record, classification is lazy: events are classified
 newest-first only as far as the projection needs (the policy's walk back stops there too). If
 a later projection needs older evidence than was classified, ``project`` raises
-``NeedsFullHistory`` and the actor rebuilds the summary with the whole history classified,
+``NeedsFullHistory`` and the actor rebuilds the digest with the whole history classified,
 once per record version.
 
 Answers are equal to ``projection.select_events`` on every history (tested with hypothesis).
@@ -28,14 +28,14 @@ from teams_runtime.codecs.projected import Backfill, Projection
 from teams_runtime.codecs.records import EVENTS_KEY, encode_json, format_event
 from teams_runtime.codecs.request_ids import notice_request_id
 
-__all__ = ["NeedsFullHistory", "RequestSummary", "summary_from_fields", "summary_from_parts"]
+__all__ = ["NeedsFullHistory", "RequestDigest", "digest_from_fields", "digest_from_parts"]
 
 
 class NeedsFullHistory(Exception):
     """The projection needs evidence older than the classified part of the history."""
 
 
-class RequestSummary:
+class RequestDigest:
     """What the ContextActor keeps per request, for one ``PromptContextConfig``."""
 
     def __init__(
@@ -156,9 +156,9 @@ class RequestSummary:
         )
 
 
-def summary_from_fields(
+def digest_from_fields(
     fields: Mapping[str, Any], config: PromptContextConfig, *, classify_all: bool = False
-) -> RequestSummary:
+) -> RequestDigest:
     """Summarise a parsed record (events as ``Raw``), classifying only as far as needed."""
     events = fields.get(EVENTS_KEY)
     history: list[msgspec.Raw] = events if isinstance(events, list) else []
@@ -181,7 +181,7 @@ def summary_from_fields(
             evidence[role] = (index, history[index])
             found += 1
         index -= 1
-    return RequestSummary(
+    return RequestDigest(
         config=config,
         fields=fields,
         count=count,
@@ -193,9 +193,9 @@ def summary_from_fields(
     )
 
 
-def summary_from_parts(parts: IndexedParts, config: PromptContextConfig) -> RequestSummary:
+def digest_from_parts(parts: IndexedParts, config: PromptContextConfig) -> RequestDigest:
     """Summarise a record read through its index (complete: every role's newest evidence)."""
-    return RequestSummary(
+    return RequestDigest(
         config=config,
         fields=parts.fields,
         count=parts.count,

@@ -11,7 +11,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.summary import NeedsFullHistory, RequestSummary, summary_from_fields
+from teams_runtime.actors.digest import NeedsFullHistory, RequestDigest, digest_from_fields
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.records import decode_record, encode_record
@@ -21,13 +21,13 @@ from teams_runtime.projection import project_request
 from .strategies import configs, event, events, record
 
 
-def _answer(summary: RequestSummary, fields: dict[str, Any], config: PromptContextConfig) -> Any:
+def _answer(summary: RequestDigest, fields: dict[str, Any], config: PromptContextConfig) -> Any:
     """Project like the actor does: rebuild with every event classified when asked to."""
     try:
         return summary.project()
     except NeedsFullHistory:
         assert not summary.fully_classified
-        return summary_from_fields(fields, config, classify_all=True).project()
+        return digest_from_fields(fields, config, classify_all=True).project()
 
 
 def _same(answer: Projection, expected: Projection) -> None:
@@ -45,7 +45,7 @@ def test_a_summary_answers_like_the_policy(
 ) -> None:
     data = encode_record(record(history))
     fields = decode_record(data, "r")
-    summary = summary_from_fields(fields, config, classify_all=classify_all)
+    summary = digest_from_fields(fields, config, classify_all=classify_all)
     assert summary.count == len(history)
     if classify_all:
         assert summary.fully_classified
@@ -63,7 +63,7 @@ def test_appends_keep_the_answers_equal(
     history: list[Any], config: PromptContextConfig, batches: list[list[Any]], status: str
 ) -> None:
     current = record(history)
-    summary = summary_from_fields(decode_record(encode_record(current), "r"), config)
+    summary = digest_from_fields(decode_record(encode_record(current), "r"), config)
     for batch in batches:
         objects = [item if isinstance(item, dict) else {"value": item} for item in batch]
         summary.append([msgspec.Raw(msgspec.json.encode(o)) for o in objects], {"status": status})
@@ -74,7 +74,7 @@ def test_appends_keep_the_answers_equal(
 
 def test_a_summary_of_a_non_list_history_passes_it_through() -> None:
     fields = decode_record(encode_record({"request_id": "r", "events": "oops"}), "r")
-    answer = summary_from_fields(fields, PromptContextConfig()).project()
+    answer = digest_from_fields(fields, PromptContextConfig()).project()
     assert (answer.total_events, answer.record["events"]) == (0, "oops")
 
 
@@ -84,7 +84,7 @@ def test_memory_of_a_summary_is_flat_in_history_length() -> None:
         try:
             data = encode_record(sample_record(events, "req-1"))
             fields = decode_record(data, "x")
-            summary = summary_from_fields(fields, PromptContextConfig(), classify_all=True)
+            summary = digest_from_fields(fields, PromptContextConfig(), classify_all=True)
             del data, fields
             gc.collect()
             kept = tracemalloc.get_traced_memory()[0]
