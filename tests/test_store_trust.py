@@ -428,6 +428,7 @@ def test_numbers_out_of_range_are_carried_and_surrogates_are_record_errors(
     code = main(["project", "req-bad", "--workspace", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and str(bad) in err and "Traceback" not in err
+
     async def append_a_surrogate() -> None:
         async with open_context(tmp_path) as ctx:
             await ctx.append_event("req-odd", {"type": "x", "summary": "\ud800"})
