@@ -63,7 +63,9 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.backend = backend if backend is not None else make_backend(self.config.model)
+        self.backend = (
+            backend if backend is not None else make_backend(self.config.model, self.workspace.root)
+        )
         self.store = store if store is not None else FileRecordStore(self.workspace)
         self.queue = queue if queue is not None else FileWorkQueue(self.workspace)
         self.roles: dict[str, RoleActor] = {}
@@ -113,6 +115,7 @@ class Team:
             actor = RoleActor(
                 role,
                 model=self.config.model,
+                workspace=self.workspace,
                 context=context,
                 backend=self.backend,
                 queue=self.queue,
