@@ -54,7 +54,25 @@ class EnvelopeError(TeamsRuntimeError):
 
 
 class ModelFailure(TeamsRuntimeError):
-    """One model call failed; the message is a content-free reason (no prompt or output)."""
+    """One model call failed; the message is a content-free reason (no prompt or output).
+
+    What the model printed travels beside the message, for the attempts folder and never for
+    logs: ``stderr_tail`` (its last 8 KiB of stderr), ``output`` (its stdout text) and
+    ``exit_status`` (``None`` when it did not exit by itself).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        stderr_tail: str = "",
+        output: str = "",
+        exit_status: int | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.stderr_tail = stderr_tail
+        self.output = output
+        self.exit_status = exit_status
 
 
 class ActorStopped(TeamsRuntimeError):

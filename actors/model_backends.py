@@ -1,23 +1,27 @@
 """Model backends: what turns a prompt into the model's answer text.
 
 - ``CommandBackend`` runs any CLI that reads the prompt on stdin and prints the answer on
-  stdout, as an argument list (never through a shell), with the prompt streamed in.
+  stdout, as an argument list (never through a shell), with the prompt streamed in. It runs in
+  the workspace root, in a process group of its own, and after every call (answered, failed,
+  timed out or cancelled) the whole group is ended: nothing the model started outlives it.
 - ``DryRunBackend`` answers valid results without any model, handing each request along a
   configured route of roles, so a new workspace runs end to end as it is.
 
-A failed call raises ``ModelFailure`` with a content-free reason (no prompt or output text).
+A failed call raises ``ModelFailure`` with a content-free reason (no prompt or output text);
+what the model printed travels as the failure's attributes, never in its message.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 import subprocess
+from pathlib import Path
 from typing import Protocol
 
 import anyio
 import msgspec
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
@@ -25,7 +29,35 @@ from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionC
 from teams_runtime.exceptions import ModelFailure
 from teams_runtime.prompts import PromptBundle
 
-__all__ = ["CommandBackend", "DryRunBackend", "ModelBackend", "make_backend"]
+__all__ = [
+    "DRAIN_SECONDS",
+    "GRACE_SECONDS",
+    "STDERR_TAIL_BYTES",
+    "CommandBackend",
+    "DryRunBackend",
+    "ModelBackend",
+    "ModelReply",
+    "make_backend",
+]
+
+# Between SIGTERM to the model's process group and SIGKILL to whatever is left of it.
+GRACE_SECONDS = 2.0
+# Once the model's own process has exited, how long its pipes may still be read. A process it
+# left in the background can hold stdout open forever; what the model printed is in the pipe
+# already, so a short wait reads it all.
+DRAIN_SECONDS = 0.3
+# How much of the model's stderr is kept (its end: where errors are).
+STDERR_TAIL_BYTES = 8 * 1024
+_POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between checks that the group has ended
+
+
+class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's answer: its text, and for a command the end of its stderr and its exit
+    status."""
+
+    text: str
+    stderr_tail: str = ""
+    exit_status: int | None = None
 
 
 class ModelBackend(Protocol):
@@ -33,107 +65,211 @@ class ModelBackend(Protocol):
 
     name: str
 
-    async def complete(self, bundle: PromptBundle) -> str:
-        """Send the prompt; return the answer text or raise ``ModelFailure``."""
+    async def complete(self, bundle: PromptBundle) -> ModelReply:
+        """Send the prompt; return the answer or raise ``ModelFailure``."""
         ...
 
 
-async def _read_limited(stream: ByteReceiveStream, limit: int, sink: bytearray) -> None:
-    async for chunk in stream:
-        sink += chunk
-        if len(sink) > limit:
-            raise ModelFailure(f"the model printed more than {limit} bytes (max_output_bytes)")
+class _Call:
+    """One call's state: what its process printed (stdout up to the limit, stderr's last
+    bytes only) and how it ended."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.stdout = bytearray()
+        self.stderr_tail = bytearray()
+        self.stderr_size = 0
+        self.too_much = False
+        self.timed_out = False
+        self.returncode: int | None = None
+
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    def stderr_text(self) -> str:
+        return self.stderr_tail.decode("utf-8", errors="replace")
+
+    def failure(self, reason: str, exit_status: int | None = None) -> ModelFailure:
+        return ModelFailure(
+            reason,
+            stderr_tail=self.stderr_text(),
+            output=self.stdout_text(),
+            exit_status=exit_status,
+        )
 
 
-async def _count(stream: ByteReceiveStream, counter: list[int]) -> None:
+async def _read_stdout(stream: ByteReceiveStream, call: _Call, stop: anyio.CancelScope) -> None:
     async for chunk in stream:
-        counter[0] += len(chunk)
+        call.stdout += chunk
+        if len(call.stdout) > call.limit:
+            call.too_much = True
+            del call.stdout[call.limit :]
+            stop.cancel()  # no need to hear the rest: the call has failed
+            return
+
+
+async def _read_stderr(stream: ByteReceiveStream, call: _Call) -> None:
+    async for chunk in stream:
+        call.stderr_size += len(chunk)
+        call.stderr_tail += chunk
+        del call.stderr_tail[:-STDERR_TAIL_BYTES]
+
+
+async def _read_both(process: Process, call: _Call, stop: anyio.CancelScope) -> None:
+    assert process.stdout is not None and process.stderr is not None
+    async with anyio.create_task_group() as readers:
+        readers.start_soon(_read_stderr, process.stderr, call)
+        await _read_stdout(process.stdout, call, stop)
+
+
+async def _feed(stdin: ByteSendStream, bundle: PromptBundle) -> None:
+    try:
+        async for chunk in bundle.chunks():
+            await stdin.send(chunk.encode("utf-8"))
+        await stdin.aclose()
+    except (
+        anyio.BrokenResourceError,
+        anyio.ClosedResourceError,
+        BrokenPipeError,
+        ConnectionResetError,
+    ):
+        pass  # the model stopped reading early; its exit status and output decide
+
+
+def _signal_group(group: int, signum: int) -> bool:
+    """Send ``signum`` to the process group; whether any process of it was there to get it."""
+    try:
+        os.killpg(group, signum)
+    except OSError:  # ProcessLookupError: the group is gone; PermissionError: none is ours
+        return False
+    return True
+
+
+async def _group_ended(group: int) -> None:
+    """Wait until no process of the group is left (there is no event to wait on: poll)."""
+    delay = _POLL_FIRST
+    while _signal_group(group, 0):
+        await anyio.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX)
+
+
+async def _end_group(process: Process) -> None:
+    """End every process of the model's group: SIGTERM, then SIGKILL to what is left after
+    ``GRACE_SECONDS``; then reap the model. Shielded: it runs to the end even while the call
+    is being cancelled, and never raises for a process that is already gone."""
+    group = process.pid  # started with a new session: the model leads its own group
+    with anyio.CancelScope(shield=True):
+        if _signal_group(group, signal.SIGTERM):
+            with anyio.move_on_after(GRACE_SECONDS):
+                await _group_ended(group)
+            # Cannot be caught or ignored: no need to wait for it. (A process that exited but
+            # was not reaped yet also counts as in the group: SIGKILL is then a no-op.)
+            _signal_group(group, signal.SIGKILL)
+        with anyio.move_on_after(GRACE_SECONDS):
+            await process.aclose()
+
+
+def _exit_reason(returncode: int, call: _Call) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the model command was ended by {name} ({call.stderr_size} bytes on stderr)"
+    return f"the model command exited with status {returncode} ({call.stderr_size} bytes on stderr)"
 
 
 class CommandBackend:
-    """Run a model CLI per prompt: prompt on stdin, answer on stdout."""
+    """Run a model CLI per prompt in the workspace root: prompt on stdin, answer on stdout."""
 
     name = "command"
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, workspace_root: str | Path) -> None:
         self._config = config
+        self._root = Path(os.path.abspath(workspace_root))
+        program = config.command[0]
+        # `./my-model-cli` or `bin/model` live in the workspace; a bare name is found on PATH.
+        if "/" in program and not os.path.isabs(program):
+            program = str(self._root / program)
+        self._command = [program, *config.command[1:]]
 
     def _environment(self, bundle: PromptBundle) -> dict[str, str]:
         return {
             **os.environ,
             **self._config.env,
+            "TEAMS_RUNTIME_WORKSPACE": str(self._root),
             "TEAMS_RUNTIME_ROLE": bundle.role,
             "TEAMS_RUNTIME_REQUEST_ID": bundle.request_id,
             "TEAMS_RUNTIME_PURPOSE": bundle.purpose,
         }
 
-    async def complete(self, bundle: PromptBundle) -> str:
-        """Run the command once; waits at most ``timeout_seconds``, then kills it."""
+    async def complete(self, bundle: PromptBundle) -> ModelReply:
+        """Run the command once; waits for its answer (at most ``timeout_seconds``), then for
+        its process group to end (at most ``GRACE_SECONDS`` more). Raises
+        ``ModelFailure``; when cancelled, ends the group before the cancellation goes on."""
         config = self._config
         try:
             process = await anyio.open_process(
-                config.command,
+                self._command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                cwd=self._root,
                 env=self._environment(bundle),
+                start_new_session=True,  # its own process group, which can be ended whole
             )
         except OSError as exc:
             raise ModelFailure(
                 f"cannot start model command {config.command[0]!r}: {exc.strerror or exc}"
             ) from None
-        output = bytearray()
-        stderr_bytes = [0]
+        call = _Call(config.max_output_bytes)
         try:
-            with anyio.fail_after(config.timeout_seconds):
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._feed, process, bundle)
-                    assert process.stderr is not None and process.stdout is not None
-                    group.start_soon(_count, process.stderr, stderr_bytes)
-                    await _read_limited(process.stdout, config.max_output_bytes, output)
-                returncode = await process.wait()
-        except TimeoutError:
-            raise ModelFailure(
-                f"no answer within {config.timeout_seconds:g} s (timeout_seconds); killed"
-            ) from None
-        except BaseExceptionGroup as group_error:  # a failure inside the reading tasks
-            failure = next(iter(group_error.exceptions))
-            if isinstance(failure, ModelFailure):
-                raise failure from None
-            raise
+            await self._converse(process, bundle, call)
         finally:
-            await _stop(process)
-        if returncode != 0:
-            raise ModelFailure(
-                f"the model command exited with status {returncode} "
-                f"({stderr_bytes[0]} bytes on stderr)"
+            await _end_group(process)
+        if call.timed_out:
+            raise call.failure(
+                f"no answer within {config.timeout_seconds:g} s (timeout_seconds); "
+                "its processes were ended"
             )
+        if call.too_much:
+            raise call.failure(
+                f"the model printed more than {config.max_output_bytes} bytes (max_output_bytes)"
+            )
+        returncode = call.returncode
+        assert returncode is not None  # the model exited: neither timed out nor cut off
+        if returncode != 0:
+            raise call.failure(_exit_reason(returncode, call), returncode)
         try:
-            text = output.decode("utf-8")
+            text = call.stdout.decode("utf-8")
         except UnicodeDecodeError:
-            raise ModelFailure("the model printed bytes that are not UTF-8") from None
+            raise call.failure("the model printed bytes that are not UTF-8", 0) from None
         if not text.strip():
-            raise ModelFailure("the model printed nothing")
-        return text
+            raise call.failure("the model printed nothing", 0)
+        return ModelReply(text=text, stderr_tail=call.stderr_text(), exit_status=0)
 
-    @staticmethod
-    async def _feed(process: Process, bundle: PromptBundle) -> None:
+    async def _converse(self, process: Process, bundle: PromptBundle, call: _Call) -> None:
+        """Feed the prompt and read the answer until the model exits (its exit status goes in
+        ``call``), runs past ``timeout_seconds``, or prints more than ``max_output_bytes``."""
         assert process.stdin is not None
-        try:
-            async for chunk in bundle.chunks():
-                await process.stdin.send(chunk.encode("utf-8"))
-            await process.stdin.aclose()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
-            pass  # the model stopped reading early; its exit status and output decide
+        read = anyio.Event()
+        async with anyio.create_task_group() as tasks:
 
+            async def read_all() -> None:
+                await _read_both(process, call, tasks.cancel_scope)
+                read.set()
 
-async def _stop(process: Process) -> None:
-    # Never leave a model process behind, even when cancelled.
-    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-        await process.aclose()
+            tasks.start_soon(_feed, process.stdin, bundle)
+            tasks.start_soon(read_all)
+            with anyio.move_on_after(self._config.timeout_seconds) as deadline:
+                call.returncode = await process.wait()
+            call.timed_out = deadline.cancelled_caught
+            if call.returncode is not None:
+                # A process the model left behind may hold its pipes open: read what they
+                # buffer, then stop waiting for an end of file that may never come.
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    await read.wait()
+            tasks.cancel_scope.cancel()
 
 
 class DryRunBackend:
@@ -150,7 +286,7 @@ class DryRunBackend:
             return self._route[position + 1] if position + 1 < len(self._route) else ""
         return ""
 
-    async def complete(self, bundle: PromptBundle) -> str:
+    async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Read the prompt like a model would, then answer for its kind."""
         async for _ in bundle.chunks():
             pass
@@ -180,11 +316,11 @@ class DryRunBackend:
                 answer = msgspec.convert(
                     {**as_dict, "commit_status": "no_repo"}, VersionControlResult
                 )
-        return msgspec.json.encode(answer).decode()
+        return ModelReply(text=msgspec.json.encode(answer).decode())
 
 
-def make_backend(config: ModelConfig) -> ModelBackend:
-    """The backend the ``model`` section asks for."""
+def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:
+    """The backend the ``model`` section asks for; a model command runs in ``workspace_root``."""
     if config.backend == "command":
-        return CommandBackend(config)
+        return CommandBackend(config, workspace_root)
     return DryRunBackend(config.dry_run)

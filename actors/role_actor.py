@@ -5,12 +5,16 @@ model backend, checks the answer against the contract (at most two repair prompt
 re-projected), and persists the outcome in one write (``outcomes.plan_outcome``). A result
 naming ``next_role`` queues an envelope for it. The envelope leaves the queue only after all of
 that, so a crash means it is handled again.
+
+Each failed model call and each answer the contract rejects is kept in the request's attempts
+folder (``storage.attempts``) with what the model printed; the logs only say that it happened.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -20,7 +24,7 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.actors.model_backends import ModelBackend
+from teams_runtime.actors.model_backends import ModelBackend, ModelReply
 from teams_runtime.actors.outcomes import (
     MAX_REPAIRS,
     OutcomePlan,
@@ -30,7 +34,9 @@ from teams_runtime.actors.outcomes import (
     research_result,
 )
 from teams_runtime.actors.prompt_log import log_prompt
-from teams_runtime.actors.storage import Claim, WorkQueue
+from teams_runtime.actors.storage import Claim, WorkQueue, Workspace
+from teams_runtime.actors.storage.attempts import save_attempt
+from teams_runtime.codecs.attempts import AttemptRecord
 from teams_runtime.codecs.config import ModelConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
@@ -50,9 +56,21 @@ __all__ = ["Outcome", "RequestLocks", "RoleActor"]
 
 Outcome = Literal["done", "failed", "deferred", "rejected"]
 
+# How often a model call that is still running is reported (DEBUG: `run --verbose`).
+PROGRESS_SECONDS = 10.0
+
 
 class _NotSaved(Exception):
     """The outcome could not be persisted: the envelope stays queued for another try."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A model's reply, with the prompt's purpose and the number of the call that gave it."""
+
+    reply: ModelReply
+    purpose: str
+    call: int
 
 
 class RequestLocks:
@@ -118,6 +136,7 @@ class RoleActor:
         *,
         model: ModelConfig,
         max_hops: int = 40,
+        workspace: Workspace,
         context: ContextHandle,
         backend: ModelBackend,
         queue: WorkQueue,
@@ -130,6 +149,7 @@ class RoleActor:
         self.role = role
         self._model = model
         self._max_hops = max_hops
+        self._workspace = workspace  # where attempts are kept
         self._context = context
         self._backend = backend
         self._queue = queue
@@ -169,7 +189,9 @@ class RoleActor:
         try:
             outcome = await self._outcome_of(claim)
         except Exception as exc:  # a bug must not take the team down: keep the envelope
-            self._log.opt(exception=exc).error("envelope {} left queued", claim.ticket)
+            self._log.opt(exception=exc).error(
+                "{}: envelope {} left queued", self.role, claim.ticket
+            )
             outcome = await self._release(claim)
         finally:
             self._slots.release()
@@ -186,7 +208,7 @@ class RoleActor:
     async def _outcome_of(self, claim: Claim) -> Outcome:
         envelope = claim.envelope
         if envelope is None:
-            self._log.error("rejected an envelope: {}", claim.problem)
+            self._log.error("{}: rejected an envelope: {}", self.role, claim.problem)
             return await self._reject(claim, claim.problem)
         async with self._locks.hold(envelope.request_id):
             try:
@@ -200,12 +222,15 @@ class RoleActor:
                 # Transient (the store was busy or stopping): another attempt may succeed.
                 if not isinstance(exc, _NotSaved):
                     self._log.bind(request_id=envelope.request_id).warning(
-                        "request {}: {}; its envelope stays queued", envelope.request_id, exc
+                        "{}: request {}: {}; its envelope stays queued",
+                        self.role,
+                        envelope.request_id,
+                        exc,
                     )
                 return await self._release(claim)
             except TeamsRuntimeError as exc:  # the record is missing or cannot be read
                 self._log.bind(request_id=envelope.request_id).error(
-                    "cannot handle request {}: {}", envelope.request_id, exc
+                    "{}: cannot handle request {}: {}", self.role, envelope.request_id, exc
                 )
                 return await self._reject(claim, str(exc))
 
@@ -234,9 +259,14 @@ class RoleActor:
 
     async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
         log = self._log.bind(request_id=envelope.request_id)
-        log.warning("model failed for request {}: {}", envelope.request_id, reason)
+        log.warning("{}: model failed for request {}: {}", self.role, envelope.request_id, reason)
         if self._model.on_failure == "requeue":
-            log.warning("envelope left in the queue for the next run: {}", claim.ticket)
+            log.warning(
+                "{}: envelope of request {} left in the queue for the next run: {}",
+                self.role,
+                envelope.request_id,
+                claim.ticket,
+            )
             return await self._release(claim)
         try:
             return await self._persist(
@@ -245,17 +275,77 @@ class RoleActor:
         except _NotSaved:
             return await self._release(claim)
 
-    async def _send_prompt(self, bundle: PromptBundle) -> str:
-        """Send a prompt (model.attempts tries); log each one sent."""
-        for attempt in range(1, self._model.attempts + 1):
+    async def _keep_attempt(self, attempt: AttemptRecord) -> None:
+        """Save a failed call or a rejected answer; not being able to is logged, never raised."""
+        try:
+            await anyio.to_thread.run_sync(save_attempt, self._workspace, attempt)
+        except (TeamsRuntimeError, OSError) as exc:
+            self._log.bind(request_id=attempt.request_id).warning(
+                "{}: attempt for request {} not kept: {}", self.role, attempt.request_id, exc
+            )
+
+    async def _report_running(self, bundle: PromptBundle) -> None:
+        started = anyio.current_time()
+        while True:
+            await anyio.sleep(PROGRESS_SECONDS)
+            self._log.bind(request_id=bundle.request_id, purpose=bundle.purpose).debug(
+                "model call running: {} for {}, {} s",
+                self.role,
+                bundle.request_id,
+                round(anyio.current_time() - started),
+            )
+
+    async def _call_model(self, bundle: PromptBundle) -> ModelReply:
+        """One call of the backend, reported at DEBUG when it starts and while it runs."""
+        self._log.bind(request_id=bundle.request_id, purpose=bundle.purpose).debug(
+            "model call started: {} for {} ({})", self.role, bundle.request_id, bundle.purpose
+        )
+        failure: Exception | None = None
+        reply: ModelReply | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._report_running, bundle)
             try:
-                return await self._backend.complete(bundle)
+                reply = await self._backend.complete(bundle)
+            except Exception as exc:  # raised below, outside the group: itself, not a group
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert reply is not None
+        return reply
+
+    async def _send_prompt(self, bundle: PromptBundle) -> _Answer:
+        """Send a prompt (model.attempts calls at most); log each one sent and keep each failed
+        call in the attempts folder. Raises the last ``ModelFailure`` if every call failed."""
+        for call in range(1, self._model.attempts + 1):
+            try:
+                reply = await self._call_model(bundle)
             except ModelFailure as exc:
-                if attempt == self._model.attempts:
+                await self._keep_attempt(
+                    AttemptRecord(
+                        request_id=bundle.request_id,
+                        role=self.role,
+                        purpose=bundle.purpose,
+                        call=call,
+                        reason=str(exc),
+                        exit_status=exc.exit_status,
+                        stderr_tail=exc.stderr_tail,
+                        answer=exc.output,
+                    )
+                )
+                if call == self._model.attempts:
                     raise
                 self._log.bind(request_id=bundle.request_id).warning(
-                    "model attempt {} of {} failed: {}", attempt, self._model.attempts, exc
+                    "{}: model attempt {} of {} failed for request {}: {}",
+                    self.role,
+                    call,
+                    self._model.attempts,
+                    bundle.request_id,
+                    exc,
                 )
+            else:
+                return _Answer(reply=reply, purpose=bundle.purpose, call=call)
             finally:
                 record = log_prompt(bundle, bundle.chars())
                 if self._on_prompt is not None:
@@ -270,7 +360,7 @@ class RoleActor:
         repairing: PromptKind | None = None,
         errors: list[str] | None = None,
         previous: str = "",
-    ) -> str:
+    ) -> _Answer:
         projection = await self._context.project(envelope.request_id)
         bundle = build_prompt(
             kind,
@@ -287,24 +377,42 @@ class RoleActor:
         kind = kind_for_role(self.role)
         answer_kind = answer_kind_of(kind)
         request_id = envelope.request_id
-        text = await self._project_and_prompt(kind, envelope)
+        got = await self._project_and_prompt(kind, envelope)
         answer, issues = validate_answer(
-            text, kind=answer_kind, request_id=request_id, role=self.role
+            got.reply.text, kind=answer_kind, request_id=request_id, role=self.role
         )
         repairs = 0
-        while answer is None and repairs < MAX_REPAIRS:
+        while answer is None:
+            await self._keep_attempt(
+                AttemptRecord(
+                    request_id=request_id,
+                    role=self.role,
+                    purpose=got.purpose,
+                    call=got.call,
+                    reason=f"rejected by contract validation ({len(issues)} issues)",
+                    exit_status=got.reply.exit_status,
+                    issues=issues,
+                    stderr_tail=got.reply.stderr_tail,
+                    answer=got.reply.text,
+                )
+            )
+            if repairs == MAX_REPAIRS:
+                break
             repairs += 1
             self._log.bind(request_id=request_id).warning(
-                "result rejected by contract validation ({} issues); repair {} of {}",
+                "{}: result for request {} rejected by contract validation ({} issues); "
+                "repair {} of {}",
+                self.role,
+                request_id,
                 len(issues),
                 repairs,
                 MAX_REPAIRS,
             )
-            text = await self._project_and_prompt(
-                "repair", envelope, repairing=kind, errors=issues, previous=text
+            got = await self._project_and_prompt(
+                "repair", envelope, repairing=kind, errors=issues, previous=got.reply.text
             )
             answer, issues = validate_answer(
-                text, kind=answer_kind, request_id=request_id, role=self.role
+                got.reply.text, kind=answer_kind, request_id=request_id, role=self.role
             )
         if answer is None:
             result = contract_failure(request_id, self.role, issues)
@@ -326,7 +434,8 @@ class RoleActor:
         outcome: Outcome = "failed" if failed else "done"
         await self._persist(envelope, claim, plan, outcome)
         self._log.bind(request_id=request_id).info(
-            "request {}: {} -> {}",
+            "{}: request {}: {} -> {}",
+            self.role,
             request_id,
             result["status"],
             result["next_role"] or plan.updates["status"],
@@ -355,7 +464,8 @@ class RoleActor:
                 await anyio.to_thread.run_sync(self._queue.done, claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
-                "outcome for request {} not saved ({}); its envelope stays queued",
+                "{}: outcome for request {} not saved ({}); its envelope stays queued",
+                self.role,
                 envelope.request_id,
                 exc,
             )

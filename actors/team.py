@@ -66,7 +66,9 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.backend = backend if backend is not None else make_backend(self.config.model)
+        self.backend = (
+            backend if backend is not None else make_backend(self.config.model, self.workspace.root)
+        )
         self.store = store if store is not None else FileRecordStore(self.workspace)
         lease = self.config.queue.lease_seconds
         self.queue = (
@@ -126,6 +128,7 @@ class Team:
                 role,
                 model=self.config.model,
                 max_hops=self.config.team.max_hops,
+                workspace=self.workspace,
                 context=context,
                 backend=self.backend,
                 queue=self.queue,

@@ -72,18 +72,25 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_until_signal(team: Team) -> None:
+async def _run_until_signal(team: Team, *, once: bool) -> bool:
+    """Run the team until it is done (``once``) or SIGINT/SIGTERM stops it; whether a signal
+    stopped it. Envelopes being handled when it stops stay queued."""
+    stopped = False
     async with anyio.create_task_group() as group:
 
         async def stop_on_signal() -> None:
+            nonlocal stopped
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for received in signals:
                     logger.warning("{} received: stopping the team", signal.Signals(received).name)
+                    stopped = True
                     group.cancel_scope.cancel()
                     return
 
         group.start_soon(stop_on_signal)
-        await team.run(once=False)
+        await team.run(once=once)
+        group.cancel_scope.cancel()  # done (once): stop listening for signals
+    return stopped
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -91,15 +98,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
     configure_logging(workspace, console_level="DEBUG" if args.verbose else "INFO")
     try:
+        stopped = anyio.run(partial(_run_until_signal, team, once=args.once))
         if args.once:
-            summary = anyio.run(partial(team.run, once=True))
+            summary = team.summary
             print(
                 f"Handled {summary.handled} envelope(s): {summary.failed} failed, "
                 f"{summary.deferred} left queued, {summary.rejected} rejected; "
                 f"{summary.prompts_sent} prompts sent."
             )
-        else:
-            anyio.run(_run_until_signal, team)
+        if stopped or not args.once:
             queued = sum(team.queue.counts().values())
             print(f"Stopped; {queued} envelope(s) queued for the next run.")
     finally:

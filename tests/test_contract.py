@@ -303,7 +303,7 @@ async def test_dry_run_answers_validate_cleanly(
     prompt_bundle: Callable[..., PromptBundle], kind: PromptKind, role: str
 ) -> None:
     bundle = prompt_bundle(kind, role=role, request_id="req-7", events=30)
-    text = await DryRunBackend(DryRunConfig()).complete(bundle)
+    text = (await DryRunBackend(DryRunConfig()).complete(bundle)).text
     answer, issues = validate_answer(text, kind=bundle.answer_kind, request_id="req-7", role=role)
     assert issues == []
     assert answer is not None and (answer["request_id"], answer["role"]) == ("req-7", role)

@@ -56,6 +56,14 @@ class Workspace:
     def queue_dir(self) -> Path:
         return self.runtime_dir / "queue"
 
+    @property
+    def attempts_dir(self) -> Path:
+        return self.runtime_dir / "attempts"
+
+    def attempts_folder(self, request_id: str) -> Path:
+        """Where the failed calls and rejected answers of ``request_id`` are kept."""
+        return self.attempts_dir / check_request_id(request_id)
+
     def role_queue(self, role: str) -> Path:
         """The folder of envelopes waiting for ``role`` (only for the team's own roles)."""
         return self.queue_dir / check_role(role)

@@ -1,0 +1,46 @@
+"""Failed model calls and rejected answers, one JSON file each, for a person to read.
+
+``.teams_runtime/attempts/<request_id>/<UTC time>-<role>-<purpose>-<call>.json``. They hold
+what the model printed (and so may quote the prompt): they are files, never log lines. Blocking
+code: actors call it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from teams_runtime.actors.storage.files import ensure_folder, write_atomic
+from teams_runtime.actors.storage.workspace import Workspace
+from teams_runtime.codecs.attempts import AttemptRecord, encode_attempt
+from teams_runtime.codecs.roles import check_role
+from teams_runtime.exceptions import RecordError
+
+__all__ = ["save_attempt"]
+
+_PURPOSE = re.compile(r"[a-z_]{1,40}")
+
+
+def _file_name(attempt: AttemptRecord) -> str:
+    if _PURPOSE.fullmatch(attempt.purpose) is None:
+        raise RecordError(f"attempt purpose {attempt.purpose!r} cannot be part of a file name.")
+    try:
+        role = check_role(attempt.role)
+        when = datetime.fromisoformat(attempt.time).astimezone(UTC)
+    except ValueError as exc:
+        raise RecordError(f"attempt not saved: {exc}") from exc
+    return f"{when:%Y%m%dT%H%M%S.%fZ}-{role}-{attempt.purpose}-{attempt.call}.json"
+
+
+def save_attempt(workspace: Workspace, attempt: AttemptRecord) -> Path:
+    """Write ``attempt`` under the request's attempts folder; returns its path.
+
+    Raises ``UnsafeRequestIdError`` for an unsafe id, ``RecordError`` if a folder on the way is
+    a symbolic link or the file cannot be written.
+    """
+    folder = workspace.attempts_folder(attempt.request_id)
+    ensure_folder(folder, workspace.runtime_dir)
+    path = folder / _file_name(attempt)
+    write_atomic(path, encode_attempt(attempt), durable=False)
+    return path
