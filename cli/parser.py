@@ -187,6 +187,12 @@ def _add_append(commands: _Commands) -> None:
         metavar="FILE",
         help="read JSON-lines events from FILE ('-' for stdin)",
     )
+    append.add_argument(
+        "--key",
+        metavar="K",
+        help="an idempotency key: run the same command again (after a timeout, say) and the "
+        "events are not written twice",
+    )
     append.set_defaults(handler=cmd_append)
 
 

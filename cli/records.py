@@ -189,7 +189,7 @@ def cmd_append(args: argparse.Namespace) -> int:
 
     async def append() -> int:
         async with open_context(workspace.root) as context:
-            return await context.append_events(args.request_id, events)
+            return await context.append_events(args.request_id, events, key=args.key)
 
     count = anyio.run(append)
     print(f"Appended {len(events)} event(s) to {args.request_id}; it now has {count} events.")

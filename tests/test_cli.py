@@ -414,3 +414,20 @@ def test_append_with_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["append", "nope", "--workspace", str(tmp_path), "--type", "x", "--actor", "a",
                  "--summary", "s"]) == 2  # fmt: skip
     assert "no request 'nope'" in capsys.readouterr().err
+
+
+def test_append_with_a_key_is_written_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "ws"
+    assert main(["init", str(workspace)]) == 0
+    record = workspace / ".teams_runtime" / "requests" / "req-1.json"
+    record.write_bytes(encode_record({"request_id": "req-1", "events": []}))
+    argv = ["append", "req-1", "--workspace", str(workspace), "--key", "k-1",
+            "--type", "note", "--actor", "qa", "--summary", "once"]  # fmt: skip
+    assert main(argv) == 0
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("it now has 1 events") == 2
+    events = json.loads(record.read_bytes())["events"]
+    assert [(e["summary"], e["append_key"]) for e in events] == [("once", "k-1")]
