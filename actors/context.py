@@ -124,7 +124,8 @@ class ContextActor:
             case Project(request_id=request_id):
                 return await self._project(request_id)
             case Append(request_id=request_id, events=events, updates=updates, key=key):
-                return Appended(count=await self._append(request_id, events, updates, key))
+                count, applied = await self._append(request_id, events, updates, key)
+                return Appended(count=count, applied=applied)
             case Load(request_id=request_id):
                 record = await anyio.to_thread.run_sync(self.store.load, request_id)
                 return Loaded(record=record)
@@ -181,7 +182,7 @@ class ContextActor:
 
     async def _append(
         self, request_id: str, events: list[bytes], updates: dict[str, bytes], key: str
-    ) -> int:
+    ) -> tuple[int, bool]:
         raw_events = [msgspec.Raw(event) for event in events]
         raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
         cached = self._cache.get(request_id)
@@ -204,7 +205,7 @@ class ContextActor:
         count, fresh = await anyio.to_thread.run_sync(write)
         if fresh is not None:
             self._remember(request_id, fresh)
-        return count
+        return count, fresh is not None
 
 
 class ContextHandle:
@@ -260,6 +261,19 @@ class ContextHandle:
         (after an ``AskTimeout``, say) writes nothing and returns the count the first append
         left. Keys are looked for among the record's last 256 events.
         """
+        reply = await self.append_keyed(request_id, events, updates=updates, key=key)
+        return reply.count
+
+    async def append_keyed(
+        self,
+        request_id: str,
+        events: Sequence[Mapping[str, Any]],
+        *,
+        updates: Mapping[str, Any] | None = None,
+        key: str | None = None,
+    ) -> Appended:
+        """``append_events``, answering also whether this call wrote (``applied``) or found
+        its key stored already."""
         check_request_id(request_id)
         stamped = [{**event, "append_key": key} for event in events] if key else events
         message = Append(
@@ -270,7 +284,7 @@ class ContextHandle:
         )
         reply = await self._ask(message)
         assert isinstance(reply, Appended)
-        return reply.count
+        return reply
 
     async def append_event(
         self,

@@ -252,7 +252,10 @@ class RoleActor:
                 request_id,
             )
             follow_up = _recorded_follow_up(self.role, envelope, recorded)
-            if follow_up is not None:  # it may not have been queued before the crash
+            # The crash may have come before it was queued; once it is handled, it is not.
+            if follow_up is not None and not await self._context.recall(
+                request_id, follow_up.envelope_id
+            ):
                 await anyio.to_thread.run_sync(self._queue.put, follow_up)
         await anyio.to_thread.run_sync(self._queue.done, claim)
         return "done"
@@ -451,13 +454,15 @@ class RoleActor:
             with anyio.CancelScope(shield=True):
                 # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
                 # written twice.
-                await self._context.append_events(
+                appended = await self._context.append_keyed(
                     envelope.request_id,
                     plan.events,
                     updates=plan.updates,
                     key=envelope.envelope_id,
                 )
-                if plan.follow_up is not None:
+                # Not applied: another delivery of this envelope recorded its outcome and
+                # queued its follow-up already (a worker that hung past its lease, say).
+                if plan.follow_up is not None and appended.applied:
                     await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
                 if plan.drop_queued:
                     await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)

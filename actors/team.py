@@ -30,6 +30,7 @@ from teams_runtime.actors.storage import (
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
+from teams_runtime.exceptions import TeamsRuntimeError
 
 __all__ = ["RunSummary", "Team"]
 
@@ -158,11 +159,15 @@ class Team:
         snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
         return not any(snapshot.waiting.values()) and not any(snapshot.claimed.values())
 
+    async def _renew_lease(self) -> None:
+        if not await anyio.to_thread.run_sync(self.queue.renew):
+            logger.warning("the worker's lease could not be renewed (a full disk?); retrying")
+
     async def _keep_lease(self, scope: anyio.CancelScope) -> None:
         with scope:
             while True:
                 await anyio.sleep(self.config.queue.lease_seconds / 3)
-                await anyio.to_thread.run_sync(self.queue.renew)
+                await self._renew_lease()
 
     async def _start(
         self,
@@ -171,7 +176,7 @@ class Team:
         locks: RequestLocks,
         lease: anyio.CancelScope,
     ) -> None:
-        await anyio.to_thread.run_sync(self.queue.renew)
+        await self._renew_lease()
         restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
         if restored:
             logger.info("{} envelope(s) left by earlier runs queued again", restored)
@@ -221,7 +226,10 @@ class Team:
         finally:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
-                await anyio.to_thread.run_sync(self.queue.retire)
+                try:
+                    await anyio.to_thread.run_sync(self.queue.retire)
+                except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
+                    logger.error("the worker could not hand its envelopes back: {}", exc)
         logger.info(
             "team finished: {} handled, {} failed, {} deferred, {} rejected",
             self.summary.handled,

@@ -27,6 +27,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TeamsRuntimeError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:
+        # A refusal inside a task group (a linked queue folder, say) arrives wrapped.
+        ours, rest = group.split(TeamsRuntimeError)
+        if ours is None or rest is not None:
+            raise
+        print(f"{PROG}: error: {_first(ours)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -34,3 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader (e.g. `| head`) went away: stop quietly, as other Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _first(group: BaseExceptionGroup[TeamsRuntimeError]) -> BaseException:
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error

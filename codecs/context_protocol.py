@@ -82,9 +82,12 @@ ContextAsk = Project | Append | Load | Create | Recall
 
 
 class Appended(msgspec.Struct, tag=True, frozen=True, kw_only=True):
-    """The events are stored (fsynced); ``count`` is the record's event count now."""
+    """The events are stored (fsynced); ``count`` is the record's event count now. ``applied``
+    is ``False`` when an append with the same key was stored before (nothing was written and
+    ``count`` is what that append left)."""
 
     count: int
+    applied: bool = True
 
 
 class Loaded(msgspec.Struct, tag=True, frozen=True, kw_only=True):

@@ -94,10 +94,16 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
         assert mine == [f"w{round_}:{n}" for n in range(len(mine))]  # a prefix, in order
         assert len(mine) >= 1
         base = len(record["events"])
-    # A killed writer may leave a temp file; readers ignore it, the next writer removes it.
+    # A killed writer may leave a temp file; readers ignore it, and the next writer removes it
+    # once it is over a minute old (a younger one may be a live writer's).
     leftover = path.parent / f".{path.name}~999.dead{TEMP_SUFFIX}"
     leftover.write_bytes(b"{torn")
     assert store.read_record(Workspace(tmp_path).record_paths("req-1"))[0]["request_id"] == "req-1"
+    store.append_to_record(Workspace(tmp_path).record_paths("req-1"), [encode_event({})], {})
+    assert leftover.exists()
+    old = time.time() - 120
+    for temp in path.parent.glob(f"*{TEMP_SUFFIX}"):
+        os.utime(temp, (old, old))
     store.append_to_record(Workspace(tmp_path).record_paths("req-1"), [encode_event({})], {})
     assert not list(path.parent.glob(f"*{TEMP_SUFFIX}"))
 

@@ -6,8 +6,10 @@ Each test here failed on the code before the store-trust change (see docs/operat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import sys
 import threading
 import time
@@ -190,16 +192,17 @@ async def test_a_file_renamed_in_after_the_write_is_seen_and_never_crashes(
     path = _create(workspace, "req-1", 20)
     foreign = tmp_path / "foreign.json"
     foreign.write_bytes(encode_record(sample_record(foreign_events, "req-1")))
-    real_sync = storage_files._sync_folder
+    real_fsync = os.fsync
     armed = [True]
 
-    def then_replace(folder: Path) -> None:
-        real_sync(folder)
-        if armed[0] and folder == path.parent:
+    def then_replace(fd: int) -> None:
+        real_fsync(fd)
+        # The folder's fsync comes right after our rename and before the version is taken.
+        if armed[0] and stat.S_ISDIR(os.fstat(fd).st_mode):
             armed[0] = False
             os.replace(foreign, path)  # another program, right after our rename
 
-    monkeypatch.setattr(storage_files, "_sync_folder", then_replace)
+    monkeypatch.setattr(os, "fsync", then_replace)
     config = PromptContextConfig()
     async with open_context(tmp_path, config) as ctx:
         await ctx.project("req-1")  # warm
@@ -589,3 +592,148 @@ def test_a_linked_requests_or_logs_folder_is_refused(tmp_path: Path) -> None:
     finally:
         stop_logging()
     assert list(outside.iterdir()) == []
+
+
+# --- what an outside attack found -----------------------------------------------------------
+
+
+def _plant(workspace: Workspace, relative: str, outside: Path) -> None:
+    link = workspace.runtime_dir / relative
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        pytest.param("queue/qa", id="role-folder"),
+        pytest.param("queue/claimed/evil", id="claim-folder"),
+        pytest.param("queue/deferred/qa", id="deferred-role"),
+        pytest.param("queue/deferred", id="deferred"),
+        pytest.param("queue", id="queue"),
+    ],
+)
+def test_linked_queue_folders_are_refused_and_nothing_outside_moves(
+    tmp_path: Path, relative: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = _team_workspace(tmp_path / "ws")
+    _create(workspace, "r1", 2)
+    outside = tmp_path / "outside"
+    (outside / "qa").mkdir(parents=True)
+    precious = [outside / "x-r1.json", outside / "qa" / "00000000000000000001-abcdef-r1.json"]
+    for path in precious:
+        path.write_text('{"precious": true}')
+    _plant(workspace, relative, outside)
+    for argv in (["run", "--once"], ["cancel", "r1"], ["status"]):
+        code = main([*argv, "--workspace", str(workspace.root)])
+        err = capsys.readouterr().err
+        assert code in (0, 2) and "Traceback" not in err
+        if code == 2:
+            last = err.strip().splitlines()[-1]
+            assert last.startswith("teams-runtime: error:") and "symbolic link" in last
+    assert all(path.read_text() == '{"precious": true}' for path in precious)
+    assert sorted(p.name for p in outside.rglob("*")) == ["00000000000000000001-abcdef-r1.json",
+                                                          "qa", "x-r1.json"]  # fmt: skip
+
+
+def test_a_stray_file_among_the_claims_is_passed_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = _team_workspace(tmp_path)
+    _create(workspace, "r1", 2)
+    FileWorkQueue(workspace).put(MessageEnvelope(request_id="r1", sender="u", target="qa"))
+    claimed = workspace.queue_dir / "claimed"
+    claimed.mkdir(parents=True)
+    (claimed / "README").write_text("a person left this here")
+    assert main(["status", "--workspace", str(tmp_path)]) == 0
+    assert main(["run", "--once", "--workspace", str(tmp_path)]) == 0
+    assert "Handled 1 envelope(s)" in capsys.readouterr().out
+
+
+def test_a_lease_that_cannot_be_written_does_not_stop_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = _team_workspace(tmp_path)
+    _create(workspace, "r1", 2)
+    FileWorkQueue(workspace).put(MessageEnvelope(request_id="r1", sender="u", target="qa"))
+    (workspace.queue_dir / "workers").write_text("not a folder: no lease can be written here")
+    assert main(["run", "--once", "--workspace", str(tmp_path)]) == 0
+    assert "Handled 1 envelope(s)" in capsys.readouterr().out
+
+
+def test_a_folder_swapped_for_a_link_mid_write_never_receives_a_file(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path / "ws")
+    _create(workspace, "a", 3)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    stop = threading.Event()
+
+    def swapper() -> None:
+        index, parked = workspace.index_dir, workspace.runtime_dir / "index.real"
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                index.rename(parked)
+                index.symlink_to(outside, target_is_directory=True)
+                time.sleep(0.001)
+                index.unlink()
+                parked.rename(index)
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    appended = 0
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            with contextlib.suppress(RecordError):
+                append_to_record(workspace.record_paths("a"), [encode_event({"n": appended})], {})
+                appended += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert list(outside.iterdir()) == []
+    assert len(_events_on_disk(workspace.request_path("a"))) == 3 + appended
+
+
+def test_removing_lock_files_while_writers_run_loses_nothing(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    _create(workspace, "a", 0)
+    paths = workspace.record_paths("a")
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer(number: int) -> None:
+        for n in range(30):
+            append_to_record(paths, [encode_event({"w": number, "n": n})], {})
+            written.append(1)
+
+    def remover() -> None:  # someone tidying up, over and over
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                paths.lock.unlink()
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    cleaner = threading.Thread(target=remover)
+    cleaner.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    cleaner.join()
+    events = _events_on_disk(workspace.request_path("a"))
+    assert len(events) == len(written) == 90
+    for number in range(3):
+        assert [e["n"] for e in events if e["w"] == number] == list(range(30))
+
+
+def test_a_forged_count_is_not_carried_past_an_append(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    path = _create(workspace, "req-1", 40)
+    paths = workspace.record_paths("req-1")
+    index = _payload(paths.index.read_bytes())
+    paths.index.write_bytes(encode_index(msgspec.structs.replace(index, count=index.count + 50)))
+    append_to_record(paths, [encode_event({"type": "note"})], {})
+    assert len(_events_on_disk(path)) == 41
+    fresh = _payload(paths.index.read_bytes())
+    assert fresh.count == 41

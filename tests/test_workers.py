@@ -198,3 +198,30 @@ def test_status_reports_requests_envelopes_and_workers(
     assert (row["request_id"], row["events"], row["hops"]) == ("req-1", 3, 0)
     assert report["roles"]["planner"] == {"waiting": 1, "claimed": 0, "deferred": 0}
     assert report["workers"] == []
+
+
+def test_a_worker_that_hung_past_its_lease_adds_no_duplicate_work(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = team_workspace("slow:0.5", sections={"queue": {"lease_seconds": 1}})
+    seed(workspace, "req-1", "planner", events=5)
+    hung = _worker(workspace, "--once")
+    state = workspace.root / "model-state"
+    _wait_for(lambda: (state / "calls-req-1-planner").exists(), 30, "the planner's model call")
+    hung.send_signal(signal.SIGSTOP)  # hung mid-call, lease running out
+    try:
+        other = _worker(workspace, "--once")  # takes the planner over once the lease is out
+        developer = state / "calls-req-1-developer"
+        _wait_for(developer.exists, 30, "the other worker handing on to developer")
+    finally:
+        hung.send_signal(signal.SIGCONT)  # it wakes while the other works, with a stale call
+    for worker in (other, hung):
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+    assert _reports(read_record(workspace, "req-1"), 5) == ROUTE  # each role reported once
+    calls = _calls(workspace)
+    assert calls[("req-1", "planner")] <= 2  # the one extra call a hang may cost
+    assert [calls[("req-1", role)] for role in ROUTE[1:]] == [1, 1, 1]  # and nothing after it
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0

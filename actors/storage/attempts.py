@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from teams_runtime.actors.storage.files import ensure_folder, write_atomic
+from teams_runtime.actors.storage.files import write_atomic
 from teams_runtime.actors.storage.workspace import Workspace
 from teams_runtime.codecs.attempts import AttemptRecord, encode_attempt
 from teams_runtime.codecs.roles import check_role
@@ -39,8 +39,6 @@ def save_attempt(workspace: Workspace, attempt: AttemptRecord) -> Path:
     Raises ``UnsafeRequestIdError`` for an unsafe id, ``RecordError`` if a folder on the way is
     a symbolic link or the file cannot be written.
     """
-    folder = workspace.attempts_folder(attempt.request_id)
-    ensure_folder(folder, workspace.runtime_dir)
-    path = folder / _file_name(attempt)
-    write_atomic(path, encode_attempt(attempt), durable=False)
+    path = workspace.attempts_folder(attempt.request_id) / _file_name(attempt)
+    write_atomic(path, encode_attempt(attempt), runtime=workspace.runtime_dir, durable=False)
     return path

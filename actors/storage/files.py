@@ -3,23 +3,26 @@
 - A ``FileVersion`` (size, mtime, ctime, inode) tells one state of a file from another without
   reading it.
 - ``locked`` holds an advisory ``fcntl`` lock on a sidecar file across a read-modify-write.
-- ``write_atomic`` writes a temporary file in the same folder, fsyncs it, ``os.replace``s it
-  over the target and fsyncs the folder: a crash leaves the old file or the new one. The
-  version it returns is that of the bytes it wrote (``fstat`` of its own descriptor), whatever
-  another program may have renamed into place since.
-- Nothing here writes through a symbolic link: files are created with ``O_NOFOLLOW`` (and
-  ``O_EXCL`` where new), and ``ensure_folder`` refuses a linked folder under the runtime folder.
+- ``write_atomic`` writes a temporary file in the same folder, fsyncs it, renames it over the
+  target and fsyncs the folder: a crash leaves the old file or the new one. The version it
+  returns is that of the bytes it wrote (``fstat`` of its own descriptor), whatever another
+  program may have renamed into place since.
+- Nothing here writes through a symbolic link. Every folder under the runtime folder is opened
+  one component at a time with ``O_NOFOLLOW | O_DIRECTORY`` (``open_folder``), and files are
+  created, renamed and removed relative to that descriptor, so a link planted at any moment,
+  even between a check and a write, is refused, never followed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
-import glob
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -29,9 +32,13 @@ from teams_runtime.exceptions import RecordError
 __all__ = [
     "TEMP_SUFFIX",
     "FileVersion",
+    "Raced",
     "ensure_folder",
     "file_version",
+    "folder",
     "locked",
+    "open_folder",
+    "read_file",
     "remove_stale_temps",
     "version_of",
     "write_atomic",
@@ -41,9 +48,11 @@ TEMP_SUFFIX = ".tmp"
 # Temp files are `.<name>~<pid>.<random>.tmp`: `~` is never part of a request id, so the temp
 # files of one record can never match the pattern of another (`a.json` vs `a.json.b.json`).
 _TEMP_MARK = "~"
+_STALE_TEMP_SECONDS = 60.0  # a writer's own temp file lives for milliseconds
 _PRIVATE_MODE = 0o600  # lock and temp files: owner only
 _NEW_FILE_MODE = 0o644
 _CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 class FileVersion(msgspec.Struct, frozen=True):
@@ -68,109 +77,193 @@ def file_version(path: Path) -> FileVersion | None:
         return None
 
 
-def _linked(path: Path) -> RecordError:
+def _refused(path: Path) -> RecordError:
     return RecordError(
-        f"{path} is a symbolic link; teams-runtime never writes through links under "
-        ".teams_runtime/ (remove the link, then retry)."
+        f"{path} is a symbolic link or not a folder; teams-runtime never writes through links "
+        "under .teams_runtime/ (remove it, then retry)."
     )
 
 
-def ensure_folder(folder: Path, runtime: Path) -> None:
-    """Create ``folder`` (inside the ``runtime`` folder) and any missing parents, refusing any
-    of them, ``runtime`` included, that is a symbolic link (``RecordError`` naming it)."""
-    parts = folder.relative_to(runtime.parent).parts
+def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
+    """A descriptor of ``path``, a folder inside the ``runtime`` folder, opened one component
+    at a time without following links (``create``: making missing ones). The workspace folder
+    itself (``runtime``'s parent) is the user's and may be a link.
+
+    Raises ``RecordError`` naming the component that is a link or not a folder, and
+    ``FileNotFoundError`` for a missing one when not ``create``.
+    """
+    parts = path.relative_to(runtime.parent).parts
+    if create:
+        runtime.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(runtime.parent, os.O_RDONLY | os.O_DIRECTORY)
     current = runtime.parent
-    current.mkdir(parents=True, exist_ok=True)  # the workspace itself: the user's to link
-    for part in parts:
-        current = current / part
-        try:
-            mode = os.lstat(current).st_mode
-        except FileNotFoundError:
+    try:
+        for part in parts:
+            current = current / part
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
             try:
-                os.mkdir(current)
-            except FileExistsError:  # another process made it just now
-                pass
+                child = os.open(part, _FOLDER, dir_fd=fd)
             except OSError as exc:
-                raise RecordError(f"{current}: cannot create the folder ({exc.strerror}).") from exc
-            mode = os.lstat(current).st_mode
-        if stat.S_ISLNK(mode):
-            raise _linked(current)
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _refused(current) from exc
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager
-def locked(lock: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``lock`` (created if missing) while inside."""
+def folder(path: Path, runtime: Path, *, create: bool = True) -> Iterator[int]:
+    """``open_folder`` as a context manager; ``OSError`` other than a refusal becomes a
+    ``RecordError`` naming the folder."""
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _PRIVATE_MODE)
+        fd = open_folder(path, runtime, create=create)
+    except RecordError:
+        raise
     except OSError as exc:
-        if os.path.islink(lock):
-            raise _linked(lock) from exc
-        raise RecordError(f"{lock}: cannot create the lock file ({exc.strerror}).") from exc
+        if not create and isinstance(exc, FileNotFoundError):
+            raise
+        raise RecordError(f"{path}: cannot open the folder ({exc.strerror}).") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
-        os.close(fd)  # closing releases the lock
+        os.close(fd)
 
 
-def _existing_mode(path: Path) -> int:
+def ensure_folder(path: Path, runtime: Path) -> None:
+    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link."""
+    with folder(path, runtime):
+        pass
+
+
+class Raced(Exception):
+    """Another writer changed the file, or took the lock, while this one was writing: the
+    write was not made; read again and retry."""
+
+
+@contextlib.contextmanager
+def locked(lock: Path, runtime: Path) -> Iterator[Callable[[], bool]]:
+    """Hold an exclusive advisory lock on ``lock`` (created if missing) while inside; yields
+    ``held()``, whether the lock file at the path is still the one locked.
+
+    The lock is taken on the file the path names when it is held: if another program removed
+    or replaced the lock file meanwhile, it is opened and locked again. A writer checks
+    ``held()`` right before it replaces anything, so a lock file removed while held (someone
+    tidying up) cannot let two writers both replace the record.
+    """
+    with folder(lock.parent, runtime) as dfd:
+        while True:
+            try:
+                fd = os.open(lock.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _PRIVATE_MODE,
+                             dir_fd=dfd)  # fmt: skip
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise _refused(lock) from exc
+                raise RecordError(f"{lock}: cannot create the lock file ({exc.strerror}).") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                current = os.stat(lock.name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                os.close(fd)
+                continue
+            if current.st_ino != os.fstat(fd).st_ino:
+                os.close(fd)  # it was replaced while we waited: lock the one in place now
+                continue
+            break
+
+        def held() -> bool:
+            try:
+                current = os.stat(lock.name, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                return False
+            return current.st_ino == os.fstat(fd).st_ino
+
+        try:
+            yield held
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _existing_mode(name: str, dfd: int) -> int:
     try:
-        result = os.lstat(path)
+        result = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return _NEW_FILE_MODE
     # A link in place of the file is replaced, never followed: the new file gets the default.
     return _NEW_FILE_MODE if stat.S_ISLNK(result.st_mode) else stat.S_IMODE(result.st_mode)
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> FileVersion:
-    """Replace ``path`` with ``data`` atomically; ``durable`` fsyncs the file and its folder.
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    runtime: Path,
+    durable: bool = True,
+    unless: Callable[[], bool] | None = None,
+) -> FileVersion:
+    """Replace ``path`` (a file inside the ``runtime`` folder) with ``data`` atomically;
+    ``durable`` fsyncs the file and its folder.
 
     Returns the version of the bytes written. The file keeps the mode it had (new files get
-    0644). Raises ``RecordError`` naming the file if it cannot be written; the old file is then
-    left as it was.
+    0644). Raises ``RecordError`` naming the file if it cannot be written (or its folder is a
+    link); the old file is then left as it was. ``unless`` is asked right before the rename:
+    ``False`` leaves the old file and raises ``Raced``.
     """
-    temp = path.with_name(
-        f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
-    )
-    fd = -1
-    try:
-        fd = os.open(temp, _CREATE_NEW, _PRIVATE_MODE)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, _existing_mode(path))
-        if durable:
-            os.fsync(fd)
-        os.replace(temp, path)
-        if durable:
-            _sync_folder(path.parent)
-        # The descriptor still names the inode we wrote, whatever is at the path by now.
-        return version_of(os.fstat(fd))
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise RecordError(
-            f"{path}: cannot be written ({exc.strerror}); the file was left as it was."
-        ) from exc
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _sync_folder(folder: Path) -> None:
-    # Make the rename itself durable, not just the new file's contents.
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
+    temp = f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    with folder(path.parent, runtime) as dfd:
+        fd = -1
         try:
-            os.fsync(fd)
+            fd = os.open(temp, _CREATE_NEW, _PRIVATE_MODE, dir_fd=dfd)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, _existing_mode(path.name, dfd))
+            if durable:
+                os.fsync(fd)
+            if unless is not None and not unless():
+                os.unlink(temp, dir_fd=dfd)
+                raise Raced(str(path))
+            os.replace(temp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            if durable:
+                with contextlib.suppress(OSError):
+                    os.fsync(dfd)  # the rename itself durable, not just the contents
+            # The descriptor still names the inode we wrote, whatever is at the path by now.
+            return version_of(os.fstat(fd))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dfd)
+            raise RecordError(
+                f"{path}: cannot be written ({exc.strerror}); the file was left as it was."
+            ) from exc
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
 
 
-def remove_stale_temps(path: Path) -> None:
-    """Remove temp files that writers of ``path`` left when killed mid-write. Only safe while
-    holding ``path``'s lock (no live writer of it then has one)."""
-    pattern = f".{glob.escape(path.name)}{_TEMP_MARK}*{TEMP_SUFFIX}"
-    for temp in path.parent.glob(pattern):
-        with contextlib.suppress(OSError):
-            temp.unlink()
+def read_file(path: Path, runtime: Path) -> bytes:
+    """The bytes of a file inside ``runtime``, never through a link (``OSError`` if it is one
+    or is missing)."""
+    with folder(path.parent, runtime, create=False) as dfd:
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+        with open(fd, "rb") as handle:
+            return handle.read()
+
+
+def remove_stale_temps(path: Path, runtime: Path) -> None:
+    """Remove temp files that writers of ``path`` left when killed mid-write: only those older
+    than a minute, so a live writer's (one that took a replaced lock, say) is never touched."""
+    prefix = f".{path.name}{_TEMP_MARK}"
+    now = time.time()
+    with folder(path.parent, runtime) as dfd:
+        for name in os.listdir(dfd):
+            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+                continue
+            with contextlib.suppress(OSError):
+                info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if now - info.st_mtime > _STALE_TEMP_SECONDS:
+                    os.unlink(name, dir_fd=dfd)

@@ -179,8 +179,9 @@ class WorkQueue(Protocol):
         """Remove the waiting and deferred envelopes of a request; returns how many."""
         ...
 
-    def renew(self) -> None:
-        """Renew this worker's lease on its claims (call well within ``lease_seconds``)."""
+    def renew(self) -> bool:
+        """Renew this worker's lease on its claims (call well within ``lease_seconds``);
+        ``False`` if it could not (the worker goes on and tries again)."""
         ...
 
     def restore_deferred(self) -> int:

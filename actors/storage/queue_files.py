@@ -13,7 +13,10 @@ outcome is persisted (at least once, never lost). A claim is an atomic rename in
 worker's claim folder, so exactly one worker gets each envelope, on one machine or several
 sharing the folder. A worker renews its lease (the lease file's mtime) while it works; the
 claims of a worker whose lease is older than ``lease_seconds`` go back to the waiting folders,
-where any worker takes them. Blocking code: callers in coroutines use a worker thread.
+where any worker takes them. Every folder is opened without following links and every file is
+moved relative to its folder's descriptor (``files.folder``): nothing is ever read, moved or
+removed outside the workspace through a planted link. Blocking code: callers in coroutines use
+a worker thread.
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-from teams_runtime.actors.storage.files import ensure_folder, write_atomic
+from teams_runtime.actors.storage.files import folder, read_file, write_atomic
 from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerLease
 from teams_runtime.actors.storage.workspace import Workspace
 from teams_runtime.codecs.formats import pretty_json_bytes
@@ -68,6 +70,7 @@ class FileWorkQueue:
         self.workspace = workspace
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
+        self._runtime = workspace.runtime_dir
         self._root = workspace.queue_dir
         self._claimed = self._root / "claimed"
         self._workers = self._root / "workers"
@@ -75,20 +78,22 @@ class FileWorkQueue:
         self._lease = self._workers / f"{self.worker_id}.lease"
         self._last_recovery = 0.0
 
+    def _deferred(self, role: str) -> Path:
+        return self._root / "deferred" / role
+
     # --- putting and taking ----------------------------------------------------------------
 
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
         without an ``envelope_id`` gets one."""
         check_request_id(envelope.request_id)
-        folder = self.workspace.role_queue(envelope.target)
-        ensure_folder(folder, self.workspace.runtime_dir)
+        waiting = self.workspace.role_queue(envelope.target)
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
         stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
         if not envelope.envelope_id:
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
-        path = folder / f"{stem}-{envelope.request_id}.json"
-        write_atomic(path, pretty_json_bytes(envelope) + b"\n")
+        path = waiting / f"{stem}-{envelope.request_id}.json"
+        write_atomic(path, pretty_json_bytes(envelope) + b"\n", runtime=self._runtime)
         return str(path)
 
     def claim(self, role: str, limit: int) -> list[Claim]:
@@ -96,104 +101,166 @@ class FileWorkQueue:
             return []
         self.renew()
         self._recover_expired()
-        folder = self._mine / role
+        waiting = self.workspace.role_queue(role)
+        mine = self._mine / role
         claims: list[Claim] = []
-        for path in _envelopes(self.workspace.role_queue(role)):
+        for name in self._names(waiting):
             if len(claims) >= limit:
                 break
-            ensure_folder(folder, self.workspace.runtime_dir)
-            target = folder / path.name
-            try:
-                os.rename(path, target)  # atomic: exactly one worker wins it
-            except FileNotFoundError:
+            if not self._move(waiting, name, mine):  # atomic: exactly one worker wins it
                 continue  # another worker was faster
+            target = mine / name
             try:
-                claims.append(Claim(str(target), role, _load(target, role, shown=path)))
+                envelope = _load(target, role, self._runtime, shown=waiting / name)
+                claims.append(Claim(str(target), role, envelope))
             except EnvelopeError as exc:
                 claims.append(Claim(str(target), role, None, str(exc)))
         return claims
 
     def done(self, claim: Claim) -> None:
-        Path(claim.ticket).unlink(missing_ok=True)
+        ticket = Path(claim.ticket)
+        with (
+            contextlib.suppress(FileNotFoundError),
+            folder(ticket.parent, self._runtime, create=False) as dfd,
+        ):
+            os.unlink(ticket.name, dir_fd=dfd)
 
     def release(self, claim: Claim) -> None:
-        folder = self._root / "deferred" / claim.role
-        ensure_folder(folder, self.workspace.runtime_dir)
-        with contextlib.suppress(FileNotFoundError):  # recovered meanwhile: waiting again
-            os.rename(claim.ticket, folder / Path(claim.ticket).name)
+        ticket = Path(claim.ticket)  # recovered meanwhile: it waits again, nothing to move
+        self._move(ticket.parent, ticket.name, self._deferred(claim.role))
 
     def reject(self, claim: Claim, reason: str) -> None:
-        path = Path(claim.ticket)
-        folder = self._root / "rejected"
-        ensure_folder(folder, self.workspace.runtime_dir)
-        target = folder / f"{claim.role}-{path.name}"
-        os.replace(path, target)  # a planted link at `target` is replaced, never followed
-        write_atomic(target.with_name(target.name + ".reason"), reason.encode() + b"\n")
+        ticket = Path(claim.ticket)
+        rejected = self._root / "rejected"
+        name = f"{claim.role}-{ticket.name}"
+        if self._move(ticket.parent, ticket.name, rejected, name):
+            write_atomic(rejected / f"{name}.reason", reason.encode() + b"\n",
+                         runtime=self._runtime)  # fmt: skip
 
     def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many."""
         dropped = 0
         for role in ROLES:
-            for folder in (self.workspace.role_queue(role), self._root / "deferred" / role):
-                for path in _envelopes(folder):
-                    if _request_of(path.name) == request_id:
+            for place in (self.workspace.role_queue(role), self._deferred(role)):
+                names = [n for n in self._names(place) if _request_of(n) == request_id]
+                if not names:
+                    continue
+                with folder(place, self._runtime, create=False) as dfd:
+                    for name in names:
                         with contextlib.suppress(FileNotFoundError):
-                            path.unlink()
+                            os.unlink(name, dir_fd=dfd)
                             dropped += 1
         return dropped
 
     # --- the worker's lease ---------------------------------------------------------------
 
-    def renew(self) -> None:
-        """Renew this worker's lease (creating it the first time)."""
+    def renew(self) -> bool:
+        """Renew this worker's lease (creating it the first time). ``False`` when it cannot
+        be written (a full disk, say): the worker goes on and tries again next time."""
         try:
-            os.utime(self._lease)
-        except FileNotFoundError:
-            ensure_folder(self._workers, self.workspace.runtime_dir)
+            with folder(self._workers, self._runtime) as dfd:
+                try:
+                    os.utime(self._lease.name, dir_fd=dfd, follow_symlinks=False)
+                    return True
+                except FileNotFoundError:
+                    pass
             info = {"worker": self.worker_id, "host": socket.gethostname(), "pid": os.getpid()}
-            write_atomic(self._lease, pretty_json_bytes(info) + b"\n", durable=False)
+            write_atomic(self._lease, pretty_json_bytes(info) + b"\n", runtime=self._runtime,
+                         durable=False)  # fmt: skip
+        except (OSError, TeamsRuntimeError):
+            return False
+        return True
 
     def restore_deferred(self) -> int:
         """Put released envelopes back in the waiting folders (a run starts); how many."""
         restored = 0
         for role in ROLES:
-            for path in _envelopes(self._root / "deferred" / role):
-                restored += _move_back(path, self.workspace.role_queue(role), self.workspace)
+            deferred = self._deferred(role)
+            for name in self._names(deferred):
+                restored += self._move(deferred, name, self.workspace.role_queue(role))
         return restored
 
     def retire(self) -> None:
         """Stop working: this worker's claims wait again, its lease goes."""
         self._return_claims(self._mine)
-        with contextlib.suppress(FileNotFoundError):
-            self._lease.unlink()
+        with (
+            contextlib.suppress(OSError, TeamsRuntimeError),
+            folder(self._workers, self._runtime, create=False) as dfd,
+        ):
+            os.unlink(self._lease.name, dir_fd=dfd)
 
     def _recover_expired(self) -> None:
         now = time.time()
         if now - self._last_recovery < min(self.lease_seconds / 4, 5.0):
             return
         self._last_recovery = now
-        for worker in _children(self._claimed):
-            if worker.name != self.worker_id and self._expired(worker.name, now):
-                self._return_claims(worker)
-                with contextlib.suppress(FileNotFoundError):
-                    (self._workers / f"{worker.name}.lease").unlink()
+        for worker in self._subfolders(self._claimed):
+            if worker != self.worker_id and self._expired(worker, now):
+                self._return_claims(self._claimed / worker)
+                with (
+                    contextlib.suppress(OSError, TeamsRuntimeError),
+                    folder(self._workers, self._runtime, create=False) as dfd,
+                ):
+                    os.unlink(f"{worker}.lease", dir_fd=dfd)
 
     def _expired(self, worker: str, now: float) -> bool:
         try:
-            renewed = os.stat(self._workers / f"{worker}.lease").st_mtime
+            with folder(self._workers, self._runtime, create=False) as dfd:
+                renewed = os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
         except FileNotFoundError:
             return True  # claims without a lease: a worker that died before its first renewal
+        except TeamsRuntimeError:
+            return False  # the leases cannot be read: never take a live worker's claims
         return now - renewed > self.lease_seconds
 
     def _return_claims(self, worker_folder: Path) -> None:
-        for role_folder in _children(worker_folder):
-            if role_folder.name in ROLES:
-                for path in _envelopes(role_folder):
-                    _move_back(path, self.workspace.role_queue(role_folder.name), self.workspace)
-            with contextlib.suppress(OSError):
-                role_folder.rmdir()
-        with contextlib.suppress(OSError):
-            worker_folder.rmdir()
+        for role in self._subfolders(worker_folder):
+            if role in ROLES:
+                held = worker_folder / role
+                for name in self._names(held):
+                    self._move(held, name, self.workspace.role_queue(role))
+        with contextlib.suppress(OSError, TeamsRuntimeError):
+            for role in self._subfolders(worker_folder):
+                with folder(worker_folder, self._runtime, create=False) as dfd:
+                    os.rmdir(role, dir_fd=dfd)
+            with folder(self._claimed, self._runtime, create=False) as dfd:
+                os.rmdir(worker_folder.name, dir_fd=dfd)
+
+    # --- folders, read without following links ---------------------------------------------
+
+    def _names(self, place: Path) -> list[str]:
+        """The envelope files of a folder, oldest first (none if it does not exist)."""
+        try:
+            with folder(place, self._runtime, create=False) as dfd:
+                names = os.listdir(dfd)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
+
+    def _subfolders(self, place: Path) -> list[str]:
+        """The real folders in ``place`` (a stray file or a link there is passed over)."""
+        try:
+            with folder(place, self._runtime, create=False) as dfd, os.scandir(dfd) as entries:
+                return sorted(
+                    entry.name
+                    for entry in entries
+                    if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+                )
+        except FileNotFoundError:
+            return []
+
+    def _move(self, source: Path, name: str, target: Path, new_name: str | None = None) -> int:
+        """Move one envelope between queue folders; 0 if someone else moved it first."""
+        try:
+            with (
+                folder(source, self._runtime, create=False) as src,
+                folder(target, self._runtime) as dst,
+            ):
+                # A planted link at the target name is replaced, never followed.
+                os.rename(name, new_name or name, src_dir_fd=src, dst_dir_fd=dst)
+        except FileNotFoundError:
+            return 0
+        return 1
 
     # --- what is where --------------------------------------------------------------------
 
@@ -207,58 +274,42 @@ class FileWorkQueue:
     def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
         now = time.time()
-        waiting = {role: len(_envelopes(self.workspace.role_queue(role))) for role in ROLES}
-        deferred = {role: len(_envelopes(self._root / "deferred" / role)) for role in ROLES}
+        waiting = {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
+        deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
         claimed = dict.fromkeys(ROLES, 0)
+        leases = {n.removesuffix(".lease") for n in self._lease_names()}
         workers = []
-        names = {p.name for p in _children(self._claimed)}
-        names |= {p.name.removesuffix(".lease") for p in _children(self._workers)}
-        for name in sorted(names):
+        for name in sorted(set(self._subfolders(self._claimed)) | leases):
             holds = []
             for role in ROLES:
-                for path in _envelopes(self._claimed / name / role):
+                for envelope in self._names(self._claimed / name / role):
                     claimed[role] += 1
-                    holds.append(f"{role}:{_request_of(path.name)}")
-            try:
-                age = now - os.stat(self._workers / f"{name}.lease").st_mtime
-            except FileNotFoundError:
-                age = None
+                    holds.append(f"{role}:{_request_of(envelope)}")
+            age = self._lease_age(name, now)
             alive = age is not None and age <= self.lease_seconds
             workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
         return QueueSnapshot(waiting=waiting, claimed=claimed, deferred=deferred, workers=workers)
 
+    def _lease_names(self) -> list[str]:
+        try:
+            with folder(self._workers, self._runtime, create=False) as dfd:
+                return [n for n in os.listdir(dfd) if n.endswith(".lease")]
+        except (FileNotFoundError, TeamsRuntimeError):
+            return []
 
-def _children(folder: Path) -> Iterator[Path]:
-    try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except FileNotFoundError:
-        return iter(())
-    return (Path(entry.path) for entry in entries if not entry.name.startswith("."))
-
-
-def _envelopes(folder: Path) -> list[Path]:
-    """The envelope files of a folder, oldest first."""
-    try:
-        names = sorted(name for name in os.listdir(folder) if not name.startswith("."))
-    except FileNotFoundError:
-        return []
-    return [folder / name for name in names if name.endswith(".json")]
+    def _lease_age(self, worker: str, now: float) -> float | None:
+        try:
+            with folder(self._workers, self._runtime, create=False) as dfd:
+                return now - os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
+        except (FileNotFoundError, TeamsRuntimeError):
+            return None
 
 
-def _move_back(path: Path, folder: Path, workspace: Workspace) -> int:
-    ensure_folder(folder, workspace.runtime_dir)
-    try:
-        os.rename(path, folder / path.name)
-    except FileNotFoundError:
-        return 0  # someone else moved it first
-    return 1
-
-
-def _load(path: Path, role: str, shown: Path) -> MessageEnvelope:
+def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:
     """Read one envelope; ``EnvelopeError`` names the file (as ``shown``, where it was queued)
     and the kind of problem, never a value from it (the text goes to logs)."""
     try:
-        envelope = _DECODER.decode(_read_no_follow(path))
+        envelope = _DECODER.decode(read_file(path, runtime))
     except OSError as exc:
         raise EnvelopeError(f"{shown}: cannot be read ({exc.strerror}).") from None
     except msgspec.ValidationError as exc:
@@ -275,9 +326,3 @@ def _load(path: Path, role: str, shown: Path) -> MessageEnvelope:
     if not envelope.envelope_id:  # queued before envelopes had ids: its file name is one
         envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{path.stem}")
     return envelope
-
-
-def _read_no_follow(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with open(fd, "rb") as handle:
-        return handle.read()

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 from typing import Any
 
 import msgspec
 
 from teams_runtime.actors.storage.files import (
     FileVersion,
+    Raced,
     ensure_folder,
     file_version,
     locked,
@@ -71,6 +73,9 @@ __all__ = [
     "read_record",
     "unknown_request",
 ]
+
+
+_RACE_RETRIES = 20  # read-modify-write rounds before giving up on a record others keep replacing
 
 
 def unknown_request(paths: RecordPaths) -> UnknownRequestError:
@@ -155,12 +160,14 @@ def _commit(
     count: int,
     tail: list[Span],
     evidence: dict[str, tuple[int, Span]],
+    unless: Callable[[], bool],
 ) -> IndexedParts:
-    """Write the record, then its index; return the parts of what was written."""
+    """Write the record (if ``unless()`` still holds right before: else ``Raced``), then its
+    index; return the parts of what was written."""
     with contextlib.suppress(OSError):
         paths.index.unlink()  # never leave an index that could outlive its record version
-    remove_stale_temps(paths.record)
-    version = write_atomic(paths.record, rendered.data)
+    remove_stale_temps(paths.record, paths.runtime)
+    version = write_atomic(paths.record, rendered.data, runtime=paths.runtime, unless=unless)
     index = index_for(paths, rendered, version, count, tail, evidence)
     write_index(paths, index)
     data = rendered.data
@@ -181,14 +188,17 @@ def _commit(
 
 
 def _commit_all(
-    paths: RecordPaths, fields: RecordFields, history: list[msgspec.Raw]
+    paths: RecordPaths,
+    fields: RecordFields,
+    history: list[msgspec.Raw],
+    unless: Callable[[], bool],
 ) -> IndexedParts:
     """Lay out every event afresh (no usable index) and commit the record with a new index."""
     formatted = _format_history(history, str(paths.record))
     rendered = render_record(fields, formatted)
     roles = [role_of_raw(raw) for raw in history]
     evidence = evidence_spans(roles, rendered.spans)
-    return _commit(paths, rendered, fields, len(history), rendered.spans, evidence)
+    return _commit(paths, rendered, fields, len(history), rendered.spans, evidence, unless)
 
 
 def _checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,6 +221,7 @@ def _append_indexed(
     index: RecordIndex,
     fields: RecordFields,
     events: list[msgspec.Raw],
+    unless: Callable[[], bool],
 ) -> IndexedParts:
     """Append using a checked index: old events are copied as bytes, never re-formatted."""
     view = memoryview(data)
@@ -245,7 +256,21 @@ def _append_indexed(
     }
     roles = [role_of_raw(raw) for raw in events]
     evidence.update(evidence_spans(roles, spans, start=index.count))
-    return _commit(paths, rendered, fields, index.count + len(events), old_tail + spans, evidence)
+    count = index.count + len(events)
+    return _commit(paths, rendered, fields, count, old_tail + spans, evidence, unless)
+
+
+def _count_fits(data: bytes, index: RecordIndex) -> bool:
+    """Whether the index's event count is the file's: an append has every byte in hand, so it
+    counts the separators between events (a deeper `,` newline is indented further) rather
+    than carry a wrong count forward."""
+    if not index.count:
+        return True
+    start, end = index.events_start, index.events_end
+    separators = data.count(EVENT_SEPARATOR, start, end) - data.count(
+        EVENT_SEPARATOR + b" ", start, end
+    )
+    return separators + 1 == index.count
 
 
 def _history_of(fields: RecordFields, source: str) -> list[msgspec.Raw]:
@@ -276,31 +301,52 @@ def append_to_record(
     if not paths.record.exists():  # no lock file for a request that does not exist
         raise unknown_request(paths)
     source = str(paths.record)
-    with locked(paths.lock):
-        data, read_version = _read_bytes(paths)
-        index = load_index(paths, read_version)
-        current = None
-        if index is not None:
-            current = parts_from_index(lambda o, n: data[o : o + n], index, source)
-        if index is not None and current is not None:
-            done = (
-                _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
-            )
-            if done is not None:
-                return Appended(read_version, None, done, applied=False)
-            fields = {**current.fields, **updates}
-            parts = _append_indexed(paths, data, index, fields, events)
-        else:
-            fields = decode_record(data, source)
-            history = _history_of(fields, source)
-            if key:
-                last = history[-IDEMPOTENCY_WINDOW:]
-                done = _keyed_count(last, len(history) - len(last), key)
-                if done is not None:
-                    return Appended(read_version, None, done, applied=False)
-            fields.update(updates)
-            fields[EVENTS_KEY] = []
-            parts = _commit_all(paths, fields, history + events)
+    for _ in range(_RACE_RETRIES):
+        with locked(paths.lock, paths.runtime) as held:
+            data, read_version = _read_bytes(paths)
+            unchanged = partial(_still_ours, paths, held, read_version)
+            try:
+                return _append_locked(paths, data, read_version, events, updates, key, unchanged)
+            except Raced:
+                continue  # someone else wrote (a lock file was removed while held): read again
+    raise RecordError(f"{source}: other writers kept replacing it; nothing was appended (retry).")
+
+
+def _still_ours(paths: RecordPaths, held: Callable[[], bool], read: FileVersion) -> bool:
+    """Right before the rename: the lock is still ours and the record the one we read."""
+    return held() and file_version(paths.record) == read
+
+
+def _append_locked(
+    paths: RecordPaths,
+    data: bytes,
+    read_version: FileVersion,
+    events: list[msgspec.Raw],
+    updates: dict[str, Any],
+    key: str,
+    unless: Callable[[], bool],
+) -> Appended:
+    source = str(paths.record)
+    index = load_index(paths, read_version)
+    current = None
+    if index is not None and _count_fits(data, index):
+        current = parts_from_index(lambda o, n: data[o : o + n], index, source)
+    if index is not None and current is not None:
+        done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
+        if done is not None:
+            return Appended(read_version, None, done, applied=False)
+        parts = _append_indexed(paths, data, index, {**current.fields, **updates}, events, unless)
+        return Appended(read_version, parts, parts.count)
+    fields = decode_record(data, source)
+    history = _history_of(fields, source)
+    if key:
+        last = history[-IDEMPOTENCY_WINDOW:]
+        done = _keyed_count(last, len(history) - len(last), key)
+        if done is not None:
+            return Appended(read_version, None, done, applied=False)
+    fields.update(updates)
+    fields[EVENTS_KEY] = []
+    parts = _commit_all(paths, fields, history + events, unless)
     return Appended(read_version, parts, parts.count)
 
 
@@ -319,10 +365,17 @@ def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts
         raise RecordError("a new request record needs `events` to be a list.")
     fields[EVENTS_KEY] = []
     raws = [encode_field(event) for event in events]
-    with locked(paths.lock):
-        if os.path.lexists(paths.record):
-            return None
-        return _commit_all(paths, fields, raws)
+    for _ in range(_RACE_RETRIES):
+        with locked(paths.lock, paths.runtime) as held:
+            if os.path.lexists(paths.record):
+                return None
+            try:
+                return _commit_all(
+                    paths, fields, raws, lambda: held() and not os.path.lexists(paths.record)
+                )
+            except Raced:
+                continue
+    return None  # another writer kept creating it: it exists
 
 
 class FileRecordStore:

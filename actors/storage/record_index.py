@@ -270,4 +270,4 @@ def write_index(paths: RecordPaths, index: RecordIndex) -> None:
 
     A linked index folder is refused before the record is written (``ensure_folder``)."""
     with contextlib.suppress(RecordError):
-        write_atomic(paths.index, encode_index(index), durable=False)
+        write_atomic(paths.index, encode_index(index), runtime=paths.runtime, durable=False)
