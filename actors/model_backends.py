@@ -23,6 +23,7 @@ import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
+from loguru import logger
 
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
@@ -32,11 +33,13 @@ from teams_runtime.prompts import PromptBundle
 __all__ = [
     "DRAIN_SECONDS",
     "GRACE_SECONDS",
+    "PROGRESS_SECONDS",
     "STDERR_TAIL_BYTES",
     "CommandBackend",
     "DryRunBackend",
     "ModelBackend",
     "ModelReply",
+    "complete_reporting",
     "make_backend",
 ]
 
@@ -49,6 +52,9 @@ DRAIN_SECONDS = 0.3
 # How much of the model's stderr is kept (its end: where errors are).
 STDERR_TAIL_BYTES = 8 * 1024
 _POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between checks that the group has ended
+
+
+PROGRESS_SECONDS = 10.0  # how often a running model call is reported (--verbose)
 
 
 class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -317,6 +323,41 @@ class DryRunBackend:
                     {**as_dict, "commit_status": "no_repo"}, VersionControlResult
                 )
         return ModelReply(text=msgspec.json.encode(answer).decode())
+
+
+async def _report_running(bundle: PromptBundle) -> None:
+    started = anyio.current_time()
+    log = logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose)
+    while True:
+        await anyio.sleep(PROGRESS_SECONDS)
+        log.debug(
+            "model call running: {} for {}, {} s",
+            bundle.role,
+            bundle.request_id,
+            round(anyio.current_time() - started),
+        )
+
+
+async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> ModelReply:
+    """One call of ``backend``, reported at DEBUG (content-free) when it starts and every
+    ``PROGRESS_SECONDS`` while it runs. Raises what the backend raises."""
+    logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose).debug(
+        "model call started: {} for {} ({})", bundle.role, bundle.request_id, bundle.purpose
+    )
+    failure: Exception | None = None
+    reply: ModelReply | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(_report_running, bundle)
+        try:
+            reply = await backend.complete(bundle)
+        except Exception as exc:  # raised below, outside the group: itself, not a group
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    assert reply is not None
+    return reply
 
 
 def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:

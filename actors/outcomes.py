@@ -13,16 +13,20 @@ import msgspec
 
 from teams_runtime.codecs.contract import ContractFailure, RoleResult
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.projected import Projection
 
 __all__ = [
     "MAX_REPAIRS",
     "OutcomePlan",
     "contract_failure",
     "follow_up_id",
+    "hops_of",
     "plan_cancel",
     "plan_model_failure",
     "plan_outcome",
+    "recorded_follow_up",
     "research_result",
+    "status_of",
 ]
 
 MAX_REPAIRS = 2
@@ -206,3 +210,38 @@ def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
     }
     updates = {"status": "failed", "current_role": role, "updated_at": now}
     return OutcomePlan(events=[event], updates=updates)
+
+
+def _field(projection: Projection, key: str) -> object:
+    raw = projection.fields.get(key)
+    return msgspec.json.decode(raw) if raw is not None else None
+
+
+def status_of(projection: Projection) -> str:
+    """The record's ``status`` (``""`` if it has none that is a string)."""
+    status = _field(projection, "status")
+    return status if isinstance(status, str) else ""
+
+
+def hops_of(projection: Projection) -> int:
+    """How many hand-offs the record counts (``hops``; 0 if it has no valid count)."""
+    hops = _field(projection, "hops")
+    return hops if type(hops) is int and hops >= 0 else 0
+
+
+_HAND_OFFS = ("delegated", "version_control_requested")
+
+
+def recorded_follow_up(
+    role: str, envelope: MessageEnvelope, recorded: list[dict[str, Any]], now: str
+) -> MessageEnvelope | None:
+    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events."""
+    if not any(isinstance(e, dict) and e.get("type") in _HAND_OFFS for e in recorded):
+        return None
+    report = next((e for e in recorded if isinstance(e.get("payload"), dict)), None)
+    if report is None:
+        return None
+    result = report["payload"]
+    if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
+        return None
+    return plan_outcome(role, envelope, result, now, max_hops=1 << 30).follow_up

@@ -12,28 +12,30 @@ folder (``storage.attempts``) with what the model printed; the logs only say tha
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.actors.model_backends import ModelBackend, ModelReply
+from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
 from teams_runtime.actors.outcomes import (
     MAX_REPAIRS,
     OutcomePlan,
     contract_failure,
+    hops_of,
     plan_model_failure,
     plan_outcome,
+    recorded_follow_up,
     research_result,
+    status_of,
 )
 from teams_runtime.actors.prompt_log import log_prompt
+from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.storage import Claim, WorkQueue, Workspace
 from teams_runtime.actors.storage.attempts import save_attempt
 from teams_runtime.codecs.attempts import AttemptRecord
@@ -41,7 +43,6 @@ from teams_runtime.codecs.config import ModelConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import ActorStopped, AskTimeout, ModelFailure, TeamsRuntimeError
 from teams_runtime.prompts import (
@@ -52,12 +53,11 @@ from teams_runtime.prompts import (
     kind_for_role,
 )
 
-__all__ = ["Outcome", "RequestLocks", "RoleActor"]
+__all__ = ["Outcome", "RoleActor"]
 
 Outcome = Literal["done", "failed", "deferred", "rejected"]
 
 # How often a model call that is still running is reported (DEBUG: `run --verbose`).
-PROGRESS_SECONDS = 10.0
 
 
 class _NotSaved(Exception):
@@ -71,60 +71,6 @@ class _Answer:
     reply: ModelReply
     purpose: str
     call: int
-
-
-class RequestLocks:
-    """One role at a time per request, across all roles of the team."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, anyio.Lock] = {}
-        self._users: dict[str, int] = {}
-
-    @asynccontextmanager
-    async def hold(self, request_id: str) -> AsyncIterator[None]:
-        """Wait for the request's lock; held for the whole handling of one envelope."""
-        lock = self._locks.setdefault(request_id, anyio.Lock())
-        self._users[request_id] = self._users.get(request_id, 0) + 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self._users[request_id] -= 1
-            if not self._users[request_id]:  # forget idle requests: no growth over time
-                del self._users[request_id], self._locks[request_id]
-
-
-def _field(projection: Projection, key: str) -> object:
-    raw = projection.fields.get(key)
-    return msgspec.json.decode(raw) if raw is not None else None
-
-
-def _status(projection: Projection) -> str:
-    status = _field(projection, "status")
-    return status if isinstance(status, str) else ""
-
-
-def _hops(projection: Projection) -> int:
-    hops = _field(projection, "hops")
-    return hops if type(hops) is int and hops >= 0 else 0
-
-
-_HAND_OFFS = ("delegated", "version_control_requested")
-
-
-def _recorded_follow_up(
-    role: str, envelope: MessageEnvelope, recorded: list[dict[str, Any]]
-) -> MessageEnvelope | None:
-    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events."""
-    if not any(isinstance(e, dict) and e.get("type") in _HAND_OFFS for e in recorded):
-        return None
-    report = next((e for e in recorded if isinstance(e.get("payload"), dict)), None)
-    if report is None:
-        return None
-    result = report["payload"]
-    if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
-        return None
-    return plan_outcome(role, envelope, result, now_iso(), max_hops=1 << 30).follow_up
 
 
 class RoleActor:
@@ -240,7 +186,7 @@ class RoleActor:
         request_id = envelope.request_id
         recorded = await self._context.recall(request_id, envelope.envelope_id)
         if not recorded:
-            if _status(await self._context.project(request_id)) != "cancelled":
+            if status_of(await self._context.project(request_id)) != "cancelled":
                 return None
             self._log.bind(request_id=request_id).info(
                 "{}: request {} was cancelled; envelope dropped", self.role, request_id
@@ -251,7 +197,7 @@ class RoleActor:
                 self.role,
                 request_id,
             )
-            follow_up = _recorded_follow_up(self.role, envelope, recorded)
+            follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso())
             # The crash may have come before it was queued; once it is handled, it is not.
             if follow_up is not None and not await self._context.recall(
                 request_id, follow_up.envelope_id
@@ -287,43 +233,12 @@ class RoleActor:
                 "{}: attempt for request {} not kept: {}", self.role, attempt.request_id, exc
             )
 
-    async def _report_running(self, bundle: PromptBundle) -> None:
-        started = anyio.current_time()
-        while True:
-            await anyio.sleep(PROGRESS_SECONDS)
-            self._log.bind(request_id=bundle.request_id, purpose=bundle.purpose).debug(
-                "model call running: {} for {}, {} s",
-                self.role,
-                bundle.request_id,
-                round(anyio.current_time() - started),
-            )
-
-    async def _call_model(self, bundle: PromptBundle) -> ModelReply:
-        """One call of the backend, reported at DEBUG when it starts and while it runs."""
-        self._log.bind(request_id=bundle.request_id, purpose=bundle.purpose).debug(
-            "model call started: {} for {} ({})", self.role, bundle.request_id, bundle.purpose
-        )
-        failure: Exception | None = None
-        reply: ModelReply | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._report_running, bundle)
-            try:
-                reply = await self._backend.complete(bundle)
-            except Exception as exc:  # raised below, outside the group: itself, not a group
-                failure = exc
-            finally:
-                group.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        assert reply is not None
-        return reply
-
     async def _send_prompt(self, bundle: PromptBundle) -> _Answer:
         """Send a prompt (model.attempts calls at most); log each one sent and keep each failed
         call in the attempts folder. Raises the last ``ModelFailure`` if every call failed."""
         for call in range(1, self._model.attempts + 1):
             try:
-                reply = await self._call_model(bundle)
+                reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
                 await self._keep_attempt(
                     AttemptRecord(
@@ -377,6 +292,33 @@ class RoleActor:
         return await self._send_prompt(bundle)
 
     async def _handle(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
+        request_id = envelope.request_id
+        result = await self._valid_result(envelope)
+        current = await self._context.project(request_id)  # cancelled or handed on meanwhile?
+        plan = plan_outcome(
+            self.role,
+            envelope,
+            result,
+            now_iso(),
+            hops=hops_of(current),
+            max_hops=self._max_hops,
+            cancelled=status_of(current) == "cancelled",
+        )
+        failed = result["status"] == "failed" and not result["next_role"]
+        outcome: Outcome = "failed" if failed else "done"
+        await self._persist(envelope, claim, plan, outcome)
+        self._log.bind(request_id=request_id).info(
+            "{}: request {}: {} -> {}",
+            self.role,
+            request_id,
+            result["status"],
+            result["next_role"] or plan.updates["status"],
+        )
+        return outcome
+
+    async def _valid_result(self, envelope: MessageEnvelope) -> dict[str, Any]:
+        """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
+        ``MAX_REPAIRS`` times; the role result to record, a contract failure if none passed."""
         kind = kind_for_role(self.role)
         answer_kind = answer_kind_of(kind)
         request_id = envelope.request_id
@@ -400,7 +342,7 @@ class RoleActor:
                 )
             )
             if repairs == MAX_REPAIRS:
-                break
+                return contract_failure(request_id, self.role, issues)
             repairs += 1
             self._log.bind(request_id=request_id).warning(
                 "{}: result for request {} rejected by contract validation ({} issues); "
@@ -417,33 +359,7 @@ class RoleActor:
             answer, issues = validate_answer(
                 got.reply.text, kind=answer_kind, request_id=request_id, role=self.role
             )
-        if answer is None:
-            result = contract_failure(request_id, self.role, issues)
-        elif kind == "research_decision":
-            result = research_result(self.role, answer)
-        else:
-            result = answer
-        current = await self._context.project(request_id)  # cancelled or handed on meanwhile?
-        plan = plan_outcome(
-            self.role,
-            envelope,
-            result,
-            now_iso(),
-            hops=_hops(current),
-            max_hops=self._max_hops,
-            cancelled=_status(current) == "cancelled",
-        )
-        failed = result["status"] == "failed" and not result["next_role"]
-        outcome: Outcome = "failed" if failed else "done"
-        await self._persist(envelope, claim, plan, outcome)
-        self._log.bind(request_id=request_id).info(
-            "{}: request {}: {} -> {}",
-            self.role,
-            request_id,
-            result["status"],
-            result["next_role"] or plan.updates["status"],
-        )
-        return outcome
+        return research_result(self.role, answer) if kind == "research_decision" else answer
 
     async def _persist(
         self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan, outcome: Outcome

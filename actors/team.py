@@ -17,7 +17,8 @@ from loguru import logger
 
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
-from teams_runtime.actors.role_actor import Outcome, RequestLocks, RoleActor
+from teams_runtime.actors.request_locks import RequestLocks
+from teams_runtime.actors.role_actor import Outcome, RoleActor
 from teams_runtime.actors.storage import (
     Claim,
     FileRecordStore,

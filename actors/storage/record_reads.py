@@ -1,0 +1,80 @@
+"""Reading request record files: one descriptor per read, never through a link to the file.
+
+Every read path takes the version from the descriptor it read (``fstat``), so a file another
+program replaces meanwhile is never mixed with the one read.
+"""
+
+from __future__ import annotations
+
+import os
+
+from teams_runtime.actors.storage.files import FileVersion, version_of
+from teams_runtime.actors.storage.protocols import IndexedParts
+from teams_runtime.actors.storage.record_index import load_index, parts_from_index
+from teams_runtime.actors.storage.workspace import RecordPaths
+from teams_runtime.codecs.records import RecordFields, decode_record
+from teams_runtime.exceptions import RecordError, UnknownRequestError
+
+__all__ = ["read_bytes", "read_indexed_parts", "read_record", "unknown_request"]
+
+
+def unknown_request(paths: RecordPaths) -> UnknownRequestError:
+    """The error for a request whose record file does not exist."""
+    return UnknownRequestError(
+        f"no request {paths.request_id!r}: {paths.record} does not exist; "
+        "check the id and the workspace."
+    )
+
+
+def _open_record(paths: RecordPaths) -> int:
+    try:
+        return os.open(paths.record, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise unknown_request(paths) from None
+    except OSError as exc:
+        if os.path.islink(paths.record):
+            raise RecordError(
+                f"{paths.record} is a symbolic link; a record must be a file of its own."
+            ) from exc
+        raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
+
+
+def read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
+    """The record's bytes and the version of exactly those bytes."""
+    fd = _open_record(paths)
+    try:
+        with open(fd, "rb", closefd=False) as handle:
+            return handle.read(), version_of(os.fstat(fd))
+    except OSError as exc:
+        raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
+    finally:
+        os.close(fd)
+
+
+def read_record(paths: RecordPaths) -> tuple[RecordFields, FileVersion]:
+    """Read and decode a whole record file once; the version is the one of the bytes read."""
+    data, version = read_bytes(paths)
+    return decode_record(data, str(paths.record)), version
+
+
+def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
+    """Read a record through its index: a few small reads, no parse of the history.
+
+    ``None`` when there is no intact index for the file as it is now (then parse it instead).
+    Every read goes through one descriptor, so a file replaced meanwhile cannot mix in.
+    """
+    fd = _open_record(paths)
+    try:
+        version = version_of(os.fstat(fd))
+        index = load_index(paths, version)
+        if index is None:
+            return None
+        return parts_from_index(
+            lambda offset, length: os.pread(fd, max(length, 0), max(offset, 0)),
+            index,
+            str(paths.record),
+        )
+    except OSError:
+        return None  # the index pointed somewhere the file cannot be read: parse instead
+    finally:
+        os.close(fd)
