@@ -9,7 +9,7 @@ path). It never asks anyone, so no cycle of asks can deadlock.
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 from anyio.abc import TaskStatus
+from anyio.lowlevel import checkpoint
 from loguru import logger
 
 from teams_runtime.actors.digest import (
@@ -94,6 +95,7 @@ class ContextActor:
         self.config = config
         self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
         self._cache: dict[str, _Cached] = {}
+        self._published: dict[str, tuple[Hashable, Projection]] = {}
         self._max_cached = max_cached
         # An index keeps a bounded tail; compaction off needs every event (None).
         self._tail: int | None = config.max_events if config.enabled else None
@@ -108,7 +110,7 @@ class ContextActor:
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
         """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds."""
-        return ContextHandle(self._mailbox, ask_timeout)
+        return ContextHandle(self._mailbox, ask_timeout, self._published, self.store.version)
 
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
@@ -152,7 +154,15 @@ class ContextActor:
         self._cache.pop(request_id, None)
         self._cache[request_id] = cached  # most recently loaded last: the oldest goes first
         while len(self._cache) > self._max_cached:
-            self._cache.pop(next(iter(self._cache)))
+            oldest = next(iter(self._cache))
+            del self._cache[oldest]
+            self._published.pop(oldest, None)
+
+    def _publish(self, request_id: str, cached: _Cached, answer: Projection) -> Projection:
+        # Immutable and tied to the version it answers: handles serve it themselves while the
+        # record stays at that version (see ContextHandle.project).
+        self._published[request_id] = (cached.version, answer)
+        return answer
 
     async def _project(self, request_id: str) -> Projection:
         # One version check per ask, on the event loop on purpose: for files it is one stat
@@ -161,14 +171,15 @@ class ContextActor:
         version = self.store.version(request_id)
         if version is None:
             self._cache.pop(request_id, None)  # the read below raises the store's own error
+            self._published.pop(request_id, None)
         cached = self._cache.get(request_id)
         if cached is None or cached.version != version:
             cached = await self._load(request_id, classify_all=False)
         try:
-            return cached.digest.project()
+            return self._publish(request_id, cached, cached.digest.project())
         except NeedsFullHistory:
             cached = await self._load(request_id, classify_all=True)
-            return cached.digest.project()
+            return self._publish(request_id, cached, cached.digest.project())
 
     async def _load(self, request_id: str, *, classify_all: bool) -> _Cached:
         def read() -> _Cached:
@@ -211,9 +222,17 @@ class ContextActor:
 class ContextHandle:
     """What roles hold to ask the ContextActor. Every ask runs under a deadline."""
 
-    def __init__(self, mailbox: Mailbox[ContextAsk], ask_timeout: float) -> None:
+    def __init__(
+        self,
+        mailbox: Mailbox[ContextAsk],
+        ask_timeout: float,
+        published: Mapping[str, tuple[Hashable, Projection]],
+        version: Callable[[str], Hashable | None],
+    ) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
+        self._published = published  # the actor's answers, each for one record version
+        self._version = version
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
         check_request_id(message.request_id)  # an unsafe id never reaches the actor
@@ -239,6 +258,16 @@ class ContextHandle:
                 DeprecationWarning,
                 stacklevel=2,
             )
+        published = self._published.get(request_id)
+        if (
+            published is not None
+            and self._mailbox.accepting
+            and published[0] == self._version(request_id)
+        ):
+            # The record is still at the version this answer is for (one stat): no need to
+            # wait for the actor. Writes and everything else still go through it.
+            await checkpoint()
+            return published[1]
         reply = await self._ask(Project(request_id=request_id))
         assert isinstance(reply, Projection)
         return reply

@@ -123,6 +123,11 @@ class Mailbox(Generic[M]):
                 envelope.reply.close()
             raise
 
+    @property
+    def accepting(self) -> bool:
+        """Whether messages are still taken (``stop`` not called)."""
+        return not self._stopping
+
     def statistics(self) -> MailboxStatistics:
         """How many envelopes wait, have been served, and are being served."""
         return MailboxStatistics(

@@ -183,7 +183,7 @@ async def test_unknown_request(tmp_path: Path) -> None:
 async def test_asks_after_shutdown_fail_clearly(tmp_path: Path) -> None:
     _write(tmp_path, "req-1", sample_record(3, "req-1"))
     async with open_context(tmp_path) as ctx:
-        pass
+        await ctx.project("req-1")  # an answer the handle could have served itself
     with pytest.raises(ActorStopped, match="not running"):
         await ctx.project("req-1")
 
@@ -341,3 +341,20 @@ async def test_load_returns_the_whole_record_as_on_disk(tmp_path: Path) -> None:
     assert len(fields["events"]) == 31
     assert json.loads(bytes(fields["events"][-1]))["summary"] == "after"
     assert fields["request_id"] == "req-1"
+
+
+async def test_a_warm_answer_is_served_without_the_actor_until_the_record_changes(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path, "req-1", sample_record(30, "req-1"))
+    async with open_context(tmp_path) as ctx:
+        first = await ctx.project("req-1")
+        served = ctx._mailbox.statistics().served
+        assert await ctx.project("req-1") is first  # the published answer, same object
+        assert ctx._mailbox.statistics().served == served  # the actor was not asked
+        await ctx.append_event("req-1", {"type": "note", "actor": "qa", "summary": "x"})
+        after = await ctx.project("req-1")
+        assert after.total_events == 31  # the append changed the version: asked afresh
+        path = Workspace(tmp_path).request_path("req-1")
+        path.write_bytes(encode_record(sample_record(5, "req-1")))  # another program
+        assert (await ctx.project("req-1")).total_events == 5
