@@ -35,6 +35,9 @@ from teams_runtime.actors.storage import (
     RecordStore,
     Workspace,
 )
+from teams_runtime.actors.storage import (
+    Appended as StoreAppended,
+)
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
@@ -125,9 +128,10 @@ class ContextActor:
         match message:
             case Project(request_id=request_id):
                 return await self._project(request_id)
-            case Append(request_id=request_id, events=events, updates=updates, key=key):
-                count, applied = await self._append(request_id, events, updates, key)
-                return Appended(count=count, applied=applied)
+            case Append(
+                request_id=request_id, events=events, updates=updates, key=key, unless=unless
+            ):
+                return await self._append(request_id, events, updates, key, unless)
             case Load(request_id=request_id):
                 record = await anyio.to_thread.run_sync(self.store.load, request_id)
                 return Loaded(record=record)
@@ -192,31 +196,39 @@ class ContextActor:
         return cached
 
     async def _append(
-        self, request_id: str, events: list[bytes], updates: dict[str, bytes], key: str
-    ) -> tuple[int, bool]:
+        self,
+        request_id: str,
+        events: list[bytes],
+        updates: dict[str, bytes],
+        key: str,
+        unless: dict[str, bytes],
+    ) -> Appended:
         raw_events = [msgspec.Raw(event) for event in events]
         raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
+        refuse_if = {name: msgspec.json.decode(value) for name, value in unless.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> tuple[int, _Cached | None]:
-            appended = self.store.append(request_id, raw_events, raw_updates, key=key)
+        def write() -> tuple[StoreAppended, _Cached | None]:
+            appended = self.store.append(
+                request_id, raw_events, raw_updates, key=key, unless=refuse_if
+            )
             parts = appended.parts
-            if parts is None:  # done before (same key): nothing changed, the cache stays
-                return appended.count, None
+            if parts is None:  # done before, or refused: nothing changed, the cache stays
+                return appended, None
             if cached is not None and cached.version == appended.read_version:
                 # Nobody else wrote since we summarised: update in place, no re-read.
                 cached.digest.append(raw_events, raw_updates)
-                return appended.count, _Cached(parts.version, cached.digest)
+                return appended, _Cached(parts.version, cached.digest)
             if self._tail is not None and parts.covers(self._tail):
-                return appended.count, _Cached(parts.version, digest_from_parts(parts, config))
+                return appended, _Cached(parts.version, digest_from_parts(parts, config))
             read = self.store.read(request_id, tail=self._tail)
-            return appended.count, _summarise(read, config, False)
+            return appended, _summarise(read, config, False)
 
-        count, fresh = await anyio.to_thread.run_sync(write)
+        stored, fresh = await anyio.to_thread.run_sync(write)
         if fresh is not None:
             self._remember(request_id, fresh)
-        return count, fresh is not None
+        return Appended(count=stored.count, applied=stored.applied, refused=stored.refused)
 
 
 class ContextHandle:
@@ -300,9 +312,11 @@ class ContextHandle:
         *,
         updates: Mapping[str, Any] | None = None,
         key: str | None = None,
+        unless: Mapping[str, Any] | None = None,
     ) -> Appended:
         """``append_events``, answering also whether this call wrote (``applied``) or found
-        its key stored already."""
+        its key stored already. With ``unless`` (field -> value), nothing is written
+        (``refused``) if the record holds one of those values when the write comes."""
         check_request_id(request_id)
         stamped = [{**event, "append_key": key} for event in events] if key else events
         message = Append(
@@ -310,6 +324,7 @@ class ContextHandle:
             events=[bytes(encode_event(event)) for event in stamped],
             updates={name: encode_json(value) for name, value in (updates or {}).items()},
             key=key or "",
+            unless={name: encode_json(value) for name, value in (unless or {}).items()},
         )
         reply = await self._ask(message)
         assert isinstance(reply, Appended)

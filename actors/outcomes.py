@@ -18,6 +18,7 @@ from teams_runtime.codecs.projected import Projection
 __all__ = [
     "MAX_REPAIRS",
     "OutcomePlan",
+    "as_cancelled",
     "contract_failure",
     "follow_up_id",
     "hops_of",
@@ -185,6 +186,13 @@ def _hop_limit(
         "next_role": "",
     }
     return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
+
+
+def as_cancelled(plan: OutcomePlan) -> OutcomePlan:
+    """``plan`` for a request cancelled meanwhile: its first event (the report, or the model
+    failure) and the result, the status left as the cancel set it, nothing handed on."""
+    keep = {key: value for key, value in plan.updates.items() if key in ("result", "updated_at")}
+    return OutcomePlan(events=plan.events[:1], updates=keep)
 
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:

@@ -26,6 +26,7 @@ from teams_runtime.actors.model_backends import ModelBackend, ModelReply, comple
 from teams_runtime.actors.outcomes import (
     MAX_REPAIRS,
     OutcomePlan,
+    as_cancelled,
     contract_failure,
     hops_of,
     plan_model_failure,
@@ -184,7 +185,7 @@ class RoleActor:
         """Finish an envelope whose outcome is already recorded (a second delivery: a worker
         died after persisting it) or whose request was cancelled, without asking the model."""
         request_id = envelope.request_id
-        recorded = await self._context.recall(request_id, envelope.envelope_id)
+        recorded = await self._context.recall(request_id, self._key(envelope))
         if not recorded:
             if status_of(await self._context.project(request_id)) != "cancelled":
                 return None
@@ -312,7 +313,7 @@ class RoleActor:
             self.role,
             request_id,
             result["status"],
-            result["next_role"] or plan.updates["status"],
+            result["next_role"] or plan.updates.get("status", "cancelled"),
         )
         return outcome
 
@@ -361,6 +362,10 @@ class RoleActor:
             )
         return research_result(self.role, answer) if kind == "research_decision" else answer
 
+    def _key(self, envelope: MessageEnvelope) -> str:
+        """What this role's outcome of ``envelope`` is recorded under (``append_key``)."""
+        return f"{self.role}/{envelope.envelope_id}"
+
     async def _persist(
         self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan, outcome: Outcome
     ) -> Outcome:
@@ -369,13 +374,22 @@ class RoleActor:
         try:
             with anyio.CancelScope(shield=True):
                 # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
-                # written twice.
+                # written twice. Unless cancelled meanwhile: checked under the record's lock.
                 appended = await self._context.append_keyed(
                     envelope.request_id,
                     plan.events,
                     updates=plan.updates,
-                    key=envelope.envelope_id,
+                    key=self._key(envelope),
+                    unless={"status": "cancelled"},
                 )
+                if appended.refused:  # cancelled since we looked: record it, hand nothing on
+                    plan = as_cancelled(plan)
+                    appended = await self._context.append_keyed(
+                        envelope.request_id,
+                        plan.events,
+                        updates=plan.updates,
+                        key=self._key(envelope),
+                    )
                 # Not applied: another delivery of this envelope recorded its outcome and
                 # queued its follow-up already (a worker that hung past its lease, say).
                 if plan.follow_up is not None and appended.applied:

@@ -74,22 +74,29 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 async def _run_until_signal(team: Team, *, once: bool) -> bool:
     """Run the team until it is done (``once``) or SIGINT/SIGTERM stops it; whether a signal
-    stopped it. Envelopes being handled when it stops stay queued."""
+    stopped it. Envelopes being handled when it stops go back to the queue. Signals after the
+    first are logged and ignored, so a second Ctrl-C never cuts the cleanup short (model
+    processes are still being ended)."""
     stopped = False
+    team_scope = anyio.CancelScope()
     async with anyio.create_task_group() as group:
 
         async def stop_on_signal() -> None:
             nonlocal stopped
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for received in signals:
-                    logger.warning("{} received: stopping the team", signal.Signals(received).name)
+                    name = signal.Signals(received).name
+                    if stopped:
+                        logger.warning("{} received: already stopping", name)
+                        continue
+                    logger.warning("{} received: stopping the team", name)
                     stopped = True
-                    group.cancel_scope.cancel()
-                    return
+                    team_scope.cancel()
 
         group.start_soon(stop_on_signal)
-        await team.run(once=once)
-        group.cancel_scope.cancel()  # done (once): stop listening for signals
+        with team_scope:
+            await team.run(once=once)
+        group.cancel_scope.cancel()  # done: stop listening for signals
     return stopped
 
 

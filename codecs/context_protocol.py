@@ -49,12 +49,16 @@ class Append(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     ``events`` are the JSON bytes of each event; ``updates`` the JSON bytes of each value.
     ``key`` makes the append idempotent: the events carry it as ``append_key``, and an append
     whose key is already stored is answered as the first one was, without writing again.
+    ``unless`` makes it conditional on the record's fields at the moment of writing.
     """
 
     request_id: str
     events: list[bytes]
     updates: dict[str, bytes] = {}
     key: str = ""
+    # Write nothing if a top-level field now holds one of these values (JSON bytes): checked
+    # under the record's lock, so a concurrent change (a cancel) cannot slip in between.
+    unless: dict[str, bytes] = {}
 
 
 class Load(msgspec.Struct, tag=True, frozen=True, kw_only=True):
@@ -88,6 +92,7 @@ class Appended(msgspec.Struct, tag=True, frozen=True, kw_only=True):
 
     count: int
     applied: bool = True
+    refused: bool = False  # an `unless` field held its value: nothing was written
 
 
 class Loaded(msgspec.Struct, tag=True, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -357,7 +358,7 @@ async def test_the_same_envelope_delivered_twice_reports_once(tmp_path: Path) ->
     queue.put(envelope)  # redelivered (a crash before its envelope left the queue)
     with anyio.fail_after(60):
         await Team(tmp_path).run(once=True)
-    reports = [e for e in _events_on_disk(path) if e.get("append_key") == "env-same"]
+    reports = [e for e in _events_on_disk(path) if e.get("append_key") == "qa/env-same"]
     assert [e["type"] for e in reports] == ["role_report"]
 
 
@@ -737,3 +738,85 @@ def test_a_forged_count_is_not_carried_past_an_append(tmp_path: Path) -> None:
     assert len(_events_on_disk(path)) == 41
     fresh = _payload(paths.index.read_bytes())
     assert fresh.count == 41
+
+
+@pytest.mark.anyio
+async def test_a_conditional_append_is_refused_when_the_field_holds_the_value(
+    tmp_path: Path,
+) -> None:
+    workspace = _workspace(tmp_path)
+    path = _create(workspace, "req-1", 3)
+    async with open_context(tmp_path) as ctx:
+        await ctx.append_event("req-1", {"type": "cancelled"}, updates={"status": "cancelled"})
+        before = path.read_bytes()
+        reply = await ctx.append_keyed(
+            "req-1", [{"type": "role_report"}], updates={"status": "completed"},
+            key="qa/env-1", unless={"status": "cancelled"},
+        )  # fmt: skip
+        assert (reply.refused, reply.applied, reply.count) == (True, False, 4)
+        assert path.read_bytes() == before
+        reply = await ctx.append_keyed("req-1", [{"type": "x"}], unless={"status": "queued"})
+        assert (reply.refused, reply.applied, reply.count) == (False, True, 5)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        pytest.param("requests/r2.json", id="record"),
+        pytest.param("index/r1.idx", id="index"),
+        pytest.param("queue/qa/00000000000000000009-abcdef-r1.json", id="envelope"),
+    ],
+)
+def test_a_fifo_planted_in_place_of_a_file_never_hangs_a_command(
+    tmp_path: Path, planted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = _team_workspace(tmp_path)
+    _create(workspace, "r1", 3)
+    FileWorkQueue(workspace).put(MessageEnvelope(request_id="r1", sender="u", target="qa"))
+    fifo = workspace.runtime_dir / planted
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    for argv in (["status", "--json"], ["run", "--once"], ["project", "r1"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "teams_runtime", *argv, "--workspace", str(tmp_path)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode in (0, 2), done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_a_requests_path_that_is_a_file_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = _team_workspace(tmp_path)
+    workspace.requests_dir.rmdir()
+    workspace.requests_dir.write_text("not a folder")
+    for argv in (["status"], ["cancel", "r1"], ["append", "r1", "--type", "t", "--actor", "qa",
+                                                 "--summary", "s"]):  # fmt: skip
+        code = main([*argv, "--workspace", str(tmp_path)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.strip().splitlines()[-1].startswith("teams-runtime: error:")
+
+
+def test_deleting_the_index_folder_while_appends_run_never_fails_one(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    _create(workspace, "a", 3)
+    stop = threading.Event()
+
+    def deleter() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                for index in workspace.index_dir.iterdir():
+                    index.unlink()
+                workspace.index_dir.rmdir()
+
+    thread = threading.Thread(target=deleter)
+    thread.start()
+    try:
+        for n in range(300):
+            append_to_record(workspace.record_paths("a"), [encode_event({"n": n})], {})
+    finally:
+        stop.set()
+        thread.join()
+    assert len(_events_on_disk(workspace.request_path("a"))) == 303

@@ -7,6 +7,7 @@ at `team.max_hops`; `cancel` stops a request a running team works on.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.codecs.messages import MessageEnvelope
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
@@ -225,3 +229,104 @@ def test_a_worker_that_hung_past_its_lease_adds_no_duplicate_work(
     assert calls[("req-1", "planner")] <= 2  # the one extra call a hang may cost
     assert [calls[("req-1", role)] for role in ROUTE[1:]] == [1, 1, 1]  # and nothing after it
     assert sum(FileWorkQueue(workspace).counts().values()) == 0
+
+
+def _cancelling_model(tmp_path: Path, exit_status: int, next_role: str) -> list[str]:
+    """A model that cancels its own request (as a person would, mid-call), then answers."""
+    script = tmp_path / "cancelling_model.py"
+    script.write_text(
+        "import json, os, subprocess, sys\n"
+        "sys.stdin.read()\n"
+        "subprocess.run([sys.executable, '-m', 'teams_runtime', 'cancel',\n"
+        "    os.environ['TEAMS_RUNTIME_REQUEST_ID'], '--workspace',\n"
+        "    os.environ['TEAMS_RUNTIME_WORKSPACE']], check=True, capture_output=True)\n"
+        f"if {exit_status}:\n    sys.exit({exit_status})\n"
+        "print(json.dumps({'request_id': os.environ['TEAMS_RUNTIME_REQUEST_ID'],\n"
+        "    'role': os.environ['TEAMS_RUNTIME_ROLE'], 'status': 'completed',\n"
+        f"    'summary': 'done', 'next_role': {next_role!r}}}))\n"
+    )
+    return [sys.executable, str(script)]
+
+
+@pytest.mark.parametrize(
+    ("exit_status", "next_role", "last"),
+    [
+        pytest.param(0, "developer", "role_report", id="hand-off"),
+        pytest.param(0, "", "role_report", id="finishing-answer"),
+        pytest.param(1, "", "model_failed", id="failed-call"),
+    ],
+)
+def test_a_cancel_during_the_call_wins_whatever_the_call_does(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+    exit_status: int,
+    next_role: str,
+    last: str,
+) -> None:
+    command = _cancelling_model(tmp_path, exit_status, next_role)
+    workspace = team_workspace(
+        command=command, root=tmp_path / "ws", model={"attempts": 1, "on_failure": "fail"}
+    )
+    seed(workspace, "req-1", "qa", events=3)
+    worker = _worker(workspace, "--once")
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "Traceback" not in err
+    counted = "Handled 0 envelope(s): 1 failed" if exit_status else "Handled 1 envelope(s)"
+    assert out.startswith(counted)
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "cancelled"
+    assert [e["type"] for e in record["events"][3:]] == ["cancelled", last]
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0  # nothing handed on
+
+
+def test_a_second_signal_does_not_cut_the_cleanup_short(
+    tmp_path: Path, team_workspace: Callable[..., Workspace], seed: Callable[..., None]
+) -> None:
+    stubborn = tmp_path / "stubborn.py"
+    pids = tmp_path / "pids"
+    stubborn.write_text(
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "sys.stdin.read()\ntime.sleep(60)\n"
+    )
+    workspace = team_workspace(command=[sys.executable, str(stubborn)], root=tmp_path / "ws")
+    seed(workspace, "req-1", "qa", events=3)
+    worker = _worker(workspace, "--once")
+    _wait_for(pids.exists, 30, "the model call")
+    worker.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    worker.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "Stopped; 1 envelope(s) queued for the next run." in out
+    pid = int(pids.read_text().split()[0])
+    _wait_for(lambda: not _alive(pid), 10, "the model process to be gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting to be reaped is gone
+        return stat.read().split()[2] != "Z"
+
+
+def test_two_roles_given_envelopes_with_one_id_both_work(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = team_workspace()
+    seed(workspace, "req-1", "qa", events=3)
+    queue = FileWorkQueue(workspace)
+    for role in ("qa", "designer"):  # hand-written, sharing an id
+        queue.put(MessageEnvelope(request_id="req-1", sender="u", target=role, envelope_id="x"))
+    worker = _worker(workspace, "--once")
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert {"qa", "designer"} <= set(_reports(read_record(workspace, "req-1"), 3))

@@ -38,6 +38,7 @@ __all__ = [
     "folder",
     "locked",
     "open_folder",
+    "open_regular",
     "read_file",
     "remove_stale_temps",
     "version_of",
@@ -70,10 +71,11 @@ def version_of(result: os.stat_result) -> FileVersion:
 
 
 def file_version(path: Path) -> FileVersion | None:
-    """The file's current version, or ``None`` if it does not exist (one ``stat`` call)."""
+    """The file's current version, or ``None`` if it does not exist (one ``stat`` call; a
+    folder on the way that is not a folder counts as missing)."""
     try:
         return version_of(os.stat(path))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
@@ -100,21 +102,30 @@ def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
     try:
         for part in parts:
             current = current / part
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, dir_fd=fd)
-            try:
-                child = os.open(part, _FOLDER, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _refused(current) from exc
-                raise
+            child = _open_child(fd, part, current, create)
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_child(fd: int, part: str, current: Path, create: bool) -> int:
+    for _ in range(10):  # someone may remove a folder between our mkdir and our open
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=fd)
+        try:
+            return os.open(part, _FOLDER, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _refused(current) from exc
+            raise
+    raise RecordError(f"{current}: keeps disappearing while it is opened; retry.")
 
 
 @contextlib.contextmanager
@@ -245,11 +256,22 @@ def write_atomic(
                 os.close(fd)
 
 
+def open_regular(path: Path | str, *, dir_fd: int | None = None) -> int:
+    """Open a regular file for reading, never through a link and never blocking on something
+    else planted in its place (a FIFO, a device): ``OSError`` (``EINVAL``) for those."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read_file(path: Path, runtime: Path) -> bytes:
-    """The bytes of a file inside ``runtime``, never through a link (``OSError`` if it is one
-    or is missing)."""
+    """The bytes of a regular file inside ``runtime``, never through a link (``OSError`` if it
+    is one, is missing, or is not a regular file)."""
     with folder(path.parent, runtime, create=False) as dfd:
-        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+        fd = open_regular(path.name, dir_fd=dfd)
         with open(fd, "rb") as handle:
             return handle.read()
 

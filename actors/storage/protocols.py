@@ -72,6 +72,7 @@ class Appended(msgspec.Struct, frozen=True):
     parts: IndexedParts | None  # None when not applied
     count: int
     applied: bool = True
+    refused: bool = False  # an `unless` field held its value: nothing was written
 
 
 class RecordStore(Protocol):
@@ -101,9 +102,11 @@ class RecordStore(Protocol):
         updates: Mapping[str, Any],
         *,
         key: str = "",
+        unless: Mapping[str, Any] | None = None,
     ) -> Appended:
         """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
-        never loses an event another writer appended first.
+        never loses an event another writer appended first. Nothing is written (``refused``)
+        if a top-level field named in ``unless`` holds the value given there at that moment.
 
         With a ``key`` (its events carry it as ``append_key``), an append whose key is on one
         of the last ``IDEMPOTENCY_WINDOW`` events is not written again (``applied`` False)."""

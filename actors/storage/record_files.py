@@ -25,6 +25,7 @@ from teams_runtime.actors.storage.record_reads import (
 from teams_runtime.actors.storage.record_writes import append_to_record, create_record
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
 from teams_runtime.codecs.records import decode_record
+from teams_runtime.exceptions import RecordError
 
 __all__ = [
     "FileRecordStore",
@@ -83,8 +84,9 @@ class FileRecordStore:
         updates: Mapping[str, Any],
         *,
         key: str = "",
+        unless: Mapping[str, Any] | None = None,
     ) -> Appended:
-        return append_to_record(self.paths(request_id), events, updates, key=key)
+        return append_to_record(self.paths(request_id), events, updates, key=key, unless=unless)
 
     def exists(self, request_id: str) -> bool:
         return self.paths(request_id).record.is_file()
@@ -94,5 +96,9 @@ class FileRecordStore:
             names = os.listdir(self.workspace.requests_dir)
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise RecordError(
+                f"{self.workspace.requests_dir}: cannot be listed ({exc.strerror})."
+            ) from exc
         return sorted(name[: -len(".json")] for name in names
                       if name.endswith(".json") and not name.startswith("."))  # fmt: skip

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from teams_runtime.actors.storage.files import FileVersion, write_atomic
+from teams_runtime.actors.storage.files import FileVersion, open_regular, write_atomic
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.workspace import RecordPaths
 from teams_runtime.codecs.evidence import role_of_raw
@@ -92,7 +92,9 @@ def load_index(paths: RecordPaths, version: FileVersion) -> RecordIndex | None:
     """The index if it is intact and describes exactly ``version`` of this record, else
     ``None``. What it points at is checked by ``parts_from_index``."""
     try:
-        data = paths.index.read_bytes()
+        fd = open_regular(paths.index)  # never blocks on a FIFO planted in its place
+        with open(fd, "rb") as handle:
+            data = handle.read()
     except OSError:
         return None
     digest, payload = data[:_DIGEST_SIZE], data[_DIGEST_SIZE:]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from teams_runtime.actors.storage.files import FileVersion, version_of
+from teams_runtime.actors.storage.files import FileVersion, open_regular, version_of
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.record_index import load_index, parts_from_index
 from teams_runtime.actors.storage.workspace import RecordPaths
@@ -28,7 +28,7 @@ def unknown_request(paths: RecordPaths) -> UnknownRequestError:
 
 def _open_record(paths: RecordPaths) -> int:
     try:
-        return os.open(paths.record, os.O_RDONLY | os.O_NOFOLLOW)
+        return open_regular(paths.record)
     except FileNotFoundError:
         raise unknown_request(paths) from None
     except OSError as exc:

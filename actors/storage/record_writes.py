@@ -52,6 +52,7 @@ from teams_runtime.codecs.records import (
     EVENTS_OPEN,
     RecordFields,
     RenderedRecord,
+    decode_any,
     decode_record,
     encode_field,
     format_event,
@@ -184,6 +185,14 @@ def _append_indexed(
     return _commit(paths, rendered, fields, count, old_tail + spans, evidence, unless)
 
 
+def _holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool:
+    """Whether a top-level field holds the value ``refuse_if`` names for it."""
+    return any(
+        key in fields and decode_any(encode_field(fields[key])) == value
+        for key, value in refuse_if.items()
+    )
+
+
 def _count_fits(data: bytes, index: RecordIndex) -> bool:
     """Whether the index's event count is the file's: an append has every byte in hand, so it
     counts the separators between events (a deeper `,` newline is indented further) rather
@@ -213,12 +222,14 @@ def append_to_record(
     updates: Mapping[str, Any],
     *,
     key: str = "",
+    unless: Mapping[str, Any] | None = None,
 ) -> Appended:
     """Append ``events`` and set ``updates`` (top-level fields) in one locked write.
 
     Events other processes appended before the lock was taken are kept: the file is always
     re-read under the lock. Untouched events are written from their original bytes. With a
-    ``key``, an append already stored with that key is not written again.
+    ``key``, an append already stored with that key is not written again; with ``unless``,
+    nothing is written if one of those top-level fields holds that value now.
     """
     updates = _checked_updates(updates)
     _ensure_folders(paths)
@@ -230,7 +241,9 @@ def append_to_record(
             data, read_version = read_bytes(paths)
             unchanged = partial(_still_ours, paths, held, read_version)
             try:
-                return _append_locked(paths, data, read_version, events, updates, key, unchanged)
+                return _append_locked(
+                    paths, data, read_version, events, updates, key, unless or {}, unchanged
+                )
             except Raced:
                 continue  # someone else wrote (a lock file was removed while held): read again
     raise RecordError(f"{source}: other writers kept replacing it; nothing was appended (retry).")
@@ -248,6 +261,7 @@ def _append_locked(
     events: list[msgspec.Raw],
     updates: dict[str, Any],
     key: str,
+    refuse_if: Mapping[str, Any],
     unless: Callable[[], bool],
 ) -> Appended:
     source = str(paths.record)
@@ -259,6 +273,8 @@ def _append_locked(
         done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
         if done is not None:
             return Appended(read_version, None, done, applied=False)
+        if _holds(current.fields, refuse_if):
+            return Appended(read_version, None, current.count, applied=False, refused=True)
         parts = _append_indexed(paths, data, index, {**current.fields, **updates}, events, unless)
         return Appended(read_version, parts, parts.count)
     fields = decode_record(data, source)
@@ -268,6 +284,8 @@ def _append_locked(
         done = _keyed_count(last, len(history) - len(last), key)
         if done is not None:
             return Appended(read_version, None, done, applied=False)
+    if _holds(fields, refuse_if):
+        return Appended(read_version, None, len(history), applied=False, refused=True)
     fields.update(updates)
     fields[EVENTS_KEY] = []
     parts = _commit_all(paths, fields, history + events, unless)
