@@ -162,6 +162,12 @@ def _event(number: int, kind: str, role: str) -> dict[str, Any]:
 
 
 @pytest.fixture
+def make_event() -> Callable[[int, str, str], dict[str, Any]]:
+    """An event of the worked example's shape: ``make_event(number, kind, role)``."""
+    return _event
+
+
+@pytest.fixture
 def worked_example() -> dict[str, Any]:
     """The spec's worked example: 12 events; with recent 4 / max 7 it keeps T05 T06 T08-T12."""
     rows = [

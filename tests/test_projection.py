@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,18 +20,6 @@ from .reference import reference_role, reference_select
 from .strategies import configs, events, record
 
 WORKED = PromptContextConfig(recent_events=4, max_events=7)
-
-
-def _event(number: int, kind: str, role: str) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "timestamp": f"T{number:02d}",
-        "type": kind,
-        "actor": role,
-        "summary": f"{kind} {role}",
-    }
-    if kind == "role_report":
-        event["payload"] = {"role": role, "status": "completed", "summary": "x" * 50}
-    return event
 
 
 def test_worked_example_selects_exactly_the_spec_events(worked_example: dict[str, Any]) -> None:
@@ -109,8 +98,10 @@ def test_notice_never_points_outside_the_store_for_an_unsafe_id(
         pytest.param(17, True, id="one-more-than-max-compacted"),
     ],
 )
-def test_compaction_needs_strictly_more_than_max_events(total: int, compacted: bool) -> None:
-    source = record([_event(n, "delegated", "orchestrator") for n in range(total)])
+def test_compaction_needs_strictly_more_than_max_events(
+    total: int, compacted: bool, make_event: Callable[[int, str, str], dict[str, Any]]
+) -> None:
+    source = record([make_event(n, "delegated", "orchestrator") for n in range(total)])
     projection = project_request(source)
     assert projection.compacted is compacted
     assert bool(notice_text(projection)) is compacted
@@ -159,9 +150,11 @@ def test_missing_events_pass_through() -> None:
     assert projection.total_events == 0
 
 
-def test_tail_keeps_any_shape_and_backfill_ignores_non_objects() -> None:
+def test_tail_keeps_any_shape_and_backfill_ignores_non_objects(
+    make_event: Callable[[int, str, str], dict[str, Any]],
+) -> None:
     history: list[Any] = [
-        _event(0, "role_report", "planner"),
+        make_event(0, "role_report", "planner"),
         "a string event",
         42,
         None,
