@@ -13,6 +13,7 @@ import msgspec
 
 from teams_runtime.actors.context import open_context
 from teams_runtime.actors.storage import Workspace, load_team_config
+from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.contract import validate_answer
@@ -69,7 +70,11 @@ def _selected_record(args: argparse.Namespace) -> RecordFields:
     """The decoded fields of the selected record file (read and decoded once)."""
     path = _record_source(args)
     try:
-        data = path.read_bytes()
+        # A regular file only: a FIFO or device in its place is refused, never read; a record
+        # in the workspace is never read through a link (a --record path is the user's own).
+        fd = open_regular(path) if args.record is None else open_regular(path.resolve())
+        with open(fd, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         if args.record is not None:
             raise RecordError(f"{path}: no such record file.") from None
@@ -78,7 +83,7 @@ def _selected_record(args: argparse.Namespace) -> RecordFields:
             "check the id and --workspace."
         ) from None
     except OSError as exc:
-        raise RecordError(f"{path}: cannot be read ({exc.strerror}).") from exc
+        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from exc
     return decode_record(data, str(path))
 
 

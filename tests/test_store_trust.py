@@ -762,7 +762,8 @@ async def test_a_conditional_append_is_refused_when_the_field_holds_the_value(
 @pytest.mark.parametrize(
     "planted",
     [
-        pytest.param("requests/r2.json", id="record"),
+        pytest.param("requests/r1.json", id="record"),
+        pytest.param("../team_runtime.yaml", id="config"),
         pytest.param("index/r1.idx", id="index"),
         pytest.param("queue/qa/00000000000000000009-abcdef-r1.json", id="envelope"),
     ],

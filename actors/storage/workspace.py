@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +97,11 @@ def load_team_config(workspace: str | Path) -> TeamConfig:
     """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``."""
     path = Path(workspace) / CONFIG_FILE_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place never blocks
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"{path}: not a regular file; it must be the YAML file.")
+            text = handle.read().decode("utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{path}: no such file; run `teams-runtime init {workspace}` to create one."
