@@ -77,7 +77,7 @@ class _Cached(msgspec.Struct):
     digest: RequestDigest
 
 
-def _summarise(read: RecordRead, config: PromptContextConfig, classify_all: bool) -> _Cached:
+def _digest_of(read: RecordRead, config: PromptContextConfig, classify_all: bool) -> _Cached:
     if isinstance(read, IndexedParts):
         return _Cached(read.version, digest_from_parts(read, config))
     return _Cached(read.version, digest_from_fields(read.fields, config, classify_all=classify_all))
@@ -187,7 +187,7 @@ class ContextActor:
 
     async def _load(self, request_id: str, *, classify_all: bool) -> _Cached:
         def read() -> _Cached:
-            return _summarise(self.store.read(request_id, tail=self._tail), config, classify_all)
+            return _digest_of(self.store.read(request_id, tail=self._tail), config, classify_all)
 
         config = self.config
         cached = await anyio.to_thread.run_sync(read)
@@ -223,7 +223,7 @@ class ContextActor:
             if self._tail is not None and parts.covers(self._tail):
                 return appended, _Cached(parts.version, digest_from_parts(parts, config))
             read = self.store.read(request_id, tail=self._tail)
-            return appended, _summarise(read, config, False)
+            return appended, _digest_of(read, config, False)
 
         stored, fresh = await anyio.to_thread.run_sync(write)
         if fresh is not None:
