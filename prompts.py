@@ -205,8 +205,7 @@ def _bullets(lines: tuple[str, ...] | list[str]) -> str:
 
 
 def _sprint(projection: Projection) -> str:
-    raw = projection.fields.get("sprint_id")
-    value = msgspec.json.decode(raw) if raw is not None else None
+    value = projection.value("sprint_id")
     return value if isinstance(value, str) and value else "none"
 
 

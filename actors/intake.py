@@ -12,7 +12,7 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
-from teams_runtime.actors.outcomes import plan_cancel
+from teams_runtime.actors.outcomes import plan_cancel, status_of
 from teams_runtime.actors.storage import FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
@@ -143,8 +143,7 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     root = Workspace(workspace)
     queue = FileWorkQueue(root)
     async with open_context(root.root) as context:
-        status = (await context.project(request_id)).fields.get("status")
-        already = status is not None and msgspec.json.decode(status) == "cancelled"
+        already = status_of(await context.project(request_id)) == "cancelled"
         if not already:
             plan = plan_cancel(now_iso())
             await context.append_events(request_id, plan.events, updates=plan.updates)

@@ -220,20 +220,15 @@ def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
     return OutcomePlan(events=[event], updates=updates)
 
 
-def _field(projection: Projection, key: str) -> object:
-    raw = projection.fields.get(key)
-    return msgspec.json.decode(raw) if raw is not None else None
-
-
 def status_of(projection: Projection) -> str:
     """The record's ``status`` (``""`` if it has none that is a string)."""
-    status = _field(projection, "status")
+    status = projection.value("status")
     return status if isinstance(status, str) else ""
 
 
 def hops_of(projection: Projection) -> int:
     """How many hand-offs the record counts (``hops``; 0 if it has no valid count)."""
-    hops = _field(projection, "hops")
+    hops = projection.value("hops")
     return hops if type(hops) is int and hops >= 0 else 0
 
 

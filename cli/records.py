@@ -234,8 +234,7 @@ def _envelope_from(projection: Projection, request_id: str, role: str) -> Messag
     """The envelope a role would most likely get, rebuilt from the record's own fields."""
 
     def field(key: str, kind: type, default: Any) -> Any:
-        raw = projection.fields.get(key)
-        value = msgspec.json.decode(raw) if raw is not None else default
+        value = projection.value(key)
         return value if isinstance(value, kind) else default
 
     return MessageEnvelope(

@@ -78,6 +78,11 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
         """The projected record decoded to Python objects (a fresh copy on every access)."""
         return {key: decode_any(raw) for key, raw in self.fields.items()}
 
+    def value(self, key: str) -> Any:
+        """One top-level field decoded (``None`` if the record has no such field)."""
+        raw = self.fields.get(key)
+        return decode_any(raw) if raw is not None else None
+
     def raw_fields(self) -> dict[str, msgspec.Raw]:
         """``fields`` as ``msgspec.Raw``, to embed the record in a larger JSON value."""
         return {key: msgspec.Raw(value) for key, value in self.fields.items()}
