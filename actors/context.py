@@ -21,7 +21,6 @@ from anyio.lowlevel import checkpoint
 from loguru import logger
 
 from teams_runtime.actors.digest import (
-    NeedsFullHistory,
     RequestDigest,
     digest_from_fields,
     digest_from_parts,
@@ -77,10 +76,10 @@ class _Cached(msgspec.Struct):
     digest: RequestDigest
 
 
-def _digest_of(read: RecordRead, config: PromptContextConfig, classify_all: bool) -> _Cached:
+def _digest_of(read: RecordRead, config: PromptContextConfig) -> _Cached:
     if isinstance(read, IndexedParts):
         return _Cached(read.version, digest_from_parts(read, config))
-    return _Cached(read.version, digest_from_fields(read.fields, config, classify_all=classify_all))
+    return _Cached(read.version, digest_from_fields(read.fields, config))
 
 
 class ContextActor:
@@ -178,20 +177,16 @@ class ContextActor:
             self._published.pop(request_id, None)
         cached = self._cache.get(request_id)
         if cached is None or cached.version != version:
-            cached = await self._load(request_id, classify_all=False)
-        try:
-            return self._publish(request_id, cached, cached.digest.project())
-        except NeedsFullHistory:
-            cached = await self._load(request_id, classify_all=True)
-            return self._publish(request_id, cached, cached.digest.project())
+            cached = await self._load(request_id)
+        return self._publish(request_id, cached, cached.digest.project())
 
-    async def _load(self, request_id: str, *, classify_all: bool) -> _Cached:
+    async def _load(self, request_id: str) -> _Cached:
         def read() -> _Cached:
-            return _digest_of(self.store.read(request_id, tail=self._tail), config, classify_all)
+            return _digest_of(self.store.read(request_id, tail=self._tail), config)
 
         config = self.config
         cached = await anyio.to_thread.run_sync(read)
-        logger.debug("read {} ({} events, full={})", request_id, cached.digest.count, classify_all)
+        logger.debug("read {} ({} events)", request_id, cached.digest.count)
         self._remember(request_id, cached)
         return cached
 
@@ -223,7 +218,7 @@ class ContextActor:
             if self._tail is not None and parts.covers(self._tail):
                 return appended, _Cached(parts.version, digest_from_parts(parts, config))
             read = self.store.read(request_id, tail=self._tail)
-            return appended, _digest_of(read, config, False)
+            return appended, _digest_of(read, config)
 
         stored, fresh = await anyio.to_thread.run_sync(write)
         if fresh is not None:

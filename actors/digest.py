@@ -1,14 +1,12 @@
 """A per-request digest that answers any projection without the full history.
 
 It holds the event count, the last ``max_events`` events, and the newest role evidence of every
-role seen in the classified part of the history: memory that does not grow with the history.
+role in the history: memory that does not grow with the history.
 
-Built from a record's index (``IndexedParts`` from a ``RecordStore``), the digest is complete
-at once. Built by parsing the record, classification is lazy: events are classified
-newest-first only as far as the projection needs (the policy's walk back stops there too). If
-a later projection needs older evidence than was classified, ``project`` raises
-``NeedsFullHistory`` and the actor rebuilds the digest with the whole history classified,
-once per record version.
+Built from a record's index (``IndexedParts`` from a ``RecordStore``) it is complete at once.
+Built by parsing the record, every event is classified: one C pass decodes all the events'
+heads, and each distinct head is classified once (``codecs.evidence.newest_evidence``), which
+costs less than classifying newest-first event by event even when that walk stops early.
 
 Answers are equal to ``projection.select_events`` on every history (tested with hypothesis).
 """
@@ -23,16 +21,12 @@ import msgspec
 
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.evidence import role_of_raw
+from teams_runtime.codecs.evidence import decode_event_heads, newest_evidence, role_of_raw
 from teams_runtime.codecs.projected import Backfill, Projection
 from teams_runtime.codecs.records import EVENTS_KEY, encode_json, format_event
 from teams_runtime.codecs.request_ids import notice_request_id
 
-__all__ = ["NeedsFullHistory", "RequestDigest", "digest_from_fields", "digest_from_parts"]
-
-
-class NeedsFullHistory(Exception):
-    """The projection needs evidence older than the classified part of the history."""
+__all__ = ["RequestDigest", "digest_from_fields", "digest_from_parts"]
 
 
 class RequestDigest:
@@ -46,14 +40,13 @@ class RequestDigest:
         count: int,
         recent: list[msgspec.Raw],
         evidence: dict[str, tuple[int, msgspec.Raw]],
-        floor: int,
         history_bytes: int,
         history: list[msgspec.Raw] | None = None,
     ) -> None:
         """Keep owned copies of ``recent``, ``evidence`` and (compaction off) ``history``.
 
         ``fields`` are the decoded top-level fields; ``events`` is not a list when the record's
-        is not. ``floor``: events below this position are not classified (0: all are).
+        is not. ``evidence`` holds every role's newest evidence (the whole history classified).
         """
         self._config = config
         self._events_is_list = isinstance(fields.get(EVENTS_KEY, []), list)
@@ -69,14 +62,9 @@ class RequestDigest:
             ((raw.copy(), role_of_raw(raw)) for raw in recent[-keep:]), maxlen=keep
         )
         self._evidence = {role: (index, raw.copy()) for role, (index, raw) in evidence.items()}
-        self._floor = floor
         # The full history only when compaction is off: the prompt then carries all of it.
         self._all = [raw.copy() for raw in history] if history is not None else None
         self._answer: Projection | None = None  # immutable, so shared until the next change
-
-    @property
-    def fully_classified(self) -> bool:
-        return self._floor == 0
 
     def _candidates(self) -> list[tuple[int, str]]:
         tail_start = self.count - self._config.recent_events
@@ -108,7 +96,7 @@ class RequestDigest:
             self.count += 1
 
     def project(self) -> Projection:
-        """Answer a projection; raises ``NeedsFullHistory`` if older evidence is needed."""
+        """Answer a projection (computed once per change, then shared)."""
         if self._answer is None:
             self._answer = self._project()
         return self._answer
@@ -123,10 +111,7 @@ class RequestDigest:
             return self._projection(tuple(range(total)), (), self._with_events(history))
         tail_start = total - config.recent_events
         slots = config.max_events - config.recent_events
-        candidates = self._candidates()
-        if len(candidates) < slots and not self.fully_classified:
-            raise NeedsFullHistory
-        chosen = sorted(candidates[:slots])
+        chosen = sorted(self._candidates()[:slots])
         backfilled = tuple(Backfill(index, role) for index, role in chosen)
         tail = [raw for raw, _ in list(self._recent)[-config.recent_events :]]
         events = [self._evidence[role][1] for _, role in chosen] + tail
@@ -156,41 +141,31 @@ class RequestDigest:
         )
 
 
-def digest_from_fields(
-    fields: Mapping[str, Any], config: PromptContextConfig, *, classify_all: bool = False
-) -> RequestDigest:
-    """Summarise a parsed record (events as ``Raw``), classifying only as far as needed."""
+def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -> RequestDigest:
+    """Summarise a parsed record (events as ``Raw``): every event is classified, in one C pass
+    over the events' heads where they decode as heads (else one at a time)."""
     events = fields.get(EVENTS_KEY)
     history: list[msgspec.Raw] = events if isinstance(events, list) else []
-    count = len(history)
-    recent = history[-config.max_events :] if history else []
-    recent_start = count - len(recent)
     evidence: dict[str, tuple[int, msgspec.Raw]] = {}
-    for offset, raw in enumerate(recent):
-        if (role := role_of_raw(raw)) is not None:
-            evidence[role] = (recent_start + offset, raw)
-    # Walk older events newest-first, recording the newest evidence of each new role, until the
-    # projection has enough backfill candidates (or, with classify_all, to the start).
-    tail_start = count - config.recent_events
-    wanted = config.max_events - config.recent_events
-    found = sum(1 for index, _ in evidence.values() if index < tail_start)
-    index = recent_start - 1
-    while index >= 0 and (classify_all or found < wanted):
-        role = role_of_raw(history[index])
-        if role is not None and role not in evidence:
-            evidence[role] = (index, history[index])
-            found += 1
-        index -= 1
+    if config.enabled:  # appends may grow it past max_events: older evidence is needed then
+        evidence = {role: (index, history[index]) for role, index in _newest(history).items()}
     return RequestDigest(
         config=config,
         fields=fields,
-        count=count,
-        recent=recent,
+        count=len(history),
+        recent=history[-config.max_events :] if history else [],
         evidence=evidence,
-        floor=index + 1,
         history_bytes=sum(len(raw) for raw in history),
         history=history if not config.enabled else None,
     )
+
+
+def _newest(history: list[msgspec.Raw]) -> dict[str, int]:
+    try:
+        heads = decode_event_heads(b"[" + b",".join(history) + b"]")
+    except (msgspec.DecodeError, RecursionError):  # an event the head view cannot read
+        return {role: index for index, raw in enumerate(history) if (role := role_of_raw(raw))}
+    return newest_evidence(heads)
 
 
 def digest_from_parts(parts: IndexedParts, config: PromptContextConfig) -> RequestDigest:
@@ -201,6 +176,5 @@ def digest_from_parts(parts: IndexedParts, config: PromptContextConfig) -> Reque
         count=parts.count,
         recent=parts.tail,
         evidence=parts.evidence,
-        floor=0,
         history_bytes=parts.history_bytes,
     )

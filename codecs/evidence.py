@@ -17,23 +17,28 @@ __all__ = [
     "PayloadHead",
     "append_key_of",
     "decode_event_head",
+    "decode_event_heads",
     "event_type_label",
     "evidence_role",
+    "newest_evidence",
     "role_of_event",
+    "role_of_head",
     "role_of_raw",
 ]
 
 _Scalar = str | int | float | bool | None
 
 
-class PayloadHead(msgspec.Struct):
+# Frozen (so equal heads hash alike: a history's heads classify once per distinct head) and
+# without GC tracking (decoded JSON holds no cycles; tracking 10,000 heads costs a collection).
+class PayloadHead(msgspec.Struct, frozen=True, gc=False):
     """The two payload fields that make an event role evidence; the rest is skipped."""
 
     role: Any = None
     status: Any = None
 
 
-class EventHead(msgspec.Struct):
+class EventHead(msgspec.Struct, frozen=True, gc=False):
     """The few fields of an event the projection classifies by; the rest is never decoded."""
 
     type: Any = None
@@ -47,6 +52,8 @@ class _KeyHead(msgspec.Struct):
 
 
 _EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)
+# An events array as heads, one C pass: an event that is not an object stays its small value.
+_EVENT_HEADS_DECODER = msgspec.json.Decoder(list[EventHead | list[Any] | _Scalar])
 _KEY_HEAD_DECODER = msgspec.json.Decoder(_KeyHead)
 
 
@@ -105,13 +112,58 @@ def role_of_raw(raw: msgspec.Raw | bytes) -> str | None:
         # A shape the head view does not cover (an odd number or string): rare, so the slow,
         # lenient parser classifies it.
         return role_of_event(_python_decoded(raw))
-    if head is None:
+    return role_of_head(head)
+
+
+def role_of_head(head: object) -> str | None:
+    """Classify an event's head (``None`` for an event that is not an object)."""
+    if not isinstance(head, EventHead):
         return None
     payload = head.payload
     role, status = (
         (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
     )
     return evidence_role(head.type, head.event_type, head.actor, role, status)
+
+
+def decode_event_heads(events: msgspec.Raw | bytes | memoryview) -> list[object]:
+    """The heads of every event of a JSON events array, in one C pass (the rest is skipped).
+
+    Raises ``msgspec.DecodeError`` (or ``RecursionError``) where an event holds what the head
+    view cannot read; callers then classify event by event (``role_of_raw``).
+    """
+    return _EVENT_HEADS_DECODER.decode(events)
+
+
+def newest_evidence(heads: list[object]) -> dict[str, int]:
+    """Each role's newest evidence position among ``heads`` (as ``decode_event_heads`` gives).
+
+    A history repeats a few distinct heads: each distinct head is classified once (equal heads
+    classify alike: classification looks only at strings, and a string equals only the same
+    string), then a walk from the newest event stops once every role seen has its newest.
+    """
+    try:
+        distinct = set(heads)
+    except TypeError:  # a head holding a list or object is not hashable: one at a time
+        return _newest_one_by_one(heads)
+    evidence = {head: role for head in distinct if (role := role_of_head(head)) is not None}
+    roles = len(set(evidence.values()))
+    newest: dict[str, int] = {}
+    position = len(heads)
+    while len(newest) < roles:
+        position -= 1
+        role = evidence.get(heads[position])
+        if role is not None and role not in newest:
+            newest[role] = position
+    return newest
+
+
+def _newest_one_by_one(heads: list[object]) -> dict[str, int]:
+    newest: dict[str, int] = {}
+    for position, head in enumerate(heads):
+        if (role := role_of_head(head)) is not None:
+            newest[role] = position
+    return newest
 
 
 def append_key_of(raw: msgspec.Raw | bytes) -> str | None:

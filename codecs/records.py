@@ -7,7 +7,6 @@ ever decoded as far as classifying it needs (``EventHead``); payloads stay bytes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -42,7 +41,27 @@ EVENTS_KEY = "events"
 RecordFields = dict[str, Any]
 
 _Scalar = str | int | float | bool | None
-_RECORD_DECODER = msgspec.json.Decoder(dict[str, list[msgspec.Raw] | dict[str, Any] | _Scalar])
+
+
+class _TopKey:
+    """A top-level key as decoded: every occurrence is a key of its own (no two compare equal),
+    so a key written twice shows up as two entries instead of the last one silently winning."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _top_key(kind: type, value: Any) -> Any:
+    if kind is _TopKey and isinstance(value, str):
+        return _TopKey(value)
+    raise NotImplementedError
+
+
+_RECORD_DECODER = msgspec.json.Decoder(
+    dict[_TopKey, list[msgspec.Raw] | dict[str, Any] | _Scalar], dec_hook=_top_key
+)
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
@@ -80,30 +99,23 @@ def decode_record(data: bytes, source: str) -> RecordFields:
             f"{source}: values are nested too deeply to read safely; "
             "flatten the offending event or field by hand."
         ) from exc
-    _refuse_duplicate_keys(data, fields, source)
+    return _unique_keys(fields, source)
+
+
+def _unique_keys(decoded: dict[_TopKey, Any], source: str) -> RecordFields:
+    """The fields by name; a key written twice is refused, since decoding keeps only the last
+    value and a rewrite would silently drop the first (30 events, say)."""
+    fields = {key.name: value for key, value in decoded.items()}
+    if len(fields) != len(decoded):
+        seen: set[str] = set()
+        for key in decoded:
+            if key.name in seen:
+                raise RecordError(
+                    f"{source}: the key {key.name!r} appears more than once at the top level; "
+                    "merge them by hand (teams-runtime will not drop either)."
+                )
+            seen.add(key.name)
     return fields
-
-
-# With indent 1 every top-level key, and nothing else, starts a line with exactly one space and
-# a quote (strings hold no raw newline; deeper lines are indented further).
-_TOP_LEVEL_KEY = re.compile(rb'\n "((?:[^"\\]|\\.)*)":')
-
-
-def _refuse_duplicate_keys(data: bytes, fields: RecordFields, source: str) -> None:
-    """Decoding keeps the last of two equal keys: a record that has any is refused, since a
-    rewrite would silently drop the first value (30 events, say)."""
-    formatted = msgspec.json.format(data, indent=1)
-    if formatted.count(b'\n "') == len(fields):
-        return
-    seen: set[str] = set()
-    for match in _TOP_LEVEL_KEY.finditer(formatted):
-        key = msgspec.json.decode(b'"' + match.group(1) + b'"')
-        if key in seen:
-            raise RecordError(
-                f"{source}: the key {key!r} appears more than once at the top level; "
-                "merge them by hand (teams-runtime will not drop either)."
-            )
-        seen.add(key)
 
 
 def split_raw_list(raw: msgspec.Raw | bytes | memoryview) -> list[msgspec.Raw]:

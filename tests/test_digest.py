@@ -11,7 +11,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.digest import NeedsFullHistory, RequestDigest, digest_from_fields
+from teams_runtime.actors.digest import digest_from_fields
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.records import decode_record, encode_record
@@ -19,15 +19,6 @@ from teams_runtime.demo import sample_record
 from teams_runtime.projection import project_request
 
 from .strategies import configs, event, events, record
-
-
-def _answer(summary: RequestDigest, fields: dict[str, Any], config: PromptContextConfig) -> Any:
-    """Project like the actor does: rebuild with every event classified when asked to."""
-    try:
-        return summary.project()
-    except NeedsFullHistory:
-        assert not summary.fully_classified
-        return digest_from_fields(fields, config, classify_all=True).project()
 
 
 def _same(answer: Projection, expected: Projection) -> None:
@@ -39,17 +30,12 @@ def _same(answer: Projection, expected: Projection) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(history=events, config=configs(), classify_all=st.booleans())
-def test_a_summary_answers_like_the_policy(
-    history: list[Any], config: PromptContextConfig, classify_all: bool
-) -> None:
+@given(history=events, config=configs())
+def test_a_summary_answers_like_the_policy(history: list[Any], config: PromptContextConfig) -> None:
     data = encode_record(record(history))
-    fields = decode_record(data, "r")
-    summary = digest_from_fields(fields, config, classify_all=classify_all)
+    summary = digest_from_fields(decode_record(data, "r"), config)
     assert summary.count == len(history)
-    if classify_all:
-        assert summary.fully_classified
-    _same(_answer(summary, fields, config), project_request(data, config))
+    _same(summary.project(), project_request(data, config))
 
 
 @settings(max_examples=150, deadline=None)
@@ -69,7 +55,7 @@ def test_appends_keep_the_answers_equal(
         summary.append([msgspec.Raw(msgspec.json.encode(o)) for o in objects], {"status": status})
         current = {**current, "status": status, "events": [*current["events"], *objects]}
         data = encode_record(current)
-        _same(_answer(summary, decode_record(data, "r"), config), project_request(data, config))
+        _same(summary.project(), project_request(data, config))
 
 
 def test_a_summary_of_a_non_list_history_passes_it_through() -> None:
@@ -84,7 +70,7 @@ def test_memory_of_a_summary_is_flat_in_history_length() -> None:
         try:
             data = encode_record(sample_record(events, "req-1"))
             fields = decode_record(data, "x")
-            summary = digest_from_fields(fields, PromptContextConfig(), classify_all=True)
+            summary = digest_from_fields(fields, PromptContextConfig())
             del data, fields
             gc.collect()
             kept = tracemalloc.get_traced_memory()[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from teams_runtime.actors.digest import digest_from_fields, digest_from_parts
 from teams_runtime.actors.storage import record_files as store
-from teams_runtime.actors.storage.record_index import INDEX_TAIL, RecordIndex, encode_index
+from teams_runtime.actors.storage.files import file_version
+from teams_runtime.actors.storage.protocols import IndexedParts
+from teams_runtime.actors.storage.record_index import (
+    INDEX_TAIL,
+    RecordIndex,
+    encode_index,
+    index_from_bytes,
+    load_index,
+)
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
-from teams_runtime.codecs.records import decode_any, encode_event
+from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.records import decode_any, encode_event, encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.exceptions import RecordError
+from teams_runtime.projection import project_request
 
 from .reference import reference_role
 from .strategies import event, events
@@ -123,3 +136,106 @@ def test_garbage_index_is_ignored(tmp_path: Path) -> None:
 
 def _decoded(data: bytes) -> RecordIndex:
     return msgspec.msgpack.decode(data[16:], type=RecordIndex)  # after its 16-byte digest
+
+
+# --- a record another program wrote: the index derived from its bytes ---------------------
+
+
+def _foreign(paths: RecordPaths, data: bytes) -> None:
+    """Put a record in place the way another program would: its bytes, no index."""
+    paths.record.parent.mkdir(parents=True, exist_ok=True)
+    paths.record.write_bytes(data)
+    paths.index.unlink(missing_ok=True)
+
+
+def _written_index(tmp_path: Path, history: list[Any]) -> RecordIndex:
+    """The index teams-runtime's own writer lays down for ``history``."""
+    paths = Workspace(tmp_path / "written").record_paths("req-1")
+    store.create_record(paths, {"request_id": "req-1", "status": "new", "events": history})
+    index = load_index(paths, file_version(paths.record))
+    assert index is not None
+    return index
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(history=st.lists(event, max_size=300))
+def test_an_index_derived_from_bytes_is_the_one_the_writer_keeps(
+    tmp_path_factory: pytest.TempPathFactory, history: list[Any]
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("derived")
+    expected = _written_index(tmp_path, history)
+    paths = Workspace(tmp_path / "written").record_paths("req-1")
+    derived = index_from_bytes(paths, paths.record.read_bytes(), expected.record)
+    assert derived == expected
+
+
+def test_a_first_read_keeps_an_index_and_the_next_read_uses_it(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+    _foreign(paths, encode_record(sample_record(600, "req-1")))
+    records = store.FileRecordStore(Workspace(tmp_path))
+    first = records.read("req-1", tail=16)
+    assert isinstance(first, IndexedParts)  # answered as if indexed: no full parse
+    assert load_index(paths, file_version(paths.record)) is not None
+    assert store.read_indexed_parts(paths) == first
+    _check_consistent(paths)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda record: msgspec.json.encode(record),  # compact
+        lambda record: json.dumps(record, indent=4).encode(),  # deeper indent
+        lambda record: json.dumps(record, indent=2).encode().replace(b"\n    {", b"\n    \n    {"),
+        # events first, then another list: the array's close is not the file's last one
+        lambda record: encode_record({"events": record["events"], **record, "tags": [1, 2]}),
+    ],
+    ids=["compact", "indent-4", "blank-lines", "list-after-events"],
+)
+def test_any_other_layout_is_parsed_and_answers_the_same(
+    tmp_path: Path, layout: Callable[[dict[str, Any]], bytes]
+) -> None:
+    record = sample_record(300, "req-1")
+    data = layout(record)
+    paths = _paths(tmp_path)
+    _foreign(paths, data)
+    config = PromptContextConfig()
+    read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=config.max_events)
+    answer = (
+        digest_from_parts(read, config)
+        if isinstance(read, IndexedParts)
+        else digest_from_fields(read.fields, config)
+    ).project()
+    expected = project_request(data, config)
+    assert answer.fields == expected.fields
+    assert answer.notice == expected.notice
+
+
+def test_an_event_that_is_not_utf8_is_refused_clearly_not_put_in_a_prompt(tmp_path: Path) -> None:
+    data = encode_record(sample_record(40, "req-1"))
+    bad = data.replace(b"step 39", b"step \xff9", 1)
+    paths = _paths(tmp_path)
+    _foreign(paths, bad)
+    with pytest.raises(RecordError, match="not valid UTF-8"):
+        store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=16)
+    assert not paths.index.exists()
+
+
+def test_a_comma_inside_an_event_is_never_taken_for_a_boundary(tmp_path: Path) -> None:
+    """Events whose own lines look like the writer's separators (a string-free nested array
+    laid out at depth two by hand): the derived spans are checked, so the answer stays right."""
+    history = [{"type": "role_report", "actor": "qa", "payload": {"role": "qa", "status": "ok"}}]
+    history += [{"type": "note", "n": [index, index + 1]} for index in range(40)]
+    data = encode_record({"request_id": "req-1", "events": history})
+    tricky = data.replace(b'"n": [\n        ', b'"n": [\n    ').replace(b",\n        ", b",\n    ")
+    paths = _paths(tmp_path)
+    _foreign(paths, tricky)
+    config = PromptContextConfig(recent_events=2, max_events=4)
+    read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=config.max_events)
+    answer = (
+        digest_from_parts(read, config)
+        if isinstance(read, IndexedParts)
+        else digest_from_fields(read.fields, config)
+    ).project()
+    assert answer.fields == project_request(tricky, config).fields

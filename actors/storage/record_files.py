@@ -17,6 +17,7 @@ from teams_runtime.actors.storage.files import file_version
 from teams_runtime.actors.storage.protocols import Appended, ParsedRecord, RecordRead
 from teams_runtime.actors.storage.record_index import INDEX_TAIL
 from teams_runtime.actors.storage.record_reads import (
+    index_and_read_parts,
     read_bytes,
     read_indexed_parts,
     read_record,
@@ -60,12 +61,17 @@ class FileRecordStore:
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         paths = self.paths(request_id)
-        if tail is not None and tail <= INDEX_TAIL:
+        indexable = tail is not None and tail <= INDEX_TAIL
+        if indexable:
             parts = read_indexed_parts(paths)
             if parts is not None:
                 return parts
-        fields, version = read_record(paths)
-        return ParsedRecord(version, fields, str(paths.record))
+        data, version = read_bytes(paths)
+        if indexable:
+            parts = index_and_read_parts(paths, data, version)
+            if parts is not None:
+                return parts
+        return ParsedRecord(version, decode_record(data, str(paths.record)), str(paths.record))
 
     def load(self, request_id: str) -> bytes:
         """The record file's bytes, checked to be a record."""

@@ -28,7 +28,7 @@ import msgspec
 from teams_runtime.actors.storage.files import FileVersion, open_regular, write_atomic
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.workspace import RecordPaths
-from teams_runtime.codecs.evidence import role_of_raw
+from teams_runtime.codecs.evidence import decode_event_heads, newest_evidence, role_of_raw
 from teams_runtime.codecs.records import (
     EVENT_SEPARATOR,
     EVENTS_CLOSE,
@@ -49,6 +49,7 @@ __all__ = [
     "evidence_spans",
     "history_bytes",
     "index_for",
+    "index_from_bytes",
     "load_index",
     "parts_from_index",
     "write_index",
@@ -273,3 +274,136 @@ def write_index(paths: RecordPaths, index: RecordIndex) -> None:
     A linked index folder is refused before the record is written (``ensure_folder``)."""
     with contextlib.suppress(RecordError):
         write_atomic(paths.index, encode_index(index), runtime=paths.runtime, durable=False)
+
+
+# Where the events array stands in a file laid out by teams-runtime: a top-level key's line.
+_EVENTS_LINE = b"\n" + EVENTS_HEAD
+_SUFFIX_TRIES = 3  # guesses at where the needed events start, then the whole array is split
+
+
+def index_from_bytes(paths: RecordPaths, data: bytes, version: FileVersion) -> RecordIndex | None:
+    """The index of a record file that has none (another program wrote it), from its bytes.
+
+    One C pass decodes every event's head (``decode_event_heads``); only the last events and
+    each role's newest evidence are split out, from a suffix of the array. ``None`` when the
+    file is not laid out as teams-runtime writes it (then the caller parses it). Whatever this
+    derives is checked again by ``parts_from_index`` before anything is answered from it.
+    """
+    line = data.find(_EVENTS_LINE)
+    if line < 0:
+        return None
+    start = line + len(_EVENTS_LINE)
+    if data.startswith(b"[]", start):
+        end, heads = start + 2, []
+    elif data.startswith(EVENTS_OPEN, start):
+        found = _events_array(data, start)
+        if found is None:
+            return None
+        end, heads = found
+    else:
+        return None
+    count = len(heads)
+    newest = newest_evidence(heads)
+    tail_start = count - min(count, INDEX_TAIL)
+    spans = _spans_from(data, start, end, count, min([tail_start, *newest.values()]))
+    if spans is None:
+        return None
+    return RecordIndex(
+        request_id=paths.request_id,
+        record=version,
+        count=count,
+        events_start=start,
+        events_end=end,
+        tail=[spans[position] for position in range(tail_start, count)],
+        evidence={role: (position, spans[position]) for role, position in newest.items()},
+    )
+
+
+def _events_array(data: bytes, start: int) -> tuple[int, list[object]] | None:
+    """Where the events array that opens at ``start`` ends, and its events' heads.
+
+    In the writer's layout deeper lines are indented further, so the array closes at the
+    first close at depth one after it; decoding the slice proves it is one whole array. The
+    last such close in the file is tried first: ``events`` is usually the last list, and a
+    search from the end finds it at once where one from the start would read the whole history.
+    """
+    last = data.rfind(EVENTS_CLOSE)
+    found = _heads_until(data, start, last)
+    if found is None:  # another list follows `events`: search forward (reads the history)
+        found = _heads_until(data, start, data.find(EVENTS_CLOSE, start, last))
+    return found
+
+
+def _heads_until(data: bytes, start: int, close: int) -> tuple[int, list[object]] | None:
+    if close <= start:
+        return None
+    end = close + len(EVENTS_CLOSE)
+    try:
+        heads = decode_event_heads(memoryview(data)[start:end])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return (end, heads) if heads else None
+
+
+def _spans_from(
+    data: bytes, start: int, end: int, count: int, first_needed: int
+) -> dict[int, Span] | None:
+    """The spans of the events from ``first_needed`` to the last, by position.
+
+    Splits a suffix of the array that starts at a separator a little before where the event
+    ``first_needed`` should be (by average event size), so the cost follows how far back the
+    needed events are, not the history's length.
+    """
+    if not count:
+        return {}
+    first_event = start + len(EVENTS_OPEN)
+    inner = end - len(EVENTS_CLOSE) - first_event
+    guess = first_needed
+    for _ in range(_SUFFIX_TRIES):
+        comma = _separator_before(data, first_event, first_event + inner * guess // count)
+        if guess <= 0 or comma is None:
+            break
+        raws = _split_after(data, comma, end)
+        if raws is None:
+            return None
+        if count - len(raws) <= first_needed:
+            return _checked_spans(data, comma + len(EVENT_SEPARATOR), raws, count, end)
+        guess = guess * 3 // 4  # the events before the guess were longer than average
+    try:
+        raws = split_raw_list(memoryview(data)[start:end])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return _checked_spans(data, first_event, raws, count, end)
+
+
+def _separator_before(data: bytes, floor: int, position: int) -> int | None:
+    """The last separator between events at or before ``position`` (in the writer's layout,
+    a deeper line is indented by more than four spaces)."""
+    at = data.rfind(EVENT_SEPARATOR, floor, position + len(EVENT_SEPARATOR))
+    while at >= 0 and data[at + len(EVENT_SEPARATOR)] == ord(" "):
+        at = data.rfind(EVENT_SEPARATOR, floor, at)
+    return at if at >= 0 else None
+
+
+def _split_after(data: bytes, comma: int, end: int) -> list[msgspec.Raw] | None:
+    """The events after the comma at ``comma``. It only decodes as one array if the comma
+    stands between events: after a comma inside an event, brackets would not balance."""
+    try:
+        return split_raw_list(b"[" + data[comma + 1 : end])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _checked_spans(
+    data: bytes, offset: int, raws: list[msgspec.Raw], count: int, end: int
+) -> dict[int, Span] | None:
+    """Place the last ``len(raws)`` events from ``offset`` on, one separator apart, if the file
+    holds exactly that there (one comparison); a file laid out otherwise gives ``None``."""
+    if data[offset : end - len(EVENTS_CLOSE)] != EVENT_SEPARATOR.join(raws):
+        return None
+    spans: dict[int, Span] = {}
+    position = count - len(raws)
+    for number, raw in enumerate(raws):
+        spans[position + number] = (offset, len(raw))
+        offset += len(raw) + len(EVENT_SEPARATOR)
+    return spans

@@ -6,16 +6,33 @@ program replaces meanwhile is never mixed with the one read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
-from teams_runtime.actors.storage.files import FileVersion, open_regular, version_of
+from teams_runtime.actors.storage.files import (
+    FileVersion,
+    ensure_folder,
+    open_regular,
+    version_of,
+)
 from teams_runtime.actors.storage.protocols import IndexedParts
-from teams_runtime.actors.storage.record_index import load_index, parts_from_index
+from teams_runtime.actors.storage.record_index import (
+    index_from_bytes,
+    load_index,
+    parts_from_index,
+    write_index,
+)
 from teams_runtime.actors.storage.workspace import RecordPaths
 from teams_runtime.codecs.records import RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 
-__all__ = ["read_bytes", "read_indexed_parts", "read_record", "unknown_request"]
+__all__ = [
+    "index_and_read_parts",
+    "read_bytes",
+    "read_indexed_parts",
+    "read_record",
+    "unknown_request",
+]
 
 
 def unknown_request(paths: RecordPaths) -> UnknownRequestError:
@@ -78,3 +95,39 @@ def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
         return None  # the index pointed somewhere the file cannot be read: parse instead
     finally:
         os.close(fd)
+
+
+def index_and_read_parts(
+    paths: RecordPaths, data: bytes, version: FileVersion
+) -> IndexedParts | None:
+    """Read a record that has no index (another program wrote it) as if it had one.
+
+    The index is derived from the bytes (one C pass over the events' heads, see
+    ``index_from_bytes``), checked like any index, and kept, so the next cold read of this
+    version is an indexed one. ``None`` when the file is not laid out as teams-runtime writes
+    it, or an event to answer with is not UTF-8: then parse it (which names what is wrong).
+    """
+    index = index_from_bytes(paths, data, version)
+    if index is None:
+        return None
+    parts = parts_from_index(
+        lambda offset, length: data[max(offset, 0) : max(offset, 0) + max(length, 0)],
+        index,
+        str(paths.record),
+    )
+    if parts is None or not _utf8(parts):
+        return None
+    with contextlib.suppress(RecordError):  # a cache: a workspace we cannot write still reads
+        ensure_folder(paths.index.parent, paths.runtime)
+        write_index(paths, index)
+    return parts
+
+
+def _utf8(parts: IndexedParts) -> bool:
+    """Whether the events that go into a prompt are UTF-8 (the fields were checked decoding)."""
+    try:
+        for raw in [*parts.tail, *(raw for _, raw in parts.evidence.values())]:
+            str(memoryview(raw), "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

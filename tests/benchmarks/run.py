@@ -82,9 +82,14 @@ def _time(call: Callable[[], Any], repeat: int) -> float:
     return _median(samples)
 
 
-async def _atime(call: Callable[[], Awaitable[Any]], repeat: int) -> float:
+async def _atime(
+    call: Callable[[], Awaitable[Any]], repeat: int, before: Callable[[], Any] | None = None
+) -> float:
+    """The median time of ``call``; ``before`` runs ahead of each sample, untimed."""
     samples = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         start = time.perf_counter()
         await call()
         samples.append(time.perf_counter() - start)
@@ -157,22 +162,29 @@ async def projection_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
 
         # A fresh actor per sample: nothing is cached in memory.
         cold_time = await _atime(cold, _repeat(size, 15))
+        # A record another program wrote: no index. The first read keeps one, so it is removed
+        # before every sample (untimed): each sample is a first read.
+        plain_index = workspace.record_paths(f"plain-{size}").index
         parse_time = await _atime(
-            lambda size=size: cold(f"plain-{size}"), _repeat(size, 15)
-        )  # a record another program wrote: no index, the whole file is parsed
+            lambda size=size: cold(f"plain-{size}"),
+            _repeat(size, 15),
+            before=lambda index=plain_index: index.unlink(missing_ok=True),
+        )
         async with open_context(workspace.root, CONFIG) as ctx:
             await ctx.project(request_id)
             warm[size] = await _atime(
                 lambda ctx=ctx, request_id=request_id: ctx.project(request_id), 2000
             )
         cold_ratio = naive / cold_time
-        cold_target = "cold >= 5x naive" if size == 10_000 else ""
+        least = 5 if size == 10_000 else 1  # and never slower than naive, at any size
         rows.append(Row(f"cold projection from file, {size:,} events", _fmt(cold_time),
-                        _fmt(naive), f"{cold_ratio:.1f}x", cold_target,
-                        cold_ratio >= 5 if cold_target else None))  # fmt: skip
+                        _fmt(naive), f"{cold_ratio:.1f}x", f"cold >= {least}x naive",
+                        cold_ratio >= least))  # fmt: skip
         parse_ratio = f"{naive / parse_time:.1f}x"
+        parse_target = ">= 5x naive" if size >= 10_000 else ""
         rows.append(Row(f"cold, record without index (parsed), {size:,} events",
-                        _fmt(parse_time), _fmt(naive), parse_ratio, "", None))  # fmt: skip
+                        _fmt(parse_time), _fmt(naive), parse_ratio, parse_target,
+                        naive / parse_time >= 5 if parse_target else None))  # fmt: skip
         warm_ratio = naive / warm[size]
         warm_target = "warm >= 100x naive" if size == 10_000 else ""
         rows.append(Row(f"warm ask (unchanged record), {size:,} events", _fmt(warm[size]),
