@@ -25,7 +25,7 @@ from teams_runtime.actors.digest import (
     digest_from_fields,
     digest_from_parts,
 )
-from teams_runtime.actors.mailbox import Mailbox
+from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.storage import (
     IDEMPOTENCY_WINDOW,
     FileRecordStore,
@@ -97,7 +97,6 @@ class ContextActor:
         self.config = config
         self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
         self._cache: dict[str, _Cached] = {}
-        self._published: dict[str, tuple[Hashable, Projection]] = {}
         self._max_cached = max_cached
         # An index keeps a bounded tail; compaction off needs every event (None).
         self._tail: int | None = config.max_events if config.enabled else None
@@ -110,9 +109,14 @@ class ContextActor:
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
         self._mailbox.stop()
 
+    def statistics(self) -> MailboxStatistics:
+        """The inbox's counts: what waits, what was served (answers given without the inbox,
+        from the cache or a small record read in place, are not among them)."""
+        return self._mailbox.statistics()
+
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
         """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds."""
-        return ContextHandle(self._mailbox, ask_timeout, self._published, self.store.version)
+        return ContextHandle(self._mailbox, ask_timeout, self.answer_now)
 
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
@@ -159,33 +163,40 @@ class ContextActor:
         while len(self._cache) > self._max_cached:
             oldest = next(iter(self._cache))
             del self._cache[oldest]
-            self._published.pop(oldest, None)
 
-    def _publish(self, request_id: str, cached: _Cached, answer: Projection) -> Projection:
-        # Immutable and tied to the version it answers: handles serve it themselves while the
-        # record stays at that version (see ContextHandle.project).
-        self._published[request_id] = (cached.version, answer)
-        return answer
+    def answer_now(self, request_id: str) -> Projection | None:
+        """The projection, if it needs no more than a small file read: the cached answer while
+        the record is at the version it answers (one ``stat``), or a small record read in place.
+        ``None``: ask, the read needs a worker thread (or the record is gone: the ask says so).
+
+        Synchronous, with no await, so on the event loop nothing interleaves with it: handles
+        call it themselves and skip the inbox's scheduling round trip. Writes still go through
+        the inbox; a write that lands meanwhile changes the version, so the next call re-reads.
+        """
+        version = self.store.version(request_id)
+        if version is None:
+            self._cache.pop(request_id, None)
+            return None
+        cached = self._cache.get(request_id)
+        if cached is None or cached.version != version:
+            if not self.store.reads_quickly(version):
+                return None
+            cached = self._read(request_id)
+        return cached.digest.project()  # computed once per version, then shared (immutable)
 
     async def _project(self, request_id: str) -> Projection:
         # One version check per ask, on the event loop on purpose: for files it is one stat
         # answered from the inode cache in about a microsecond, and it is what makes another
         # process's edit visible to the very next ask. A worker thread would cost 50x more.
-        version = self.store.version(request_id)
-        if version is None:
-            self._cache.pop(request_id, None)  # the read below raises the store's own error
-            self._published.pop(request_id, None)
-        cached = self._cache.get(request_id)
-        if cached is None or cached.version != version:
-            cached = await self._load(request_id)
-        return self._publish(request_id, cached, cached.digest.project())
+        answer = self.answer_now(request_id)
+        if answer is None:
+            # A large record (or none: the read raises the store's own error).
+            answer = (await anyio.to_thread.run_sync(self._read, request_id)).digest.project()
+        return answer
 
-    async def _load(self, request_id: str) -> _Cached:
-        def read() -> _Cached:
-            return _digest_of(self.store.read(request_id, tail=self._tail), config)
-
-        config = self.config
-        cached = await anyio.to_thread.run_sync(read)
+    def _read(self, request_id: str) -> _Cached:
+        """Read and summarise the record (blocking: a worker thread's job unless it is small)."""
+        cached = _digest_of(self.store.read(request_id, tail=self._tail), self.config)
         logger.debug("read {} ({} events)", request_id, cached.digest.count)
         self._remember(request_id, cached)
         return cached
@@ -233,13 +244,11 @@ class ContextHandle:
         self,
         mailbox: Mailbox[ContextAsk],
         ask_timeout: float,
-        published: Mapping[str, tuple[Hashable, Projection]],
-        version: Callable[[str], Hashable | None],
+        answer_now: Callable[[str], Projection | None],
     ) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
-        self._published = published  # the actor's answers, each for one record version
-        self._version = version
+        self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
         check_request_id(message.request_id)  # an unsafe id never reaches the actor
@@ -265,16 +274,14 @@ class ContextHandle:
                 DeprecationWarning,
                 stacklevel=2,
             )
-        published = self._published.get(request_id)
-        if (
-            published is not None
-            and self._mailbox.accepting
-            and published[0] == self._version(request_id)
-        ):
-            # The record is still at the version this answer is for (one stat): no need to
-            # wait for the actor. Writes and everything else still go through it.
-            await checkpoint()
-            return published[1]
+        if self._mailbox.accepting:
+            check_request_id(request_id)
+            answer = self._answer_now(request_id)
+            if answer is not None:
+                # Cached, or a small record read in place: no need to wait for the actor.
+                # Writes and everything else still go through its inbox.
+                await checkpoint()
+                return answer
         reply = await self._ask(Project(request_id=request_id))
         assert isinstance(reply, Projection)
         return reply
@@ -374,7 +381,8 @@ async def open_context(
     actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
     failure: Exception | None = None
     async with anyio.create_task_group() as group:
-        await group.start(actor.serve)
+        # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
+        group.start_soon(actor.serve)
         try:
             yield actor.handle(ask_timeout)
         except Exception as exc:

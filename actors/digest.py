@@ -58,8 +58,8 @@ class RequestDigest:
         self.count = count
         self._history_bytes = history_bytes
         keep = config.max_events
-        self._recent: deque[tuple[msgspec.Raw, str | None]] = deque(
-            ((raw.copy(), role_of_raw(raw)) for raw in recent[-keep:]), maxlen=keep
+        self._recent: deque[msgspec.Raw] = deque(
+            (raw.copy() for raw in recent[-keep:]), maxlen=keep
         )
         self._evidence = {role: (index, raw.copy()) for role, (index, raw) in evidence.items()}
         # The full history only when compaction is off: the prompt then carries all of it.
@@ -88,7 +88,7 @@ class RequestDigest:
             raw = msgspec.Raw(format_event(event))
             self._history_bytes += len(raw)
             role = role_of_raw(raw)
-            self._recent.append((raw, role))
+            self._recent.append(raw)
             if role is not None:
                 self._evidence[role] = (self.count, raw)
             if self._all is not None:
@@ -107,13 +107,13 @@ class RequestDigest:
             return self._projection((), (), self._fields)
         total = self.count
         if not config.enabled or total <= config.max_events:
-            history = self._all if self._all is not None else [raw for raw, _ in self._recent]
+            history = self._all if self._all is not None else list(self._recent)
             return self._projection(tuple(range(total)), (), self._with_events(history))
         tail_start = total - config.recent_events
         slots = config.max_events - config.recent_events
         chosen = sorted(self._candidates()[:slots])
         backfilled = tuple(Backfill(index, role) for index, role in chosen)
-        tail = [raw for raw, _ in list(self._recent)[-config.recent_events :]]
+        tail = list(self._recent)[-config.recent_events :]
         events = [self._evidence[role][1] for _, role in chosen] + tail
         selected = tuple(index for index, _ in chosen) + tuple(range(tail_start, total))
         return self._projection(selected, backfilled, self._with_events(events))
@@ -146,23 +146,25 @@ def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -
     over the events' heads where they decode as heads (else one at a time)."""
     events = fields.get(EVENTS_KEY)
     history: list[msgspec.Raw] = events if isinstance(events, list) else []
+    joined = b",".join(history)  # one buffer: its length gives the history's size at once
     evidence: dict[str, tuple[int, msgspec.Raw]] = {}
     if config.enabled:  # appends may grow it past max_events: older evidence is needed then
-        evidence = {role: (index, history[index]) for role, index in _newest(history).items()}
+        newest = _newest(history, joined)
+        evidence = {role: (index, history[index]) for role, index in newest.items()}
     return RequestDigest(
         config=config,
         fields=fields,
         count=len(history),
         recent=history[-config.max_events :] if history else [],
         evidence=evidence,
-        history_bytes=sum(len(raw) for raw in history),
+        history_bytes=len(joined) - max(len(history) - 1, 0),  # less the commas
         history=history if not config.enabled else None,
     )
 
 
-def _newest(history: list[msgspec.Raw]) -> dict[str, int]:
+def _newest(history: list[msgspec.Raw], joined: bytes) -> dict[str, int]:
     try:
-        heads = decode_event_heads(b"[" + b",".join(history) + b"]")
+        heads = decode_event_heads(b"[" + joined + b"]")
     except (msgspec.DecodeError, RecursionError):  # an event the head view cannot read
         return {role: index for index, raw in enumerate(history) if (role := role_of_raw(raw))}
     return newest_evidence(heads)

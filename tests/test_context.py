@@ -25,6 +25,7 @@ from teams_runtime import (
 )
 from teams_runtime.actors.context import ContextActor
 from teams_runtime.actors.storage import FileRecordStore, Workspace
+from teams_runtime.actors.storage.record_files import SMALL_RECORD
 from teams_runtime.codecs.context_protocol import Failed, Project
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
@@ -194,8 +195,8 @@ async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
     outcomes: list[str] = []
 
     async def ask() -> None:
-        try:
-            await actor.handle(5).project("req-1")
+        try:  # a write: reads of a small record are answered without the inbox
+            await actor.handle(5).append_event("req-1", {"type": "note"})
             outcomes.append("answered")
         except ActorStopped:
             outcomes.append("stopped")
@@ -358,3 +359,21 @@ async def test_a_warm_answer_is_served_without_the_actor_until_the_record_change
         path = Workspace(tmp_path).request_path("req-1")
         path.write_bytes(encode_record(sample_record(5, "req-1")))  # another program
         assert (await ctx.project("req-1")).total_events == 5
+
+
+async def test_a_small_record_is_read_in_place_a_large_one_by_the_actor(tmp_path: Path) -> None:
+    _write(tmp_path, "small", sample_record(3, "small"))
+    large = _write(tmp_path, "large", sample_record(400, "large"))
+    assert large.stat().st_size > SMALL_RECORD
+    actor = ContextActor(FileRecordStore(Workspace(tmp_path)), PromptContextConfig())
+    async with anyio.create_task_group() as group:
+        group.start_soon(actor.serve)
+        handle = actor.handle(5)
+        small = await handle.project("small")
+        assert actor.statistics().served == 0  # no inbox round trip, no worker thread
+        assert small == project_request(Workspace(tmp_path).request_path("small").read_bytes())
+        await handle.project("large")
+        assert actor.statistics().served == 1  # a large read goes through the actor
+        _write(tmp_path, "small", sample_record(5, "small"))  # another program rewrites it
+        assert (await handle.project("small")).total_events == 5
+        actor.stop()

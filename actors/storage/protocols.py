@@ -87,6 +87,11 @@ class RecordStore(Protocol):
         event is needed), else parsed whole. Raises ``UnknownRequestError``, ``RecordError``."""
         ...
 
+    def reads_quickly(self, version: Hashable) -> bool:
+        """Whether reading the record at ``version`` costs so little (a small local file) that
+        the actor reads it on the event loop rather than pay a worker thread's round trip."""
+        ...
+
     def load(self, request_id: str) -> bytes:
         """The record as the bytes of its canonical file."""
         ...

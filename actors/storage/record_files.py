@@ -13,11 +13,11 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.storage.files import file_version
+from teams_runtime.actors.storage.files import FileVersion, file_version
 from teams_runtime.actors.storage.protocols import Appended, ParsedRecord, RecordRead
 from teams_runtime.actors.storage.record_index import INDEX_TAIL
 from teams_runtime.actors.storage.record_reads import (
-    index_and_read_parts,
+    parts_from_unindexed,
     read_bytes,
     read_indexed_parts,
     read_record,
@@ -36,6 +36,11 @@ __all__ = [
     "read_record",
     "unknown_request",
 ]
+
+
+# Below this size reading the whole file and parsing it costs less than the index's few reads
+# (about 150 us), and little enough to do on the event loop.
+SMALL_RECORD = 128 * 1024
 
 
 class FileRecordStore:
@@ -59,16 +64,22 @@ class FileRecordStore:
         """One ``stat``: about a microsecond, answered from the inode cache."""
         return file_version(self.paths(request_id).record)
 
+    def reads_quickly(self, version: Hashable) -> bool:
+        return isinstance(version, FileVersion) and version.size <= SMALL_RECORD
+
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         paths = self.paths(request_id)
         indexable = tail is not None and tail <= INDEX_TAIL
-        if indexable:
+        small = self.reads_quickly(file_version(paths.record))
+        if indexable and not small:
             parts = read_indexed_parts(paths)
             if parts is not None:
                 return parts
         data, version = read_bytes(paths)
-        if indexable:
-            parts = index_and_read_parts(paths, data, version)
+        if tail is not None and tail <= INDEX_TAIL:
+            # Keep the derived index for a large record: its next cold read is then cheap.
+            keep = not self.reads_quickly(version)
+            parts = parts_from_unindexed(paths, data, version, tail=tail, keep=keep)
             if parts is not None:
                 return parts
         return ParsedRecord(version, decode_record(data, str(paths.record)), str(paths.record))

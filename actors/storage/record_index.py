@@ -51,6 +51,7 @@ __all__ = [
     "index_for",
     "index_from_bytes",
     "load_index",
+    "parts_from_bytes",
     "parts_from_index",
     "write_index",
 ]
@@ -281,13 +282,16 @@ _EVENTS_LINE = b"\n" + EVENTS_HEAD
 _SUFFIX_TRIES = 3  # guesses at where the needed events start, then the whole array is split
 
 
-def index_from_bytes(paths: RecordPaths, data: bytes, version: FileVersion) -> RecordIndex | None:
+def index_from_bytes(
+    paths: RecordPaths, data: bytes, version: FileVersion, *, tail: int = INDEX_TAIL
+) -> RecordIndex | None:
     """The index of a record file that has none (another program wrote it), from its bytes.
 
-    One C pass decodes every event's head (``decode_event_heads``); only the last events and
-    each role's newest evidence are split out, from a suffix of the array. ``None`` when the
-    file is not laid out as teams-runtime writes it (then the caller parses it). Whatever this
-    derives is checked again by ``parts_from_index`` before anything is answered from it.
+    One C pass decodes every event's head (``decode_event_heads``); only the last ``tail``
+    events and each role's newest evidence are split out, from a suffix of the array, and
+    every span is checked to hold exactly its event. ``None`` when the file is not laid out as
+    teams-runtime writes it (then the caller parses it). Only an index with the full
+    ``INDEX_TAIL`` may be written; a shorter one serves a single read (``parts_from_bytes``).
     """
     line = data.find(_EVENTS_LINE)
     if line < 0:
@@ -304,7 +308,7 @@ def index_from_bytes(paths: RecordPaths, data: bytes, version: FileVersion) -> R
         return None
     count = len(heads)
     newest = newest_evidence(heads)
-    tail_start = count - min(count, INDEX_TAIL)
+    tail_start = count - min(count, tail)
     spans = _spans_from(data, start, end, count, min([tail_start, *newest.values()]))
     if spans is None:
         return None
@@ -316,6 +320,32 @@ def index_from_bytes(paths: RecordPaths, data: bytes, version: FileVersion) -> R
         events_end=end,
         tail=[spans[position] for position in range(tail_start, count)],
         evidence={role: (position, spans[position]) for role, position in newest.items()},
+    )
+
+
+def parts_from_bytes(data: bytes, index: RecordIndex, source: str) -> IndexedParts | None:
+    """The parts an index derived from ``data`` points at (its spans were checked deriving it).
+
+    The other fields decode from the file with the events array cut out; a placeholder put in
+    its place must come back as the top-level ``events`` value, twice over with two different
+    placeholders, which proves the array was that value and not one nested deeper.
+    """
+    header, trailer = data[: index.events_start], data[index.events_end :]
+    try:
+        fields = decode_record(header + b"[]" + trailer, source)
+        if fields.get(EVENTS_KEY) != [] or (
+            decode_record(header + b"{}" + trailer, source).get(EVENTS_KEY) != {}
+        ):
+            return None
+    except RecordError:
+        return None
+    tail = [msgspec.Raw(data[offset : offset + length]) for offset, length in index.tail]
+    evidence = {
+        role: (position, msgspec.Raw(data[offset : offset + length]))
+        for role, (position, (offset, length)) in index.evidence.items()
+    }
+    return IndexedParts(
+        index.record, fields, index.count, history_bytes(index), tail, evidence, source
     )
 
 

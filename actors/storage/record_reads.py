@@ -17,8 +17,10 @@ from teams_runtime.actors.storage.files import (
 )
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.record_index import (
+    INDEX_TAIL,
     index_from_bytes,
     load_index,
+    parts_from_bytes,
     parts_from_index,
     write_index,
 )
@@ -27,7 +29,7 @@ from teams_runtime.codecs.records import RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 
 __all__ = [
-    "index_and_read_parts",
+    "parts_from_unindexed",
     "read_bytes",
     "read_indexed_parts",
     "read_record",
@@ -97,37 +99,35 @@ def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
         os.close(fd)
 
 
-def index_and_read_parts(
-    paths: RecordPaths, data: bytes, version: FileVersion
+def parts_from_unindexed(
+    paths: RecordPaths, data: bytes, version: FileVersion, *, tail: int, keep: bool
 ) -> IndexedParts | None:
-    """Read a record that has no index (another program wrote it) as if it had one.
+    """Read a record that has no index (another program wrote it, or it is small) as if it had
+    one: the last ``tail`` events and each role's newest evidence, without parsing the history.
 
     The index is derived from the bytes (one C pass over the events' heads, see
-    ``index_from_bytes``), checked like any index, and kept, so the next cold read of this
-    version is an indexed one. ``None`` when the file is not laid out as teams-runtime writes
-    it, or an event to answer with is not UTF-8: then parse it (which names what is wrong).
+    ``index_from_bytes``); with ``keep`` it is written, so the next cold read of this version
+    is an indexed one. ``None`` when the file is not laid out as teams-runtime writes it, or an
+    event to answer with is not UTF-8: then parse it (which names what is wrong).
     """
-    index = index_from_bytes(paths, data, version)
+    index = index_from_bytes(paths, data, version, tail=max(tail, INDEX_TAIL if keep else 0))
     if index is None:
         return None
-    parts = parts_from_index(
-        lambda offset, length: data[max(offset, 0) : max(offset, 0) + max(length, 0)],
-        index,
-        str(paths.record),
-    )
+    parts = parts_from_bytes(data, index, str(paths.record))
     if parts is None or not _utf8(parts):
         return None
-    with contextlib.suppress(RecordError):  # a cache: a workspace we cannot write still reads
-        ensure_folder(paths.index.parent, paths.runtime)
-        write_index(paths, index)
+    if keep:
+        with contextlib.suppress(RecordError):  # a cache: a workspace we cannot write reads
+            ensure_folder(paths.index.parent, paths.runtime)
+            write_index(paths, index)
     return parts
 
 
 def _utf8(parts: IndexedParts) -> bool:
     """Whether the events that go into a prompt are UTF-8 (the fields were checked decoding)."""
+    events = [*parts.tail, *(raw for _, raw in parts.evidence.values())]
     try:
-        for raw in [*parts.tail, *(raw for _, raw in parts.evidence.values())]:
-            str(memoryview(raw), "utf-8")
+        b"".join(events).decode("utf-8")  # one call: a sequence cannot break across events
     except UnicodeDecodeError:
         return False
     return True

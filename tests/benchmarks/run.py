@@ -32,7 +32,8 @@ import anyio
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
-from teams_runtime.actors.storage.record_files import create_record
+from teams_runtime.actors.storage.record_files import FileRecordStore, create_record
+from teams_runtime.actors.storage.record_index import INDEX_TAIL
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.records import encode_record
@@ -144,8 +145,40 @@ def _make_workspace(root: Path, sizes: list[int]) -> Workspace:
     return workspace
 
 
+def _linked_copies(workspace: Workspace, source: str, count: int, *, keep_index: bool) -> list[str]:
+    """``count`` new request ids for the same record file (hard links); with ``keep_index`` each
+    gets the index a first read keeps, as a record teams-runtime wrote would have."""
+    ids = [f"{source}-copy-{number}" for number in range(count)]
+    for request_id in ids:
+        os.link(workspace.request_path(source), workspace.request_path(request_id))
+    if keep_index:  # after every link: a new link changes the file's ctime, so its version
+        records = FileRecordStore(workspace)
+        for request_id in ids:
+            records.read(request_id, tail=INDEX_TAIL)
+    return ids
+
+
+def _each_new(ctx: ContextHandle, ids: list[str]) -> Callable[[], Awaitable[Any]]:
+    """An ask that projects the next of ``ids`` each time it is called."""
+    pending = iter(ids)
+    return lambda: ctx.project(next(pending))
+
+
+async def actor_start_row() -> Row:
+    """What starting and stopping a ContextActor costs (once per process, not per request)."""
+
+    async def start_stop() -> None:
+        async with open_context(".", CONFIG):
+            pass
+
+    took = await _atime(start_stop, 300)
+    return Row("ContextActor start and stop (once per process)", _fmt(took), "", "", "", None)
+
+
 def _repeat(size: int, base: int) -> int:
-    return max(3, min(base, base * 10_000 // max(size, 1)))
+    """Samples for a history of ``size`` events: more for small ones (a sample is short and a
+    median of few is noise on a shared machine), at least 3."""
+    return max(3, min(base * 20, base * 10_000 // max(size, 1)))
 
 
 async def projection_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
@@ -156,20 +189,16 @@ async def projection_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
         path = workspace.request_path(request_id)
         naive = _time(lambda path=path: naive_project(path), _repeat(size, 15))
 
-        async def cold(request_id: str = request_id) -> None:
-            async with open_context(workspace.root, CONFIG) as ctx:
-                await ctx.project(request_id)
-
-        # A fresh actor per sample: nothing is cached in memory.
-        cold_time = await _atime(cold, _repeat(size, 15))
-        # A record another program wrote: no index. The first read keeps one, so it is removed
-        # before every sample (untimed): each sample is a first read.
-        plain_index = workspace.record_paths(f"plain-{size}").index
-        parse_time = await _atime(
-            lambda size=size: cold(f"plain-{size}"),
-            _repeat(size, 15),
-            before=lambda index=plain_index: index.unlink(missing_ok=True),
-        )
+        # Cold: the first projection of a request by a running ContextActor (what a role waits
+        # for). Each sample asks for a request the actor has never read: a hard link to the
+        # record under a new id (same bytes, no copy). The actor's own start is a row below.
+        repeat = _repeat(size, 15)
+        indexed = _linked_copies(workspace, request_id, repeat, keep_index=True)
+        # A record another program wrote: no index (the first read keeps one, for next time).
+        plain = _linked_copies(workspace, f"plain-{size}", repeat, keep_index=False)
+        async with open_context(workspace.root, CONFIG) as ctx:
+            cold_time = await _atime(_each_new(ctx, indexed), repeat)
+            parse_time = await _atime(_each_new(ctx, plain), repeat)
         async with open_context(workspace.root, CONFIG) as ctx:
             await ctx.project(request_id)
             warm[size] = await _atime(
@@ -450,6 +479,7 @@ async def main(quick: bool, check: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="teams-runtime-bench-") as folder:
         workspace = _make_workspace(Path(folder), sizes)
         rows = await projection_rows(workspace, sizes)
+        rows.append(await actor_start_row())
         rows += await prompt_rows(workspace, [100, 10_000])
         rows.append(await append_row(workspace, 10_000))
         rows.append(await throughput_row(Path(folder)))
