@@ -277,8 +277,9 @@ class OpenAIBackend:
                 answer,
                 key,
             ) from None
-        if chunk.error is not None:
-            answer.parts.append("\n" + bytes(chunk.error).decode("utf-8", "replace"))
+        error = chunk.error_text()
+        if error is not None:
+            answer.parts.append("\n" + error)
             raise self._failure("the model server reported an error in the stream", answer, key)
         self._take(chunk.text(), answer, key)
         answer.usage = chunk.token_usage() or answer.usage

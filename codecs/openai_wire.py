@@ -54,7 +54,9 @@ class ChatChunk(msgspec.Struct, frozen=True):
 
     choices: list[_Choice] = []
     usage: _Usage | None = None
-    error: msgspec.Raw | None = None  # some servers report a failure inside the stream
+    # Some servers report a failure inside the stream. (A Raw cannot sit in a union with
+    # None: empty when absent, the bytes `null` when null.)
+    error: msgspec.Raw = msgspec.Raw()
 
     def text(self) -> str:
         """The answer text this chunk carries."""
@@ -64,6 +66,11 @@ class ChatChunk(msgspec.Struct, frozen=True):
             if carrier is not None and carrier.content:
                 parts.append(carrier.content)
         return "".join(parts)
+
+    def error_text(self) -> str | None:
+        """The ``error`` the server put in this chunk, as its JSON text; ``None`` if none."""
+        raw = bytes(self.error)
+        return None if raw in (b"", b"null") else raw.decode("utf-8", "replace")
 
     def finished(self) -> bool:
         """Whether a choice says the answer is complete (``finish_reason`` set)."""
