@@ -9,7 +9,8 @@ script is empty):
     Text(text)             ``text`` streamed the same way (garbage or repairable answers)
     Whole()                a valid result as one application/json completion (no stream)
     Status(code, retry_after=None, body="")   an error answer
-    stall                  read the request, then say nothing until the server stops
+    stall                  read the request, then say nothing until the client hangs up
+                           (counted in ``hang_ups``) or the server stops
     drop                   two events of the answer, then the connection is cut
     garbage                200 with bytes that are not an event stream
     bad_event              an event whose data is not JSON
@@ -95,6 +96,8 @@ class FakeOpenAIServer:
 
     def __init__(self) -> None:
         self.requests: list[SeenRequest] = []
+        self.hang_ups = 0  # stalled requests whose client closed the connection
+        self._hung_up = threading.Event()
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -122,6 +125,15 @@ class FakeOpenAIServer:
         with self._lock:
             self._script.extend(behaviours)
         return self
+
+    def hung_up(self) -> None:
+        with self._lock:
+            self.hang_ups += 1
+        self._hung_up.set()
+
+    def wait_for_hang_up(self, timeout: float) -> bool:
+        """Wait until a stalled request's client has closed its connection."""
+        return self._hung_up.wait(timeout)
 
     def next_behaviour(self, seen: SeenRequest) -> Behaviour:
         with self._lock:
@@ -223,7 +235,17 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.end_headers()
                     self.wfile.write(data)
                 case "stall":
-                    server.stopping.wait(30)
+                    self.connection.settimeout(0.02)
+                    while not server.stopping.is_set():
+                        try:
+                            if self.connection.recv(1) == b"":
+                                server.hung_up()
+                                break
+                        except TimeoutError:
+                            continue
+                        except OSError:
+                            server.hung_up()
+                            break
                     self.close_connection = True
                 case "drop":
                     self._start_stream()

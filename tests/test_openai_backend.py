@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -419,3 +421,39 @@ def test_run_once_through_the_cli_logs_usage_and_never_the_key(
     kept = [path.read_text() for path in written if "attempts" in path.parts]
     assert len(kept) == 1 and "invalid key [api key]" in kept[0]  # the 401 body, scrubbed
     assert not [path for path in written if KEY.encode() in path.read_bytes()]
+
+
+async def test_a_timed_out_call_closes_its_connection(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then("stall")
+    await _failure(_backend(openai_server, timeout_seconds=0.3), prompt_bundle())
+    assert await anyio.to_thread.run_sync(openai_server.wait_for_hang_up, 10)
+
+
+def test_stopping_a_run_closes_the_call_in_flight_and_keeps_the_envelope(
+    openai_workspace: MakeWorkspace, openai_server: FakeOpenAIServer, seed: Seed,
+    read_record: ReadRecord,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(openai={"timeout_seconds": 120})
+    seed(workspace, "req-1", "qa", events=5)
+    openai_server.then("stall")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(workspace.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = time.monotonic()
+    while not openai_server.requests:  # the call is in flight
+        assert time.monotonic() - started < 60 and runner.poll() is None
+        time.sleep(0.02)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
+    assert "Stopped; 1 envelope(s) queued for the next run." in out
+    assert openai_server.wait_for_hang_up(10)  # the run closed the connection
+    assert read_record(workspace, "req-1").get("status") != "failed"
+    done = _cli("run", "--once", "--workspace", str(workspace.root), env=dict(os.environ))
+    assert done.returncode == 0 and "Handled 1 envelope(s): 0 failed" in done.stdout
+    assert read_record(workspace, "req-1")["status"] == "completed"
