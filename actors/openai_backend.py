@@ -228,11 +228,19 @@ class OpenAIBackend:
             await self._read_stream(response, answer, key)
 
     async def _read_whole(self, response: httpx.Response, answer: _Answer, key: str) -> None:
+        # The answer text inside JSON (escaped, beside the other fields) may take more bytes
+        # than the text itself; past this the answer cannot be within max_output_bytes.
+        limit = 2 * self._max_output_bytes + ERROR_BODY_BYTES
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
-            if len(body) > self._max_output_bytes + ERROR_BODY_BYTES:
-                break  # beyond any answer we keep: no need to hear the rest
+            if len(body) > limit:
+                raise self._failure(
+                    f"the model answered more than {self._max_output_bytes} bytes "
+                    "(max_output_bytes)",
+                    answer,
+                    key,
+                )
         try:
             completion = decode_completion(bytes(body))
         except msgspec.DecodeError:  # ValidationError included

@@ -254,9 +254,13 @@ async def test_what_came_before_a_drop_is_kept_for_the_attempts_folder(
     assert failure.output and valid.startswith(failure.output) and failure.output != valid
 
 
+@pytest.mark.parametrize(
+    "behaviour", [pytest.param("answer", id="streamed"), pytest.param(Whole(), id="whole")]
+)
 async def test_an_answer_longer_than_max_output_bytes_fails(
-    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, behaviour: Any
 ) -> None:
+    openai_server.then(behaviour)
     failure = await _failure(_backend(openai_server, max_output_bytes=50), prompt_bundle())
     assert str(failure) == "the model answered more than 50 bytes (max_output_bytes)"
 
