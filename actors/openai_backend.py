@@ -38,7 +38,7 @@ from teams_runtime.codecs.openai_wire import (
     request_head,
     retry_after_seconds,
 )
-from teams_runtime.exceptions import ModelFailure
+from teams_runtime.exceptions import ConfigError, ModelFailure
 from teams_runtime.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "ERROR_BODY_BYTES", "OpenAIBackend"]
@@ -88,21 +88,28 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, config: OpenAIConfig, *, max_output_bytes: int = 1_048_576) -> None:
+        """Raises ``ConfigError`` if the key's variable is not set: better no run at all than
+        every queued request failed for want of it."""
         self._config = config
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._max_output_bytes = max_output_bytes
+        if config.api_key_env and not os.environ.get(config.api_key_env):
+            raise ConfigError(f"{self._unset_key()}, then start again.")
+
+    def _unset_key(self) -> str:
+        return (
+            f"the environment variable {self._config.api_key_env} (model.openai.api_key_env) "
+            "is not set; export the model server's key in it"
+        )
 
     def _key(self) -> str:
-        """The key, read now (a changed variable is used by the next call); "" for none."""
+        """The key, read now (never kept: only the environment holds it); "" for none."""
         name = self._config.api_key_env
         if not name:
             return ""
         key = os.environ.get(name, "")
-        if not key:
-            raise ModelFailure(
-                f"the environment variable {name} (model.openai.api_key_env) is not set; "
-                "export the model server's key in it"
-            )
+        if not key:  # unset since the run started
+            raise ModelFailure(self._unset_key())
         return key
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.config import ModelConfig, OpenAIConfig
 from teams_runtime.codecs.model_replies import TokenUsage
-from teams_runtime.exceptions import ModelFailure
+from teams_runtime.exceptions import ConfigError, ModelFailure
 from teams_runtime.prompts import PromptBundle
 
 from .fake_model import answer_for
@@ -105,8 +106,8 @@ async def test_a_server_that_does_not_stream_is_read_whole(
 async def test_the_key_is_read_from_its_variable_at_call_time(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    backend = _backend(openai_server, api_key_env=KEY_ENV)
     monkeypatch.setenv(KEY_ENV, "first-key")
+    backend = _backend(openai_server, api_key_env=KEY_ENV)
     await backend.complete(prompt_bundle())
     monkeypatch.setenv(KEY_ENV, KEY)
     await backend.complete(prompt_bundle())
@@ -114,13 +115,34 @@ async def test_the_key_is_read_from_its_variable_at_call_time(
         "Bearer first-key",
         f"Bearer {KEY}",
     ]
-    monkeypatch.delenv(KEY_ENV)
-    failure = await _failure(backend, prompt_bundle())
-    assert str(failure) == (
+    unset = (
         f"the environment variable {KEY_ENV} (model.openai.api_key_env) is not set; "
         "export the model server's key in it"
     )
+    monkeypatch.delenv(KEY_ENV)
+    failure = await _failure(backend, prompt_bundle())  # unset while running: this call fails
+    assert str(failure) == unset
     assert len(openai_server.requests) == 2  # nothing was sent without it
+    with pytest.raises(ConfigError, match=f"^{re.escape(unset)}, then start again.$"):
+        _backend(openai_server, api_key_env=KEY_ENV)  # unset at the start: no run at all
+
+
+def test_run_without_the_key_is_a_user_error_that_changes_nothing(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(openai={"api_key_env": KEY_ENV})
+    seed(workspace, "req-1", "qa", events=5)
+    before = read_record(workspace, "req-1")
+    env = {name: value for name, value in os.environ.items() if name != KEY_ENV}
+    done = _cli("run", "--once", "--workspace", str(workspace.root), env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"teams-runtime: error: the environment variable {KEY_ENV} (model.openai.api_key_env) "
+        "is not set; export the model server's key in it, then start again.\n"
+    )
+    assert read_record(workspace, "req-1") == before
+    assert sum(FileWorkQueue(workspace).counts().values()) == 1
 
 
 # --- retries ------------------------------------------------------------------------------
