@@ -57,8 +57,9 @@ class ModelFailure(TeamsRuntimeError):
     """One model call failed; the message is a content-free reason (no prompt or output).
 
     What the model printed travels beside the message, for the attempts folder and never for
-    logs: ``stderr_tail`` (its last 8 KiB of stderr), ``output`` (its stdout text) and
-    ``exit_status`` (``None`` when it did not exit by itself).
+    logs: ``stderr_tail`` (its last 8 KiB of stderr), ``output`` (its stdout text; for a model
+    server, what it answered: an error body, or the text that came before the failure) and
+    ``exit_status`` (``None`` when it did not exit by itself, and for a model server).
     """
 
     def __init__(

@@ -172,6 +172,9 @@ class _Group:
     omitted_events: int = 0
     prompt_chars: int = 0
     full_history_chars: int = 0
+    prompts_with_usage: int = 0  # prompts whose model server reported tokens
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     sizes: array[int] = field(default_factory=lambda: array("q"))
 
     def add(self, record: PromptRecord) -> None:
@@ -183,6 +186,10 @@ class _Group:
         self.omitted_events += record.omitted_events
         self.prompt_chars += record.prompt_chars
         self.full_history_chars += record.full_history_chars
+        if record.prompt_tokens is not None and record.completion_tokens is not None:
+            self.prompts_with_usage += 1
+            self.prompt_tokens += record.prompt_tokens
+            self.completion_tokens += record.completion_tokens
         self.sizes.append(record.prompt_chars)
 
     def as_dict(self) -> dict[str, Any]:
@@ -205,6 +212,9 @@ class _Group:
             "mean_full_history_chars": round(self.full_history_chars / per_prompt, 1),
             "mean_included_events": round(self.included_events / per_prompt, 2),
             "saving_percent": round(100 * saving, 1),
+            "prompts_with_usage": self.prompts_with_usage,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
         }
 
 
@@ -267,9 +277,10 @@ def aggregate(files: Iterable[Path], filters: Filters, by: list[str]) -> Metrics
     )
 
 
-def _row(label: list[str], values: dict[str, Any]) -> list[str]:
+def _row(label: list[str], values: dict[str, Any], tokens: bool) -> list[str]:
     counts = (values["total_events"], values["included_events"], values["omitted_events"])
     events = "/".join(f"{count:,}" for count in counts)
+    usage = [f"{values['prompt_tokens']:,}/{values['completion_tokens']:,}"] if tokens else []
     return [
         *label,
         f"{values['prompts']:,}",
@@ -279,11 +290,14 @@ def _row(label: list[str], values: dict[str, Any]) -> list[str]:
         f"{values['mean_prompt_chars']:,.0f}",
         f"{values['p95_prompt_chars']:,}",
         f"{values['saving_percent']:.0f}%",
+        *usage,
     ]
 
 
 def render_report(report: MetricsReport) -> str:
-    """The human table: a row per group, then the totals."""
+    """The human table: a row per group, then the totals (and a tokens column when a model
+    server reported usage)."""
+    tokens = report.totals["prompts_with_usage"] > 0
     headers = [
         *report.by,
         "prompts",
@@ -293,9 +307,10 @@ def render_report(report: MetricsReport) -> str:
         "mean chars",
         "p95 chars",
         "saving",
+        *(["tokens in/out"] if tokens else []),
     ]
-    rows = [_row([str(group[key]) for key in report.by], group) for group in report.groups]
-    rows.append(_row(["total", *[""] * (len(report.by) - 1)], report.totals))
+    rows = [_row([str(group[key]) for key in report.by], group, tokens) for group in report.groups]
+    rows.append(_row(["total", *[""] * (len(report.by) - 1)], report.totals, tokens))
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(headers, widths, strict=True))]
     for row in rows:

@@ -4,6 +4,8 @@
   stdout, as an argument list (never through a shell), with the prompt streamed in. It runs in
   the workspace root, in a process group of its own, and after every call (answered, failed,
   timed out or cancelled) the whole group is ended: nothing the model started outlives it.
+- ``OpenAIBackend`` (its own module, ``openai_backend``) talks to an OpenAI-compatible
+  chat-completions server over HTTP.
 - ``DryRunBackend`` answers valid results without any model, handing each request along a
   configured route of roles, so a new workspace runs end to end as it is.
 
@@ -25,8 +27,10 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 from loguru import logger
 
+from teams_runtime.actors.openai_backend import OpenAIBackend
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
+from teams_runtime.codecs.model_replies import ModelReply
 from teams_runtime.exceptions import ModelFailure
 from teams_runtime.prompts import PromptBundle
 
@@ -39,6 +43,7 @@ __all__ = [
     "DryRunBackend",
     "ModelBackend",
     "ModelReply",
+    "OpenAIBackend",
     "complete_reporting",
     "make_backend",
 ]
@@ -55,15 +60,6 @@ _POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between checks that the group has
 
 
 PROGRESS_SECONDS = 10.0  # how often a running model call is reported (--verbose)
-
-
-class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
-    """A model's answer: its text, and for a command the end of its stderr and its exit
-    status."""
-
-    text: str
-    stderr_tail: str = ""
-    exit_status: int | None = None
 
 
 class ModelBackend(Protocol):
@@ -362,6 +358,11 @@ async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> Mod
 
 def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:
     """The backend the ``model`` section asks for; a model command runs in ``workspace_root``."""
-    if config.backend == "command":
-        return CommandBackend(config, workspace_root)
-    return DryRunBackend(config.dry_run)
+    match config.backend:
+        case "command":
+            return CommandBackend(config, workspace_root)
+        case "openai":
+            assert config.openai is not None  # the config's own check
+            return OpenAIBackend(config.openai, max_output_bytes=config.max_output_bytes)
+        case _:
+            return DryRunBackend(config.dry_run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from loguru import logger
 
 from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.model_replies import TokenUsage
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.records import EVENT_SEPARATOR, EVENTS_KEY
 from teams_runtime.prompts import PromptBundle
@@ -17,8 +18,11 @@ __all__ = ["RECORD_KEY", "log_prompt", "prompt_record"]
 RECORD_KEY = "prompt_record"  # the loguru extra that carries a prompt record
 
 
-def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
-    """The content-free record of one prompt; full history size is computed from byte sizes."""
+def prompt_record(
+    bundle: PromptBundle, prompt_chars: int, usage: TokenUsage | None = None
+) -> PromptRecord:
+    """The content-free record of one prompt; full history size is computed from byte sizes;
+    ``usage`` is what the model server reported for the call, if anything."""
     projection = bundle.projection
     config = projection.config
     selected_bytes = 0
@@ -49,12 +53,17 @@ def prompt_record(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
         backfilled_roles=[item.role for item in projection.backfilled],
         prompt_chars=prompt_chars,
         full_history_chars=full,
+        prompt_tokens=usage.prompt_tokens if usage is not None else None,
+        completion_tokens=usage.completion_tokens if usage is not None else None,
     )
 
 
-def log_prompt(bundle: PromptBundle, prompt_chars: int) -> PromptRecord:
-    """Log one sent prompt: the spec's compaction line if compacted, and its record."""
-    record = prompt_record(bundle, prompt_chars)
+def log_prompt(
+    bundle: PromptBundle, prompt_chars: int, usage: TokenUsage | None = None
+) -> PromptRecord:
+    """Log one sent prompt: the spec's compaction line if compacted, and its record (with the
+    call's token ``usage`` when the backend reported one)."""
+    record = prompt_record(bundle, prompt_chars, usage)
     bound = logger.bind(role=record.role, request_id=record.request_id, purpose=record.purpose)
     if record.compacted:
         bound.info(

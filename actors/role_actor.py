@@ -238,6 +238,7 @@ class RoleActor:
         """Send a prompt (model.attempts calls at most); log each one sent and keep each failed
         call in the attempts folder. Raises the last ``ModelFailure`` if every call failed."""
         for call in range(1, self._model.attempts + 1):
+            reply: ModelReply | None = None
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
@@ -266,7 +267,8 @@ class RoleActor:
             else:
                 return _Answer(reply=reply, purpose=bundle.purpose, call=call)
             finally:
-                record = log_prompt(bundle, bundle.chars())
+                usage = reply.usage if reply is not None else None
+                record = log_prompt(bundle, bundle.chars(), usage)
                 if self._on_prompt is not None:
                     self._on_prompt(record)
         raise AssertionError("unreachable")

@@ -5,6 +5,7 @@ Reading the file from a workspace is ``actors.storage.workspace.load_team_config
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_CONFIG_TEXT",
     "DryRunConfig",
     "ModelConfig",
+    "OpenAIConfig",
     "PromptContextConfig",
     "QueueConfig",
     "TeamConfig",
@@ -48,6 +50,12 @@ prompt_context:
 #   backend: command
 #   command: [my-model-cli, --json]
 #   timeout_seconds: 300
+# Or any OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenAI):
+#   backend: openai
+#   openai:
+#     base_url: http://127.0.0.1:11434/v1
+#     model: qwen2.5-coder
+#     api_key_env: OPENAI_API_KEY   # the variable's name; the key never sits in this file
 # See docs/models.md.
 model:
   backend: dry_run
@@ -93,10 +101,54 @@ class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     route: list[str] = msgspec.field(default_factory=lambda: ["planner", "developer", "qa"])
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPENAI = "team_runtime.yaml model.openai"
+
+
+class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``openai`` backend: an OpenAI-compatible chat-completions server.
+
+    ``api_key_env`` names the environment variable that holds the key; the key itself is read
+    at call time and is never part of the config (so never printed with it).
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str = ""  # "" = send no key (Ollama, llama.cpp and LM Studio need none)
+    timeout_seconds: float = 300.0
+    max_retries: int = 3  # extra requests after a 429 or a 5xx answer
+
+    def __post_init__(self) -> None:
+        scheme, _, rest = self.base_url.partition("://")
+        host = rest.split("/", 1)[0]
+        if scheme not in ("http", "https") or not host:
+            raise ConfigError(
+                f"{_OPENAI}.base_url must be an http:// or https:// URL "
+                "(for example: http://127.0.0.1:11434/v1)."
+            )
+        if "@" in host:  # printed by `config` and in errors: no place for a secret
+            raise ConfigError(
+                f"{_OPENAI}.base_url must not hold credentials; put the key in the variable "
+                "named by api_key_env."
+            )
+        if not self.model.strip():
+            raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")
+        # Never echo the value: a key pasted here by mistake must not reach an error message.
+        if self.api_key_env and not _ENV_NAME.fullmatch(self.api_key_env):
+            raise ConfigError(
+                f"{_OPENAI}.api_key_env must be the name of an environment variable (letters, "
+                "digits and _, for example OPENAI_API_KEY), not the key itself."
+            )
+        if not self.timeout_seconds > 0:
+            raise ConfigError(f"{_OPENAI}.timeout_seconds must be greater than 0.")
+        if not 0 <= self.max_retries <= 100:
+            raise ConfigError(f"{_OPENAI}.max_retries must be between 0 and 100.")
+
+
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The ``model`` section: which backend answers prompts, and how."""
 
-    backend: Literal["dry_run", "command"] = "dry_run"
+    backend: Literal["dry_run", "command", "openai"] = "dry_run"
     command: list[str] = []
     timeout_seconds: float = 300.0
     env: dict[str, str] = {}
@@ -104,8 +156,14 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     on_failure: Literal["fail", "requeue"] = "fail"
     max_output_bytes: int = 1_048_576
     dry_run: DryRunConfig = DryRunConfig()
+    openai: OpenAIConfig | None = None
 
     def __post_init__(self) -> None:
+        if self.backend == "openai" and self.openai is None:
+            raise ConfigError(
+                "team_runtime.yaml model.openai must be set when model.backend is openai "
+                "(at least base_url and model); see docs/models.md."
+            )
         if self.backend == "command" and not self.command:
             raise ConfigError(
                 "team_runtime.yaml model.command must be a non-empty list of strings when "

@@ -33,6 +33,10 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     backfilled_roles: list[str]
     prompt_chars: Count
     full_history_chars: Count  # estimated from the omitted events' byte sizes
+    # Tokens the model server reported for this call; None when the backend reports none
+    # (command, dry run) or the call failed.
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
 
 
 _ENCODER = msgspec.json.Encoder()

@@ -1,7 +1,8 @@
 """Fixtures shared by the test modules: workspaces with a real model CLI, seeding, runs, records.
 
 Test modules never import each other; what several of them need is a fixture here. Plain
-support modules (``fake_model``, ``reference``, ``strategies``, ``scripts``) are imported.
+support modules (``fake_model``, ``fake_openai_server``, ``reference``, ``strategies``,
+``scripts``) are imported.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.projection import project_request
 from teams_runtime.prompts import PromptBundle, PromptKind, build_prompt
+
+from .fake_openai_server import FakeOpenAIServer
 
 
 @pytest.fixture
@@ -101,6 +104,43 @@ def team_workspace(
             },
             **(sections or {}),
         }
+        (root / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        return Workspace(root)
+
+    return make
+
+
+# --- an OpenAI-compatible model server ------------------------------------------------------
+
+
+@pytest.fixture
+def openai_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+    """A fake chat-completions server on 127.0.0.1 (see its module for the script it takes).
+    Proxy variables are cleared: httpx would send even loopback requests through a proxy."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def openai_workspace(tmp_path: Path, openai_server: FakeOpenAIServer) -> Callable[..., Workspace]:
+    """Make a workspace (``tmp_path`` unless ``root``) whose model is the fake server;
+    ``openai`` adds or overrides keys of ``model.openai``, ``model`` those of ``model``."""
+
+    def make(
+        *,
+        openai: dict[str, Any] | None = None,
+        model: dict[str, Any] | None = None,
+        root: Path | None = None,
+    ) -> Workspace:
+        root = root if root is not None else tmp_path
+        root.mkdir(parents=True, exist_ok=True)
+        block = {"base_url": openai_server.base_url, "model": "fake-coder", "timeout_seconds": 10}
+        config = {"model": {"backend": "openai", "openai": block | (openai or {}), **(model or {})}}
         (root / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         return Workspace(root)
 

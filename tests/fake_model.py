@@ -22,20 +22,9 @@ ROUTE = {
 }
 
 
-def main() -> int:
-    mode, state = sys.argv[1], Path(sys.argv[2])
-    state.mkdir(parents=True, exist_ok=True)
-    prompt = sys.stdin.read()
-    role = os.environ["TEAMS_RUNTIME_ROLE"]
-    request_id = os.environ["TEAMS_RUNTIME_REQUEST_ID"]
-    purpose = os.environ["TEAMS_RUNTIME_PURPOSE"]
-    started = time.time()
-    calls = state / f"calls-{request_id}-{role}"
-    count = int(calls.read_text()) + 1 if calls.exists() else 1
-    calls.write_text(str(count))
-    if "Current request:" not in prompt:
-        return 3
-    answer = {
+def answer_for(role: str, request_id: str) -> dict[str, object]:
+    """A valid answer of ``role`` for ``request_id``, handing the request along ``ROUTE``."""
+    answer: dict[str, object] = {
         "request_id": request_id,
         "role": role,
         "status": "completed",
@@ -53,6 +42,23 @@ def main() -> int:
     if role == "version_controller":
         answer |= {"commit_status": "no_changes", "commit_sha": "", "commit_message": "",
                    "commit_paths": [], "change_detected": False}  # fmt: skip
+    return answer
+
+
+def main() -> int:
+    mode, state = sys.argv[1], Path(sys.argv[2])
+    state.mkdir(parents=True, exist_ok=True)
+    prompt = sys.stdin.read()
+    role = os.environ["TEAMS_RUNTIME_ROLE"]
+    request_id = os.environ["TEAMS_RUNTIME_REQUEST_ID"]
+    purpose = os.environ["TEAMS_RUNTIME_PURPOSE"]
+    started = time.time()
+    calls = state / f"calls-{request_id}-{role}"
+    count = int(calls.read_text()) + 1 if calls.exists() else 1
+    calls.write_text(str(count))
+    if "Current request:" not in prompt:
+        return 3
+    answer = answer_for(role, request_id)
     if mode == "exit_1":
         print("model exploded", file=sys.stderr)
         return 1

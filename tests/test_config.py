@@ -200,3 +200,109 @@ def test_model_defaults_are_a_dry_run() -> None:
     model = parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml").model
     assert model.backend == "dry_run"
     assert model.dry_run.route == ["planner", "developer", "qa"]
+
+
+# --- model.openai ---------------------------------------------------------------------------
+
+OPENAI = "team_runtime.yaml model.openai"
+SERVER = "base_url: http://127.0.0.1:11434/v1, model: qwen2.5-coder"
+
+
+def test_the_openai_block_of_the_issue_is_read() -> None:
+    text = """
+model:
+  backend: openai
+  openai:
+    base_url: http://127.0.0.1:11434/v1
+    model: qwen2.5-coder
+    api_key_env: OPENAI_API_KEY   # the variable's name; the key itself never sits in the file
+    timeout_seconds: 300
+    max_retries: 3                # 429 and 5xx, with backoff and Retry-After
+"""
+    model = parse_team_config(text, "team_runtime.yaml").model
+    assert model.backend == "openai" and model.openai is not None
+    assert (model.openai.base_url, model.openai.model) == (
+        "http://127.0.0.1:11434/v1",
+        "qwen2.5-coder",
+    )
+    assert (model.openai.api_key_env, model.openai.timeout_seconds, model.openai.max_retries) == (
+        "OPENAI_API_KEY",
+        300,
+        3,
+    )
+    defaults = parse_team_config(f"model: {{backend: openai, openai: {{{SERVER}}}}}", "x").model
+    assert defaults.openai is not None
+    assert (defaults.openai.api_key_env, defaults.openai.max_retries) == ("", 3)
+    assert defaults.openai.timeout_seconds == 300
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param(
+            "model: {backend: openai}",
+            "team_runtime.yaml model.openai must be set when model.backend is openai (at least "
+            "base_url and model); see docs/models.md.",
+            id="block-missing",
+        ),
+        pytest.param(
+            "model: {backend: openai, openai: {model: m}}",
+            "team_runtime.yaml model.openai: Object missing required field `base_url`; "
+            "see docs/models.md.",
+            id="base-url-missing",
+        ),
+        pytest.param(
+            "model: {backend: openai, openai: {base_url: 'localhost:11434', model: m}}",
+            f"{OPENAI}.base_url must be an http:// or https:// URL (for example: "
+            "http://127.0.0.1:11434/v1).",
+            id="base-url-no-scheme",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'https://me:secret@api.example/v1', model: m}}",
+            f"{OPENAI}.base_url must not hold credentials; put the key in the variable named "
+            "by api_key_env.",
+            id="base-url-credentials",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://h/v1', model: ' '}}",
+            f"{OPENAI}.model must be a non-empty model name.",
+            id="model-empty",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, timeout_seconds: 0}}}}",
+            f"{OPENAI}.timeout_seconds must be greater than 0.",
+            id="timeout",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, max_retries: -1}}}}",
+            f"{OPENAI}.max_retries must be between 0 and 100.",
+            id="retries-negative",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, max_retries: true}}}}",
+            "team_runtime.yaml model.openai.max_retries: Expected `int`, got `bool`; "
+            "see docs/models.md.",
+            id="retries-bool",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, api_key: x}}}}",
+            "team_runtime.yaml model.openai: Object contains unknown field `api_key`; "
+            "see docs/models.md.",
+            id="unknown-key",
+        ),
+    ],
+)
+def test_openai_errors_name_the_field(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(block, "team_runtime.yaml")
+
+
+def test_a_key_pasted_as_api_key_env_is_refused_without_being_repeated() -> None:
+    key = "sk-proj-AbC123xyz-0987"
+    with pytest.raises(ConfigError) as caught:
+        parse_team_config(f"model: {{openai: {{{SERVER}, api_key_env: {key}}}}}", "x")
+    assert str(caught.value) == (
+        f"{OPENAI}.api_key_env must be the name of an environment variable (letters, digits "
+        "and _, for example OPENAI_API_KEY), not the key itself."
+    )
+    assert key not in str(caught.value)

@@ -21,6 +21,7 @@ from teams_runtime.monitoring import (
     aggregate,
     configure_logging,
     log_files,
+    render_report,
     stop_logging,
 )
 
@@ -103,6 +104,27 @@ def test_totals_groups_and_skipped_lines(logs: Path) -> None:
     qa = report.groups[1]
     assert qa["p95_prompt_chars"] == 96  # of 1..100 and 4000: the 96th of 101 sorted
     assert qa["mean_prompt_chars"] == round((sum(range(1, 101)) + 4000) / 101, 1)
+
+
+def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    used = [_record(role="qa", prompt_tokens=100 * n, completion_tokens=n) for n in (1, 2)]
+    lines = [encode_prompt_record(r) for r in [*used, _record(role="planner")]]
+    lines.append(lines[-1].replace(',"prompt_tokens":null,"completion_tokens":null', ""))
+    assert "prompt_tokens" not in lines[-1]  # a record from before usage was logged
+    _write(logs, PROMPT_LOG_NAME, lines)
+    report = aggregate(log_files(logs), Filters(), ["role"])
+    assert report.skipped_lines == 0
+    totals = report.totals
+    assert (totals["prompts"], totals["prompts_with_usage"]) == (4, 2)
+    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (300, 3)
+    groups = {g["role"]: g for g in report.groups}
+    assert (groups["planner"]["prompts_with_usage"], groups["planner"]["prompt_tokens"]) == (0, 0)
+    table = render_report(report).splitlines()
+    assert table[0].split()[-2:] == ["tokens", "in/out"]
+    assert table[-3].split()[-1] == "300/3"  # the totals row
+    without = aggregate(log_files(logs), Filters(role="planner"), ["role"])
+    assert "tokens" not in render_report(without)  # no usage reported: no column
 
 
 @pytest.mark.parametrize(

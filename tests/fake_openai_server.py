@@ -1,0 +1,271 @@
+"""A real OpenAI-compatible chat-completions server for the tests, on 127.0.0.1 (a free port).
+
+It speaks HTTP/1.1 over real sockets (``http.server`` in a thread), reads chunked request
+bodies, and answers each request with the next behaviour of its script (``answer`` when the
+script is empty):
+
+    answer                 the role's valid result (``fake_model.answer_for``), streamed as
+                           server-sent events in several chunks, then usage, then [DONE]
+    Text(text)             ``text`` streamed the same way (garbage or repairable answers)
+    Whole()                a valid result as one application/json completion (no stream)
+    Status(code, retry_after=None, body="")   an error answer
+    stall                  read the request, then say nothing until the client hangs up
+                           (counted in ``hang_ups``) or the server stops
+    drop                   two events of the answer, then the connection is cut
+    garbage                200 with bytes that are not an event stream
+    bad_event              an event whose data is not JSON
+    stream_error           an event carrying an ``error`` object
+    no_done                the answer's events, then the end of the body without [DONE]
+
+Every request is kept (headers, body, whether it was chunked, arrival time).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .fake_model import answer_for
+
+# The usage the server reports: prompt characters / 4 and one token per answer character.
+PROMPT_TOKENS_PER_CHAR = 4
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Whole:
+    pass
+
+
+@dataclass(frozen=True)
+class Status:
+    code: int
+    retry_after: str | None = None
+    body: str = ""
+
+
+Behaviour = str | Text | Whole | Status
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    chunked: bool
+    arrived: float  # time.monotonic()
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def prompt(self) -> str:
+        content: str = self.json()["messages"][0]["content"]
+        return content
+
+
+def _role_and_request(prompt: str) -> tuple[str, str]:
+    role = re.search(r"You are the (\S+) role inside teams_runtime\.", prompt)
+    record = prompt.split("Current request:\n", 1)[-1]
+    request_id = re.search(r'"request_id": "([^"]*)"', record)
+    return (role.group(1) if role else "", request_id.group(1) if request_id else "")
+
+
+def _event(data: Any) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _pieces(text: str, count: int = 4) -> list[str]:
+    size = max(len(text) // count, 1)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class FakeOpenAIServer:
+    """The server; ``then(...)`` scripts the next answers, ``requests`` is what it received."""
+
+    def __init__(self) -> None:
+        self.requests: list[SeenRequest] = []
+        self.hang_ups = 0  # stalled requests whose client closed the connection
+        self._hung_up = threading.Event()
+        self._script: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # stalled handlers return
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def then(self, *behaviours: Behaviour) -> FakeOpenAIServer:
+        with self._lock:
+            self._script.extend(behaviours)
+        return self
+
+    def hung_up(self) -> None:
+        with self._lock:
+            self.hang_ups += 1
+        self._hung_up.set()
+
+    def wait_for_hang_up(self, timeout: float) -> bool:
+        """Wait until a stalled request's client has closed its connection."""
+        return self._hung_up.wait(timeout)
+
+    def next_behaviour(self, seen: SeenRequest) -> Behaviour:
+        with self._lock:
+            self.requests.append(seen)
+            return self._script.popleft() if self._script else "answer"
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: pytest would show it as noise
+
+        def _read_body(self) -> tuple[bytes, bool]:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                body = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return bytes(body), True
+                    body += self.rfile.read(size)
+                    self.rfile.readline()  # the CRLF after the chunk
+            return self.rfile.read(int(self.headers.get("Content-Length", 0))), False
+
+        def _start_stream(self, content_type: str = "text/event-stream") -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _end_stream(self) -> None:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _answer_events(self, text: str, prompt: str) -> list[bytes]:
+            events = [_event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+            for piece in _pieces(text):
+                events.append(_event({"choices": [{"index": 0, "delta": {"content": piece}}]}))
+            events.append(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            usage = {
+                "prompt_tokens": len(prompt) // PROMPT_TOKENS_PER_CHAR,
+                "completion_tokens": len(text),
+                "total_tokens": 0,
+            }
+            events.append(_event({"choices": [], "usage": usage}))
+            return events
+
+        def do_POST(self) -> None:
+            body, chunked = self._read_body()
+            seen = SeenRequest(
+                path=self.path,
+                headers={name.lower(): value for name, value in self.headers.items()},
+                body=body,
+                chunked=chunked,
+                arrived=time.monotonic(),
+            )
+            behaviour = server.next_behaviour(seen)
+            prompt = seen.prompt
+            role, request_id = _role_and_request(prompt)
+            valid = json.dumps(answer_for(role, request_id))
+            match behaviour:
+                case "answer" | Text():
+                    text = behaviour.text if isinstance(behaviour, Text) else valid
+                    self._start_stream()
+                    for event in self._answer_events(text, prompt):
+                        self._chunk(event)
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._end_stream()
+                case "no_done":
+                    self._start_stream()
+                    for event in self._answer_events(valid, prompt)[:-2]:  # no finish, usage
+                        self._chunk(event)
+                    self._end_stream()
+                case Whole():
+                    usage = {"prompt_tokens": 7, "completion_tokens": 3}
+                    message = {"role": "assistant", "content": valid}
+                    data = json.dumps(
+                        {"choices": [{"message": message, "finish_reason": "stop"}], "usage": usage}
+                    ).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case Status(code=code, retry_after=retry_after, body=text):
+                    data = text.encode()
+                    self.send_response(code)
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case "stall":
+                    self.connection.settimeout(0.02)
+                    while not server.stopping.is_set():
+                        try:
+                            if self.connection.recv(1) == b"":
+                                server.hung_up()
+                                break
+                        except TimeoutError:
+                            continue
+                        except OSError:
+                            server.hung_up()
+                            break
+                    self.close_connection = True
+                case "drop":
+                    self._start_stream()
+                    for event in self._answer_events(valid, prompt)[:2]:
+                        self._chunk(event)
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                case "garbage":
+                    self._start_stream("text/html")
+                    self._chunk(b"\xff\xfe<html>502 upstream</html>\n")
+                    self._end_stream()
+                case "bad_event":
+                    self._start_stream()
+                    self._chunk(b"data: {not json\n\n")
+                    self._end_stream()
+                case "stream_error":
+                    self._start_stream()
+                    self._chunk(_event({"error": {"message": "model crashed", "code": 500}}))
+                    self._end_stream()
+                case _:
+                    raise AssertionError(f"unknown behaviour {behaviour!r}")
+
+    return Handler

@@ -1,0 +1,485 @@
+"""The openai backend against a real HTTP server on loopback: the prompt streamed as the user
+message, the answer read from server-sent events, retries after 429 and 5xx, timeouts, dropped
+connections and garbage; a team run on it behaves as on a model command; the key never leaks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from teams_runtime.actors import openai_backend
+from teams_runtime.actors.model_backends import make_backend
+from teams_runtime.actors.openai_backend import OpenAIBackend
+from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.team import RunSummary
+from teams_runtime.codecs.config import ModelConfig, OpenAIConfig
+from teams_runtime.codecs.model_replies import TokenUsage
+from teams_runtime.exceptions import ConfigError, ModelFailure
+from teams_runtime.prompts import PromptBundle
+
+from .fake_model import answer_for
+from .fake_openai_server import PROMPT_TOKENS_PER_CHAR, FakeOpenAIServer, Status, Text, Whole
+
+pytestmark = pytest.mark.anyio
+
+RunOnce = Callable[..., Awaitable[RunSummary]]
+MakeBundle = Callable[..., PromptBundle]
+MakeWorkspace = Callable[..., Workspace]
+Seed = Callable[..., None]
+ReadRecord = Callable[[Workspace, str], dict[str, Any]]
+
+KEY = "sk-test-" + "7f3c9a1e5b" * 4  # a key-shaped secret the tests look for everywhere
+KEY_ENV = "TEAMS_RUNTIME_TEST_OPENAI_KEY"
+
+
+def _backend(server: FakeOpenAIServer, **overrides: Any) -> OpenAIBackend:
+    max_output_bytes = overrides.pop("max_output_bytes", 1_048_576)
+    values: dict[str, Any] = {
+        "base_url": server.base_url,
+        "model": "fake-coder",
+        "timeout_seconds": 10,
+    }
+    return OpenAIBackend(OpenAIConfig(**(values | overrides)), max_output_bytes=max_output_bytes)
+
+
+async def _failure(backend: OpenAIBackend, bundle: PromptBundle) -> ModelFailure:
+    with anyio.fail_after(30), pytest.raises(ModelFailure) as caught:
+        await backend.complete(bundle)
+    return caught.value
+
+
+# --- one call -----------------------------------------------------------------------------
+
+
+async def test_the_prompt_is_streamed_as_the_user_message_and_the_answer_read_from_events(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    bundle = prompt_bundle(role="qa", events=30)
+    reply = await _backend(openai_server).complete(bundle)
+    (seen,) = openai_server.requests
+    assert seen.path == "/v1/chat/completions"
+    assert seen.chunked  # streamed from the prompt's chunks, not sent as one rendered body
+    body = seen.json()
+    assert body["model"] == "fake-coder"
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [{"role": "user", "content": bundle.text()}]
+    assert seen.headers["accept"] == "text/event-stream"
+    assert "authorization" not in seen.headers  # no api_key_env: no key sent
+    answer = json.loads(reply.text)
+    assert (answer["role"], answer["request_id"], answer["status"]) == ("qa", "req-1", "completed")
+    assert reply.usage == TokenUsage(
+        prompt_tokens=len(bundle.text()) // PROMPT_TOKENS_PER_CHAR,
+        completion_tokens=len(reply.text),
+    )
+
+
+async def test_non_ascii_prompts_arrive_intact(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    bundle = prompt_bundle(request_id="요청-1", events=5)
+    await _backend(openai_server).complete(bundle)
+    assert openai_server.requests[0].prompt == bundle.text()
+    assert "요청-1" in bundle.text()
+
+
+async def test_a_server_that_does_not_stream_is_read_whole(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then(Whole())
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert json.loads(reply.text)["summary"] == "qa did its part"
+    assert reply.usage == TokenUsage(prompt_tokens=7, completion_tokens=3)
+
+
+async def test_the_key_is_read_from_its_variable_at_call_time(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "first-key")
+    backend = _backend(openai_server, api_key_env=KEY_ENV)
+    await backend.complete(prompt_bundle())
+    monkeypatch.setenv(KEY_ENV, KEY)
+    await backend.complete(prompt_bundle())
+    assert [seen.headers["authorization"] for seen in openai_server.requests] == [
+        "Bearer first-key",
+        f"Bearer {KEY}",
+    ]
+    unset = (
+        f"the environment variable {KEY_ENV} (model.openai.api_key_env) is not set; "
+        "export the model server's key in it"
+    )
+    monkeypatch.delenv(KEY_ENV)
+    failure = await _failure(backend, prompt_bundle())  # unset while running: this call fails
+    assert str(failure) == unset
+    assert len(openai_server.requests) == 2  # nothing was sent without it
+    with pytest.raises(ConfigError, match=f"^{re.escape(unset)}, then start again.$"):
+        _backend(openai_server, api_key_env=KEY_ENV)  # unset at the start: no run at all
+
+
+def test_run_without_the_key_is_a_user_error_that_changes_nothing(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(openai={"api_key_env": KEY_ENV})
+    seed(workspace, "req-1", "qa", events=5)
+    before = read_record(workspace, "req-1")
+    env = {name: value for name, value in os.environ.items() if name != KEY_ENV}
+    done = _cli("run", "--once", "--workspace", str(workspace.root), env=env)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"teams-runtime: error: the environment variable {KEY_ENV} (model.openai.api_key_env) "
+        "is not set; export the model server's key in it, then start again.\n"
+    )
+    assert read_record(workspace, "req-1") == before
+    assert sum(FileWorkQueue(workspace).counts().values()) == 1
+
+
+# --- retries ------------------------------------------------------------------------------
+
+
+async def test_429_is_retried_after_what_retry_after_says(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, log_messages: list[Any]
+) -> None:
+    openai_server.then(Status(429, retry_after="1", body='{"error": "slow down"}'))
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert json.loads(reply.text)["status"] == "completed"
+    first, second = openai_server.requests
+    assert second.arrived - first.arrived >= 0.9  # it waited as asked (a lower bound only)
+    assert second.body == first.body  # the whole prompt again, streamed anew
+    warnings = [str(m).strip() for m in log_messages if m.record["level"].name == "WARNING"]
+    assert warnings == ["model server answered 429 for qa on request req-1; retry 1 of 3 in 1.0 s"]
+
+
+async def test_5xx_is_retried_with_backoff_up_to_max_retries(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(openai_backend, "BACKOFF_FIRST_SECONDS", 0.01)
+    openai_server.then(*[Status(503, body="overloaded")] * 3)
+    failure = await _failure(_backend(openai_server, max_retries=2), prompt_bundle())
+    assert str(failure) == (
+        "the model server answered 503 Service Unavailable to 3 requests (max_retries 2)"
+    )
+    assert failure.output == "overloaded"  # for the attempts folder, never the message
+    assert len(openai_server.requests) == 3
+    openai_server.then(Status(500), Status(502))
+    reply = await _backend(openai_server, max_retries=2).complete(prompt_bundle())
+    assert json.loads(reply.text)["status"] == "completed"
+    assert len(openai_server.requests) == 6
+
+
+async def test_a_retry_after_beyond_the_timeout_fails_at_once(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then(Status(429, retry_after="3600"))
+    failure = await _failure(_backend(openai_server, timeout_seconds=5), prompt_bundle())
+    assert str(failure) == (
+        "the model server answered 429 Too Many Requests and asked to retry after 3600 s, "
+        "longer than model.openai.timeout_seconds (5 s)"
+    )
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        pytest.param(400, "the model server answered 400 Bad Request", id="400"),
+        pytest.param(
+            401,
+            f"the model server answered 401 Unauthorized; check the key in {KEY_ENV}",
+            id="401",
+        ),
+        pytest.param(
+            404,
+            "the model server answered 404 Not Found; check model.openai.base_url (it usually "
+            "ends in /v1) and model.openai.model",
+            id="404",
+        ),
+    ],
+)
+async def test_other_errors_fail_at_once_and_never_show_the_key(
+    openai_server: FakeOpenAIServer,
+    prompt_bundle: MakeBundle,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    message: str,
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    openai_server.then(Status(status, body=f'{{"error": "bad key {KEY}"}}'))  # quotes the key
+    failure = await _failure(_backend(openai_server, api_key_env=KEY_ENV), prompt_bundle())
+    assert str(failure) == message
+    assert failure.output == '{"error": "bad key [api key]"}'
+    assert len(openai_server.requests) == 1
+
+
+# --- stalls, drops and garbage ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        pytest.param("stall", "no answer within 0.5 s (timeout_seconds)", id="stall"),
+        pytest.param(
+            "drop",
+            "the connection to the model server broke (RemoteProtocolError) after {size} bytes "
+            "of answer",
+            id="drop-mid-stream",
+        ),
+        pytest.param(
+            "garbage",
+            "the model server's stream ended before the answer was complete (no [DONE], no "
+            "finish_reason; 0 bytes of answer)",
+            id="garbage",
+        ),
+        pytest.param(
+            "no_done",
+            "the model server's stream ended before the answer was complete (no [DONE], no "
+            "finish_reason; {size} bytes of answer)",
+            id="no-done",
+        ),
+        pytest.param(
+            "bad_event",
+            "the model server sent an event that is not a chat-completion chunk (9 bytes)",
+            id="bad-event",
+        ),
+        pytest.param(
+            "stream_error", "the model server reported an error in the stream", id="stream-error"
+        ),
+        pytest.param(Text("   "), "the model answered nothing", id="empty"),
+    ],
+)
+async def test_a_broken_answer_is_a_failed_call(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, behaviour: Any, message: str
+) -> None:
+    openai_server.then(behaviour)
+    failure = await _failure(_backend(openai_server, timeout_seconds=0.5), prompt_bundle())
+    assert str(failure) == message.format(size=len(failure.output.encode()))
+    assert len(openai_server.requests) == 1  # not an HTTP retry: the role's attempts decide
+
+
+async def test_what_came_before_a_drop_is_kept_for_the_attempts_folder(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then("drop")
+    failure = await _failure(_backend(openai_server), prompt_bundle())
+    valid = json.dumps(answer_for("qa", "req-1"))
+    assert failure.output and valid.startswith(failure.output) and failure.output != valid
+
+
+@pytest.mark.parametrize(
+    "behaviour", [pytest.param("answer", id="streamed"), pytest.param(Whole(), id="whole")]
+)
+async def test_an_answer_longer_than_max_output_bytes_fails(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, behaviour: Any
+) -> None:
+    openai_server.then(behaviour)
+    failure = await _failure(_backend(openai_server, max_output_bytes=50), prompt_bundle())
+    assert str(failure) == "the model answered more than 50 bytes (max_output_bytes)"
+
+
+async def test_no_server_is_a_failed_call(prompt_bundle: MakeBundle) -> None:
+    with socket.socket() as sock:  # bound and never listening: connecting is refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = OpenAIConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+        failure = await _failure(OpenAIBackend(config), prompt_bundle())
+    assert str(failure).startswith(f"cannot connect to the model server at http://127.0.0.1:{port}")
+
+
+async def test_make_backend_builds_it_from_the_model_section(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, tmp_path: Path
+) -> None:
+    config = ModelConfig(
+        backend="openai", openai=OpenAIConfig(base_url=openai_server.base_url, model="m")
+    )
+    backend = make_backend(config, tmp_path)
+    assert backend.name == "openai"
+    assert json.loads((await backend.complete(prompt_bundle())).text)["role"] == "qa"
+
+
+# --- a team on the server: as on a model command ------------------------------------------
+
+
+async def test_a_team_runs_on_the_server_with_usage_in_every_prompt_record(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer,
+) -> None:  # fmt: skip
+    workspace = openai_workspace()
+    seed(workspace, "req-1", "planner", events=30)
+    summary = await run_once(workspace)
+    assert (summary.handled, summary.failed, summary.prompts_sent) == (4, 0, 4)
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "completed" and record["result"]["role"] == "qa"
+    prompts = [seen.prompt for seen in openai_server.requests]
+    assert [(p.role, p.prompt_tokens, p.completion_tokens) for p in summary.prompts] == [
+        (role, len(prompt) // PROMPT_TOKENS_PER_CHAR, len(json.dumps(answer_for(role, "req-1"))))
+        for role, prompt in zip(
+            ["planner", "developer", "version_controller", "qa"], prompts, strict=True
+        )
+    ]
+    assert [p.prompt_chars for p in summary.prompts] == [len(prompt) for prompt in prompts]
+
+
+async def test_a_garbage_answer_gets_a_contract_repair_prompt(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer,
+) -> None:  # fmt: skip
+    workspace = openai_workspace()
+    seed(workspace, "req-1", "qa", events=5)
+    openai_server.then(Text("Sure! The tests pass."))
+    summary = await run_once(workspace, roles=["qa"])
+    assert (summary.handled, summary.failed) == (1, 0)
+    assert [p.purpose for p in summary.prompts] == ["role_task", "contract_repair"]
+    assert "Previous invalid payload:" in openai_server.requests[1].prompt
+    assert read_record(workspace, "req-1")["status"] == "completed"
+    (rejected,) = workspace.attempts_folder("req-1").iterdir()
+    kept = json.loads(rejected.read_text())
+    assert kept["answer"] == "Sure! The tests pass."
+    assert kept["reason"].startswith("rejected by contract validation")
+
+
+async def test_a_dropped_call_is_tried_again_and_kept_in_the_attempts_folder(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(model={"attempts": 2})
+    seed(workspace, "req-1", "qa", events=5)
+    openai_server.then("drop")
+    summary = await run_once(workspace, roles=["qa"])
+    assert (summary.handled, summary.failed, summary.prompts_sent) == (1, 0, 2)
+    assert summary.prompts[0].prompt_tokens is None  # the failed call reported nothing
+    assert summary.prompts[1].prompt_tokens is not None
+    assert read_record(workspace, "req-1")["status"] == "completed"
+    (failed,) = workspace.attempts_folder("req-1").iterdir()
+    kept = json.loads(failed.read_text())
+    assert kept["reason"].startswith("the connection to the model server broke")
+    assert kept["call"] == 1 and kept["exit_status"] is None and kept["answer"]
+
+
+@pytest.mark.parametrize(
+    ("on_failure", "status", "left_queued"),
+    [pytest.param("fail", "failed", 0, id="fail"), pytest.param("requeue", None, 1, id="requeue")],
+)
+async def test_a_server_that_never_answers_fails_cleanly(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer, on_failure: str, status: str | None, left_queued: int,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(
+        openai={"timeout_seconds": 0.3}, model={"attempts": 2, "on_failure": on_failure}
+    )
+    seed(workspace, "req-1", "qa", events=5)
+    openai_server.then("stall", "stall")
+    summary = await run_once(workspace, roles=["qa"])
+    assert summary.prompts_sent == 2 and len(openai_server.requests) == 2
+    record = read_record(workspace, "req-1")
+    failed = [event for event in record["events"] if event.get("type") == "model_failed"]
+    if status == "failed":
+        assert record["status"] == "failed"
+        assert failed[0]["payload"]["reason"] == "no answer within 0.3 s (timeout_seconds)"
+    else:
+        assert not failed and record["status"] != "failed"
+    assert sum(FileWorkQueue(workspace).counts().values()) == left_queued
+
+
+# --- the command line, end to end ---------------------------------------------------------
+
+
+def _cli(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teams_runtime", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_run_once_through_the_cli_logs_usage_and_never_the_key(
+    openai_workspace: MakeWorkspace, openai_server: FakeOpenAIServer
+) -> None:
+    workspace = openai_workspace(openai={"api_key_env": KEY_ENV}, model={"attempts": 2})
+    root = str(workspace.root)
+    env = {**os.environ, KEY_ENV: KEY}
+    # The first call is refused with an error body that quotes the key, as some servers do.
+    openai_server.then(Status(401, body=f'{{"error": "invalid key {KEY}"}}'))
+    outputs = []
+    for argv in (
+        ["submit", "--workspace", root, "--role", "planner", "--scope", "Add CSV export",
+         "--request-id", "req-a"],
+        ["run", "--once", "--workspace", root],
+        ["config", "--workspace", root],
+        ["metrics", "--workspace", root, "--json"],
+        ["metrics", "--workspace", root],
+    ):  # fmt: skip
+        done = _cli(*argv, env=env)
+        assert done.returncode == 0, done.stderr
+        outputs += [done.stdout, done.stderr]
+    run_out, config_out, metrics_json, metrics_table = outputs[2:9:2]
+    assert "Handled 4 envelope(s): 0 failed" in run_out and "5 prompts sent" in run_out
+    assert {seen.headers["authorization"] for seen in openai_server.requests} == {f"Bearer {KEY}"}
+    config = json.loads(config_out)["model"]
+    assert config["backend"] == "openai" and config["openai"]["api_key_env"] == KEY_ENV
+    totals = json.loads(metrics_json)["totals"]
+    answered = openai_server.requests[1:]  # the 401 reported no usage
+    assert totals["prompts"] == 5 and totals["prompts_with_usage"] == 4
+    assert totals["prompt_tokens"] == sum(
+        len(seen.prompt) // PROMPT_TOKENS_PER_CHAR for seen in answered
+    )
+    assert totals["completion_tokens"] > 0
+    assert "tokens in/out" in metrics_table
+    log = workspace.logs_dir / "prompt_context.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["prompt_tokens"] is None for r in records] == [True, False, False, False, False]
+    # The key is nowhere: not in what the CLI printed, nor in any file it wrote.
+    assert not [text for text in outputs if KEY in text]
+    written = [path for path in Path(root).rglob("*") if path.is_file()]
+    kept = [path.read_text() for path in written if "attempts" in path.parts]
+    assert len(kept) == 1 and "invalid key [api key]" in kept[0]  # the 401 body, scrubbed
+    assert not [path for path in written if KEY.encode() in path.read_bytes()]
+
+
+async def test_a_timed_out_call_closes_its_connection(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then("stall")
+    await _failure(_backend(openai_server, timeout_seconds=0.3), prompt_bundle())
+    assert await anyio.to_thread.run_sync(openai_server.wait_for_hang_up, 10)
+
+
+def test_stopping_a_run_closes_the_call_in_flight_and_keeps_the_envelope(
+    openai_workspace: MakeWorkspace, openai_server: FakeOpenAIServer, seed: Seed,
+    read_record: ReadRecord,
+) -> None:  # fmt: skip
+    workspace = openai_workspace(openai={"timeout_seconds": 120})
+    seed(workspace, "req-1", "qa", events=5)
+    openai_server.then("stall")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(workspace.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = time.monotonic()
+    while not openai_server.requests:  # the call is in flight
+        assert time.monotonic() - started < 60 and runner.poll() is None
+        time.sleep(0.02)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
+    assert "Stopped; 1 envelope(s) queued for the next run." in out
+    assert openai_server.wait_for_hang_up(10)  # the run closed the connection
+    assert read_record(workspace, "req-1").get("status") != "failed"
+    done = _cli("run", "--once", "--workspace", str(workspace.root), env=dict(os.environ))
+    assert done.returncode == 0 and "Handled 1 envelope(s): 0 failed" in done.stdout
+    assert read_record(workspace, "req-1")["status"] == "completed"
