@@ -126,7 +126,7 @@ def role_of_head(head: object) -> str | None:
     return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
-def decode_event_heads(events: msgspec.Raw | bytes | memoryview) -> list[object]:
+def decode_event_heads(events: msgspec.Raw | bytes | memoryview) -> list[Any]:
     """The heads of every event of a JSON events array, in one C pass (the rest is skipped).
 
     Raises ``msgspec.DecodeError`` (or ``RecursionError``) where an event holds what the head

@@ -297,8 +297,9 @@ def index_from_bytes(
     if line < 0:
         return None
     start = line + len(_EVENTS_LINE)
+    heads: list[object] = []
     if data.startswith(b"[]", start):
-        end, heads = start + 2, []
+        end = start + 2
     elif data.startswith(EVENTS_OPEN, start):
         found = _events_array(data, start)
         if found is None:
