@@ -381,7 +381,7 @@ def test_append_from_lines_writes_all_or_nothing(
     good = tmp_path / "good.jsonl"
     good.write_text('{"type": "a", "actor": "qa"}\n\n{"type": "b", "payload": {"x": 1}}\n')
     assert main(["append", "req-1", "--workspace", str(tmp_path), "--from", str(good)]) == 0
-    assert "Appended 2 event(s) to req-1; it now has 7 events." in capsys.readouterr().out
+    assert "Appended 2 events to req-1; it now has 7 events." in capsys.readouterr().out
     before = path.read_bytes()
     for content in ('{"type": "c"}\nnot json\n', '{"type": "c"}\n[1, 2]\n', "\n"):
         bad = tmp_path / "bad.jsonl"
@@ -428,6 +428,7 @@ def test_append_with_a_key_is_written_once(
     assert main(argv) == 0
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("it now has 1 events") == 2
+    assert "Appended 1 event to req-1; it now has 1 event." in out
+    assert "Nothing appended to req-1: key 'k-1' was appended before; it has 1 event." in out
     events = json.loads(record.read_bytes())["events"]
     assert [(e["summary"], e["append_key"]) for e in events] == [("once", "k-1")]

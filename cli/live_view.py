@@ -1,0 +1,113 @@
+"""The live view of a running team (``run`` and ``demo`` on a terminal), drawn with rich.
+
+A table on stderr with a row per role: the requests it is handling and for how long, and its
+handled / failed / queued counts. It is redrawn from ``Team.status`` a few times a second by
+its own task; the roles never wait for it. Log lines are printed above the table, so the two
+never garble each other. Ids and counts only: no prompt, payload or envelope text.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from teams_runtime.actors.team import RoleStatus, Team
+from teams_runtime.codecs.formats import count_of
+
+__all__ = ["REFRESH_SECONDS", "live_view", "log_writer", "render_status", "wants_live_view"]
+
+REFRESH_SECONDS = 0.25
+_SHOWN_PER_ROLE = 3  # requests listed per role; the rest are counted
+
+
+def wants_live_view(plain: bool) -> bool:
+    """Whether to draw the live view: stderr is a terminal and ``--plain`` was not given."""
+    return not plain and sys.stderr.isatty()
+
+
+def _age(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+
+
+def _working(status: RoleStatus, now: float) -> str:
+    if not status.working:
+        return "idle"
+    shown = [f"{work.request_id} ({_age(now - work.since)})" for work in status.working]
+    more = len(shown) - _SHOWN_PER_ROLE
+    return ", ".join(shown[:_SHOWN_PER_ROLE]) + (f" +{more} more" if more > 0 else "")
+
+
+def render_status(statuses: list[RoleStatus], now: float, title: str = "") -> Table:
+    """The table for one moment: a row per role, then the totals."""
+    table = Table(title=title or None, title_justify="left", expand=False)
+    table.add_column("role", no_wrap=True)
+    table.add_column("working on (for)", overflow="fold")
+    table.add_column("handled", justify="right")
+    table.add_column("failed", justify="right")
+    table.add_column("queued", justify="right")
+    for status in statuses:
+        table.add_row(
+            status.role,
+            _working(status, now),
+            str(status.handled),
+            Text(str(status.failed), style="red" if status.failed else ""),
+            str(status.queued),
+        )
+    busy = sum(len(status.working) for status in statuses)
+    table.caption = (
+        f"{count_of(busy, 'request')} in progress, "
+        f"{sum(s.handled for s in statuses)} handled, {sum(s.failed for s in statuses)} failed, "
+        f"{sum(s.queued for s in statuses)} queued"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def log_writer(console: Console) -> Callable[[str], None]:
+    """A log sink that prints each line above the live view (``configure_logging(console=)``)."""
+
+    def write(message: str) -> None:
+        console.print(Text(message.rstrip("\n")), soft_wrap=True, highlight=False)
+
+    return write
+
+
+@asynccontextmanager
+async def live_view(team: Team, console: Console, title: str) -> AsyncIterator[None]:
+    """Draw ``team``'s live view on ``console`` while the block runs; the last state stays on
+    screen when it ends."""
+
+    async def draw() -> None:
+        statuses = await team.status()
+        live.update(render_status(statuses, anyio.current_time(), title), refresh=True)
+
+    async def keep_drawing() -> None:
+        while True:
+            if team.roles:  # the roles have started
+                await draw()
+            await anyio.sleep(REFRESH_SECONDS)
+
+    with Live(
+        console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False
+    ) as live:
+        async with anyio.create_task_group() as group:
+            group.start_soon(keep_drawing)
+            try:
+                yield
+            finally:
+                group.cancel_scope.cancel()
+        if team.roles:  # the final state, after the last outcome
+            with anyio.CancelScope(shield=True):
+                await draw()
