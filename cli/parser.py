@@ -205,6 +205,9 @@ def _add_explain(commands: _Commands) -> None:
         "explain", help="say for every event whether the projection keeps it, and why"
     )
     _add_selector(explain)
+    explain.add_argument(
+        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
+    )
     explain.set_defaults(handler=cmd_explain)
 
 

@@ -305,7 +305,7 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "(existing request)" in out
     status, out, _ = _run(capsys, "run", "--workspace", str(root), "--once")
     assert status == 0
-    assert "Handled 4 envelope(s): 0 failed" in out
+    assert "Handled 4 envelopes: 0 failed" in out
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "completed"
     status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
@@ -328,7 +328,9 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
         ),
         pytest.param(["prompt", "nope", "--role", "qa"], "no request 'nope'", id="unknown"),
         pytest.param(
-            ["prompt", "x", "--role", "qa", "--kind", "poem"], "invalid choice", id="kind"
+            ["prompt", "x", "--role", "qa", "--kind", "poem"],
+            "'poem' is not a prompt kind: role_task, contract_repair",
+            id="kind",
         ),
     ],
 )
