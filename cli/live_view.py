@@ -102,12 +102,16 @@ async def live_view(team: Team, console: Console, title: str) -> AsyncIterator[N
     with Live(
         console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False
     ) as live:
-        async with anyio.create_task_group() as group:
-            group.start_soon(keep_drawing)
-            try:
-                yield
-            finally:
-                group.cancel_scope.cancel()
-        if team.roles:  # the final state, after the last outcome
-            with anyio.CancelScope(shield=True):
-                await draw()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(keep_drawing)
+                try:
+                    yield
+                finally:
+                    group.cancel_scope.cancel()
+        finally:
+            # The final state, after the last outcome, also when Ctrl-C stopped the run (the
+            # envelopes in hand went back to the queue: no role is shown at work).
+            if team.roles:
+                with anyio.move_on_after(2, shield=True):
+                    await draw()

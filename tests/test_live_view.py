@@ -11,6 +11,7 @@ import json
 import os
 import pty
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -25,9 +26,12 @@ from teams_runtime.actors.storage import Workspace
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str, str]:
+def _on_a_terminal(
+    argv: list[str], cwd: Path, *, interrupt_when: str | None = None
+) -> tuple[int, str, str]:
     """Run the command with stderr on a 120x40 pseudo-terminal and stdout on a pipe; its exit
-    status, stdout, and everything drawn on the terminal (escape sequences removed)."""
+    status, stdout, and everything drawn on the terminal (escape sequences removed). With
+    ``interrupt_when``, send SIGINT (Ctrl-C) once that text has been drawn."""
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color"}
@@ -51,11 +55,18 @@ def _on_a_terminal(argv: list[str], cwd: Path) -> tuple[int, str, str]:
             if not data:
                 break
             drawn += data
+            if interrupt_when is not None and interrupt_when in _screen(drawn):
+                process.send_signal(signal.SIGINT)
+                interrupt_when = None
         assert process.stdout is not None
         out = process.stdout.read().decode()
         status = process.wait(timeout=60)
     os.close(controller)
-    return status, out, _ANSI.sub("", drawn.decode(errors="replace")).replace("\r", "")
+    return status, out, _screen(drawn)
+
+
+def _screen(drawn: bytes) -> str:
+    return _ANSI.sub("", drawn.decode(errors="replace")).replace("\r", "")
 
 
 def _row(screen: str, role: str) -> list[list[str]]:
@@ -150,3 +161,19 @@ def test_demo_on_a_terminal_uses_the_same_view(tmp_path: Path) -> None:
     assert all(row[1] == "idle" for row in rows.values())
     assert int(rows["qa"][2]) >= 1  # every request reaches qa on the demo's route
     assert "prompts (" in out and "Omitted events stay" in out  # the report is unchanged
+
+
+def test_ctrl_c_leaves_the_final_state_on_screen(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None], tmp_path: Path
+) -> None:
+    workspace = team_workspace("sleep")  # a model call that would take 30 s
+    seed(workspace, "req-stuck", "developer", events=5)
+    status, out, screen = _on_a_terminal(
+        ["run", "--workspace", str(workspace.root)], tmp_path, interrupt_when="req-stuck ("
+    )
+    assert status == 0, screen
+    assert out == "Stopped; 1 envelope queued for the next run.\n"
+    assert "SIGINT received: stopping the team" in screen
+    # The envelope went back to the queue: the last frame shows it queued, nobody at work.
+    assert _row(screen, "developer")[-1] == ["developer", "idle", "0", "0", "1"]
+    assert screen.rstrip().endswith("0 requests in progress, 0 handled, 0 failed, 1 queued")
