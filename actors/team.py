@@ -29,6 +29,7 @@ from teams_runtime.actors.storage import (
     load_team_config,
 )
 from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -127,16 +128,22 @@ class Team:
         """Each served role's work now, outcomes so far and queued envelopes. Reads the queue's
         counts in a worker thread (a few directory listings), so the roles are not held up;
         call it at a human pace (a live view: a few times a second)."""
+        # What the roles hold is taken before the queue is read: an envelope is claimed (out
+        # of `waiting`) before its role gets it, so one shown at work is never counted queued.
+        now = {
+            role: (actor.working(), self._handled[role], self._failed[role])
+            for role, actor in self.roles.items()
+        }
         snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
         return [
             RoleStatus(
                 role=role,
-                working=actor.working(),
-                handled=self._handled[role],
-                failed=self._failed[role],
+                working=working,
+                handled=handled,
+                failed=failed,
                 queued=snapshot.waiting.get(role, 0),
             )
-            for role, actor in self.roles.items()
+            for role, (working, handled, failed) in now.items()
         ]
 
     async def _dispatch_pending(self) -> int:
@@ -212,7 +219,7 @@ class Team:
         await self._renew_lease()
         restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
         if restored:
-            logger.info("{} envelope(s) left by earlier runs queued again", restored)
+            logger.info("{} left by earlier runs queued again", count_of(restored, "envelope"))
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)
         context_config = self.config.prompt_context

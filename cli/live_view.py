@@ -8,6 +8,7 @@ never garble each other. Ids and counts only: no prompt, payload or envelope tex
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,13 +24,14 @@ from teams_runtime.codecs.formats import count_of
 
 __all__ = ["REFRESH_SECONDS", "live_view", "log_writer", "render_status", "wants_live_view"]
 
-REFRESH_SECONDS = 0.25
+REFRESH_SECONDS = 0.5  # ages are shown in whole seconds
 _SHOWN_PER_ROLE = 3  # requests listed per role; the rest are counted
 
 
 def wants_live_view(plain: bool) -> bool:
-    """Whether to draw the live view: stderr is a terminal and ``--plain`` was not given."""
-    return not plain and sys.stderr.isatty()
+    """Whether to draw the live view: stderr is a terminal that can redraw (not
+    ``TERM=dumb``) and ``--plain`` was not given."""
+    return not plain and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def _age(seconds: float) -> str:

@@ -167,7 +167,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         write_json(output)
     elif report.totals["prompts"] == 0:
         print(
-            f"no data: no prompt records match (read {len(files)} log file(s) in "
+            f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
             f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
         )
     else:
