@@ -1,16 +1,18 @@
 """The live view of a running team (``run`` and ``demo`` on a terminal), drawn with rich.
 
 A table on stderr with a row per role: the requests it is handling and for how long, and its
-handled / failed / queued counts. It is redrawn from ``Team.status`` a few times a second by
-its own task; the roles never wait for it. Log lines are printed above the table, so the two
-never garble each other. Ids and counts only: no prompt, payload or envelope text.
+handled / failed / queued counts. It is redrawn from ``Team.status`` twice a second by its own
+task; the roles never wait for it. Log lines are collected and printed above the table at each
+redraw, so the two never garble each other. Ids and counts only: no prompt, payload or envelope
+text.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
@@ -22,7 +24,7 @@ from rich.text import Text
 from teams_runtime.actors.team import RoleStatus, Team
 from teams_runtime.codecs.formats import count_of
 
-__all__ = ["REFRESH_SECONDS", "live_view", "log_writer", "render_status", "wants_live_view"]
+__all__ = ["REFRESH_SECONDS", "LiveView", "render_status", "wants_live_view"]
 
 REFRESH_SECONDS = 0.5  # ages are shown in whole seconds
 _SHOWN_PER_ROLE = 3  # requests listed per role; the rest are counted
@@ -77,43 +79,69 @@ def render_status(statuses: list[RoleStatus], now: float, title: str = "") -> Ta
     return table
 
 
-def log_writer(console: Console) -> Callable[[str], None]:
-    """A log sink that prints each line above the live view (``configure_logging(console=)``)."""
+class LiveView:
+    """A live view on ``console`` (stderr), with the log sink that goes with it.
 
-    def write(message: str) -> None:
-        console.print(Text(message.rstrip("\n")), soft_wrap=True, highlight=False)
+    Log lines (``log_line``, given to ``configure_logging(console=...)``) are only collected
+    while the view is drawn and printed above it at the next redraw, all at once: printing
+    each where it is logged would redraw the table per line, on the roles' time.
+    """
 
-    return write
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._lines: deque[str] = deque()
+        self._drawing = False
 
+    def log_line(self, message: str) -> None:
+        """Print a log line above the view (at its next redraw while it is drawn)."""
+        if self._drawing:
+            self._lines.append(message.rstrip("\n"))  # deque.append: safe from any thread
+        else:
+            self._print([message.rstrip("\n")])
 
-@asynccontextmanager
-async def live_view(team: Team, console: Console, title: str) -> AsyncIterator[None]:
-    """Draw ``team``'s live view on ``console`` while the block runs; the last state stays on
-    screen when it ends."""
+    def _print(self, lines: list[str]) -> None:
+        self.console.print(Text("\n".join(lines)), soft_wrap=True, highlight=False)
 
-    async def draw() -> None:
-        statuses = await team.status()
-        live.update(render_status(statuses, anyio.current_time(), title), refresh=True)
+    def _flush(self) -> None:
+        lines = []
+        while self._lines:
+            lines.append(self._lines.popleft())
+        if lines:
+            self._print(lines)
 
-    async def keep_drawing() -> None:
-        while True:
-            if team.roles:  # the roles have started
+    @asynccontextmanager
+    async def showing(self, team: Team, title: str) -> AsyncIterator[None]:
+        """Draw ``team``'s view while the block runs; the last state stays on screen."""
+
+        async def draw() -> None:
+            statuses = await team.status() if team.roles else []
+            self._flush()
+            if statuses:
+                live.update(render_status(statuses, anyio.current_time(), title), refresh=True)
+
+        async def keep_drawing() -> None:
+            while True:
                 await draw()
-            await anyio.sleep(REFRESH_SECONDS)
+                await anyio.sleep(REFRESH_SECONDS)
 
-    with Live(
-        console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False
-    ) as live:
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(keep_drawing)
-                try:
-                    yield
-                finally:
-                    group.cancel_scope.cancel()
-        finally:
-            # The final state, after the last outcome, also when Ctrl-C stopped the run (the
-            # envelopes in hand went back to the queue: no role is shown at work).
-            if team.roles:
+        with Live(
+            console=self.console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as live:
+            self._drawing = True
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(keep_drawing)
+                    try:
+                        yield
+                    finally:
+                        group.cancel_scope.cancel()
+            finally:
+                # The final state, after the last outcome, also when Ctrl-C stopped the run
+                # (the envelopes in hand went back to the queue: no role is shown at work).
                 with anyio.move_on_after(2, shield=True):
                     await draw()
+                self._drawing = False
+                self._flush()

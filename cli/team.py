@@ -11,13 +11,12 @@ from functools import partial
 import anyio
 import msgspec
 from loguru import logger
-from rich.console import Console
 
 from teams_runtime import demo
 from teams_runtime.actors.intake import submit
 from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
-from teams_runtime.cli.live_view import live_view, log_writer, wants_live_view
+from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
 from teams_runtime.codecs.formats import count_of
@@ -78,7 +77,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_until_signal(team: Team, *, once: bool, view: Console | None) -> bool:
+async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) -> bool:
     """Run the team until it is done (``once``) or SIGINT/SIGTERM stops it; whether a signal
     stopped it. Envelopes being handled when it stops go back to the queue. Signals after the
     first are logged and ignored, so a second Ctrl-C never cuts the cleanup short (model
@@ -105,7 +104,7 @@ async def _run_until_signal(team: Team, *, once: bool, view: Console | None) -> 
                 await team.run(once=once)
             else:
                 title = f"teams-runtime run: {team.workspace.root.resolve()}"
-                async with live_view(team, view, title):
+                async with view.showing(team, title):
                     await team.run(once=once)
         group.cancel_scope.cancel()  # done: stop listening for signals
     return stopped
@@ -140,11 +139,11 @@ def _print_summary(team: Team, *, once: bool, stopped: bool, as_json: bool) -> N
 def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
-    view = Console(stderr=True) if wants_live_view(args.plain) else None
+    view = LiveView() if wants_live_view(args.plain) else None
     configure_logging(
         workspace,
         console_level="DEBUG" if args.verbose else "INFO",
-        console=None if view is None else log_writer(view),
+        console=None if view is None else view.log_line,
     )
     try:
         stopped = anyio.run(partial(_run_until_signal, team, once=args.once, view=view))
@@ -178,10 +177,10 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     if not wants_live_view(args.plain):
         return demo.run(keep=args.keep)
-    view = Console(stderr=True)
+    view = LiveView()
 
     async def run_with_view(team: Team) -> RunSummary:
-        async with live_view(team, view, "teams-runtime demo (dry run, no model)"):
+        async with view.showing(team, "teams-runtime demo (dry run, no model)"):
             return await team.run(once=True)
 
-    return demo.run(keep=args.keep, run_team=run_with_view, console=log_writer(view))
+    return demo.run(keep=args.keep, run_team=run_with_view, console=view.log_line)
