@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +28,7 @@ from teams_runtime.actors.intake import submit_with
 from teams_runtime.actors.storage import FileWorkQueue, Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -145,7 +146,7 @@ def _report(summary: RunSummary, seconds: float) -> None:
     full = sum(r.full_history_chars for r in summary.prompts)
     compacted = sum(r.compacted for r in summary.prompts)
     out.write(
-        f"\n{len(summary.prompts)} prompts ({compacted} compacted) in {seconds:.1f} s: "
+        f"\n{count_of(len(summary.prompts), 'prompt')} ({compacted} compacted) in {seconds:.1f} s: "
         f"{sent:,} characters sent instead of {full:,} with full history "
         f"({1 - sent / full:.0%} saved). {summary.handled} envelopes handled, "
         f"{summary.failed} failed. Backend: dry run (no model was called).\n"
@@ -153,11 +154,18 @@ def _report(summary: RunSummary, seconds: float) -> None:
     )
 
 
-def _run_in(workspace: Workspace) -> RunSummary:
+RunTeam = Callable[[Team], Awaitable[RunSummary]]
+
+
+async def _run_once(team: Team) -> RunSummary:
+    return await team.run(once=True)
+
+
+def _run_in(workspace: Workspace, run_team: RunTeam) -> RunSummary:
     _prepare(workspace)
     anyio.run(_seed, workspace)
     team = Team(workspace.root, load_team_config(workspace.root), keep_prompt_records=True)
-    return anyio.run(lambda: team.run(once=True))
+    return anyio.run(run_team, team)
 
 
 @contextmanager
@@ -171,13 +179,20 @@ def _demo_workspace(keep: Path | None) -> Iterator[Workspace]:
     yield Workspace(keep)
 
 
-def run(keep: Path | None = None) -> int:
-    """Run the demo; with ``keep``, in that (new) folder, left for exploring."""
+def run(
+    keep: Path | None = None,
+    *,
+    run_team: RunTeam = _run_once,
+    console: Callable[[str], None] | None = None,
+) -> int:
+    """Run the demo; with ``keep``, in that (new) folder, left for exploring. ``run_team``
+    runs the Team once (the CLI passes one that draws its live view meanwhile); ``console``
+    takes the warning lines instead of stderr."""
     started = time.perf_counter()
     with _demo_workspace(keep) as workspace:
-        configure_logging(workspace, console_level="WARNING")
+        configure_logging(workspace, console_level="WARNING", console=console)
         try:
-            summary = _run_in(workspace)
+            summary = _run_in(workspace, run_team)
         finally:
             stop_logging()
     _report(summary, time.perf_counter() - started)

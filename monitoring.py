@@ -68,16 +68,24 @@ def _role_filter(role: str) -> Callable[[Any], bool]:
     return accept
 
 
-def configure_logging(workspace: Workspace | None, *, console_level: str = "INFO") -> None:
-    """Add the CLI's sinks (replacing any) and turn the library's logging on."""
+def configure_logging(
+    workspace: Workspace | None,
+    *,
+    console_level: str = "INFO",
+    console: Callable[[str], None] | None = None,
+) -> None:
+    """Add the CLI's sinks (replacing any) and turn the library's logging on.
+
+    Console lines go to stderr, or to ``console`` (a live view prints them above itself, so
+    the two never garble each other)."""
     logger.remove()
     logger.enable("teams_runtime")
     logger.add(
-        sys.stderr,
+        sys.stderr if console is None else console,
         level=console_level,
         format="<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}",
         filter=lambda entry: not _is_record(entry),
-        colorize=None,
+        colorize=None if console is None else False,
         diagnose=False,  # never print variable values (prompt text) in tracebacks
     )
     if workspace is None:
@@ -196,7 +204,7 @@ class _Group:
         ordered = sorted(self.sizes)
         p95 = ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)] if ordered else 0
         per_prompt = max(self.prompts, 1)
-        saving = 1 - self.prompt_chars / self.full_history_chars if self.full_history_chars else 0
+        saving = 1 - self.prompt_chars / self.full_history_chars if self.full_history_chars else 0.0
         return {
             "prompts": self.prompts,
             "eligible": self.eligible,
@@ -211,7 +219,7 @@ class _Group:
             "p95_prompt_chars": p95,
             "mean_full_history_chars": round(self.full_history_chars / per_prompt, 1),
             "mean_included_events": round(self.included_events / per_prompt, 2),
-            "saving_percent": round(100 * saving, 1),
+            "saving_percent": float(round(100 * saving, 1)),  # always a number, one decimal
             "prompts_with_usage": self.prompts_with_usage,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -289,9 +297,16 @@ def _row(label: list[str], values: dict[str, Any], tokens: bool) -> list[str]:
         events,
         f"{values['mean_prompt_chars']:,.0f}",
         f"{values['p95_prompt_chars']:,}",
-        f"{values['saving_percent']:.0f}%",
+        f"{values['saving_percent']:.1f}%",
         *usage,
     ]
+
+
+def _label(value: Any) -> str:
+    """A group's value as a row label: the ``enabled`` flag reads enabled/disabled."""
+    if isinstance(value, bool):
+        return "enabled" if value else "disabled"
+    return str(value)
 
 
 def render_report(report: MetricsReport) -> str:
@@ -309,7 +324,9 @@ def render_report(report: MetricsReport) -> str:
         "saving",
         *(["tokens in/out"] if tokens else []),
     ]
-    rows = [_row([str(group[key]) for key in report.by], group, tokens) for group in report.groups]
+    rows = [
+        _row([_label(group[key]) for key in report.by], group, tokens) for group in report.groups
+    ]
     rows.append(_row(["total", *[""] * (len(report.by) - 1)], report.totals, tokens))
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(headers, widths, strict=True))]

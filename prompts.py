@@ -20,6 +20,7 @@ from teams_runtime.codecs.projected import Projection
 from teams_runtime.projection import notice_text
 
 __all__ = [
+    "KIND_NAMES",
     "PROMPT_KINDS",
     "PURPOSES",
     "ROLE_RULES",
@@ -37,6 +38,13 @@ PURPOSES: dict[PromptKind, str] = {
     "repair": "contract_repair",
     "research_decision": "research_decision",
     "version_control": "version_control",
+}
+# What users type for a kind (`prompt --kind`): its purpose, the name the logs and `metrics`
+# use, so there is one vocabulary. The older spellings `task` and `repair` stay accepted.
+KIND_NAMES: dict[str, PromptKind] = {
+    **{purpose: kind for kind, purpose in PURPOSES.items()},
+    "task": "task",
+    "repair": "repair",
 }
 
 ROLE_RULES = {

@@ -42,7 +42,7 @@ from teams_runtime.actors.storage.attempts import save_attempt
 from teams_runtime.codecs.attempts import AttemptRecord
 from teams_runtime.codecs.config import ModelConfig
 from teams_runtime.codecs.contract import validate_answer
-from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.formats import count_of, now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import ActorStopped, AskTimeout, ModelFailure, TeamsRuntimeError
@@ -54,7 +54,7 @@ from teams_runtime.prompts import (
     kind_for_role,
 )
 
-__all__ = ["Outcome", "RoleActor"]
+__all__ = ["Outcome", "RoleActor", "Working"]
 
 Outcome = Literal["done", "failed", "deferred", "rejected"]
 
@@ -72,6 +72,15 @@ class _Answer:
     reply: ModelReply
     purpose: str
     call: int
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    """One envelope a role is handling now: the request's id and when the role took it
+    (``anyio.current_time()``). Content-free by design: what a live view may show."""
+
+    request_id: str
+    since: float
 
 
 class RoleActor:
@@ -106,6 +115,7 @@ class RoleActor:
         self._slots = anyio.Semaphore(concurrency)
         self._mailbox: Mailbox[Claim] = Mailbox(role, inbox_size)
         self._group: TaskGroup | None = None
+        self._working: dict[str, Working] = {}  # by claim ticket
         self._log = logger.bind(role=role)
 
     async def tell(self, claim: Claim) -> None:
@@ -115,6 +125,10 @@ class RoleActor:
     def statistics(self) -> MailboxStatistics:
         """The role's inbox: envelopes waiting, served, in flight."""
         return self._mailbox.statistics()
+
+    def working(self) -> list[Working]:
+        """The envelopes being handled now, oldest first (a copy; cheap, no I/O)."""
+        return sorted(self._working.values(), key=lambda work: work.since)
 
     def stop(self) -> None:
         """Take no more envelopes; ``serve`` returns when the ones being handled are done."""
@@ -133,6 +147,8 @@ class RoleActor:
         self._group.start_soon(self._work, claim)
 
     async def _work(self, claim: Claim) -> None:
+        request_id = claim.envelope.request_id if claim.envelope is not None else "-"
+        self._working[claim.ticket] = Working(request_id, anyio.current_time())
         try:
             outcome = await self._outcome_of(claim)
         except Exception as exc:  # a bug must not take the team down: keep the envelope
@@ -141,6 +157,7 @@ class RoleActor:
             )
             outcome = await self._release(claim)
         finally:
+            self._working.pop(claim.ticket, None)
             self._slots.release()
         self._on_finished(claim, outcome)
 
@@ -337,7 +354,7 @@ class RoleActor:
                     role=self.role,
                     purpose=got.purpose,
                     call=got.call,
-                    reason=f"rejected by contract validation ({len(issues)} issues)",
+                    reason=f"rejected by contract validation ({count_of(len(issues), 'issue')})",
                     exit_status=got.reply.exit_status,
                     issues=issues,
                     stderr_tail=got.reply.stderr_tail,
@@ -348,11 +365,10 @@ class RoleActor:
                 return contract_failure(request_id, self.role, issues)
             repairs += 1
             self._log.bind(request_id=request_id).warning(
-                "{}: result for request {} rejected by contract validation ({} issues); "
-                "repair {} of {}",
+                "{}: result for request {} rejected by contract validation ({}); repair {} of {}",
                 self.role,
                 request_id,
-                len(issues),
+                count_of(len(issues), "issue"),
                 repairs,
                 MAX_REPAIRS,
             )

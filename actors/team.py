@@ -18,7 +18,7 @@ from loguru import logger
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
 from teams_runtime.actors.request_locks import RequestLocks
-from teams_runtime.actors.role_actor import Outcome, RoleActor
+from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
 from teams_runtime.actors.storage import (
     Claim,
     FileRecordStore,
@@ -29,11 +29,12 @@ from teams_runtime.actors.storage import (
     load_team_config,
 )
 from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
 
-__all__ = ["RunSummary", "Team"]
+__all__ = ["RoleStatus", "RunSummary", "Team"]
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -47,6 +48,18 @@ class RunSummary(msgspec.Struct, kw_only=True):
     # The records themselves only when the Team is asked to keep them (a service that runs
     # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)
+
+
+class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One role as this worker sees it now (what ``Team.status`` gives a live view): the
+    requests it is handling and since when, its outcomes so far in this run, and the envelopes
+    waiting for it in the queue (for any worker). Ids and counts only, never content."""
+
+    role: str
+    working: list[Working]
+    handled: int
+    failed: int
+    queued: int
 
 
 class Team:
@@ -83,6 +96,8 @@ class Team:
         self._poll_interval = poll_interval
         self._in_flight = 0  # envelopes told to a role and not finished yet
         self._busy: Counter[str] = Counter()  # the same, per role
+        self._handled: Counter[str] = Counter()  # outcomes per role, for `status`
+        self._failed: Counter[str] = Counter()
         self._inbox_size = 256
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
@@ -99,13 +114,37 @@ class Team:
         match outcome:
             case "done":
                 self.summary.handled += 1
+                self._handled[claim.role] += 1
             case "failed":
                 self.summary.failed += 1
+                self._failed[claim.role] += 1
             case "deferred":
                 self.summary.deferred += 1
             case "rejected":
                 self.summary.rejected += 1
         self._progress.set()
+
+    async def status(self) -> list[RoleStatus]:
+        """Each served role's work now, outcomes so far and queued envelopes. Reads the queue's
+        counts in a worker thread (a few directory listings), so the roles are not held up;
+        call it at a human pace (a live view: a few times a second)."""
+        # What the roles hold is taken before the queue is read: an envelope is claimed (out
+        # of `waiting`) before its role gets it, so one shown at work is never counted queued.
+        now = {
+            role: (actor.working(), self._handled[role], self._failed[role])
+            for role, actor in self.roles.items()
+        }
+        snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
+        return [
+            RoleStatus(
+                role=role,
+                working=working,
+                handled=handled,
+                failed=failed,
+                queued=snapshot.waiting.get(role, 0),
+            )
+            for role, (working, handled, failed) in now.items()
+        ]
 
     async def _dispatch_pending(self) -> int:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
@@ -180,7 +219,7 @@ class Team:
         await self._renew_lease()
         restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
         if restored:
-            logger.info("{} envelope(s) left by earlier runs queued again", restored)
+            logger.info("{} left by earlier runs queued again", count_of(restored, "envelope"))
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)
         context_config = self.config.prompt_context

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +23,7 @@ from teams_runtime.cli.team import (
 )
 from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.monitoring import GROUP_KEYS
-from teams_runtime.prompts import PROMPT_KINDS, PURPOSES
+from teams_runtime.prompts import KIND_NAMES, PURPOSES, PromptKind
 
 __all__ = ["build_parser"]
 
@@ -33,6 +34,24 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{PROG}: error: {message}\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Parse like argparse, but an unknown flag is reported by the command it was given to
+        (with that command's usage), not by the top-level parser."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command_parser(getattr(parsed, "command", None))
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _command_parser(self, name: str | None) -> argparse.ArgumentParser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                chosen: argparse.ArgumentParser = action.choices[name]
+                return chosen
+        return self
 
 
 def _version() -> str:
@@ -60,6 +79,22 @@ def _positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
     return value
+
+
+def _not_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _prompt_kind(text: str) -> PromptKind:
+    try:
+        return KIND_NAMES[text]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a prompt kind: {', '.join(PURPOSES.values())} "
+            "(task and repair are accepted for role_task and contract_repair)"
+        ) from None
 
 
 def _timestamp(text: str) -> str:
@@ -110,6 +145,11 @@ def _add_selector(parser: argparse.ArgumentParser) -> None:
         help="a request record file anywhere (defaults apply without a config)",
     )
     _add_workspace(parser)
+    _add_overrides(parser)
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    """The flags that override prompt_context for one command (project, explain, prompt)."""
     parser.add_argument(
         "--recent-events",
         type=_positive_int,
@@ -165,6 +205,9 @@ def _add_explain(commands: _Commands) -> None:
         "explain", help="say for every event whether the projection keeps it, and why"
     )
     _add_selector(explain)
+    explain.add_argument(
+        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
+    )
     explain.set_defaults(handler=cmd_explain)
 
 
@@ -177,9 +220,13 @@ def _add_append(commands: _Commands) -> None:
     )
     append.add_argument("request_id", metavar="REQUEST_ID")
     _add_workspace(append)
-    append.add_argument("--type", dest="event_type", metavar="T", help="the event type")
-    append.add_argument("--actor", metavar="A", help="who did it (a role name)")
-    append.add_argument("--summary", metavar="S", help="one line saying what happened")
+    append.add_argument(
+        "--type", dest="event_type", type=_not_empty, metavar="T", help="the event type"
+    )
+    append.add_argument("--actor", type=_not_empty, metavar="A", help="who did it (a role name)")
+    append.add_argument(
+        "--summary", type=_not_empty, metavar="S", help="one line saying what happened"
+    )
     append.add_argument("--payload", metavar="JSON", help="a JSON object with details")
     append.add_argument(
         "--from",
@@ -192,6 +239,9 @@ def _add_append(commands: _Commands) -> None:
         metavar="K",
         help="an idempotency key: run the same command again (after a timeout, say) and the "
         "events are not written twice",
+    )
+    append.add_argument(
+        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
     )
     append.set_defaults(handler=cmd_append)
 
@@ -212,7 +262,9 @@ def _add_submit(commands: _Commands) -> None:
         metavar="ROLE",
         help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
     )
-    submit.add_argument("--scope", required=True, metavar="TEXT", help="what is asked, in a line")
+    submit.add_argument(
+        "--scope", required=True, type=_not_empty, metavar="TEXT", help="what is asked, in a line"
+    )
     submit.add_argument("--body", default="", metavar="TEXT", help="details")
     submit.add_argument("--intent", default="", metavar="I", help="e.g. implement, review, fix")
     submit.add_argument("--urgency", default="normal", metavar="U", help="default: normal")
@@ -220,6 +272,9 @@ def _add_submit(commands: _Commands) -> None:
         "--request-id",
         metavar="ID",
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    submit.add_argument(
+        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
     )
     submit.set_defaults(handler=cmd_submit)
 
@@ -246,6 +301,16 @@ def _add_run(commands: _Commands) -> None:
         help=f"serve only these roles (default: all: {','.join(ROLES)})",
     )
     run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
+    run.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain log lines on stderr even on a terminal (no live view)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final summary as one JSON object (see docs/cli.md)",
+    )
     run.set_defaults(handler=cmd_run)
 
 
@@ -272,6 +337,9 @@ def _add_cancel(commands: _Commands) -> None:
     )
     cancel.add_argument("request_id", metavar="REQUEST_ID")
     _add_workspace(cancel)
+    cancel.add_argument(
+        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
+    )
     cancel.set_defaults(handler=cmd_cancel)
 
 
@@ -285,16 +353,14 @@ def _add_prompt(commands: _Commands) -> None:
     )
     prompt.add_argument(
         "--kind",
-        choices=PROMPT_KINDS,
-        help="the prompt kind (default: the role's own: research_decision for "
-        "research, version_control for version_controller, else task)",
+        type=_prompt_kind,
+        metavar="KIND",
+        help="the prompt kind, named as in the logs: the role's own (research_decision for "
+        "research, version_control for version_controller, else role_task; the default) or "
+        "contract_repair",
     )
     _add_workspace(prompt)
-    prompt.add_argument(
-        "--disable",
-        action="store_true",
-        help="as with prompt_context.enabled: false (full history)",
-    )
+    _add_overrides(prompt)
     prompt.add_argument(
         "--json",
         action="store_true",
@@ -348,6 +414,11 @@ def _add_demo(commands: _Commands) -> None:
         type=Path,
         metavar="DIR",
         help="build the demo workspace in DIR and keep it (must not exist)",
+    )
+    run_demo.add_argument(
+        "--plain",
+        action="store_true",
+        help="no live view on stderr even on a terminal",
     )
     run_demo.set_defaults(handler=cmd_demo)
 

@@ -16,14 +16,17 @@ from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.records import RecordFields, decode_record
 from teams_runtime.exceptions import ConfigError, RecordError, UnknownRequestError
 from teams_runtime.projection import explain_decisions, notice_text, project_fields
 from teams_runtime.prompts import (
+    PURPOSES,
     PromptBundle,
     PromptKind,
     answer_kind_of,
@@ -37,17 +40,23 @@ __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
 def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
     """The workspace's prompt_context, with the command's flags on top."""
     workspace = Workspace(args.workspace)
-    if args.record is not None and not workspace.config_path.exists():
+    if getattr(args, "record", None) is not None and not workspace.config_path.exists():
         base = PromptContextConfig()
     else:
         base = load_team_config(workspace.root).prompt_context
+    return _with_overrides(base, args)
+
+
+def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
+    """``base`` with --recent-events, --max-events and --disable applied. With --disable the
+    counts do not matter (the full history is shown), so they are not applied or checked."""
+    if args.disable:
+        return msgspec.structs.replace(base, enabled=False)
     overrides: dict[str, Any] = {}
     if args.recent_events is not None:
         overrides["recent_events"] = args.recent_events
     if args.max_events is not None:
         overrides["max_events"] = args.max_events
-    if args.disable:
-        overrides["enabled"] = False
     if not overrides:
         return base
     try:
@@ -118,19 +127,43 @@ def cmd_explain(args: argparse.Namespace) -> int:
     source = _record_source(args)
     projection = project_fields(fields, config)
     events = fields.get("events")
-    if not isinstance(events, list):
+    rows: list[dict[str, Any]] | None = None
+    if isinstance(events, list):
+        roles = [role_of_raw(raw) for raw in events]
+        decisions = explain_decisions(projection, roles)
+        rows = [
+            {"index": index, "type": event_type_label(raw), "role": role, "decision": decision}
+            for index, (raw, role, decision) in enumerate(
+                zip(events, roles, decisions, strict=True)
+            )
+        ]
+    if args.json:
+        write_json(
+            {
+                "record": str(source),
+                "total_events": projection.total_events,
+                "included_events": projection.included_events,
+                "omitted_events": projection.omitted_events,
+                "compacted": projection.compacted,
+                "recent_events": config.recent_events,
+                "max_events": config.max_events,
+                "enabled": config.enabled,
+                "events": rows,
+            }
+        )
+        return 0
+    if rows is None:
         print(f"{source}: `events` is not a list; the record passes through unchanged.")
         return 0
-    roles = [role_of_raw(raw) for raw in events]
-    decisions = explain_decisions(projection, roles)
     print(
-        f"{source}: {projection.total_events} events, {projection.included_events} included, "
-        f"{projection.omitted_events} omitted (recent_events={config.recent_events}, "
-        f"max_events={config.max_events}, enabled={str(config.enabled).lower()})"
+        f"{source}: {count_of(projection.total_events, 'event')}, "
+        f"{projection.included_events} included, {projection.omitted_events} omitted "
+        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
+        f"enabled={str(config.enabled).lower()})"
     )
     print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
-    for index, (raw, role, decision) in enumerate(zip(events, roles, decisions, strict=True)):
-        print(f"{index:>5}  {event_type_label(raw):<26}  {role or '-':<20}  {decision}")
+    for row in rows:
+        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
     return 0
 
 
@@ -192,21 +225,52 @@ def cmd_append(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
 
-    async def append() -> int:
+    async def append() -> Appended:
         async with open_context(workspace.root) as context:
-            return await context.append_events(args.request_id, events, key=args.key)
+            return await context.append_keyed(args.request_id, events, key=args.key)
 
-    count = anyio.run(append)
-    print(f"Appended {len(events)} event(s) to {args.request_id}; it now has {count} events.")
+    reply = anyio.run(append)
+    written = len(events) if reply.applied else 0
+    if args.json:
+        write_json(
+            {
+                "request_id": args.request_id,
+                "appended": written,
+                "already_appended": not reply.applied,
+                "events": reply.count,
+            }
+        )
+        return 0
+    if not reply.applied:
+        print(
+            f"Nothing appended to {args.request_id}: key {args.key!r} was appended before; "
+            f"it has {count_of(reply.count, 'event')}."
+        )
+        return 0
+    print(
+        f"Appended {count_of(written, 'event')} to {args.request_id}; "
+        f"it now has {count_of(reply.count, 'event')}."
+    )
     return 0
+
+
+def _checked_kind(role: str, kind: PromptKind | None) -> PromptKind:
+    """The kind to show ``role``: its own unless asked; a kind the runtime never sends that
+    role (``research_decision`` to qa, say) is refused, so the text and the JSON agree."""
+    own = kind_for_role(role)
+    if kind is None or kind in (own, "repair"):
+        return kind or own
+    raise UserError(
+        f"--kind {PURPOSES[kind]} is never sent to the {role} role; it gets "
+        f"{PURPOSES[own]} (or contract_repair). Leave out --kind, or pick the role that "
+        f"gets {PURPOSES[kind]}."
+    )
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    config = load_team_config(workspace.root).prompt_context
-    if args.disable:
-        config = msgspec.structs.replace(config, enabled=False)
-    kind = args.kind or kind_for_role(args.role)
+    kind = _checked_kind(args.role, args.kind)
+    config = _with_overrides(load_team_config(workspace.root).prompt_context, args)
     bundle = anyio.run(
         partial(_preview_prompt, workspace, args.request_id, args.role, kind, config)
     )
@@ -214,7 +278,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         projection = bundle.projection
         output = {
             "role": bundle.role,
-            "kind": bundle.kind,
+            "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
             "purpose": bundle.purpose,
             "notice": projection.notice,
             "total_events": projection.total_events,

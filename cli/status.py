@@ -16,6 +16,7 @@ from teams_runtime.actors.storage import (
     load_team_config,
 )
 from teams_runtime.cli.output import write_json
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -83,7 +84,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
 
 def _print_report(report: dict[str, Any]) -> None:
     requests = report["requests"]
-    print(f"{len(requests)} request(s) in {report['workspace']}")
+    print(f"{count_of(len(requests), 'request')} in {report['workspace']}")
     if requests:
         print(
             f"  {'request':<28} {'status':<12} {'role':<19} {'hops':>4} {'events':>6}  last event"
@@ -115,11 +116,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     load_team_config(args.workspace)  # a broken or missing config is an error before any write
     done = anyio.run(cancel, args.workspace, args.request_id)
-    if done.already:
-        print(f"{done.request_id} was already cancelled; dropped {done.dropped} envelope(s).")
-        return 0
-    print(
-        f"Cancelled {done.request_id}; dropped {done.dropped} queued envelope(s). A role "
-        "working on it now finishes its call; its outcome is recorded without handing it on."
-    )
+    dropped = count_of(done.dropped, "queued envelope")
+    if args.json:
+        write_json(
+            {
+                "request_id": done.request_id,
+                "already_cancelled": done.already,
+                "dropped": done.dropped,
+            }
+        )
+    elif done.already:
+        print(f"{done.request_id} was already cancelled; dropped {dropped}.")
+    else:
+        print(
+            f"Cancelled {done.request_id}; dropped {dropped}. A role working on it now "
+            "finishes its call; its outcome is recorded without handing it on."
+        )
     return 0

@@ -15,9 +15,11 @@ from loguru import logger
 from teams_runtime import demo
 from teams_runtime.actors.intake import submit
 from teams_runtime.actors.storage import Workspace, load_team_config
-from teams_runtime.actors.team import Team
+from teams_runtime.actors.team import RunSummary, Team
+from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.monitoring import (
     Filters,
     aggregate,
@@ -67,16 +69,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
             request_id=args.request_id,
         )
     )
+    if args.json:
+        write_json({"request_id": done.request_id, "role": args.role, "created": done.created})
+        return 0
     state = "new request" if done.created else "existing request"
     print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
     return 0
 
 
-async def _run_until_signal(team: Team, *, once: bool) -> bool:
+async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) -> bool:
     """Run the team until it is done (``once``) or SIGINT/SIGTERM stops it; whether a signal
     stopped it. Envelopes being handled when it stops go back to the queue. Signals after the
     first are logged and ignored, so a second Ctrl-C never cuts the cleanup short (model
-    processes are still being ended)."""
+    processes are still being ended). With ``view``, the live view is drawn on it meanwhile."""
     stopped = False
     team_scope = anyio.CancelScope()
     async with anyio.create_task_group() as group:
@@ -95,27 +100,54 @@ async def _run_until_signal(team: Team, *, once: bool) -> bool:
 
         group.start_soon(stop_on_signal)
         with team_scope:
-            await team.run(once=once)
+            if view is None:
+                await team.run(once=once)
+            else:
+                title = f"teams-runtime run: {team.workspace.root.resolve()}"
+                async with view.showing(team, title):
+                    await team.run(once=once)
         group.cancel_scope.cancel()  # done: stop listening for signals
     return stopped
+
+
+def _print_summary(team: Team, *, once: bool, stopped: bool, as_json: bool) -> None:
+    summary = team.summary
+    queued = sum(team.queue.counts().values()) if stopped or not once else None
+    if as_json:
+        write_json(
+            {
+                "handled": summary.handled,
+                "failed": summary.failed,
+                "deferred": summary.deferred,
+                "rejected": summary.rejected,
+                "prompts_sent": summary.prompts_sent,
+                "stopped": stopped or not once,
+                "queued": queued,
+            }
+        )
+        return
+    if once:
+        print(
+            f"Handled {count_of(summary.handled, 'envelope')}: {summary.failed} failed, "
+            f"{summary.deferred} left queued, {summary.rejected} rejected; "
+            f"{count_of(summary.prompts_sent, 'prompt')} sent."
+        )
+    if queued is not None:
+        print(f"Stopped; {count_of(queued, 'envelope')} queued for the next run.")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
-    configure_logging(workspace, console_level="DEBUG" if args.verbose else "INFO")
+    view = LiveView() if wants_live_view(args.plain) else None
+    configure_logging(
+        workspace,
+        console_level="DEBUG" if args.verbose else "INFO",
+        console=None if view is None else view.log_line,
+    )
     try:
-        stopped = anyio.run(partial(_run_until_signal, team, once=args.once))
-        if args.once:
-            summary = team.summary
-            print(
-                f"Handled {summary.handled} envelope(s): {summary.failed} failed, "
-                f"{summary.deferred} left queued, {summary.rejected} rejected; "
-                f"{summary.prompts_sent} prompts sent."
-            )
-        if stopped or not args.once:
-            queued = sum(team.queue.counts().values())
-            print(f"Stopped; {queued} envelope(s) queued for the next run.")
+        stopped = anyio.run(partial(_run_until_signal, team, once=args.once, view=view))
+        _print_summary(team, once=args.once, stopped=stopped, as_json=args.json)
     finally:
         stop_logging()
     return 0
@@ -134,7 +166,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         write_json(output)
     elif report.totals["prompts"] == 0:
         print(
-            f"no data: no prompt records match (read {len(files)} log file(s) in "
+            f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
             f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
         )
     else:
@@ -143,4 +175,12 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return demo.run(keep=args.keep)
+    if not wants_live_view(args.plain):
+        return demo.run(keep=args.keep)
+    view = LiveView()
+
+    async def run_with_view(team: Team) -> RunSummary:
+        async with view.showing(team, "teams-runtime demo (dry run, no model)"):
+            return await team.run(once=True)
+
+    return demo.run(keep=args.keep, run_team=run_with_view, console=view.log_line)

@@ -1,4 +1,5 @@
-"""Text formats used across the package: pretty JSON and timestamps (ISO-8601 with offset)."""
+"""Text formats used across the package: pretty JSON, timestamps (ISO-8601 with offset) and
+counted nouns ("1 prompt", "2 prompts")."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["now_iso", "pretty_json", "pretty_json_bytes"]
+__all__ = ["count_of", "now_iso", "pretty_json", "pretty_json_bytes"]
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -25,3 +26,8 @@ def pretty_json(value: Any) -> str:
 def now_iso() -> str:
     """The current local time as ISO-8601 with its UTC offset (how records stamp events)."""
     return datetime.now().astimezone().isoformat()
+
+
+def count_of(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``."""
+    return f"{count} {noun if count == 1 else (plural or noun + 's')}"

@@ -305,7 +305,7 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "(existing request)" in out
     status, out, _ = _run(capsys, "run", "--workspace", str(root), "--once")
     assert status == 0
-    assert "Handled 4 envelope(s): 0 failed" in out
+    assert "Handled 4 envelopes: 0 failed" in out
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "completed"
     status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
@@ -328,7 +328,9 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
         ),
         pytest.param(["prompt", "nope", "--role", "qa"], "no request 'nope'", id="unknown"),
         pytest.param(
-            ["prompt", "x", "--role", "qa", "--kind", "poem"], "invalid choice", id="kind"
+            ["prompt", "x", "--role", "qa", "--kind", "poem"],
+            "'poem' is not a prompt kind: role_task, contract_repair",
+            id="kind",
         ),
     ],
 )
@@ -381,7 +383,7 @@ def test_append_from_lines_writes_all_or_nothing(
     good = tmp_path / "good.jsonl"
     good.write_text('{"type": "a", "actor": "qa"}\n\n{"type": "b", "payload": {"x": 1}}\n')
     assert main(["append", "req-1", "--workspace", str(tmp_path), "--from", str(good)]) == 0
-    assert "Appended 2 event(s) to req-1; it now has 7 events." in capsys.readouterr().out
+    assert "Appended 2 events to req-1; it now has 7 events." in capsys.readouterr().out
     before = path.read_bytes()
     for content in ('{"type": "c"}\nnot json\n', '{"type": "c"}\n[1, 2]\n', "\n"):
         bad = tmp_path / "bad.jsonl"
@@ -428,6 +430,229 @@ def test_append_with_a_key_is_written_once(
     assert main(argv) == 0
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("it now has 1 events") == 2
+    assert "Appended 1 event to req-1; it now has 1 event." in out
+    assert "Nothing appended to req-1: key 'k-1' was appended before; it has 1 event." in out
     events = json.loads(record.read_bytes())["events"]
     assert [(e["summary"], e["append_key"]) for e in events] == [("once", "k-1")]
+
+
+# --- JSON and flags that behave alike ---------------------------------------------------------
+
+
+def test_explain_json_has_a_row_per_event(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = _run(capsys, "explain", "request-123", "--workspace", str(workspace),
+                          "--recent-events", "4", "--max-events", "7", "--json")  # fmt: skip
+    assert status == 0
+    report = json.loads(out)
+    keys = ["record", "total_events", "included_events", "omitted_events", "compacted",
+            "recent_events", "max_events", "enabled", "events"]  # fmt: skip
+    assert list(report) == keys
+    assert report["record"].endswith("request-123.json")
+    assert (report["total_events"], report["included_events"], report["omitted_events"]) == (
+        12,
+        7,
+        5,
+    )
+    assert report["events"][4] == {
+        "index": 4,
+        "type": "role_report",
+        "role": "designer",
+        "decision": "backfill for designer",
+    }
+    assert report["events"][2]["role"] is None  # not role evidence
+    assert [row["decision"] for row in report["events"][-4:]] == ["tail"] * 4
+
+
+def test_submit_append_cancel_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(tmp_path / "ws")
+    assert main(["init", root]) == 0
+    capsys.readouterr()
+    status, out, _ = _run(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
+                          "--request-id", "req-j", "--json")  # fmt: skip
+    assert status == 0
+    assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True}
+    status, out, _ = _run(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
+                          "--request-id", "req-j", "--json")  # fmt: skip
+    assert json.loads(out)["created"] is False
+    append = ["append", "req-j", "--workspace", root, "--key", "k", "--type", "note",
+              "--actor", "qa", "--summary", "s", "--json"]  # fmt: skip
+    status, out, _ = _run(capsys, *append)
+    assert json.loads(out) == {
+        "request_id": "req-j",
+        "appended": 1,
+        "already_appended": False,
+        "events": 4,  # created, delegated, delegated, note
+    }
+    status, out, _ = _run(capsys, *append)
+    assert json.loads(out) == {
+        "request_id": "req-j",
+        "appended": 0,
+        "already_appended": True,
+        "events": 4,
+    }
+    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root, "--json")
+    assert json.loads(out) == {"request_id": "req-j", "already_cancelled": False, "dropped": 2}
+    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root, "--json")
+    assert json.loads(out) == {"request_id": "req-j", "already_cancelled": True, "dropped": 0}
+    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root)
+    assert out == "req-j was already cancelled; dropped 0 queued envelopes.\n"
+
+
+def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(tmp_path / "ws")
+    assert main(["init", root]) == 0
+    assert main(["submit", "--workspace", root, "--role", "qa", "--scope", "x"]) == 0
+    capsys.readouterr()
+    status, out, err = _run(capsys, "run", "--workspace", root, "--once", "--json")
+    assert status == 0
+    assert json.loads(out) == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
+                               "prompts_sent": 1, "stopped": False, "queued": None}  # fmt: skip
+    assert "INFO" in err and "│" not in err  # stderr is not a terminal: plain lines
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["status", "--bogus"], id="status"),
+        pytest.param(["submit", "--role", "qa", "--scope", "x", "--bogus"], id="submit"),
+        pytest.param(["project", "req-1", "--bogus"], id="project"),
+        pytest.param(["metrics", "--bogus", "1"], id="metrics"),
+    ],
+)
+def test_an_unknown_flag_shows_its_subcommands_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    status, out, err = _run(capsys, *argv, "--workspace", str(tmp_path))
+    assert status == 2 and out == ""
+    assert err.startswith(f"usage: teams-runtime {argv[0]} [-h]")
+    unknown = " ".join(argv[argv.index("--bogus") :])
+    assert err.endswith(f"\nteams-runtime: error: unrecognized arguments: {unknown}\n")
+    assert not (tmp_path / ".teams_runtime").exists()
+
+
+def test_prompt_takes_the_projection_flags(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["prompt", "request-123", "--role", "qa", "--workspace", str(workspace), "--json"]
+    status, out, _ = _run(capsys, *base, "--recent-events", "4", "--max-events", "7")
+    assert status == 0
+    answer = json.loads(out)
+    assert (answer["included_events"], answer["omitted_events"]) == (7, 5)
+    assert answer["notice"]["recent_events"] == 4 and answer["notice"]["max_events"] == 7
+    status, out, _ = _run(capsys, *base, "--disable", "--max-events", "3")
+    answer = json.loads(out)
+    assert (answer["included_events"], answer["omitted_events"]) == (12, 0)
+    status, _, err = _run(capsys, *base, "--recent-events", "9", "--max-events", "3")
+    assert status == 2 and "recent_events 9 is greater than max_events 3" in err
+
+
+def test_project_disable_ignores_the_counts(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = _run(capsys, "project", "request-123", "--workspace", str(workspace),
+                            "--disable", "--max-events", "3", "--json")  # fmt: skip
+    assert status == 0 and err == ""
+    assert json.loads(out)["included_events"] == 12
+
+
+@pytest.mark.parametrize(
+    ("role", "kind", "purpose", "opening"),
+    [
+        pytest.param("qa", "role_task", "role_task", "You are the qa role", id="qa-role_task"),
+        pytest.param("qa", "task", "role_task", "You are the qa role", id="qa-old-task"),
+        pytest.param("qa", "repair", "contract_repair", "You are the qa role", id="old-repair"),
+        pytest.param(
+            "research",
+            None,
+            "research_decision",
+            "You are the research role",
+            id="research-default",
+        ),
+        pytest.param(
+            "research",
+            "contract_repair",
+            "contract_repair",
+            "You are the research role",
+            id="research-repair",
+        ),
+        pytest.param(
+            "version_controller",
+            "version_control",
+            "version_control",
+            "You are the version_controller role",
+            id="vc-own",
+        ),
+    ],
+)
+def test_prompt_kinds_are_named_as_in_the_logs(
+    workspace: Path,
+    capsys: pytest.CaptureFixture[str],
+    role: str,
+    kind: str | None,
+    purpose: str,
+    opening: str,
+) -> None:
+    argv = ["prompt", "request-123", "--role", role, "--workspace", str(workspace), "--json"]
+    status, out, _ = _run(capsys, *argv, *(["--kind", kind] if kind else []))
+    assert status == 0
+    answer = json.loads(out)
+    assert (answer["role"], answer["kind"], answer["purpose"]) == (role, purpose, purpose)
+    assert answer["prompt"].startswith(opening)
+
+
+@pytest.mark.parametrize(
+    ("role", "kind", "own"),
+    [
+        pytest.param("qa", "research_decision", "role_task", id="qa-research"),
+        pytest.param("qa", "version_control", "role_task", id="qa-vc"),
+        pytest.param("research", "role_task", "research_decision", id="research-task"),
+        pytest.param("version_controller", "task", "version_control", id="vc-task"),
+    ],
+)
+def test_prompt_refuses_a_kind_the_role_never_gets(
+    workspace: Path, capsys: pytest.CaptureFixture[str], role: str, kind: str, own: str
+) -> None:
+    status, out, err = _run(capsys, "prompt", "request-123", "--role", role, "--kind", kind,
+                            "--workspace", str(workspace), "--json")  # fmt: skip
+    assert status == 2 and out == ""
+    assert err.startswith("teams-runtime: error: --kind ")
+    assert f"never sent to the {role} role; it gets {own} (or contract_repair)" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["submit", "--role", "qa", "--scope", ""], id="scope"),
+        pytest.param(["submit", "--role", "qa", "--scope", "   "], id="scope-blank"),
+        pytest.param(
+            ["append", "req-1", "--type", "", "--actor", "qa", "--summary", "s"], id="type"
+        ),
+        pytest.param(
+            ["append", "req-1", "--type", "t", "--actor", " ", "--summary", "s"], id="actor"
+        ),
+        pytest.param(
+            ["append", "req-1", "--type", "t", "--actor", "qa", "--summary", ""], id="summary"
+        ),
+    ],
+)
+def test_empty_text_flags_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    record = _sample(tmp_path)
+    before = record.read_bytes()
+    status, out, err = _run(capsys, *argv, "--workspace", str(tmp_path))
+    assert status == 2 and out == ""
+    assert "teams-runtime: error: argument --" in err and ": must not be empty" in err
+    assert record.read_bytes() == before
+    assert not (tmp_path / ".teams_runtime" / "queue").exists()
+
+
+def test_counts_read_as_words(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = workspace / ".teams_runtime" / "requests" / "one.json"
+    path.write_bytes(encode_record({"request_id": "one", "events": [{"type": "created"}]}))
+    status, out, _ = _run(capsys, "explain", "one", "--workspace", str(workspace))
+    assert status == 0 and ": 1 event, 1 included, 0 omitted" in out.splitlines()[0]
+    status, out, _ = _run(capsys, "status", "--workspace", str(workspace))
+    assert out.startswith("2 requests in ")

@@ -274,8 +274,8 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
         if runner.poll() is None:
             runner.kill()
     assert runner.returncode == 0, err
-    assert "Handled 0 envelope(s)" in out
-    assert "Stopped; 1 envelope(s) queued for the next run." in out
+    assert "Handled 0 envelopes" in out
+    assert "Stopped; 1 envelope queued for the next run." in out
     assert "SIGTERM received: stopping the team" in err
     counts = FileWorkQueue(Workspace(root)).counts()
     assert (counts["qa"], sum(counts.values())) == (1, 1)  # still queued for the next run
@@ -307,7 +307,7 @@ def test_a_relative_command_runs_from_the_workspace_whatever_the_folder(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "Handled 1 envelope(s): 0 failed" in done.stdout
+    assert "Handled 1 envelope: 0 failed" in done.stdout
     cwd, workspace = (root / "where.txt").read_text().splitlines()
     assert os.path.samefile(cwd, root)
     assert workspace == str(root)

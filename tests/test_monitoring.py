@@ -256,3 +256,31 @@ async def test_compaction_is_logged_in_the_role_log(
     others = [path.name for path in workspace.logs_dir.glob("*.log") if path.name != "qa.log"]
     for name in others:  # each role's lines go to its own log only
         assert "prompt_context_compacted" not in (workspace.logs_dir / name).read_text()
+
+
+def test_by_enabled_rows_read_enabled_and_disabled(
+    logs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["metrics", "--workspace", str(logs.parent.parent), "--by", "enabled"]) == 0
+    labels = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert labels == ["disabled", "enabled"]
+
+
+@pytest.mark.parametrize(
+    ("full_history_chars", "shown"),
+    [
+        pytest.param(4000, "75.0", id="a-saving"),
+        pytest.param(1000, "0.0", id="no-saving"),
+        pytest.param(0, "0.0", id="nothing-to-compare"),
+    ],
+)
+def test_saving_percent_is_always_a_number_with_one_decimal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], full_history_chars: int, shown: str
+) -> None:
+    record = _record(prompt_chars=1000, full_history_chars=full_history_chars)
+    _write(tmp_path / ".teams_runtime" / "logs", PROMPT_LOG_NAME, [encode_prompt_record(record)])
+    assert main(["metrics", "--workspace", str(tmp_path), "--json"]) == 0
+    text = capsys.readouterr().out
+    assert text.count(f'"saving_percent": {shown}') == 2  # the totals and the one group
+    assert main(["metrics", "--workspace", str(tmp_path)]) == 0
+    assert f"  {shown}%" in capsys.readouterr().out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,28 @@ def test_config_is_read_once_at_start(
     (tmp_path / "team_runtime.yaml").write_text("prompt_context: {max_events: 30}\n")
     assert team.config.prompt_context.max_events == 20
     assert load_team_config(tmp_path).prompt_context.max_events == 30  # a restart would see it
+
+
+async def test_status_shows_the_request_being_handled_then_the_outcome(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None]
+) -> None:
+    workspace = team_workspace("slow:1")
+    seed(workspace, "req-status", "qa", events=5)
+    seed(workspace, "req-waiting", "qa", events=5)
+    team = Team(workspace.root, concurrency=1)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(team.run, once=True))
+            while True:  # the first status that shows qa at work
+                (qa,) = [status for status in await team.status() if status.role == "qa"]
+                if qa.working:
+                    break
+                await anyio.sleep(0.01)
+            (work,) = qa.working
+            assert work.request_id in {"req-status", "req-waiting"}
+            assert work.since <= anyio.current_time()
+            assert (qa.handled, qa.failed, qa.queued) == (0, 0, 1)  # one slot: the other waits
+    statuses = {status.role: status for status in await team.status()}
+    assert set(statuses) == set(ROLES)
+    assert (statuses["qa"].handled, statuses["qa"].failed, statuses["qa"].queued) == (2, 0, 0)
+    assert all(not status.working for status in statuses.values())

@@ -274,7 +274,7 @@ def test_a_cancel_during_the_call_wins_whatever_the_call_does(
     out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "Traceback" not in err
-    counted = "Handled 0 envelope(s): 1 failed" if exit_status else "Handled 1 envelope(s)"
+    counted = "Handled 0 envelopes: 1 failed" if exit_status else "Handled 1 envelope"
     assert out.startswith(counted)
     record = read_record(workspace, "req-1")
     assert record["status"] == "cancelled"
@@ -302,7 +302,7 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(
     worker.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C
     out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
-    assert "Stopped; 1 envelope(s) queued for the next run." in out
+    assert "Stopped; 1 envelope queued for the next run." in out
     pid = int(pids.read_text().split()[0])
     _wait_for(lambda: not _alive(pid), 10, "the model process to be gone")
 
