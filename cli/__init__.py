@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.parser import build_parser
+from teams_runtime.cli.workspace import resolve_workspace
 from teams_runtime.exceptions import TeamsRuntimeError
 
 __all__ = ["main"]
@@ -23,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[..., int] = args.handler
     try:
+        resolve_workspace(args)
         return handler(args)
     except TeamsRuntimeError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

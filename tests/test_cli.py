@@ -235,12 +235,21 @@ def test_malformed_record_is_a_user_error_and_untouched(
     assert path.read_bytes() == content
 
 
-def test_bad_config_is_a_user_error(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_config_is_a_user_error(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (workspace / "team_runtime.yaml").write_text("prompt_context: {enabled: 'yes'}\n")
-    status, out, err = _run(capsys, "project", "request-123", "--workspace", str(workspace))
+    monkeypatch.chdir(workspace)  # the spec's exact message: the file is ./team_runtime.yaml
+    status, out, err = _run(capsys, "project", "request-123")
     assert status == 2 and out == ""
     assert err == (
         "teams-runtime: error: team_runtime.yaml prompt_context.enabled must be a boolean.\n"
+    )
+    monkeypatch.chdir(workspace.parent)  # named by the path the user gave
+    status, out, err = _run(capsys, "config", "--workspace", "ws")
+    assert status == 2 and out == ""
+    assert err == (
+        "teams-runtime: error: ws/team_runtime.yaml prompt_context.enabled must be a boolean.\n"
     )
 
 
@@ -362,8 +371,8 @@ def test_config_prints_what_is_in_force(
     status, out, err = _run(capsys, "config", "--workspace", str(workspace))
     assert (status, out) == (2, "")
     assert err == (
-        "teams-runtime: error: team_runtime.yaml prompt_context.max_events must be a positive "
-        "integer.\n"
+        f"teams-runtime: error: {workspace}/team_runtime.yaml prompt_context.max_events must be "
+        "a positive integer.\n"
     )
 
 
