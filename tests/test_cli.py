@@ -440,3 +440,65 @@ def test_append_with_a_key_is_written_once(
     assert out.count("it now has 1 events") == 2
     events = json.loads(record.read_bytes())["events"]
     assert [(e["summary"], e["append_key"]) for e in events] == [("once", "k-1")]
+
+
+@pytest.mark.parametrize(
+    "below",
+    [
+        pytest.param(".", id="the-workspace"),
+        pytest.param("notes/drafts", id="a-folder-below"),
+        pytest.param(".teams_runtime/requests", id="inside-teams_runtime"),
+    ],
+)
+def test_the_workspace_is_found_like_git_finds_a_repository(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, below: str
+) -> None:
+    (workspace / below).mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(workspace / below)
+    status, out, _ = _run(capsys, "project", "request-123", "--json")
+    assert status == 0 and json.loads(out)["total_events"] == 12
+    status, out, _ = _run(capsys, "status", "--json")
+    assert status == 0 and json.loads(out)["workspace"] == str(workspace.resolve())
+
+
+def test_workspace_flag_wins_over_the_one_around(
+    workspace: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert main(["init", str(tmp_path / "other")]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(workspace)
+    status, out, _ = _run(capsys, "status", "--json", "--workspace", str(tmp_path / "other"))
+    assert status == 0 and json.loads(out)["requests"] == []
+
+
+def test_outside_any_workspace_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plain").mkdir()
+    monkeypatch.chdir(tmp_path / "plain")
+    for argv in (["status"], ["submit", "--role", "qa", "--scope", "x"], ["metrics"]):
+        status, out, err = _run(capsys, *argv)
+        assert (status, out) == (2, "")
+        assert err.startswith(
+            f"teams-runtime: error: no team_runtime.yaml in {tmp_path / 'plain'} or any folder "
+            "above it"
+        )
+    assert list((tmp_path / "plain").iterdir()) == []  # nothing was created
+
+
+def test_metrics_on_a_folder_that_is_not_a_workspace_is_a_user_error(
+    workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "plain").mkdir()
+    status, out, err = _run(capsys, "metrics", "--workspace", str(tmp_path / "plain"))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"teams-runtime: error: {tmp_path / 'plain'} is not a workspace (it has no "
+        "team_runtime.yaml); pass the folder holding it with --workspace DIR.\n"
+    )
+    # A real workspace that has logged nothing yet is not an error: there is just no data.
+    status, out, _ = _run(capsys, "metrics", "--workspace", str(workspace))
+    assert status == 0 and out.startswith("no data: no prompt records match")
