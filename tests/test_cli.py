@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -502,3 +504,29 @@ def test_metrics_on_a_folder_that_is_not_a_workspace_is_a_user_error(
     # A real workspace that has logged nothing yet is not an error: there is just no data.
     status, out, _ = _run(capsys, "metrics", "--workspace", str(workspace))
     assert status == 0 and out.startswith("no data: no prompt records match")
+
+
+def test_an_id_in_any_script_typed_in_nfc_or_nfd_is_one_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nfc = "요청-1"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert main(["init", str(tmp_path / "ws")]) == 0
+    monkeypatch.chdir(tmp_path / "ws")
+    submit = ["submit", "--role", "planner", "--scope", "x", "--request-id", nfd]
+    status, _, err = _run(capsys, *submit)
+    assert status == 0, err
+    lines = "".join(json.dumps({"type": "note", "actor": "qa"}) + "\n" for _ in range(20))
+    (tmp_path / "events.jsonl").write_text(lines)
+    status, _, err = _run(capsys, "append", nfd, "--from", str(tmp_path / "events.jsonl"))
+    assert status == 0, err
+    assert sorted(os.listdir(".teams_runtime/requests")) == [f"{nfc}.json", f"{nfc}.json.lock"]
+    for typed in (nfc, nfd):
+        status, out, err = _run(capsys, "project", typed, "--json")
+        assert status == 0, err
+        shown = json.loads(out)
+        assert shown["total_events"] == 22
+        assert shown["notice"]["canonical_request"] == f"./.teams_runtime/requests/{nfc}.json"
+        assert shown["request"]["request_id"] == nfc
+    status, out, _ = _run(capsys, "cancel", nfd)
+    assert status == 0 and os.listdir(".teams_runtime/queue/planner") == []

@@ -80,7 +80,8 @@ class Workspace:
 
     def record_paths(self, request_id: str) -> RecordPaths:
         """The record file of ``request_id`` and its lock and index sidecars."""
-        record = self.request_path(request_id)
+        request_id = check_request_id(request_id)  # NFC: NFD input names the same files
+        record = self.requests_dir / f"{request_id}.json"
         return RecordPaths(
             request_id=request_id,
             record=record,
