@@ -80,7 +80,7 @@ def _console_script(block: Block) -> str:
     def flush() -> None:
         if not command:
             return
-        script.append(f"{' '.join(command)} > \"$DOCS_TEST_OUT\"")
+        script.append(f'{" ".join(command)} > "$DOCS_TEST_OUT"')
         script.append(
             "diff --ignore-trailing-space -u - \"$DOCS_TEST_OUT\" <<'__DOCS_TEST_EXPECTED__'"
         )
@@ -104,8 +104,7 @@ def session_script(page: Path) -> str:
     """The bash session that runs a page's blocks; a failure names the block's line."""
     parts = [
         "set -eo pipefail",
-        f"trap 'echo \"docs-test: {page.name}: the block at line $DOCS_TEST_LINE failed\" >&2' "
-        "ERR",
+        f"trap 'echo \"docs-test: {page.name}: the block at line $DOCS_TEST_LINE failed\" >&2' ERR",
     ]
     for block in blocks_of(page.read_text(encoding="utf-8")):
         if block.language not in RUN_LANGUAGES or block.skip:
@@ -127,6 +126,7 @@ def reader_path(tmp_path: Path) -> dict[str, str]:
     environment["PATH"] = f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}"
     environment["DOCS_TEST_OUT"] = str(tmp_path / "console-output.txt")
     environment["NO_COLOR"] = "1"
+    environment["HOME"] = str(tmp_path / "home")  # `~` in a block stays inside the test
     return environment
 
 
