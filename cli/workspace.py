@@ -21,7 +21,12 @@ def resolve_workspace(args: argparse.Namespace) -> None:
     """
     if getattr(args, "workspace", "absent") is not None:
         return  # given on the command line, or a command without a workspace (init, demo)
-    found = find_workspace()
+    try:
+        found = find_workspace()
+    except FileNotFoundError:  # the shell's folder was removed under it
+        raise UserError(
+            "the current folder no longer exists; cd to a workspace or pass --workspace DIR."
+        ) from None
     if found is not None:
         args.workspace = found
     elif getattr(args, "record", None) is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 import yaml
@@ -164,9 +164,12 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
     """The keys a section accepts, each with its own section type if it is a section too."""
     keys: dict[str, type[msgspec.Struct] | None] = {}
     for field in msgspec.structs.fields(section):
-        kind = field.type
-        nested = kind if isinstance(kind, type) and issubclass(kind, msgspec.Struct) else None
-        keys[field.encode_name] = nested
+        # A section may be optional (`OpenAIConfig | None`): look inside the union too.
+        kinds = [field.type, *get_args(field.type)]
+        nested = [
+            kind for kind in kinds if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
+        ]
+        keys[field.encode_name] = nested[0] if nested else None
     return keys
 
 
@@ -234,11 +237,12 @@ def prompt_context_from_mapping(block: object) -> PromptContextConfig:
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_PREFIX} must be a mapping.")
     _check_keys(block, PromptContextConfig, "prompt_context")
-    known = {
-        key: block[key]
-        for key in ("enabled", "recent_events", "max_events")
-        if key in block and not (key != "enabled" and block[key] is None)
-    }
+    known = {key: block[key] for key in ("enabled", "recent_events", "max_events") if key in block}
+    # A count left empty takes its default; `enabled` left empty stays an error (the rollback
+    # switch is said out loud).
+    for count in ("recent_events", "max_events"):
+        if count in known and known[count] is None:
+            del known[count]
     return PromptContextConfig(**known)
 
 
