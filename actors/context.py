@@ -251,7 +251,9 @@ class ContextHandle:
         self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
-        check_request_id(message.request_id)  # an unsafe id never reaches the actor
+        request_id = check_request_id(message.request_id)  # an unsafe id never reaches the actor
+        if request_id != message.request_id:  # one NFC key per record in the actor's caches
+            message = msgspec.structs.replace(message, request_id=request_id)
         reply: ContextReply = await self._mailbox.ask(message, timeout=self.ask_timeout)
         if isinstance(reply, Failed):
             raise_failure(reply)

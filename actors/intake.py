@@ -139,7 +139,7 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     An envelope a worker holds now finishes its model call; its outcome is then recorded
     without handing the request on. Raises ``UnknownRequestError`` for an unknown id.
     """
-    check_request_id(request_id)
+    request_id = check_request_id(request_id)  # NFC, as the record's file and envelopes are named
     root = Workspace(workspace)
     queue = FileWorkQueue(root)
     async with open_context(root.root) as context:

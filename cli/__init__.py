@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.parser import build_parser
+from teams_runtime.cli.workspace import resolve_workspace
+from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import TeamsRuntimeError
 
 __all__ = ["main"]
@@ -23,6 +25,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[..., int] = args.handler
     try:
+        resolve_workspace(args)
+        if getattr(args, "request_id", None):
+            # NFC once, here: files, envelopes, prompts and log filters all use that form.
+            args.request_id = check_request_id(args.request_id)
         return handler(args)
     except TeamsRuntimeError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

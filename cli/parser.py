@@ -124,9 +124,10 @@ def _add_workspace(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
         type=Path,
-        default=Path("."),
+        default=None,
         metavar="DIR",
-        help="the workspace folder (default: the current folder)",
+        help="the workspace folder (default: the current folder or the nearest one above it "
+        "holding team_runtime.yaml)",
     )
 
 

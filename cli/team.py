@@ -155,6 +155,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
+    if not workspace.config_path.exists():
+        # Without this check a mistyped folder would read as a quiet workspace: "no data".
+        raise UserError(
+            f"{workspace.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the "
+            "folder holding it with --workspace DIR."
+        )
     since = args.since
     if args.hours is not None:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()

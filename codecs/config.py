@@ -5,9 +5,10 @@ Reading the file from a workspace is ``actors.storage.workspace.load_team_config
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import msgspec
 import yaml
@@ -217,8 +218,51 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
 _SectionT = TypeVar("_SectionT", bound=msgspec.Struct)
 
 
+def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct] | None]:
+    """The keys a section accepts, each with its own section type if it is a section too."""
+    keys: dict[str, type[msgspec.Struct] | None] = {}
+    for field in msgspec.structs.fields(section):
+        # A section may be optional (`OpenAIConfig | None`): look inside the union too.
+        kinds = [field.type, *get_args(field.type)]
+        nested = [
+            kind for kind in kinds if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
+        ]
+        keys[field.encode_name] = nested[0] if nested else None
+    return keys
+
+
+def _unknown_key(key: object, path: str, valid: list[str]) -> ConfigError:
+    dotted = f"{path}.{key}" if path else str(key)
+    close = difflib.get_close_matches(str(key), valid, n=1)
+    if close:
+        message = f"{dotted} is not a setting; did you mean {close[0]}?"
+        return ConfigError(f"{CONFIG_FILE_NAME} {message}")
+    where = f"in {path}" if path else "at the top level"
+    return ConfigError(
+        f"{CONFIG_FILE_NAME} {dotted} is not a setting; the settings {where} are: "
+        f"{', '.join(valid)}."
+    )
+
+
+def _check_keys(block: object, section: type[msgspec.Struct], path: str = "") -> None:
+    """Refuse a key no section declares, anywhere in the file, naming it and the nearest one.
+
+    Walks the section types themselves, so a new setting needs no change here. A block that
+    is not a mapping is left to the section's own check ("must be a mapping").
+    """
+    if not isinstance(block, Mapping):
+        return
+    settings = _settings_of(section)
+    for key, value in block.items():
+        if key not in settings:
+            raise _unknown_key(key, path, list(settings))
+        nested = settings[key]
+        if nested is not None:
+            _check_keys(value, nested, f"{path}.{key}" if path else str(key))
+
+
 def _section(block: object, name: str, section: type[_SectionT], doc: str) -> _SectionT:
-    """Check a strict section: unknown keys and bad values are errors naming their path."""
+    """Check a strict section: bad values are errors naming their path."""
     if block is None:
         return section()
     if not isinstance(block, Mapping):
@@ -235,24 +279,38 @@ def _section(block: object, name: str, section: type[_SectionT], doc: str) -> _S
 
 def model_from_mapping(block: object) -> ModelConfig:
     """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
+    _check_keys(block, ModelConfig, "model")
     return _section(block, "model", ModelConfig, "docs/models.md")
 
 
 def prompt_context_from_mapping(block: object) -> PromptContextConfig:
     """Check a ``prompt_context`` block; missing, ``null`` or ``{}`` gives the defaults.
 
-    Unknown keys inside the block are ignored (spec section 3).
+    Unknown keys are errors naming the nearest valid key (issue 14 overrides spec section 3,
+    which ignored them: a typo such as ``max_event`` silently kept the default). A count left
+    empty (``null``) takes its default.
     """
     if block is None:
         return PromptContextConfig()
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_PREFIX} must be a mapping.")
+    _check_keys(block, PromptContextConfig, "prompt_context")
     known = {key: block[key] for key in ("enabled", "recent_events", "max_events") if key in block}
+    # A count left empty takes its default; `enabled` left empty stays an error (the rollback
+    # switch is said out loud).
+    for count in ("recent_events", "max_events"):
+        if count in known and known[count] is None:
+            del known[count]
     return PromptContextConfig(**known)
 
 
 def parse_team_config(text: str, source: str) -> TeamConfig:
-    """Parse the text of a ``team_runtime.yaml``; ``source`` names the file in errors."""
+    """Parse the text of a ``team_runtime.yaml``; ``source`` names the file in errors.
+
+    ``source`` is the path as the user gave it (``cfg/team_runtime.yaml``); a setting's error
+    reads ``<source> <section>.<key> ...``, exactly the spec's message when ``source`` is the
+    bare file name.
+    """
     try:
         document: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -266,12 +324,19 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
             f"{source}: the top level must be a mapping of sections "
             f"(found {type(document).__name__})."
         )
-    return TeamConfig(
-        prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
-        model=model_from_mapping(document.get("model")),
-        team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
-        queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
-    )
+    try:
+        _check_keys(document, TeamConfig)
+        return TeamConfig(
+            prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
+            model=model_from_mapping(document.get("model")),
+            team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
+            queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
+        )
+    except ConfigError as exc:
+        message = str(exc)
+        if source == CONFIG_FILE_NAME or not message.startswith(f"{CONFIG_FILE_NAME} "):
+            raise
+        raise ConfigError(source + message[len(CONFIG_FILE_NAME) :]) from None
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -3,45 +3,72 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from teams_runtime.exceptions import UnsafeRequestIdError
 
 __all__ = [
-    "MAX_REQUEST_ID_LENGTH",
+    "MAX_REQUEST_ID_BYTES",
     "REQUESTS_FOLDER",
     "canonical_request_ref",
     "check_request_id",
     "notice_request_id",
 ]
 
-MAX_REQUEST_ID_LENGTH = 200
+# At most 200 bytes of UTF-8 once NFC-normalised: an ASCII id may have 200 characters (the
+# spec's bound), and the longest file made from an id (`<id>.json.lock`, 210 bytes) stays under
+# the 255-byte name limit of common file systems whatever the script (a Hangul syllable is 3
+# bytes, so 66 of them).
+MAX_REQUEST_ID_BYTES = 200
 # Where records live inside a workspace: a notice names it, the file store lays files out by it.
 REQUESTS_FOLDER = ".teams_runtime/requests"
-_SAFE_ID = re.compile(r"[A-Za-z0-9._:-]+")
+# The common case, checked fast (asks check the id on every call): ASCII is its own NFC form.
+# fullmatch, not match + `$`: `$` also matches before a trailing newline.
+_ASCII_ID = re.compile(r"[A-Za-z0-9._:-]+")
+_PUNCTUATION = frozenset("-_.:")
+# Letters (L*) and decimal digits (Nd) of any script; combining marks (Mn, Mc) too, as many
+# scripts (Devanagari, Thai, ...) cannot write a word without them even after NFC.
+_WORD_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Nd"})
+
+
+def _is_id_character(char: str) -> bool:
+    return char in _PUNCTUATION or unicodedata.category(char) in _WORD_CATEGORIES
 
 
 def check_request_id(value: object) -> str:
-    """Return ``value`` if it is a safe request id, else raise ``UnsafeRequestIdError``.
+    """Return the NFC form of ``value`` if it is a safe request id, else raise
+    ``UnsafeRequestIdError``.
 
-    Safe: 1-200 ASCII letters, digits, ``-``, ``_``, ``.``, ``:``; never ``..`` (spec section 2).
+    Safe: letters and digits of any script, ``-``, ``_``, ``.``, ``:``; never ``..``; at most
+    200 bytes of UTF-8 (spec section 2). Use the returned form: it is the one files are named by,
+    so ids typed in NFC or NFD reach the same record.
     """
     if not isinstance(value, str) or not value:
         raise UnsafeRequestIdError("request id must be a non-empty string.")
-    if len(value) > MAX_REQUEST_ID_LENGTH:
+    if value.isascii():
+        normal, size = value, len(value)
+        allowed = _ASCII_ID.fullmatch(value) is not None
+    else:
+        normal = unicodedata.normalize("NFC", value)
+        size = len(normal.encode("utf-8", "surrogatepass"))  # a lone surrogate is refused below
+        allowed = all(map(_is_id_character, normal))
+    if size > MAX_REQUEST_ID_BYTES:
         raise UnsafeRequestIdError(
-            f"request id is {len(value)} characters long; at most {MAX_REQUEST_ID_LENGTH} allowed."
+            f"request id is {size} bytes long in UTF-8; at most {MAX_REQUEST_ID_BYTES} allowed "
+            "(200 ASCII characters, fewer in other scripts)."
         )
-    # fullmatch, not match + `$`: `$` also matches before a trailing newline.
-    if _SAFE_ID.fullmatch(value) is None or ".." in value or value == ".":
+    if not allowed or ".." in normal or normal == ".":
         raise UnsafeRequestIdError(
-            f"request id {value!r} is not a safe file name; use only letters, digits, "
-            "'-', '_', '.' and ':' (no '/', no '..')."
+            f"request id {value!r} is not a safe file name; use only letters and digits (of "
+            "any script), '-', '_', '.' and ':' (no '/', no '..', no spaces or control "
+            "characters)."
         )
-    return value
+    return normal
 
 
 def notice_request_id(value: object) -> str:
-    """The request id a notice may name: a safe id, else ``""`` (no path outside the store)."""
+    """The request id a notice may name: a safe id (NFC), else ``""`` (no path outside the
+    store)."""
     try:
         return check_request_id(value)
     except UnsafeRequestIdError:

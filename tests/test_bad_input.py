@@ -14,7 +14,7 @@ from teams_runtime.actors.storage import record_files as store
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
-from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_LENGTH, check_request_id
+from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES, check_request_id
 from teams_runtime.demo import sample_record
 
 pytestmark = pytest.mark.anyio
@@ -116,7 +116,7 @@ async def test_an_enormous_single_event_is_carried_whole(tmp_path: Path) -> None
         pytest.param("a\x01b", id="control"),
         pytest.param("a\tb", id="tab"),
         pytest.param("req\n", id="trailing-newline"),
-        pytest.param("x" * (MAX_REQUEST_ID_LENGTH + 1), id="too-long"),
+        pytest.param("x" * (MAX_REQUEST_ID_BYTES + 1), id="too-long"),
         pytest.param("a..b", id="inner-dotdot"),
         pytest.param(" req", id="space"),
     ],
@@ -144,7 +144,7 @@ def test_unsafe_ids_on_the_command_line(
         status = main([*argv, "--workspace", str(tmp_path)])
         out, err = capsys.readouterr()
         assert status == 2 and out == ""
-        assert "not a safe file name" in err or "characters long" in err
+        assert "not a safe file name" in err or "bytes long in UTF-8" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["team_runtime.yaml"]
 
 

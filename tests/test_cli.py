@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -235,12 +237,21 @@ def test_malformed_record_is_a_user_error_and_untouched(
     assert path.read_bytes() == content
 
 
-def test_bad_config_is_a_user_error(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_config_is_a_user_error(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (workspace / "team_runtime.yaml").write_text("prompt_context: {enabled: 'yes'}\n")
-    status, out, err = _run(capsys, "project", "request-123", "--workspace", str(workspace))
+    monkeypatch.chdir(workspace)  # the spec's exact message: the file is ./team_runtime.yaml
+    status, out, err = _run(capsys, "project", "request-123")
     assert status == 2 and out == ""
     assert err == (
         "teams-runtime: error: team_runtime.yaml prompt_context.enabled must be a boolean.\n"
+    )
+    monkeypatch.chdir(workspace.parent)  # named by the path the user gave
+    status, out, err = _run(capsys, "config", "--workspace", "ws")
+    assert status == 2 and out == ""
+    assert err == (
+        "teams-runtime: error: ws/team_runtime.yaml prompt_context.enabled must be a boolean.\n"
     )
 
 
@@ -364,8 +375,8 @@ def test_config_prints_what_is_in_force(
     status, out, err = _run(capsys, "config", "--workspace", str(workspace))
     assert (status, out) == (2, "")
     assert err == (
-        "teams-runtime: error: team_runtime.yaml prompt_context.max_events must be a positive "
-        "integer.\n"
+        f"teams-runtime: error: {workspace}/team_runtime.yaml prompt_context.max_events must be "
+        "a positive integer.\n"
     )
 
 
@@ -656,3 +667,91 @@ def test_counts_read_as_words(workspace: Path, capsys: pytest.CaptureFixture[str
     assert status == 0 and ": 1 event, 1 included, 0 omitted" in out.splitlines()[0]
     status, out, _ = _run(capsys, "status", "--workspace", str(workspace))
     assert out.startswith("2 requests in ")
+
+
+@pytest.mark.parametrize(
+    "below",
+    [
+        pytest.param(".", id="the-workspace"),
+        pytest.param("notes/drafts", id="a-folder-below"),
+        pytest.param(".teams_runtime/requests", id="inside-teams_runtime"),
+    ],
+)
+def test_the_workspace_is_found_like_git_finds_a_repository(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, below: str
+) -> None:
+    (workspace / below).mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(workspace / below)
+    status, out, _ = _run(capsys, "project", "request-123", "--json")
+    assert status == 0 and json.loads(out)["total_events"] == 12
+    status, out, _ = _run(capsys, "status", "--json")
+    assert status == 0 and json.loads(out)["workspace"] == str(workspace.resolve())
+
+
+def test_workspace_flag_wins_over_the_one_around(
+    workspace: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert main(["init", str(tmp_path / "other")]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(workspace)
+    status, out, _ = _run(capsys, "status", "--json", "--workspace", str(tmp_path / "other"))
+    assert status == 0 and json.loads(out)["requests"] == []
+
+
+def test_outside_any_workspace_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plain").mkdir()
+    monkeypatch.chdir(tmp_path / "plain")
+    for argv in (["status"], ["submit", "--role", "qa", "--scope", "x"], ["metrics"]):
+        status, out, err = _run(capsys, *argv)
+        assert (status, out) == (2, "")
+        assert err.startswith(
+            f"teams-runtime: error: no team_runtime.yaml in {tmp_path / 'plain'} or any folder "
+            "above it"
+        )
+    assert list((tmp_path / "plain").iterdir()) == []  # nothing was created
+
+
+def test_metrics_on_a_folder_that_is_not_a_workspace_is_a_user_error(
+    workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "plain").mkdir()
+    status, out, err = _run(capsys, "metrics", "--workspace", str(tmp_path / "plain"))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"teams-runtime: error: {tmp_path / 'plain'} is not a workspace (it has no "
+        "team_runtime.yaml); pass the folder holding it with --workspace DIR.\n"
+    )
+    # A real workspace that has logged nothing yet is not an error: there is just no data.
+    status, out, _ = _run(capsys, "metrics", "--workspace", str(workspace))
+    assert status == 0 and out.startswith("no data: no prompt records match")
+
+
+def test_an_id_in_any_script_typed_in_nfc_or_nfd_is_one_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nfc = "요청-1"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert main(["init", str(tmp_path / "ws")]) == 0
+    monkeypatch.chdir(tmp_path / "ws")
+    submit = ["submit", "--role", "planner", "--scope", "x", "--request-id", nfd]
+    status, _, err = _run(capsys, *submit)
+    assert status == 0, err
+    lines = "".join(json.dumps({"type": "note", "actor": "qa"}) + "\n" for _ in range(20))
+    (tmp_path / "events.jsonl").write_text(lines)
+    status, _, err = _run(capsys, "append", nfd, "--from", str(tmp_path / "events.jsonl"))
+    assert status == 0, err
+    assert sorted(os.listdir(".teams_runtime/requests")) == [f"{nfc}.json", f"{nfc}.json.lock"]
+    for typed in (nfc, nfd):
+        status, out, err = _run(capsys, "project", typed, "--json")
+        assert status == 0, err
+        shown = json.loads(out)
+        assert shown["total_events"] == 22
+        assert shown["notice"]["canonical_request"] == f"./.teams_runtime/requests/{nfc}.json"
+        assert shown["request"]["request_id"] == nfc
+    status, out, _ = _run(capsys, "cancel", nfd)
+    assert status == 0 and os.listdir(".teams_runtime/queue/planner") == []

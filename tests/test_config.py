@@ -24,11 +24,12 @@ def _config(block: str) -> PromptContextConfig:
     "text",
     [
         pytest.param("", id="empty-file"),
-        pytest.param("other: 1\n", id="block-missing"),
+        pytest.param("team: {max_hops: 3}\n", id="block-missing"),
         pytest.param("prompt_context:\n", id="block-null"),
         pytest.param("prompt_context: null\n", id="explicit-null"),
         pytest.param("prompt_context: {}\n", id="empty-mapping"),
-        pytest.param("prompt_context:\n  unknown: 3\n", id="unknown-keys-ignored"),
+        pytest.param("prompt_context:\n  recent_events:\n", id="recent-left-empty"),
+        pytest.param("prompt_context: {recent_events: null, max_events: null}", id="counts-null"),
     ],
 )
 def test_missing_or_empty_block_gives_defaults(text: str) -> None:
@@ -173,7 +174,7 @@ def test_file_is_read_from_the_workspace(tmp_path: Path) -> None:
         ),
         pytest.param(
             "model: {comand: [x]}",
-            "team_runtime.yaml model: Object contains unknown field `comand`; see docs/models.md.",
+            "team_runtime.yaml model.comand is not a setting; did you mean command?",
             id="typo",
         ),
         pytest.param(
@@ -286,8 +287,7 @@ model:
         ),
         pytest.param(
             f"model: {{openai: {{{SERVER}, api_key: x}}}}",
-            "team_runtime.yaml model.openai: Object contains unknown field `api_key`; "
-            "see docs/models.md.",
+            "team_runtime.yaml model.openai.api_key is not a setting; did you mean api_key_env?",
             id="unknown-key",
         ),
     ],
@@ -300,9 +300,112 @@ def test_openai_errors_name_the_field(block: str, message: str) -> None:
 def test_a_key_pasted_as_api_key_env_is_refused_without_being_repeated() -> None:
     key = "sk-proj-AbC123xyz-0987"
     with pytest.raises(ConfigError) as caught:
-        parse_team_config(f"model: {{openai: {{{SERVER}, api_key_env: {key}}}}}", "x")
+        parse_team_config(
+            f"model: {{openai: {{{SERVER}, api_key_env: {key}}}}}", "team_runtime.yaml"
+        )
     assert str(caught.value) == (
         f"{OPENAI}.api_key_env must be the name of an environment variable (letters, digits "
         "and _, for example OPENAI_API_KEY), not the key itself."
     )
     assert key not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "prompt_context:\n  max_event: 10\n",
+            "team_runtime.yaml prompt_context.max_event is not a setting; did you mean max_events?",
+            id="prompt-context-typo",
+        ),
+        pytest.param(
+            "modle:\n  backend: command\n",
+            "team_runtime.yaml modle is not a setting; did you mean model?",
+            id="top-level-typo",
+        ),
+        pytest.param(
+            "model:\n  dry_run:\n    rout: [qa]\n",
+            "team_runtime.yaml model.dry_run.rout is not a setting; did you mean route?",
+            id="nested-typo",
+        ),
+        pytest.param(
+            "queue: {lease_secs: 5}",
+            "team_runtime.yaml queue.lease_secs is not a setting; did you mean lease_seconds?",
+            id="queue-typo",
+        ),
+        pytest.param(
+            "prompt_context: {colour: blue}",
+            "team_runtime.yaml prompt_context.colour is not a setting; the settings in "
+            "prompt_context are: enabled, recent_events, max_events.",
+            id="nothing-close-lists-the-section",
+        ),
+        pytest.param(
+            "42: x",
+            "team_runtime.yaml 42 is not a setting; the settings at the top level are: "
+            "prompt_context, model, team, queue.",
+            id="nothing-close-lists-the-top-level",
+        ),
+        pytest.param(
+            "modle: {}\nprompt_context: {recent_events: 0}",
+            "team_runtime.yaml modle is not a setting; did you mean model?",
+            id="unknown-key-before-values",
+        ),
+    ],
+)
+def test_unknown_keys_anywhere_name_the_key_and_the_nearest_one(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(text, "team_runtime.yaml")
+
+
+def test_user_keys_inside_env_are_not_settings() -> None:
+    # `env` is a mapping of the user's own variable names, not a section: any name goes.
+    text = "model: {env: {MODLE_HOME: /opt, anything: x}}"
+    assert parse_team_config(text, "team_runtime.yaml").model.env["MODLE_HOME"] == "/opt"
+
+
+def test_enabled_left_empty_is_still_an_error() -> None:
+    # Only the counts default when empty: the rollback switch must be said out loud.
+    with pytest.raises(ConfigError, match=f"^{re.escape(ENABLED)}$"):
+        _config("prompt_context:\n  enabled:\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "prompt_context: {max_event: 1}",
+            "cfg/team_runtime.yaml prompt_context.max_event is not a setting; "
+            "did you mean max_events?",
+            id="unknown-key",
+        ),
+        pytest.param(
+            "prompt_context: {enabled: 1}",
+            "cfg/team_runtime.yaml prompt_context.enabled must be a boolean.",
+            id="value",
+        ),
+        pytest.param(
+            "team: {max_hops: 0}",
+            "cfg/team_runtime.yaml team.max_hops must be at least 1.",
+            id="team",
+        ),
+        pytest.param("[1]", "cfg/team_runtime.yaml: the top level must be a mapping", id="top"),
+    ],
+)
+def test_errors_name_the_file_as_the_user_gave_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "team_runtime.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        load_team_config("cfg")
+
+
+def test_missing_file_is_named_as_the_user_gave_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cfg").mkdir()
+    monkeypatch.chdir(tmp_path)
+    message = "cfg/team_runtime.yaml: no such file; run `teams-runtime init cfg` to create one."
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        load_team_config("cfg")

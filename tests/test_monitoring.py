@@ -58,6 +58,7 @@ def _write(logs: Path, name: str, lines: list[str]) -> None:
 
 @pytest.fixture
 def logs(tmp_path: Path) -> Path:
+    (tmp_path / "team_runtime.yaml").write_text("")  # a workspace: metrics refuses other folders
     folder = tmp_path / ".teams_runtime" / "logs"
     rotated = [encode_prompt_record(_record(prompt_chars=n)) for n in range(1, 101)]
     _write(folder, "prompt_context.2026-11-29_10-00-00_000001.jsonl", rotated)
@@ -173,6 +174,7 @@ def test_json_has_the_documented_shape(logs: Path, capsys: pytest.CaptureFixture
 def test_no_data_is_exit_0_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / "team_runtime.yaml").write_text("")  # a workspace that has logged nothing yet
     assert main(["metrics", "--workspace", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("no data: no prompt records match")
 
@@ -278,6 +280,7 @@ def test_saving_percent_is_always_a_number_with_one_decimal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], full_history_chars: int, shown: str
 ) -> None:
     record = _record(prompt_chars=1000, full_history_chars=full_history_chars)
+    (tmp_path / "team_runtime.yaml").write_text("prompt_context: {}\n", encoding="utf-8")
     _write(tmp_path / ".teams_runtime" / "logs", PROMPT_LOG_NAME, [encode_prompt_record(record)])
     assert main(["metrics", "--workspace", str(tmp_path), "--json"]) == 0
     text = capsys.readouterr().out

@@ -23,7 +23,7 @@ from teams_runtime.actors.storage import (
     Workspace,
 )
 from teams_runtime.codecs.records import decode_any
-from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_LENGTH
+from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import RecordError, UnknownRequestError, UnsafeRequestIdError
 
@@ -287,7 +287,7 @@ def test_unknown_ids_raise_unknown_request(
         pytest.param("../req-1", id="escape"),
         pytest.param("a/b", id="slash"),
         pytest.param("a\x00b", id="nul"),
-        pytest.param("x" * (MAX_REQUEST_ID_LENGTH + 1), id="too-long"),
+        pytest.param("x" * (MAX_REQUEST_ID_BYTES + 1), id="too-long"),
     ],
 )
 def test_unsafe_ids_are_refused_by_every_method(record_store: RecordStore, request_id: str) -> None:

@@ -86,7 +86,9 @@ class FileWorkQueue:
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
         without an ``envelope_id`` gets one."""
-        check_request_id(envelope.request_id)
+        request_id = check_request_id(envelope.request_id)
+        if request_id != envelope.request_id:  # NFD: file names and records use the NFC form
+            envelope = msgspec.structs.replace(envelope, request_id=request_id)
         waiting = self.workspace.role_queue(envelope.target)
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
         stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
@@ -320,9 +322,11 @@ def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:
     if envelope.target != role:
         raise EnvelopeError(f"{shown}: its target is not the {role} role of this folder.")
     try:
-        check_request_id(envelope.request_id)
+        request_id = check_request_id(envelope.request_id)
     except TeamsRuntimeError:
         raise EnvelopeError(f"{shown}: its request id is not a safe file name.") from None
+    if request_id != envelope.request_id:  # written by hand in NFD: the record is named in NFC
+        envelope = msgspec.structs.replace(envelope, request_id=request_id)
     if not envelope.envelope_id:  # queued before envelopes had ids: its file name is one
         envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{path.stem}")
     return envelope

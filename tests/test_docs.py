@@ -1,0 +1,194 @@
+"""The shell blocks of README.md and docs/*.md run as a reader would paste them.
+
+Every fenced ``sh``, ``bash`` or ``console`` block of a page runs, in order, in one bash session
+that starts in an empty temporary folder (so ``cd my-ws`` in one block holds for the next, as in
+the reader's terminal); the session fails at the first command that fails. In a ``console``
+block, lines starting with ``$ `` are commands and the lines after one are its expected output,
+compared exactly (trailing spaces aside).
+
+A block that needs something the test cannot have (a real model, a NATS server, a ``run``
+that serves until Ctrl-C, a package install) is marked on the line just before its fence::
+
+    <!-- docs-test: skip (needs a real model) -->
+
+``teams-runtime`` on the session's PATH runs the package under test with this interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN_LANGUAGES = {"sh", "bash", "console"}
+SKIP_MARKER = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->")
+_FENCE = re.compile(r"^```(?P<language>[\w-]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block: where it starts (1-based line of the fence), its language and text."""
+
+    line: int
+    language: str
+    text: str
+    skip: str  # the reason given by a skip marker, "" if it runs
+
+
+def blocks_of(page: str) -> list[Block]:
+    """The fenced blocks of a Markdown page, with the skip marker of each."""
+    lines = page.splitlines()
+    found: list[Block] = []
+    number = 0
+    while number < len(lines):
+        opening = _FENCE.match(lines[number])
+        if opening is None:
+            number += 1
+            continue
+        end = number + 1
+        while end < len(lines) and lines[end].rstrip() != "```":
+            end += 1
+        before = next((text for text in reversed(lines[:number]) if text.strip()), "")
+        marker = SKIP_MARKER.search(before)
+        found.append(
+            Block(
+                line=number + 1,
+                language=opening["language"],
+                text="\n".join(lines[number + 1 : end]),
+                skip=marker["reason"] if marker else "",
+            )
+        )
+        number = end + 1
+    return found
+
+
+def _console_script(block: Block) -> str:
+    """A console block as bash: run each ``$`` command, then compare what it printed."""
+    script: list[str] = []
+    command: list[str] = []
+    expected: list[str] = []
+
+    def flush() -> None:
+        if not command:
+            return
+        script.append(f'{" ".join(command)} > "$DOCS_TEST_OUT"')
+        script.append(
+            "diff --ignore-trailing-space -u - \"$DOCS_TEST_OUT\" <<'__DOCS_TEST_EXPECTED__'"
+        )
+        script.extend([*expected, "__DOCS_TEST_EXPECTED__"])
+        command.clear()
+        expected.clear()
+
+    for text in block.text.splitlines():
+        if text.startswith("$ "):
+            flush()
+            command.append(text[2:])
+        elif command and command[-1].endswith("\\") and not expected:
+            command.append(text)
+        elif command:
+            expected.append(text)
+    flush()
+    return "\n".join(script)
+
+
+def session_script(page: Path) -> str:
+    """The bash session that runs a page's blocks; a failure names the block's line."""
+    parts = [
+        "set -eo pipefail",
+        f"trap 'echo \"docs-test: {page.name}: the block at line $DOCS_TEST_LINE failed\" >&2' ERR",
+    ]
+    for block in blocks_of(page.read_text(encoding="utf-8")):
+        if block.language not in RUN_LANGUAGES or block.skip:
+            continue
+        body = _console_script(block) if block.language == "console" else block.text
+        parts += [f"DOCS_TEST_LINE={block.line}", body]
+    return "\n".join(parts) + "\n"
+
+
+@pytest.fixture
+def reader_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``teams-runtime`` is the package under test."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "teams-runtime"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m teams_runtime "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    environment = {key: value for key, value in os.environ.items() if key != "PYTEST_CURRENT_TEST"}
+    environment["PATH"] = f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}"
+    environment["DOCS_TEST_OUT"] = str(tmp_path / "console-output.txt")
+    environment["NO_COLOR"] = "1"
+    environment["HOME"] = str(tmp_path / "home")  # `~` in a block stays inside the test
+    return environment
+
+
+def test_blocks_are_found_with_their_markers() -> None:
+    page = "\n".join(
+        [
+            "```sh",
+            "echo one",
+            "```",
+            "<!-- docs-test: skip (needs a real model) -->",
+            "",
+            "```bash",
+            "echo two",
+            "```",
+            "```json",
+            "{}",
+            "```",
+        ]
+    )
+    assert blocks_of(page) == [
+        Block(line=1, language="sh", text="echo one", skip=""),
+        Block(line=6, language="bash", text="echo two", skip="needs a real model"),
+        Block(line=9, language="json", text="{}", skip=""),
+    ]
+
+
+def test_a_console_block_compares_what_the_command_printed(
+    tmp_path: Path, reader_path: dict[str, str]
+) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```console\n$ printf 'a\\nb\\n'\na\nb\n$ echo c\nc\n```\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    run = subprocess.run(["bash", "-c", session_script(page)], cwd=work, env=reader_path)
+    assert run.returncode == 0
+    page.write_text("```console\n$ echo c\nd\n```\n")
+    run = subprocess.run(
+        ["bash", "-c", session_script(page)],
+        cwd=work,
+        env=reader_path,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode != 0
+    assert "docs-test: page.md: the block at line 1 failed" in run.stderr
+
+
+@pytest.mark.parametrize("page", [pytest.param(page, id=page.name) for page in PAGES])
+def test_shell_blocks_run_as_written(
+    page: Path, tmp_path: Path, reader_path: dict[str, str]
+) -> None:
+    work = tmp_path / "reader"
+    work.mkdir()
+    run = subprocess.run(
+        ["bash", "-c", session_script(page)],
+        cwd=work,
+        env=reader_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, (
+        f"{page.relative_to(ROOT)}: a shell block failed (exit {run.returncode})\n"
+        f"--- stdout\n{run.stdout[-4000:]}\n--- stderr\n{run.stderr[-4000:]}"
+    )
