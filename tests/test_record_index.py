@@ -25,6 +25,7 @@ from teams_runtime.actors.storage.record_index import (
 )
 from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
 from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.projected import Projection
 from teams_runtime.codecs.records import decode_any, encode_event, encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import RecordError
@@ -148,6 +149,17 @@ def _foreign(paths: RecordPaths, data: bytes) -> None:
     paths.index.unlink(missing_ok=True)
 
 
+def _first_answer(root: Path, config: PromptContextConfig) -> Projection:
+    """The projection a ContextActor answers from the store's first read of ``req-1``."""
+    read = store.FileRecordStore(Workspace(root)).read("req-1", tail=config.max_events)
+    digest = (
+        digest_from_parts(read, config)
+        if isinstance(read, IndexedParts)
+        else digest_from_fields(read.fields, config)
+    )
+    return digest.project()
+
+
 def _written_index(tmp_path: Path, history: list[Any]) -> RecordIndex:
     """The index teams-runtime's own writer lays down for ``history``."""
     paths = Workspace(tmp_path / "written").record_paths("req-1")
@@ -201,12 +213,7 @@ def test_any_other_layout_is_parsed_and_answers_the_same(
     paths = _paths(tmp_path)
     _foreign(paths, data)
     config = PromptContextConfig()
-    read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=config.max_events)
-    answer = (
-        digest_from_parts(read, config)
-        if isinstance(read, IndexedParts)
-        else digest_from_fields(read.fields, config)
-    ).project()
+    answer = _first_answer(tmp_path, config)
     expected = project_request(data, config)
     assert answer.fields == expected.fields
     assert answer.notice == expected.notice
@@ -232,10 +239,5 @@ def test_a_comma_inside_an_event_is_never_taken_for_a_boundary(tmp_path: Path) -
     paths = _paths(tmp_path)
     _foreign(paths, tricky)
     config = PromptContextConfig(recent_events=2, max_events=4)
-    read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=config.max_events)
-    answer = (
-        digest_from_parts(read, config)
-        if isinstance(read, IndexedParts)
-        else digest_from_fields(read.fields, config)
-    ).project()
+    answer = _first_answer(tmp_path, config)
     assert answer.fields == project_request(tricky, config).fields
