@@ -14,6 +14,8 @@ import msgspec
 import pytest
 
 from teams_runtime.actors.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
@@ -28,7 +30,7 @@ class QueueBackend:
     put_bytes: Callable[[str, bytes], None]
 
 
-def _file_queues(root: Path) -> QueueBackend:
+def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
     workspace = Workspace(root)
 
     def put_bytes(role: str, data: bytes) -> None:
@@ -39,14 +41,26 @@ def _file_queues(root: Path) -> QueueBackend:
     return QueueBackend(lambda: FileWorkQueue(workspace), put_bytes)
 
 
-# Each entry makes a backend on a test's own empty folder.
-QUEUES = [pytest.param(_file_queues, id="file")]
+def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
+    settings = request.getfixturevalue("nats_server").settings()  # a team of its own
+    connection = NatsConnection(settings)
+    request.addfinalizer(connection.close)
+
+    def put_bytes(role: str, data: bytes) -> None:
+        subject = f"{settings.prefix}.q.{role}.corrupt"
+        connection.call(lambda: connection.js.publish(subject, data))
+
+    return QueueBackend(lambda: NatsWorkQueue(connection), put_bytes)
+
+
+# Each entry makes a backend on a test's own empty folder (or server prefix).
+QUEUES = [pytest.param(_file_queues, id="file"), pytest.param(_nats_queues, id="nats")]
 
 
 @pytest.fixture(params=QUEUES)
 def queue_backend(request: pytest.FixtureRequest, tmp_path: Path) -> QueueBackend:
-    factory: Callable[[Path], QueueBackend] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], QueueBackend] = request.param
+    return factory(tmp_path, request)
 
 
 @pytest.fixture
