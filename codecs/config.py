@@ -19,8 +19,8 @@ __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
-    "DryRunConfig",
     "BackendConfig",
+    "DryRunConfig",
     "ModelConfig",
     "NatsSettings",
     "PromptContextConfig",
@@ -153,7 +153,9 @@ class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 BACKEND_KINDS = ("file", "nats")
-_NATS_URL = re.compile(r"(nats|tls)://(?:[^@/\s]+@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?/?")
+_NATS_URL = re.compile(
+    r"(nats|tls)://(?:[^@/\s]+@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?/?"
+)
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 

@@ -143,7 +143,9 @@ class NatsConnection:
         self._reconnected: list[Callable[[], None]] = []
         self._closed = False
         try:
-            self.client: Client = self._submit(self._connect(), timeout=settings.connect_seconds + 5)
+            self.client: Client = self._submit(
+                self._connect(), timeout=settings.connect_seconds + 5
+            )
         except Exception as exc:
             self._stop_loop()
             raise BackendError(

@@ -13,6 +13,7 @@ to ``<prefix>_rejected`` with the reason in a header. Worker leases are a KV buc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -240,10 +241,8 @@ class NatsWorkQueue:
             for item in held:
                 await self.connection.client.publish(item.reply, b"-NAK")
             await self.connection.client.flush(timeout=5)
-            try:
+            with contextlib.suppress(nats.js.errors.KeyNotFoundError):
                 await self._workers.delete(token_of(self.worker_id))
-            except nats.js.errors.KeyNotFoundError:
-                pass
 
         self.connection.call(retire, what="a worker retirement", patience=10.0)
 

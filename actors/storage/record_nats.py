@@ -517,5 +517,3 @@ class _Append:
             },
             source=self.store._source(self.request_id),
         )
-
-
