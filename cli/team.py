@@ -7,6 +7,7 @@ import argparse
 import signal
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -17,7 +18,12 @@ from teams_runtime.actors.intake import submit
 from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.team import Team
 from teams_runtime.cli.output import UserError, write_json
-from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
+from teams_runtime.codecs.config import (
+    CONFIG_FILE_NAME,
+    DEFAULT_CONFIG_TEXT,
+    NatsSettings,
+    backend_block_text,
+)
 from teams_runtime.monitoring import (
     Filters,
     aggregate,
@@ -32,18 +38,28 @@ __all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_
 
 def cmd_init(args: argparse.Namespace) -> int:
     workspace = Workspace(args.directory)
+    if args.nats_url is not None and args.backend != "nats":
+        raise UserError("--nats-url needs --backend nats.")
+    text = DEFAULT_CONFIG_TEXT
+    if args.backend == "nats":  # checked before anything is written
+        text += backend_block_text(args.nats_url or NatsSettings().url)
     if workspace.config_path.exists():
         raise UserError(
             f"{workspace.config_path} already exists; not overwriting it "
             "(edit it, or remove it first to start over)."
         )
+    # With nats the folder keeps only what is local to this host (logs, attempts).
+    folder = workspace.requests_dir if args.backend == "file" else workspace.runtime_dir
     try:
-        workspace.requests_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         with workspace.config_path.open("x", encoding="utf-8") as handle:
-            handle.write(DEFAULT_CONFIG_TEXT)
+            handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
-    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, .teams_runtime/requests/).")
+    where = ".teams_runtime/requests/"
+    if args.backend == "nats":
+        where = f"requests and the queue on NATS at {args.nats_url or NatsSettings().url}"
+    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, {where}).")
     return 0
 
 
@@ -122,12 +138,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    workspace = Workspace(args.workspace)
+    workspaces = [Workspace(folder) for folder in args.workspace or [Path(".")]]
     since = args.since
     if args.hours is not None:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
     filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
-    files = log_files(workspace.logs_dir)
+    files = [path for workspace in workspaces for path in log_files(workspace.logs_dir)]
     report = aggregate(files, filters, args.by or ["role", "purpose"])
     if args.json:
         output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
@@ -135,7 +151,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     elif report.totals["prompts"] == 0:
         print(
             f"no data: no prompt records match (read {len(files)} log file(s) in "
-            f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
+            f"{', '.join(str(w.logs_dir) for w in workspaces)}; "
+            f"{report.skipped_lines} skipped lines)."
         )
     else:
         print(render_report(report))

@@ -224,17 +224,19 @@ class NatsConnection:
         async def error(exc: Exception) -> None:
             logger.debug("NATS client error: {}", type(exc).__name__)
 
-        return await nats.connect(
+        client = await nats.connect(
             servers=[self.settings.url],
             name="teams-runtime",
             connect_timeout=self.settings.connect_seconds,
             allow_reconnect=True,
-            max_reconnect_attempts=-1,  # a worker outlives a server restart
+            max_reconnect_attempts=1,  # starting: a server that is not there is an error now
             reconnect_time_wait=0.5,
             disconnected_cb=disconnected,
             reconnected_cb=reconnected,
             error_cb=error,
         )
+        client.options["max_reconnect_attempts"] = -1  # running: outlive a server restart
+        return client
 
     async def _ensure_layout(self) -> None:
         """Create the streams, buckets and consumers if missing; existing ones are kept."""

@@ -1,0 +1,51 @@
+"""Which ``RecordStore`` and ``WorkQueue`` a workspace uses: its ``backend`` section decides.
+
+``file`` (the default) keeps requests and envelopes in the workspace folder; ``nats`` keeps
+them on a NATS JetStream server shared by every host of the team, and the folder holds only
+what is local (logs, attempts). Every command and the Team open their store and queue here.
+"""
+
+from __future__ import annotations
+
+from teams_runtime.actors.storage.nats_connection import shared_connection
+from teams_runtime.actors.storage.protocols import RecordStore, WorkQueue
+from teams_runtime.actors.storage.queue_files import FileWorkQueue
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.actors.storage.record_files import FileRecordStore
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
+from teams_runtime.actors.storage.workspace import Workspace, load_team_config
+from teams_runtime.codecs.config import TeamConfig
+
+__all__ = ["open_queue", "open_store", "workspace_config"]
+
+
+def workspace_config(workspace: Workspace) -> TeamConfig:
+    """The workspace's config; the defaults (file backend) when it has no config file, as for
+    a folder of records made by hand. A config that exists but is broken is an error."""
+    if not workspace.config_path.exists():
+        return TeamConfig()
+    return load_team_config(workspace.root)
+
+
+def open_store(workspace: Workspace, config: TeamConfig | None = None) -> RecordStore:
+    """The request store the workspace's ``backend`` names (``BackendError`` if it is NATS
+    and the server cannot be reached)."""
+    config = config if config is not None else workspace_config(workspace)
+    if config.backend.kind == "nats":
+        connection = shared_connection(
+            config.backend.nats, queue_ack_seconds=config.queue.lease_seconds
+        )
+        return NatsRecordStore(connection)
+    return FileRecordStore(workspace)
+
+
+def open_queue(
+    workspace: Workspace, config: TeamConfig | None = None, *, worker_id: str | None = None
+) -> WorkQueue:
+    """The work queue the workspace's ``backend`` names, for one worker."""
+    config = config if config is not None else workspace_config(workspace)
+    lease = config.queue.lease_seconds
+    if config.backend.kind == "nats":
+        connection = shared_connection(config.backend.nats, queue_ack_seconds=lease)
+        return NatsWorkQueue(connection, worker_id=worker_id, lease_seconds=lease)
+    return FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease)
