@@ -317,6 +317,8 @@ class NatsConnection:
         self._closed = True
         with contextlib.suppress(Exception):
             self._submit(self.client.close(), timeout=5)
+        with contextlib.suppress(Exception):
+            self._submit(_cancel_leftover_tasks(), timeout=5)
         self._stop_loop()
 
     def _stop_loop(self) -> None:
@@ -324,6 +326,15 @@ class NatsConnection:
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+async def _cancel_leftover_tasks() -> None:
+    """End the client's own helper tasks (ordered consumers' checks) before the loop stops."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def wrong_last_sequence(exc: BaseException) -> bool:
