@@ -200,3 +200,76 @@ def test_model_defaults_are_a_dry_run() -> None:
     model = parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml").model
     assert model.backend == "dry_run"
     assert model.dry_run.route == ["planner", "developer", "qa"]
+
+
+# --- the backend section (docs/scaling.md) ------------------------------------------------------
+
+
+def test_backend_defaults_to_the_file_store() -> None:
+    backend = parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml").backend
+    assert backend.kind == "file"
+    assert (backend.nats.url, backend.nats.prefix, backend.nats.replicas) == (
+        "nats://127.0.0.1:4222",
+        "teams",
+        1,
+    )
+
+
+def test_backend_nats_is_read() -> None:
+    text = "backend: {kind: nats, nats: {url: 'nats://10.0.0.5:4333', prefix: acme, replicas: 3}}"
+    backend = parse_team_config(text, "team_runtime.yaml").backend
+    assert (backend.kind, backend.nats.url, backend.nats.prefix, backend.nats.replicas) == (
+        "nats",
+        "nats://10.0.0.5:4333",
+        "acme",
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param(
+            "backend: {kind: redis}",
+            "team_runtime.yaml backend.kind must be one of: file, nats.",
+            id="kind",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {url: 'http://host:4222'}}",
+            "team_runtime.yaml backend.nats.url 'http://host:4222' is not a NATS URL; write it "
+            "as nats://HOST:PORT (or tls://HOST:PORT).",
+            id="url-scheme",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {url: 'nats://'}}",
+            "team_runtime.yaml backend.nats.url 'nats://' is not a NATS URL; write it as "
+            "nats://HOST:PORT (or tls://HOST:PORT).",
+            id="url-host",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {prefix: 'a.b'}}",
+            "team_runtime.yaml backend.nats.prefix must start with a letter and hold only "
+            "letters, digits, '_' and '-' (at most 32 characters).",
+            id="prefix",
+        ),
+        pytest.param(
+            "backend: {nats: {replicas: 0}}",
+            "team_runtime.yaml backend.nats.replicas must be between 1 and 5.",
+            id="replicas",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {ulr: 'nats://h:1'}}",
+            "team_runtime.yaml backend.nats: Object contains unknown field `ulr`; "
+            "see docs/scaling.md.",
+            id="typo",
+        ),
+        pytest.param(
+            "backend: nats",
+            "team_runtime.yaml backend must be a mapping.",
+            id="not-a-mapping",
+        ),
+    ],
+)
+def test_backend_section_errors_name_the_field(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(block, "team_runtime.yaml")

@@ -44,6 +44,7 @@ from teams_runtime.exceptions import BackendError
 __all__ = [
     "NatsConnection",
     "NatsNames",
+    "close_shared_connections",
     "id_of_token",
     "shared_connection",
     "token_of",
@@ -365,6 +366,10 @@ def shared_connection(settings: NatsSettings, *, queue_ack_seconds: float = 60.0
 
 
 @atexit.register
-def _close_shared() -> None:
-    for connection in list(_SHARED.values()):
+def close_shared_connections() -> None:
+    """Close the process's shared connections (at exit, or when a test is done with them)."""
+    with _SHARED_LOCK:
+        connections = list(_SHARED.values())
+        _SHARED.clear()
+    for connection in connections:
         connection.close()
