@@ -64,6 +64,8 @@ __all__ = ["ABANDONED_SECONDS", "NatsRecordStore"]
 
 ABANDONED_SECONDS = 30.0  # an append's events not committed after this belong to a dead writer
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
+_CHAINED = 16  # events of an append published one by one, each expecting the one before
+_PIPELINE = 1000  # events of a longer append (an import) in flight at once after those
 _HEADER_APPEND = "Tr-Append"  # the id of the append that published an event
 _HEADER_TIME = "Tr-Time"  # when (epoch seconds) it was published
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -406,19 +408,16 @@ class _Append:
             return Appended(revision, parts, new_head.count)
 
     async def _publish(self, head: RecordHead) -> None:
-        """Publish the events after ``head.tip``, each expecting the one before: only one
-        writer at a time gets past a tip."""
+        """Publish the events after ``head.tip``. The first expects the tip, so one writer at
+        a time gets past it; the next few each expect the one before. A long batch (an
+        import) is pipelined after the first: the tip it won is its own until it commits."""
         js = self.store.connection.js
         wildcard = self.names.request_events(self.request_id)
         expected = head.tip
         published: list[int] = []
-        for formatted, role in zip(self.prepared.formatted, self.prepared.roles, strict=True):
-            headers = {
-                _EXPECTED_SEQ: str(expected),
-                _EXPECTED_SUBJECT: wildcard,
-                _HEADER_APPEND: self.id,
-                _HEADER_TIME: f"{time.time():.3f}",
-            }
+        pending = list(zip(self.prepared.formatted, self.prepared.roles, strict=True))
+        for formatted, role in pending[:_CHAINED]:
+            headers = {**self._headers(), _EXPECTED_SEQ: str(expected), _EXPECTED_SUBJECT: wildcard}
             subject = self.names.event_subject(self.request_id, role)
             try:
                 ack = await js.publish(subject, formatted, headers=headers)
@@ -431,8 +430,21 @@ class _Append:
                 raise _Retry from None
             published.append(ack.seq)
             expected = ack.seq
+        for start in range(_CHAINED, len(pending), _PIPELINE):
+            futures = [
+                await js.publish_async(
+                    self.names.event_subject(self.request_id, role),
+                    formatted,
+                    headers=self._headers(),
+                )
+                for formatted, role in pending[start : start + _PIPELINE]
+            ]
+            published += [(await future).seq for future in futures]
         self.published = published
         self.base = head.tip
+
+    def _headers(self) -> dict[str, str]:
+        return {_HEADER_APPEND: self.id, _HEADER_TIME: f"{time.time():.3f}"}
 
     async def _clear_abandoned(self, head: RecordHead) -> None:
         """If the request's newest message is past the tip and old, its writer died between
