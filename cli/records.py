@@ -77,7 +77,7 @@ def _record_source(args: argparse.Namespace) -> Path | str:
     workspace = Workspace(args.workspace)
     config = workspace_config(workspace)
     if config.backend.kind == "nats":
-        return f"{config.backend.nats.url} {config.backend.nats.prefix}/{args.request_id}"
+        return f"{config.backend.nats.shown_url} {config.backend.nats.prefix}/{args.request_id}"
     return workspace.request_path(args.request_id)
 
 

@@ -41,8 +41,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.nats_url is not None and args.backend != "nats":
         raise UserError("--nats-url needs --backend nats.")
     text = DEFAULT_CONFIG_TEXT
-    if args.backend == "nats":  # checked before anything is written
-        text += backend_block_text(args.nats_url or NatsSettings().url)
+    settings = NatsSettings(url=args.nats_url or NatsSettings().url)  # checked before writing
+    if args.backend == "nats":
+        text += backend_block_text(settings.url)
     if workspace.config_path.exists():
         raise UserError(
             f"{workspace.config_path} already exists; not overwriting it "
@@ -58,7 +59,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
     where = ".teams_runtime/requests/"
     if args.backend == "nats":
-        where = f"requests and the queue on NATS at {args.nats_url or NatsSettings().url}"
+        where = f"requests and the queue on NATS at {settings.shown_url}"
     print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, {where}).")
     return 0
 

@@ -159,6 +159,13 @@ _NATS_URL = re.compile(
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
+def _shown(url: str) -> str:
+    if "@" not in url:
+        return url
+    scheme, separator, _ = url.partition("://")
+    return (scheme + separator if separator else "") + "***@" + url.rsplit("@", 1)[1]
+
+
 class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The ``backend.nats`` section: which server, and the names this team uses on it."""
 
@@ -168,10 +175,15 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     connect_seconds: float = 2.0  # how long starting waits for the server before giving up
     retry_seconds: float = 60.0  # how long a call retries while the server is away
 
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages and logs: a user or password in it is never shown."""
+        return _shown(self.url)
+
     def __post_init__(self) -> None:
         if _NATS_URL.fullmatch(self.url) is None:
             raise ConfigError(
-                f"team_runtime.yaml backend.nats.url {self.url!r} is not a NATS URL; "
+                f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS URL; "
                 "write it as nats://HOST:PORT (or tls://HOST:PORT)."
             )
         if _NATS_PREFIX.fullmatch(self.prefix) is None:

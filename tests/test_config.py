@@ -273,3 +273,13 @@ def test_backend_nats_is_read() -> None:
 def test_backend_section_errors_name_the_field(block: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         parse_team_config(block, "team_runtime.yaml")
+
+
+def test_a_password_in_the_nats_url_is_never_shown() -> None:
+    text = "backend: {kind: nats, nats: {url: 'nats://bob:s3cret@10.0.0.5:4222'}}"
+    settings = parse_team_config(text, "team_runtime.yaml").backend.nats
+    assert settings.url == "nats://bob:s3cret@10.0.0.5:4222"  # used to connect
+    assert settings.shown_url == "nats://***@10.0.0.5:4222"  # what errors and logs name
+    with pytest.raises(ConfigError) as raised:
+        parse_team_config("backend: {nats: {url: 'nats//bob:s3cret@h'}}", "team_runtime.yaml")
+    assert "s3cret" not in str(raised.value)

@@ -7,14 +7,17 @@ what is local (logs, attempts). Every command and the Team open their store and 
 
 from __future__ import annotations
 
-from teams_runtime.actors.storage.nats_connection import shared_connection
+from typing import TYPE_CHECKING
+
 from teams_runtime.actors.storage.protocols import RecordStore, WorkQueue
 from teams_runtime.actors.storage.queue_files import FileWorkQueue
-from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 from teams_runtime.actors.storage.record_files import FileRecordStore
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.actors.storage.workspace import Workspace, load_team_config
 from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from teams_runtime.actors.storage.nats_connection import NatsConnection
 
 __all__ = ["open_queue", "open_store", "workspace_config"]
 
@@ -32,10 +35,9 @@ def open_store(workspace: Workspace, config: TeamConfig | None = None) -> Record
     and the server cannot be reached)."""
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind == "nats":
-        connection = shared_connection(
-            config.backend.nats, queue_ack_seconds=config.queue.lease_seconds
-        )
-        return NatsRecordStore(connection)
+        from teams_runtime.actors.storage.record_nats import NatsRecordStore
+
+        return NatsRecordStore(_connection(config))
     return FileRecordStore(workspace)
 
 
@@ -46,6 +48,19 @@ def open_queue(
     config = config if config is not None else workspace_config(workspace)
     lease = config.queue.lease_seconds
     if config.backend.kind == "nats":
-        connection = shared_connection(config.backend.nats, queue_ack_seconds=lease)
-        return NatsWorkQueue(connection, worker_id=worker_id, lease_seconds=lease)
+        from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+
+        return NatsWorkQueue(_connection(config), worker_id=worker_id, lease_seconds=lease)
     return FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease)
+
+
+def _connection(config: TeamConfig) -> NatsConnection:
+    # nats-py is an optional extra: the file backend (the default) never imports it.
+    try:
+        from teams_runtime.actors.storage.nats_connection import shared_connection
+    except ImportError as exc:
+        raise ConfigError(
+            f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
+            f"({exc.name or exc}); install it with: pip install 'teams-runtime[nats]'."
+        ) from None
+    return shared_connection(config.backend.nats, queue_ack_seconds=config.queue.lease_seconds)

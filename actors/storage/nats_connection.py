@@ -138,7 +138,7 @@ class NatsConnection:
         self.queue_ack_seconds = queue_ack_seconds
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._loop.run_forever, name=f"nats {settings.url}", daemon=True
+            target=self._loop.run_forever, name=f"nats {settings.shown_url}", daemon=True
         )
         self._thread.start()
         self._reconnected: list[Callable[[], None]] = []
@@ -150,8 +150,8 @@ class NatsConnection:
         except Exception as exc:
             self._stop_loop()
             raise BackendError(
-                f"cannot reach the NATS server at {settings.url} ({_reason(exc)}); start it, or "
-                "check backend.nats.url in team_runtime.yaml."
+                f"cannot reach the NATS server at {settings.shown_url} ({_reason(exc)}); start "
+                "it, or check backend.nats.url in team_runtime.yaml."
             ) from None
         self.js: JetStreamContext = self.client.jetstream(timeout=5.0)
         try:
@@ -193,7 +193,7 @@ class NatsConnection:
             except _TRANSIENT as exc:
                 if self._closed or time.monotonic() > deadline:
                     raise BackendError(
-                        f"the NATS server at {self.settings.url} did not answer {what} "
+                        f"the NATS server at {self.settings.shown_url} did not answer {what} "
                         f"for {patience:g} s ({_reason(exc)}); is it running?"
                     ) from None
                 logger.debug("NATS {} failed ({}); retrying", what, type(exc).__name__)
@@ -202,7 +202,7 @@ class NatsConnection:
                     raise
             except nats.errors.ConnectionClosedError:
                 raise BackendError(
-                    f"the connection to the NATS server at {self.settings.url} is closed."
+                    f"the connection to the NATS server at {self.settings.shown_url} is closed."
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -215,10 +215,10 @@ class NatsConnection:
 
     async def _connect(self) -> Client:
         async def disconnected() -> None:
-            logger.warning("NATS connection to {} lost; reconnecting", self.settings.url)
+            logger.warning("NATS connection to {} lost; reconnecting", self.settings.shown_url)
 
         async def reconnected() -> None:
-            logger.info("NATS connection to {} back", self.settings.url)
+            logger.info("NATS connection to {} back", self.settings.shown_url)
             for callback in self._reconnected:
                 callback()
 

@@ -156,7 +156,7 @@ class NatsRecordStore:
 
     def _unknown(self, request_id: str) -> UnknownRequestError:
         return UnknownRequestError(
-            f"no request {request_id!r} on the NATS server {self.connection.settings.url} "
+            f"no request {request_id!r} on the NATS server {self.connection.settings.shown_url} "
             f"(bucket {self.names.heads}); check the id and backend.nats in team_runtime.yaml."
         )
 
