@@ -169,7 +169,7 @@ def _shown(url: str) -> str:
 class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The ``backend.nats`` section: which server, and the names this team uses on it."""
 
-    url: str = "nats://127.0.0.1:4222"
+    url: str = "nats://127.0.0.1:4222"  # a cluster: several, comma-separated
     prefix: str = "teams"  # streams, buckets and subjects start with it (one team per prefix)
     replicas: int = 1  # JetStream replicas of every stream and bucket (3 in a 3-node cluster)
     connect_seconds: float = 2.0  # how long starting waits for the server before giving up
@@ -181,10 +181,11 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         return _shown(self.url)
 
     def __post_init__(self) -> None:
-        if _NATS_URL.fullmatch(self.url) is None:
+        if not all(_NATS_URL.fullmatch(part.strip()) for part in self.url.split(",")):
             raise ConfigError(
                 f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS URL; "
-                "write it as nats://HOST:PORT (or tls://HOST:PORT)."
+                "write it as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, "
+                "for a cluster)."
             )
         if _NATS_PREFIX.fullmatch(self.prefix) is None:
             raise ConfigError(

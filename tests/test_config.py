@@ -215,6 +215,11 @@ def test_backend_defaults_to_the_file_store() -> None:
     )
 
 
+def test_backend_nats_takes_a_list_of_cluster_urls() -> None:
+    text = "backend: {nats: {url: 'nats://a:4222, nats://b:4222,nats://c:4222'}}"
+    assert parse_team_config(text, "team_runtime.yaml").backend.nats.url.count("nats://") == 3
+
+
 def test_backend_nats_is_read() -> None:
     text = "backend: {kind: nats, nats: {url: 'nats://10.0.0.5:4333', prefix: acme, replicas: 3}}"
     backend = parse_team_config(text, "team_runtime.yaml").backend
@@ -237,13 +242,13 @@ def test_backend_nats_is_read() -> None:
         pytest.param(
             "backend: {kind: nats, nats: {url: 'http://host:4222'}}",
             "team_runtime.yaml backend.nats.url 'http://host:4222' is not a NATS URL; write it "
-            "as nats://HOST:PORT (or tls://HOST:PORT).",
+            "as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, for a cluster).",
             id="url-scheme",
         ),
         pytest.param(
             "backend: {kind: nats, nats: {url: 'nats://'}}",
             "team_runtime.yaml backend.nats.url 'nats://' is not a NATS URL; write it as "
-            "nats://HOST:PORT (or tls://HOST:PORT).",
+            "nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, for a cluster).",
             id="url-host",
         ),
         pytest.param(

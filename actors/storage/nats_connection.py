@@ -226,7 +226,7 @@ class NatsConnection:
             logger.debug("NATS client error: {}", type(exc).__name__)
 
         client = await nats.connect(
-            servers=[self.settings.url],
+            servers=[part.strip() for part in self.settings.url.split(",")],
             name="teams-runtime",
             connect_timeout=self.settings.connect_seconds,
             allow_reconnect=True,
