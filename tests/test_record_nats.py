@@ -251,3 +251,17 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
         other.append("req-1", [_raw({"type": "x"})], {})
     assert other.version("req-1") == before
     assert json.loads(store.load("req-1"))["events"] == []
+
+
+def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnection) -> None:
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": []})
+    kv = connection.call(lambda: connection.js.key_value(connection.names.heads))
+    connection.call(lambda: kv.put("req-1", b"not a head"))
+    pattern = (
+        r"^nats:t\w+_records/req-1: the record head is not one teams-runtime wrote .*import`\.$"
+    )
+    for call in (lambda: store.read("req-1", tail=16), lambda: store.load("req-1"),
+                 lambda: store.append("req-1", [], {})):  # fmt: skip
+        with pytest.raises(RecordError, match=pattern):
+            call()
