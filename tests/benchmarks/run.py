@@ -425,7 +425,7 @@ async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
 
 def _nats_workers_time(root: Path, url: str, workers: int, envelopes: int) -> tuple[float, int]:
     """As ``_workers_time``, with each worker in a folder of its own on one NATS team."""
-    prefix = f"w{workers}"
+    prefix = f"w{workers}x{os.getpid()}x{time.time_ns() % 1_000_000}"  # a team of its own
     settings = NatsSettings(url=url, prefix=prefix)
     model = root / "model.sh"
     root.mkdir(parents=True)
