@@ -36,7 +36,9 @@ from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 
-__all__ = ["NatsWorkQueue"]
+__all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
+
+RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
 
 _REASON_HEADER = "Tr-Reason"
 _LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
@@ -68,6 +70,20 @@ class NatsWorkQueue:
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
         self._workers = connection.call(lambda: connection.js.key_value(self.names.workers))
+        # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
+        # each publish), so an idle worker's claim asks the server only when there may be
+        # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
+        self._maybe_work = dict.fromkeys(ROLES, True)
+        self._last_pull = dict.fromkeys(ROLES, 0.0)
+        connection.call(self._listen_for_puts, what="a queue subscription")
+
+    async def _listen_for_puts(self) -> None:
+        async def rung(msg: Msg) -> None:
+            role = msg.subject.split(".")[2]
+            if role in self._maybe_work:
+                self._maybe_work[role] = True
+
+        await self.connection.client.subscribe(f"{self.names.prefix}.q.*.*", cb=rung)
 
     @property
     def _js(self) -> JetStreamContext:
@@ -114,9 +130,16 @@ class NatsWorkQueue:
         if limit < 1:
             return []
         check_role(role)
+        now = time.monotonic()
+        if not self._maybe_work[role] and now - self._last_pull[role] < RECHECK_SECONDS:
+            return []
+        self._maybe_work[role] = False  # before the pull: a put meanwhile rings again
+        self._last_pull[role] = now
         messages = self.connection.call(
             lambda: self._pull(self.names.role_consumer(role), limit), what="a queue claim"
         )
+        if len(messages) == limit:
+            self._maybe_work[role] = True  # a full batch: more may wait
         claims = []
         for msg in messages:
             seq = msg.metadata.sequence.stream
@@ -249,11 +272,22 @@ class NatsWorkQueue:
     # --- what is where -------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        snapshot = self.snapshot()
-        return {
-            role: snapshot.waiting[role] + snapshot.claimed[role] + snapshot.deferred[role]
-            for role in ROLES
-        }
+        """One round trip: a work-queue stream holds an envelope until it is acked, so its
+        messages per subject are exactly the envelopes waiting, claimed or deferred."""
+
+        async def look() -> dict[str, int]:
+            counts = dict.fromkeys(ROLES, 0)
+            stream = await self._js.stream_info(
+                self.names.queue, subjects_filter=f"{self.names.prefix}.>"
+            )
+            for subject, count in (stream.state.subjects or {}).items():
+                role = subject.split(".")[2]
+                if role in counts:
+                    counts[role] += count
+            return counts
+
+        counts: dict[str, int] = self.connection.call(look, what="a queue count")
+        return counts
 
     def snapshot(self) -> QueueSnapshot:
         """Per role: waiting (not delivered), claimed (delivered, not acked), deferred; and
