@@ -73,9 +73,10 @@ class NatsWorkQueue:
         # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
+        # Made at the first claim: a queue that only puts (`submit`) subscribes to nothing.
         self._maybe_work = dict.fromkeys(ROLES, True)
         self._last_pull = dict.fromkeys(ROLES, 0.0)
-        connection.call(self._listen_for_puts, what="a queue subscription")
+        self._doorbell: Any = None
 
     async def _listen_for_puts(self) -> None:
         async def rung(msg: Msg) -> None:
@@ -83,7 +84,8 @@ class NatsWorkQueue:
             if role in self._maybe_work:
                 self._maybe_work[role] = True
 
-        await self.connection.client.subscribe(f"{self.names.prefix}.q.*.*", cb=rung)
+        subject = f"{self.names.prefix}.q.*.*"
+        self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
 
     @property
     def _js(self) -> JetStreamContext:
@@ -130,6 +132,8 @@ class NatsWorkQueue:
         if limit < 1:
             return []
         check_role(role)
+        if self._doorbell is None:
+            self.connection.call(self._listen_for_puts, what="a queue subscription")
         now = time.monotonic()
         if not self._maybe_work[role] and now - self._last_pull[role] < RECHECK_SECONDS:
             return []
@@ -264,6 +268,9 @@ class NatsWorkQueue:
             for item in held:
                 await self.connection.client.publish(item.reply, b"-NAK")
             await self.connection.client.flush(timeout=5)
+            if self._doorbell is not None:
+                await self._doorbell.unsubscribe()
+                self._doorbell = None
             with contextlib.suppress(nats.js.errors.KeyNotFoundError):
                 await self._workers.delete(token_of(self.worker_id))
 
