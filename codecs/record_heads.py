@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["HEAD_TAIL", "RecordHead", "decode_head", "encode_head"]
+__all__ = ["HEAD_RECENT", "HEAD_TAIL", "RecordHead", "decode_head", "encode_head"]
 
 HEAD_TAIL = 256  # stream sequences of the last events a head keeps (as the file index does)
+HEAD_RECENT = 64  # ids of the last appends a head keeps: a retried append finds its own
 
 
 class RecordHead(msgspec.Struct, kw_only=True):
@@ -28,7 +29,8 @@ class RecordHead(msgspec.Struct, kw_only=True):
     evidence: dict[str, tuple[int, int]] = {}  # role -> (position, sequence) of newest evidence
     keys: list[tuple[str, int]] = []  # append keys on the last events -> count after that append
     void: list[tuple[int, int]] = []  # stream sequence ranges of abandoned appends (never events)
-    append: str = ""  # the id of the append that wrote this revision
+    append: str = ""  # the id of the append (or create) that wrote this revision
+    recent: list[tuple[str, int]] = []  # ids of the last appends -> count after each
 
 
 _ENCODER = msgspec.json.Encoder()

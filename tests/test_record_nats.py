@@ -265,3 +265,21 @@ def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnectio
                  lambda: store.append("req-1", [], {})):  # fmt: skip
         with pytest.raises(RecordError, match=pattern):
             call()
+
+
+def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
+    connection: NatsConnection,
+) -> None:
+    # What `NatsConnection.call` does when the server's answer to a commit times out: it runs
+    # the same append again. Another writer's append in between must not make it write twice.
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": []})
+    prepared = record_nats._prepare([_raw({"type": "mine"})])
+    append = record_nats._Append(store, "req-1", prepared, {"status": "x"}, "", {})
+    first = connection.call(append.run)
+    store.append("req-1", [_raw({"type": "other"})], {})
+    again = connection.call(append.run)
+    assert (first.applied, first.count) == (True, 1)
+    assert (again.applied, again.count) == (True, 1)
+    stored = json.loads(store.load("req-1"))
+    assert [event["type"] for event in stored["events"]] == ["mine", "other"]

@@ -44,6 +44,12 @@ _REASON_HEADER = "Tr-Reason"
 _LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
 
 
+def _once(step: str, ticket: str) -> dict[str, str]:
+    """A message id that makes the server keep one copy of a step retried within its
+    de-duplication window (2 minutes)."""
+    return {"Nats-Msg-Id": f"{step}:{ticket}"}
+
+
 class _Held(msgspec.Struct, frozen=True):
     """A delivery this worker holds: where to ack it and what to move elsewhere."""
 
@@ -177,8 +183,8 @@ class NatsWorkQueue:
             return
         subject = f"{self.names.prefix}.deferred.{held.role}.{held.request_token}"
 
-        async def defer() -> None:
-            await self._js.publish(subject, held.data)
+        async def defer() -> None:  # a retry after a lost answer puts it there once
+            await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
             await self._ack(held)
 
         self.connection.call(defer, what="a queue release")
@@ -189,7 +195,10 @@ class NatsWorkQueue:
             return
         subject = f"{self.names.prefix}.rejected.{held.role}.{held.request_token}"
         # A header is one line: the reason is content-free, but keep it one line and short.
-        headers = {_REASON_HEADER: " ".join(reason.split())[:2000] or "-"}
+        headers = {
+            _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
+            **_once("rejected", claim.ticket),
+        }
 
         async def set_aside() -> None:
             await self._js.publish(subject, held.data, headers=headers)
@@ -249,7 +258,12 @@ class NatsWorkQueue:
                 messages = await self._pull(self.names.deferred_consumer, 100)
                 for msg in messages:
                     _, _, role, token = msg.subject.split(".", 3)
-                    await self._js.publish(f"{self.names.prefix}.q.{role}.{token}", msg.data)
+                    ticket = f"{self.names.queue}/{msg.metadata.sequence.stream}"
+                    await self._js.publish(
+                        f"{self.names.prefix}.q.{role}.{token}",
+                        msg.data,
+                        headers=_once("restored", ticket),
+                    )
                     await self.connection.client.request(msg.reply, b"+ACK", timeout=5)
                     restored += 1
                 if len(messages) < 100:

@@ -47,7 +47,13 @@ from teams_runtime.actors.storage.protocols import (
 )
 from teams_runtime.actors.storage.record_writes import checked_updates, field_holds
 from teams_runtime.codecs.evidence import append_key_of, role_of_raw
-from teams_runtime.codecs.record_heads import HEAD_TAIL, RecordHead, decode_head, encode_head
+from teams_runtime.codecs.record_heads import (
+    HEAD_RECENT,
+    HEAD_TAIL,
+    RecordHead,
+    decode_head,
+    encode_head,
+)
 from teams_runtime.codecs.records import (
     EVENTS_KEY,
     RecordFields,
@@ -296,14 +302,17 @@ class NatsRecordStore:
         if not isinstance(events, list):
             raise RecordError("a new request record needs `events` to be a list.")
         fields[EVENTS_KEY] = []
-        head = RecordHead(fields=msgspec.Raw(encode_json(fields)))
+        creation = uuid.uuid4().hex
+        head = RecordHead(fields=msgspec.Raw(encode_json(fields)), append=creation)
         key = token_of(request_id)
 
         async def create() -> bool:
             try:
                 await self._kv.create(key, encode_head(head))
             except nats.js.errors.KeyWrongLastSequenceError:
-                return False
+                # Exists: made by someone else, or by this very create whose answer was lost.
+                found = await self._get_head(key)
+                return found is not None and found[0].append == creation
             return True
 
         if not self._call(create, "a record create"):
@@ -384,6 +393,10 @@ class _Append:
         return None
 
     async def _attempt(self, head: RecordHead, revision: int) -> Appended:
+        for append_id, count in head.recent:
+            if append_id == self.id:  # this append committed, but its answer was lost
+                parts = await self.store._parts(self.request_id, head, revision, HEAD_TAIL)
+                return Appended(-1, parts, count)  # -1: no cached version ever matches
         answered = self._answer_without_writing(head, revision)
         if answered is not None:
             return answered
@@ -508,6 +521,7 @@ class _Append:
             keys=[(k, after) for k, after in keys if after - 1 >= oldest],
             void=head.void,
             append=self.id,
+            recent=[*head.recent, (self.id, new_count)][-HEAD_RECENT:],
         )
 
     async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
