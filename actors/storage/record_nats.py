@@ -72,6 +72,7 @@ ABANDONED_SECONDS = 30.0  # an append's events not committed after this belong t
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
 _CHAINED = 16  # events of an append published one by one, each expecting the one before
 _PIPELINE = 1000  # events of a longer append (an import) in flight at once after those
+_MAX_SEEN = 100_000  # head revisions a store remembers (every team update is seen)
 _HEADER_APPEND = "Tr-Append"  # the id of the append that published an event
 _HEADER_TIME = "Tr-Time"  # when (epoch seconds) it was published
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -135,6 +136,8 @@ class NatsRecordStore:
     def _note(self, key: str, revision: int) -> None:
         with self._seen_lock:
             if revision > self._seen.get(key, 0):
+                if len(self._seen) >= _MAX_SEEN:
+                    self._seen.clear()  # forgetting is safe: `version` then asks the server
                 self._seen[key] = revision
 
     def _forget_seen(self) -> None:
