@@ -155,8 +155,8 @@ class NatsRecordStore:
         if found is None:
             return None
         self._note(key, found[1])
-        with self._seen_lock:
-            return self._seen[key]
+        with self._seen_lock:  # a newer revision the watch brought meanwhile wins
+            return self._seen.get(key, found[1])
 
     # --- reading -----------------------------------------------------------------------------
 
