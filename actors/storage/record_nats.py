@@ -23,8 +23,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 import msgspec
 import nats.errors
@@ -67,6 +67,8 @@ from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 
 __all__ = ["ABANDONED_SECONDS", "NatsRecordStore"]
+
+_T = TypeVar("_T")
 
 ABANDONED_SECONDS = 30.0  # an append's events not committed after this belong to a dead writer
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
@@ -169,7 +171,7 @@ class NatsRecordStore:
             f"(bucket {self.names.heads}); check the id and backend.nats in team_runtime.yaml."
         )
 
-    def _call(self, make: Any, what: str) -> Any:
+    def _call(self, make: Callable[[], Awaitable[_T]], what: str) -> _T:
         return self.connection.call(make, what=what)
 
     async def _get_head(self, key: str) -> tuple[RecordHead, int] | None:
