@@ -431,3 +431,24 @@ def test_append_with_a_key_is_written_once(
     assert out.count("it now has 1 events") == 2
     events = json.loads(record.read_bytes())["events"]
     assert [(e["summary"], e["append_key"]) for e in events] == [("once", "k-1")]
+
+
+def test_metrics_adds_up_several_workspace_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = [tmp_path / "host-1", tmp_path / "host-2"]
+    for number, host in enumerate(hosts, start=1):
+        assert main(["init", str(host)]) == 0
+        for request in range(number):  # one request on the first host, two on the second
+            assert main(["submit", "--workspace", str(host), "--role", "qa", "--scope", "x",
+                         "--request-id", f"req-{request}"]) == 0  # fmt: skip
+        assert main(["run", "--once", "--workspace", str(host)]) == 0
+    capsys.readouterr()
+    totals = []
+    for argv in (["--workspace", str(hosts[0])], ["--workspace", str(hosts[1])],
+                 ["--workspace", str(hosts[0]), "--workspace", str(hosts[1])]):  # fmt: skip
+        status, out, _ = _run(capsys, "metrics", "--json", *argv)
+        assert status == 0
+        totals.append(json.loads(out)["totals"]["prompts"])
+    assert totals[0] > 0 and totals[1] > 0
+    assert totals[2] == totals[0] + totals[1]
