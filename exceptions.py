@@ -10,6 +10,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     │   └── UnknownRequestError           no record exists for the id
     ├── EnvelopeError                     a queued envelope file cannot be used
     ├── ModelFailure                      one model call failed (a content-free reason)
+    ├── BackendError                      the NATS server cannot be reached or refused a call
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "ActorStopped",
     "AskTimeout",
+    "BackendError",
     "ConfigError",
     "EnvelopeError",
     "ModelFailure",
@@ -82,3 +84,7 @@ class ActorStopped(TeamsRuntimeError):
 
 class AskTimeout(TeamsRuntimeError, TimeoutError):
     """An ask was not answered before its deadline."""
+
+
+class BackendError(TeamsRuntimeError):
+    """The shared backend (a NATS server) cannot be reached or refused a request."""

@@ -28,7 +28,6 @@ from teams_runtime.actors.digest import (
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.storage import (
     IDEMPOTENCY_WINDOW,
-    FileRecordStore,
     IndexedParts,
     RecordRead,
     RecordStore,
@@ -37,6 +36,7 @@ from teams_runtime.actors.storage import (
 from teams_runtime.actors.storage import (
     Appended as StoreAppended,
 )
+from teams_runtime.actors.storage.backends import open_store
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
@@ -379,7 +379,8 @@ async def open_context(
     record files. On exit the actor stops: asks still queued are answered with
     ``ActorStopped``.
     """
-    store = store if store is not None else FileRecordStore(Workspace(workspace))
+    if store is None:  # the workspace's backend; NATS connects, so not on the event loop
+        store = await anyio.to_thread.run_sync(open_store, Workspace(workspace))
     actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
     failure: Exception | None = None
     async with anyio.create_task_group() as group:

@@ -13,7 +13,8 @@ import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.outcomes import plan_cancel, status_of
-from teams_runtime.actors.storage import FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.actors.storage import WorkQueue, Workspace
+from teams_runtime.actors.storage.backends import open_queue
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id
@@ -122,7 +123,8 @@ async def submit(
     )
     root = Workspace(workspace)
     async with open_context(root.root) as context:
-        return await submit_with(context, FileWorkQueue(root), envelope)
+        queue = await anyio.to_thread.run_sync(open_queue, root)  # may connect to a server
+        return await submit_with(context, queue, envelope)
 
 
 class Cancellation(msgspec.Struct, frozen=True):
@@ -141,7 +143,7 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     """
     request_id = check_request_id(request_id)  # NFC, as the record's file and envelopes are named
     root = Workspace(workspace)
-    queue = FileWorkQueue(root)
+    queue = await anyio.to_thread.run_sync(open_queue, root)  # may connect to a server
     async with open_context(root.root) as context:
         already = status_of(await context.project(request_id)) == "cancelled"
         if not already:

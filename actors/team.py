@@ -21,13 +21,12 @@ from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
 from teams_runtime.actors.storage import (
     Claim,
-    FileRecordStore,
-    FileWorkQueue,
     RecordStore,
     WorkQueue,
     Workspace,
     load_team_config,
 )
+from teams_runtime.actors.storage.backends import open_queue, open_store
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -84,11 +83,8 @@ class Team:
         self.backend = (
             backend if backend is not None else make_backend(self.config.model, self.workspace.root)
         )
-        self.store = store if store is not None else FileRecordStore(self.workspace)
-        lease = self.config.queue.lease_seconds
-        self.queue = (
-            queue if queue is not None else FileWorkQueue(self.workspace, lease_seconds=lease)
-        )
+        self.store = store if store is not None else open_store(self.workspace, self.config)
+        self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
         self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout

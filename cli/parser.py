@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
+from teams_runtime.cli.migrate import cmd_export, cmd_import
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.records import cmd_append, cmd_explain, cmd_project, cmd_prompt
 from teams_runtime.cli.status import cmd_cancel, cmd_status
@@ -21,6 +22,7 @@ from teams_runtime.cli.team import (
     cmd_run,
     cmd_submit,
 )
+from teams_runtime.codecs.config import BACKEND_KINDS
 from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.monitoring import GROUP_KEYS
 from teams_runtime.prompts import KIND_NAMES, PURPOSES, PromptKind
@@ -176,6 +178,18 @@ def _add_init(commands: _Commands) -> None:
         default=Path("."),
         metavar="DIR",
         help="the workspace folder (created if missing; default: current folder)",
+    )
+    init.add_argument(
+        "--backend",
+        choices=BACKEND_KINDS,
+        default="file",
+        help="where requests and the queue live: file (this folder, the default) or nats "
+        "(a NATS JetStream server shared by hosts; see docs/scaling.md)",
+    )
+    init.add_argument(
+        "--nats-url",
+        metavar="URL",
+        help="the NATS server for --backend nats (default: nats://127.0.0.1:4222)",
     )
     init.set_defaults(handler=cmd_init)
 
@@ -377,7 +391,14 @@ def _add_metrics(commands: _Commands) -> None:
         description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
         "too) and aggregate the prompt records per group. See docs/monitoring.md.",
     )
-    _add_workspace(metrics)
+    metrics.add_argument(
+        "--workspace",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a workspace folder whose logs to read (default: the current folder); repeat it "
+        "to add up several hosts' folders",
+    )
     window = metrics.add_mutually_exclusive_group()
     window.add_argument("--hours", type=_positive_float, metavar="H", help="only the last H hours")
     window.add_argument(
@@ -404,6 +425,31 @@ def _add_metrics(commands: _Commands) -> None:
     )
     metrics.add_argument("--json", action="store_true", help="print the report as JSON")
     metrics.set_defaults(handler=cmd_metrics)
+
+
+def _add_export(commands: _Commands) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a request as its canonical record file (the bytes the file backend holds)",
+    )
+    export.add_argument("request_id", metavar="REQUEST_ID", help="the request to export")
+    export.add_argument(
+        "--out", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
+    )
+    _add_workspace(export)
+    export.set_defaults(handler=cmd_export)
+
+
+def _add_import(commands: _Commands) -> None:
+    load = commands.add_parser(
+        "import",
+        help="load record files into the workspace's backend (migration between backends)",
+    )
+    load.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="record files (<request id>.json)"
+    )
+    _add_workspace(load)
+    load.set_defaults(handler=cmd_import)
 
 
 def _add_demo(commands: _Commands) -> None:
@@ -447,5 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cancel(commands)
     _add_prompt(commands)
     _add_metrics(commands)
+    _add_export(commands)
+    _add_import(commands)
     _add_demo(commands)
     return parser

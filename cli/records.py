@@ -12,7 +12,8 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import open_context
-from teams_runtime.actors.storage import Workspace, load_team_config
+from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
+from teams_runtime.actors.storage.backends import open_store, workspace_config
 from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import PromptContextConfig
@@ -69,15 +70,32 @@ def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> Prom
         ) from None
 
 
-def _record_source(args: argparse.Namespace) -> Path:
+def _shared_store(args: argparse.Namespace) -> RecordStore | None:
+    """The workspace's store when its records live on a server (``nats``), else ``None``:
+    records in the folder are read as files, below."""
+    if args.record is not None:
+        return None
+    workspace = Workspace(args.workspace)
+    config = workspace_config(workspace)
+    return open_store(workspace, config) if config.backend.kind != "file" else None
+
+
+def _record_source(args: argparse.Namespace) -> Path | str:
     if args.record is not None:
         return Path(args.record)
-    return Workspace(args.workspace).request_path(args.request_id)
+    workspace = Workspace(args.workspace)
+    config = workspace_config(workspace)
+    if config.backend.kind == "nats":
+        return f"{config.backend.nats.shown_url} {config.backend.nats.prefix}/{args.request_id}"
+    return workspace.request_path(args.request_id)
 
 
 def _selected_record(args: argparse.Namespace) -> RecordFields:
-    """The decoded fields of the selected record file (read and decoded once)."""
-    path = _record_source(args)
+    """The decoded fields of the selected record (read and decoded once)."""
+    store = _shared_store(args)
+    if store is not None:
+        return decode_record(store.load(args.request_id), str(_record_source(args)))
+    path = Path(_record_source(args))
     try:
         # A regular file only: a FIFO or device in its place is refused, never read; a record
         # in the workspace is never read through a link (a --record path is the user's own).

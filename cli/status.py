@@ -9,12 +9,12 @@ import anyio
 
 from teams_runtime.actors.intake import cancel
 from teams_runtime.actors.storage import (
-    FileRecordStore,
-    FileWorkQueue,
     IndexedParts,
+    RecordStore,
     Workspace,
     load_team_config,
 )
+from teams_runtime.actors.storage.backends import open_queue, open_store
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.records import EVENTS_KEY, decode_any
@@ -29,7 +29,7 @@ def _text(fields: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _request_row(store: FileRecordStore, request_id: str) -> dict[str, Any]:
+def _request_row(store: RecordStore, request_id: str) -> dict[str, Any]:
     try:
         read = store.read(request_id, tail=1)
     except TeamsRuntimeError as exc:
@@ -55,8 +55,8 @@ def _request_row(store: FileRecordStore, request_id: str) -> dict[str, Any]:
 def status_report(workspace: Workspace) -> dict[str, Any]:
     """Every request's state, every role's envelopes, every worker's lease: one object."""
     config = load_team_config(workspace.root)
-    store = FileRecordStore(workspace)
-    snapshot = FileWorkQueue(workspace, lease_seconds=config.queue.lease_seconds).snapshot()
+    store = open_store(workspace, config)
+    snapshot = open_queue(workspace, config).snapshot()
     return {
         "workspace": str(workspace.root.resolve()),
         "requests": [_request_row(store, request_id) for request_id in store.list_ids()],

@@ -18,7 +18,12 @@ from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import UserError, write_json
-from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_CONFIG_TEXT
+from teams_runtime.codecs.config import (
+    CONFIG_FILE_NAME,
+    DEFAULT_CONFIG_TEXT,
+    NatsSettings,
+    backend_block_text,
+)
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.monitoring import (
     Filters,
@@ -34,18 +39,29 @@ __all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_
 
 def cmd_init(args: argparse.Namespace) -> int:
     workspace = Workspace(args.directory)
+    if args.nats_url is not None and args.backend != "nats":
+        raise UserError("--nats-url needs --backend nats.")
+    text = DEFAULT_CONFIG_TEXT
+    settings = NatsSettings(url=args.nats_url or NatsSettings().url)  # checked before writing
+    if args.backend == "nats":
+        text += backend_block_text(settings.url)
     if workspace.config_path.exists():
         raise UserError(
             f"{workspace.config_path} already exists; not overwriting it "
             "(edit it, or remove it first to start over)."
         )
+    # With nats the folder keeps only what is local to this host (logs, attempts).
+    folder = workspace.requests_dir if args.backend == "file" else workspace.runtime_dir
     try:
-        workspace.requests_dir.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         with workspace.config_path.open("x", encoding="utf-8") as handle:
-            handle.write(DEFAULT_CONFIG_TEXT)
+            handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
-    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, .teams_runtime/requests/).")
+    where = ".teams_runtime/requests/"
+    if args.backend == "nats":
+        where = f"requests and the queue on NATS at {settings.shown_url}"
+    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, {where}).")
     return 0
 
 
@@ -154,18 +170,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    workspace = Workspace(args.workspace)
-    if not workspace.config_path.exists():
-        # Without this check a mistyped folder would read as a quiet workspace: "no data".
-        raise UserError(
-            f"{workspace.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the "
-            "folder holding it with --workspace DIR."
-        )
+    # --workspace may be repeated (one folder per host); none given: the one found from here.
+    folders = args.workspace if isinstance(args.workspace, list) else [args.workspace]
+    workspaces = [Workspace(folder) for folder in folders]
+    for workspace in workspaces:
+        if not workspace.config_path.exists():
+            # Without this check a mistyped folder would read as a quiet workspace: "no data".
+            raise UserError(
+                f"{workspace.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the "
+                "folder holding it with --workspace DIR."
+            )
     since = args.since
     if args.hours is not None:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
     filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
-    files = log_files(workspace.logs_dir)
+    files = [path for workspace in workspaces for path in log_files(workspace.logs_dir)]
     report = aggregate(files, filters, args.by or ["role", "purpose"])
     if args.json:
         output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
@@ -173,7 +192,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     elif report.totals["prompts"] == 0:
         print(
             f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
-            f"{workspace.logs_dir}; {report.skipped_lines} skipped lines)."
+            f"{', '.join(str(w.logs_dir) for w in workspaces)}; "
+            f"{report.skipped_lines} skipped lines)."
         )
     else:
         print(render_report(report))

@@ -17,15 +17,19 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [
+    "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
+    "BackendConfig",
     "DryRunConfig",
     "ModelConfig",
+    "NatsSettings",
     "OpenAIConfig",
     "PromptContextConfig",
     "QueueConfig",
     "TeamConfig",
     "TeamSection",
+    "backend_block_text",
     "model_from_mapping",
     "parse_team_config",
     "prompt_context_from_mapping",
@@ -206,6 +210,83 @@ class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             raise ConfigError("team_runtime.yaml queue.lease_seconds must be between 1 and 86400.")
 
 
+BACKEND_KINDS = ("file", "nats")
+_NATS_URL = re.compile(
+    r"(nats|tls)://(?:[^@/\s]+@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?/?"
+)
+_NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+def _shown(url: str) -> str:
+    if "@" not in url:
+        return url
+    scheme, separator, _ = url.partition("://")
+    return (scheme + separator if separator else "") + "***@" + url.rsplit("@", 1)[1]
+
+
+class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``backend.nats`` section: which server, and the names this team uses on it."""
+
+    url: str = "nats://127.0.0.1:4222"  # a cluster: several, comma-separated
+    prefix: str = "teams"  # streams, buckets and subjects start with it (one team per prefix)
+    replicas: int = 1  # JetStream replicas of every stream and bucket (3 in a 3-node cluster)
+    connect_seconds: float = 2.0  # how long starting waits for the server before giving up
+    retry_seconds: float = 60.0  # how long a call retries while the server is away
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages and logs: a user or password in it is never shown."""
+        return _shown(self.url)
+
+    def __post_init__(self) -> None:
+        if not all(_NATS_URL.fullmatch(part.strip()) for part in self.url.split(",")):
+            raise ConfigError(
+                f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS URL; "
+                "write it as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, "
+                "for a cluster)."
+            )
+        if _NATS_PREFIX.fullmatch(self.prefix) is None:
+            raise ConfigError(
+                "team_runtime.yaml backend.nats.prefix must start with a letter and hold only "
+                "letters, digits, '_' and '-' (at most 32 characters)."
+            )
+        if type(self.replicas) is not int or not 1 <= self.replicas <= 5:
+            raise ConfigError("team_runtime.yaml backend.nats.replicas must be between 1 and 5.")
+        if not 0 < self.connect_seconds <= 60 or not 0 < self.retry_seconds <= 3600:
+            raise ConfigError(
+                "team_runtime.yaml backend.nats.connect_seconds must be in (0, 60] and "
+                "retry_seconds in (0, 3600]."
+            )
+
+
+class BackendConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``backend`` section: where requests and the queue live (docs/scaling.md)."""
+
+    kind: str = "file"
+    nats: NatsSettings = NatsSettings()
+
+    def __post_init__(self) -> None:
+        if self.kind not in BACKEND_KINDS:
+            raise ConfigError(
+                f"team_runtime.yaml backend.kind must be one of: {', '.join(BACKEND_KINDS)}."
+            )
+
+
+def backend_block_text(url: str, prefix: str = "teams", replicas: int = 1) -> str:
+    """The ``backend`` block ``init --backend nats`` writes (checked like the file would be)."""
+    settings = NatsSettings(url=url, prefix=prefix, replicas=replicas)
+    return (
+        "\n# Where requests and the work queue live: `file` (this folder) or `nats` (shared by\n"
+        "# every host of the team through NATS JetStream). See docs/scaling.md.\n"
+        "backend:\n"
+        "  kind: nats\n"
+        "  nats:\n"
+        f"    url: {settings.url}\n"
+        f"    prefix: {settings.prefix}\n"
+        f"    replicas: {settings.replicas}\n"
+    )
+
+
 class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Everything read from ``team_runtime.yaml`` when role services start."""
 
@@ -213,6 +294,7 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     model: ModelConfig = ModelConfig()
     team: TeamSection = TeamSection()
     queue: QueueConfig = QueueConfig()
+    backend: BackendConfig = BackendConfig()
 
 
 _SectionT = TypeVar("_SectionT", bound=msgspec.Struct)
@@ -331,6 +413,7 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
             model=model_from_mapping(document.get("model")),
             team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
             queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
+            backend=_section(document.get("backend"), "backend", BackendConfig, "docs/scaling.md"),
         )
     except ConfigError as exc:
         message = str(exc)

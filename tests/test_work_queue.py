@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from teams_runtime.actors.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
@@ -28,7 +31,7 @@ class QueueBackend:
     put_bytes: Callable[[str, bytes], None]
 
 
-def _file_queues(root: Path) -> QueueBackend:
+def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
     workspace = Workspace(root)
 
     def put_bytes(role: str, data: bytes) -> None:
@@ -39,14 +42,26 @@ def _file_queues(root: Path) -> QueueBackend:
     return QueueBackend(lambda: FileWorkQueue(workspace), put_bytes)
 
 
-# Each entry makes a backend on a test's own empty folder.
-QUEUES = [pytest.param(_file_queues, id="file")]
+def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
+    settings = request.getfixturevalue("nats_server").settings()  # a team of its own
+    connection = NatsConnection(settings)
+    request.addfinalizer(connection.close)
+
+    def put_bytes(role: str, data: bytes) -> None:
+        subject = f"{settings.prefix}.q.{role}.corrupt"
+        connection.call(lambda: connection.js.publish(subject, data))
+
+    return QueueBackend(lambda: NatsWorkQueue(connection), put_bytes)
+
+
+# Each entry makes a backend on a test's own empty folder (or server prefix).
+QUEUES = [pytest.param(_file_queues, id="file"), pytest.param(_nats_queues, id="nats")]
 
 
 @pytest.fixture(params=QUEUES)
 def queue_backend(request: pytest.FixtureRequest, tmp_path: Path) -> QueueBackend:
-    factory: Callable[[Path], QueueBackend] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], QueueBackend] = request.param
+    return factory(tmp_path, request)
 
 
 @pytest.fixture
@@ -266,3 +281,55 @@ def test_file_queue_refuses_unsafe_ids_and_unknown_roles(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"^unknown role 'boss'"):
         queue.put(_envelope("req-1", target="boss"))
     assert list(tmp_path.iterdir()) == []  # nothing written for either
+
+
+# --- the nats queue -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nats_connection(nats_server: Any, request: pytest.FixtureRequest) -> NatsConnection:
+    """A connection for a team of its own whose deliveries are claims for 1 s at a time."""
+    connection = NatsConnection(nats_server.settings(), queue_ack_seconds=1)
+    request.addfinalizer(connection.close)
+    return connection
+
+
+def test_nats_queue_puts_an_envelope_id_once(nats_connection: NatsConnection) -> None:
+    queue = NatsWorkQueue(nats_connection)
+    envelope = _envelope("req-1", envelope_id="env-7")
+    assert queue.put(envelope) == queue.put(envelope)  # a retried put: the same message
+    assert queue.counts()["qa"] == 1
+
+
+def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
+    nats_connection: NatsConnection,
+) -> None:
+    worker, other = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
+    worker.put(_envelope("req-1"))
+    (claim,) = worker.claim("qa", 1)
+    held_until = time.monotonic() + 2.5  # more than twice the ack wait
+    while time.monotonic() < held_until:
+        assert worker.renew()  # a long model call: in-progress acks
+        assert other.claim("qa", 10) == []
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10  # the worker stops renewing (it died): delivered again
+    while not (again := other.claim("qa", 10)):
+        assert time.monotonic() < deadline, "the envelope was not delivered again"
+        time.sleep(0.1)
+    assert [c.envelope for c in again] == [claim.envelope]
+    other.done(again[0])
+    assert sum(other.counts().values()) == 0
+
+
+def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsConnection) -> None:
+    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1", lease_seconds=30)
+    worker.put(_envelope("req.1"))
+    worker.claim("qa", 1)
+    assert worker.renew()
+    snapshot = worker.snapshot()
+    assert (snapshot.waiting["qa"], snapshot.claimed["qa"]) == (0, 1)
+    (lease,) = snapshot.workers
+    assert (lease.worker, lease.alive, lease.holds) == ("host-a.1", True, ["qa:req.1"])
+    worker.retire()  # its claim waits again at once, its lease goes
+    snapshot = worker.snapshot()
+    assert snapshot.workers == [] and snapshot.claimed["qa"] + snapshot.waiting["qa"] == 1

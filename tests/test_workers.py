@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
+from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.demo import sample_record
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
@@ -330,3 +335,113 @@ def test_two_roles_given_envelopes_with_one_id_both_work(
     _, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert {"qa", "designer"} <= set(_reports(read_record(workspace, "req-1"), 3))
+
+
+# --- the nats backend: hosts with separate folders sharing one JetStream server --------------
+
+
+def _nats_hosts(
+    team_workspace: Callable[..., Workspace],
+    tmp_path: Path,
+    settings: NatsSettings,
+    mode: str,
+    hosts: int,
+    lease_seconds: float = 60,
+) -> list[Workspace]:
+    """``hosts`` workspace folders (no file shared between them) on one team of the server."""
+    backend = {"kind": "nats", "nats": {"url": settings.url, "prefix": settings.prefix}}
+    sections = {"backend": backend, "queue": {"lease_seconds": lease_seconds}}
+    return [
+        team_workspace(mode, root=tmp_path / f"host-{n}", sections=sections) for n in range(hosts)
+    ]
+
+
+def _nats_seed(settings: NatsSettings, request_ids: list[str], role: str, events: int) -> None:
+    connection = NatsConnection(settings)
+    try:
+        store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
+        for request_id in request_ids:
+            store.create(request_id, sample_record(events, request_id))
+            queue.put(MessageEnvelope(request_id=request_id, sender="user", target=role))
+    finally:
+        connection.close()
+
+
+def _nats_records(settings: NatsSettings, request_ids: list[str]) -> dict[str, dict[str, Any]]:
+    connection = NatsConnection(settings)
+    try:
+        store = NatsRecordStore(connection)
+        records = {request_id: json.loads(store.load(request_id)) for request_id in request_ids}
+        assert sum(NatsWorkQueue(connection).counts().values()) == 0
+        return records
+    finally:
+        connection.close()
+
+
+def _all_calls(hosts: list[Workspace]) -> Counter[tuple[str, str]]:
+    return sum((_calls(host) for host in hosts), Counter())
+
+
+def test_three_hosts_on_nats_handle_each_envelope_once(
+    team_workspace: Callable[..., Workspace], tmp_path: Path, nats_server: Any
+) -> None:
+    settings: NatsSettings = nats_server.settings()
+    hosts = _nats_hosts(team_workspace, tmp_path, settings, "slow:0.2", 3)
+    ids = [f"req-{n:02d}" for n in range(12)]
+    _nats_seed(settings, ids, "planner", events=5)
+    workers = [_worker(host, "--once") for host in hosts]
+    outputs = [worker.communicate(timeout=180) for worker in workers]
+    for worker, (out, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+        assert out.startswith("Handled ")
+    assert sum(int(out.split()[1]) for out, _ in outputs) == len(ids) * len(ROUTE)
+    for request_id, record in _nats_records(settings, ids).items():
+        assert _reports(record, 5) == ROUTE, request_id
+        assert record["status"] == "completed"
+    assert set(_all_calls(hosts).values()) == {1}  # every (request, role) asked exactly once
+    for host in hosts:  # each folder holds only what is local: no records, no queue
+        assert not host.requests_dir.exists() and not host.queue_dir.exists()
+
+
+def test_a_killed_hosts_envelope_is_delivered_again_and_handled_once(
+    team_workspace: Callable[..., Workspace], tmp_path: Path, nats_server: Any
+) -> None:
+    settings: NatsSettings = nats_server.settings()
+    first_host, second_host = _nats_hosts(
+        team_workspace, tmp_path, settings, "slow:1.5", 2, lease_seconds=2
+    )
+    _nats_seed(settings, ["req-1"], "qa", events=5)
+    first = _worker(first_host, "--once")
+    calls = first_host.root / "model-state" / "calls-req-1-qa"
+    _wait_for(calls.exists, 30, "the first host's model call")
+    first.send_signal(signal.SIGKILL)  # mid-call: no ack, no retire
+    first.communicate(timeout=30)
+    started = time.monotonic()
+    second = _worker(second_host, "--once")
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert time.monotonic() - started >= 0.5  # it waited for the server to deliver it again
+    record = _nats_records(settings, ["req-1"])["req-1"]
+    assert _reports(record, 5) == ["qa"]  # finished once, no duplicate report
+    assert _all_calls([first_host, second_host])[("req-1", "qa")] == 2  # the killed call + one
+
+
+def test_hosts_ride_out_a_nats_server_restart(
+    team_workspace: Callable[..., Workspace], tmp_path: Path, own_nats_server: Any
+) -> None:
+    settings: NatsSettings = own_nats_server.settings()
+    hosts = _nats_hosts(team_workspace, tmp_path, settings, "slow:0.3", 2)
+    ids = [f"req-{n:02d}" for n in range(6)]
+    _nats_seed(settings, ids, "planner", events=3)
+    workers = [_worker(host, "--once") for host in hosts]
+    _wait_for(lambda: sum(_all_calls(hosts).values()) >= 4, 60, "the hosts to get going")
+    own_nats_server.stop()
+    time.sleep(1.0)  # the hosts see the server gone
+    own_nats_server.start()  # same port, same store folder
+    outputs = [worker.communicate(timeout=180) for worker in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+        assert "lost; reconnecting" in err and "back" in err  # it did lose the server
+    for request_id, record in _nats_records(settings, ids).items():
+        assert _reports(record, 3) == ROUTE, request_id  # every role reported once
+        assert record["status"] == "completed"

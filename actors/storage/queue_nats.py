@@ -1,0 +1,363 @@
+"""Envelopes waiting for roles on NATS JetStream: ``NatsWorkQueue``, the ``WorkQueue`` of the
+``nats`` backend (docs/scaling.md).
+
+One work-queue stream per team (``<prefix>_queue``) holds every waiting envelope on
+``<prefix>.q.<role>.<id>``; each role has one durable pull consumer that every worker of every
+host shares, so a delivery is a claim and exactly one worker holds it. The claim is acked only
+when the outcome is persisted (``done``); a worker that dies stops acking and the server
+delivers the envelope again after the consumer's ack wait (``queue.lease_seconds``); a live
+worker's ``renew`` tells the server it is still working (an in-progress ack per claim).
+Released envelopes wait on ``<prefix>.deferred.<role>.<id>`` for the next run; rejected ones go
+to ``<prefix>_rejected`` with the reason in a header. Worker leases are a KV bucket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from typing import Any
+
+import msgspec
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
+from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.actors.storage.queue_files import decode_envelope, new_worker_id
+from teams_runtime.codecs.formats import pretty_json_bytes
+from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.roles import ROLES, check_role
+from teams_runtime.exceptions import BackendError, EnvelopeError
+
+__all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
+
+RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
+
+_REASON_HEADER = "Tr-Reason"
+_LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
+
+
+def _once(step: str, ticket: str) -> dict[str, str]:
+    """A message id that makes the server keep one copy of a step retried within its
+    de-duplication window (2 minutes)."""
+    return {"Nats-Msg-Id": f"{step}:{ticket}"}
+
+
+class _Held(msgspec.Struct, frozen=True):
+    """A delivery this worker holds: where to ack it and what to move elsewhere."""
+
+    reply: str
+    role: str
+    request_token: str
+    data: bytes
+
+
+class NatsWorkQueue:
+    """The team's envelope queue on a NATS server, as seen by one worker."""
+
+    def __init__(
+        self,
+        connection: NatsConnection,
+        *,
+        worker_id: str | None = None,
+        lease_seconds: float = 60.0,
+    ) -> None:
+        self.connection = connection
+        self.names = connection.names
+        self.worker_id = worker_id or new_worker_id()
+        self.lease_seconds = lease_seconds
+        self._held: dict[str, _Held] = {}
+        self._held_lock = threading.Lock()
+        self._workers = connection.call(lambda: connection.js.key_value(self.names.workers))
+        # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
+        # each publish), so an idle worker's claim asks the server only when there may be
+        # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
+        # Made at the first claim: a queue that only puts (`submit`) subscribes to nothing.
+        self._maybe_work = dict.fromkeys(ROLES, True)
+        self._last_pull = dict.fromkeys(ROLES, 0.0)
+        self._doorbell: Any = None
+
+    async def _listen_for_puts(self) -> None:
+        async def rung(msg: Msg) -> None:
+            role = msg.subject.split(".")[2]
+            if role in self._maybe_work:
+                self._maybe_work[role] = True
+
+        subject = f"{self.names.prefix}.q.*.*"
+        self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
+
+    @property
+    def _js(self) -> JetStreamContext:
+        return self.connection.js
+
+    # --- putting and taking --------------------------------------------------------------
+
+    def put(self, envelope: MessageEnvelope) -> str:
+        """Queue an envelope (durable once the server acknowledged it); one without an
+        ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
+        check_request_id(envelope.request_id)
+        check_role(envelope.target)
+        if not envelope.envelope_id:
+            stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
+            envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
+        subject = self.names.waiting_subject(envelope.target, envelope.request_id)
+        data = pretty_json_bytes(envelope) + b"\n"
+        headers = {"Nats-Msg-Id": envelope.envelope_id}
+        ack = self.connection.call(
+            lambda: self._js.publish(subject, data, headers=headers), what="a queue put"
+        )
+        return f"{self.names.queue}/{ack.seq}"
+
+    async def _pull(self, consumer: str, limit: int) -> list[Msg]:
+        """Up to ``limit`` deliveries of ``consumer`` available now (no waiting for more)."""
+        client = self.connection.client
+        inbox = client.new_inbox()
+        sub = await client.subscribe(inbox)
+        messages: list[Msg] = []
+        try:
+            request = json.dumps({"batch": limit, "no_wait": True}).encode()
+            subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.names.queue}.{consumer}"
+            await client.publish(subject, request, reply=inbox)
+            while len(messages) < limit:
+                msg = await sub.next_msg(timeout=5)
+                if JetStreamContext.is_status_msg(msg):
+                    break  # 404: nothing (more) waiting
+                messages.append(msg)
+        finally:
+            await sub.unsubscribe()
+        return messages
+
+    def claim(self, role: str, limit: int) -> list[Claim]:
+        if limit < 1:
+            return []
+        check_role(role)
+        if self._doorbell is None:
+            self.connection.call(self._listen_for_puts, what="a queue subscription")
+        now = time.monotonic()
+        if not self._maybe_work[role] and now - self._last_pull[role] < RECHECK_SECONDS:
+            return []
+        self._maybe_work[role] = False  # before the pull: a put meanwhile rings again
+        self._last_pull[role] = now
+        messages = self.connection.call(
+            lambda: self._pull(self.names.role_consumer(role), limit), what="a queue claim"
+        )
+        if len(messages) == limit:
+            self._maybe_work[role] = True  # a full batch: more may wait
+        claims = []
+        for msg in messages:
+            seq = msg.metadata.sequence.stream
+            ticket = f"{self.names.queue}/{seq}"
+            request_token = msg.subject.rsplit(".", 1)[-1]
+            with self._held_lock:
+                self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
+            try:
+                envelope = decode_envelope(msg.data, role, ticket, f"env-{self.names.queue}-{seq}")
+                claims.append(Claim(ticket, role, envelope))
+            except EnvelopeError as exc:
+                claims.append(Claim(ticket, role, None, str(exc)))
+        return claims
+
+    def _take(self, claim: Claim) -> _Held | None:
+        with self._held_lock:
+            return self._held.pop(claim.ticket, None)
+
+    async def _ack(self, held: _Held) -> None:
+        # A request, not a publish: when it returns, the server has removed the envelope.
+        await self.connection.client.request(held.reply, b"+ACK", timeout=5)
+
+    def done(self, claim: Claim) -> None:
+        held = self._take(claim)
+        if held is not None:
+            self.connection.call(lambda: self._ack(held), what="a queue ack")
+
+    def release(self, claim: Claim) -> None:
+        held = self._take(claim)
+        if held is None:
+            return
+        subject = f"{self.names.prefix}.deferred.{held.role}.{held.request_token}"
+
+        async def defer() -> None:  # a retry after a lost answer puts it there once
+            await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
+            await self._ack(held)
+
+        self.connection.call(defer, what="a queue release")
+
+    def reject(self, claim: Claim, reason: str) -> None:
+        held = self._take(claim)
+        if held is None:
+            return
+        subject = f"{self.names.prefix}.rejected.{held.role}.{held.request_token}"
+        # A header is one line: the reason is content-free, but keep it one line and short.
+        headers = {
+            _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
+            **_once("rejected", claim.ticket),
+        }
+
+        async def set_aside() -> None:
+            await self._js.publish(subject, held.data, headers=headers)
+            await self._ack(held)
+
+        self.connection.call(set_aside, what="a queue reject")
+
+    def drop(self, request_id: str) -> int:
+        """Remove the waiting and deferred envelopes of ``request_id``; returns how many."""
+        token = token_of(check_request_id(request_id))
+        prefix = self.names.prefix
+
+        async def purge() -> int:
+            dropped = 0
+            for place in ("q", "deferred"):
+                answer = await self.connection.api(
+                    f"STREAM.PURGE.{self.names.queue}", {"filter": f"{prefix}.{place}.*.{token}"}
+                )
+                dropped += int(answer.get("purged", 0))
+            return dropped
+
+        dropped: int = self.connection.call(purge, what="a queue purge")
+        return dropped
+
+    # --- the worker's lease --------------------------------------------------------------
+
+    def renew(self) -> bool:
+        """Tell the server this worker still works on its claims (in-progress acks, which
+        restart their ack wait) and renew its lease entry; ``False`` if the server is away."""
+        with self._held_lock:
+            held = list(self._held.values())
+        lease = {
+            "worker": self.worker_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "renewed": time.time(),
+            "holds": [f"{h.role}:{id_of_token(h.request_token)}" for h in held],
+        }
+
+        async def renew() -> None:
+            for item in held:
+                await self.connection.client.publish(item.reply, b"+WPI")
+            await self._workers.put(token_of(self.worker_id), json.dumps(lease).encode())
+
+        try:
+            self.connection.call(renew, what="a lease renewal", patience=5.0)
+        except BackendError:
+            return False
+        return True
+
+    def restore_deferred(self) -> int:
+        """Queue the envelopes released by earlier runs again; returns how many."""
+
+        async def restore() -> int:
+            restored = 0
+            while True:
+                messages = await self._pull(self.names.deferred_consumer, 100)
+                for msg in messages:
+                    _, _, role, token = msg.subject.split(".", 3)
+                    ticket = f"{self.names.queue}/{msg.metadata.sequence.stream}"
+                    await self._js.publish(
+                        f"{self.names.prefix}.q.{role}.{token}",
+                        msg.data,
+                        headers=_once("restored", ticket),
+                    )
+                    await self.connection.client.request(msg.reply, b"+ACK", timeout=5)
+                    restored += 1
+                if len(messages) < 100:
+                    return restored
+
+        restored: int = self.connection.call(restore, what="a restore of deferred envelopes")
+        return restored
+
+    def retire(self) -> None:
+        """Hand this worker's claims back at once (a nak each) and remove its lease."""
+        with self._held_lock:
+            held = list(self._held.values())
+            self._held.clear()
+
+        async def retire() -> None:
+            for item in held:
+                await self.connection.client.publish(item.reply, b"-NAK")
+            await self.connection.client.flush(timeout=5)
+            if self._doorbell is not None:
+                await self._doorbell.unsubscribe()
+                self._doorbell = None
+            with contextlib.suppress(nats.js.errors.KeyNotFoundError):
+                await self._workers.delete(token_of(self.worker_id))
+
+        self.connection.call(retire, what="a worker retirement", patience=10.0)
+
+    # --- what is where -------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """One round trip: a work-queue stream holds an envelope until it is acked, so its
+        messages per subject are exactly the envelopes waiting, claimed or deferred."""
+
+        async def look() -> dict[str, int]:
+            counts = dict.fromkeys(ROLES, 0)
+            stream = await self._js.stream_info(
+                self.names.queue, subjects_filter=f"{self.names.prefix}.>"
+            )
+            for subject, count in (stream.state.subjects or {}).items():
+                role = subject.split(".")[2]
+                if role in counts:
+                    counts[role] += count
+            return counts
+
+        counts: dict[str, int] = self.connection.call(look, what="a queue count")
+        return counts
+
+    def snapshot(self) -> QueueSnapshot:
+        """Per role: waiting (not delivered), claimed (delivered, not acked), deferred; and
+        every worker's lease entry."""
+
+        async def look() -> QueueSnapshot:
+            waiting, claimed = {}, {}
+            for role in ROLES:
+                info = await self._js.consumer_info(
+                    self.names.queue, self.names.role_consumer(role)
+                )
+                waiting[role] = info.num_pending or 0
+                claimed[role] = info.num_ack_pending or 0
+            deferred = dict.fromkeys(ROLES, 0)
+            stream = await self._js.stream_info(
+                self.names.queue, subjects_filter=f"{self.names.prefix}.deferred.>"
+            )
+            for subject, count in (stream.state.subjects or {}).items():
+                role = subject.split(".")[2]
+                if role in deferred:
+                    deferred[role] += count
+            return QueueSnapshot(
+                waiting=waiting, claimed=claimed, deferred=deferred, workers=await self._leases()
+            )
+
+        snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
+        return snapshot
+
+    async def _leases(self) -> list[WorkerLease]:
+        try:
+            keys = await self._workers.keys()
+        except nats.js.errors.NoKeysError:
+            return []
+        now = time.time()
+        leases = []
+        for key in sorted(keys):
+            try:
+                entry = await self._workers.get(key)
+                lease = _LEASE_DECODER.decode(entry.value or b"")
+                age = max(now - float(lease.get("renewed", 0)), 0.0)
+                holds = [str(item) for item in lease.get("holds", [])]
+            except (nats.js.errors.KeyNotFoundError, msgspec.DecodeError, TypeError, ValueError):
+                continue  # removed meanwhile, or not a lease teams-runtime wrote
+            leases.append(
+                WorkerLease(
+                    worker=id_of_token(key),
+                    alive=age <= self.lease_seconds,
+                    lease_age=age,
+                    holds=holds,
+                )
+            )
+        return leases

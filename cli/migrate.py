@@ -1,0 +1,98 @@
+"""Moving requests between backends: ``export`` (a request as its canonical record file) and
+``import`` (record files into the workspace's backend). See docs/scaling.md, migration."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.backends import open_store
+from teams_runtime.actors.storage.files import open_regular
+from teams_runtime.cli.output import UserError
+from teams_runtime.codecs.records import EVENTS_KEY, RecordFields, decode_record
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.exceptions import RecordError
+
+__all__ = ["cmd_export", "cmd_import"]
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    check_request_id(args.request_id)
+    data = open_store(Workspace(args.workspace)).load(args.request_id)
+    if args.out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return 0
+    out = Path(args.out)
+    temp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:  # a reader of FILE sees the old file or the whole new one
+        temp.write_bytes(data)
+        os.replace(temp, out)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise UserError(f"{out}: cannot be written ({exc.strerror or exc}).") from None
+    print(f"Exported {args.request_id} to {out} ({len(data)} bytes).", file=sys.stderr)
+    return 0
+
+
+def _read_record_file(path: Path) -> tuple[str, bytes, RecordFields]:
+    """A record file's request id (its name, which must agree with its ``request_id``), bytes
+    and fields."""
+    try:
+        fd = open_regular(path.resolve())  # a FIFO or device is refused, never read
+        with open(fd, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such record file.") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    fields = decode_record(data, str(path))
+    if not path.name.endswith(".json"):
+        raise RecordError(f"{path}: a record file is named <request id>.json.")
+    request_id = path.name.removesuffix(".json")
+    try:
+        check_request_id(request_id)
+    except RecordError as exc:
+        raise RecordError(f"{path}: the file name is not a request id ({exc})") from None
+    named = fields.get("request_id")
+    if isinstance(named, str) and named != request_id:
+        raise RecordError(
+            f"{path}: its request_id {named!r} is not its file name; rename the file to "
+            f"{named}.json or fix the field."
+        )
+    if not isinstance(fields.get(EVENTS_KEY, []), list):
+        raise RecordError(f"{path}: `events` is not a list; fix it by hand before importing.")
+    return request_id, data, fields
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    # Every file is read and checked before anything is written.
+    records = [_read_record_file(Path(path)) for path in args.files]
+    ids = [request_id for request_id, _, _ in records]
+    twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
+    if twice:
+        raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
+    store = open_store(Workspace(args.workspace))
+    clashes = [
+        request_id
+        for request_id, data, _ in records
+        if store.exists(request_id) and store.load(request_id) != data
+    ]
+    if clashes:
+        raise UserError(
+            f"already in the backend with other content, not overwritten: {', '.join(clashes)}; "
+            "nothing was imported (export and compare them, or import into another workspace)."
+        )
+    imported = 0
+    for request_id, _, fields in records:
+        if store.create(request_id, fields):
+            imported += 1
+            events = fields.get(EVENTS_KEY, [])
+            print(f"Imported {request_id} ({len(events)} events).")
+        else:
+            print(f"{request_id} is already there, identical; left as it is.")
+    print(f"Imported {imported} of {len(records)} request(s).")
+    return 0

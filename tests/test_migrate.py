@@ -1,0 +1,225 @@
+"""``export`` and ``import`` between backends, ``init --backend nats``, and every command on a
+workspace whose requests live on a real ``nats-server``: the same output as the file backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from teams_runtime.actors.storage.nats_connection import close_shared_connections
+from teams_runtime.cli import main
+from teams_runtime.codecs.records import encode_record
+from teams_runtime.demo import sample_record
+
+
+@pytest.fixture(autouse=True)
+def _close_connections() -> Iterator[None]:
+    yield
+    close_shared_connections()  # the CLI runs in-process here: leave no client behind
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        status = main(list(argv))
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _nats_workspace(root: Path, server: Any) -> Path:
+    settings = server.settings()
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    config = root / "team_runtime.yaml"
+    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    return root
+
+
+@pytest.fixture
+def record_file(tmp_path: Path) -> Path:
+    """A canonical record file of 40 events (compaction has something to do)."""
+    path = tmp_path / "files" / "req-1.json"
+    path.parent.mkdir()
+    path.write_bytes(encode_record(sample_record(40, "req-1")))
+    return path
+
+
+# --- init ---------------------------------------------------------------------------------------
+
+
+def test_init_with_nats_writes_the_backend_block_and_no_store_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "host"
+    status, out, _ = _run(capsys, "init", str(root), "--backend", "nats",
+                          "--nats-url", "nats://10.1.2.3:4222")  # fmt: skip
+    assert status == 0 and "requests and the queue on NATS at nats://10.1.2.3:4222" in out
+    config = yaml.safe_load((root / "team_runtime.yaml").read_text())
+    assert config["backend"] == {
+        "kind": "nats",
+        "nats": {"url": "nats://10.1.2.3:4222", "prefix": "teams", "replicas": 1},
+    }
+    assert config["prompt_context"] == {"enabled": True, "recent_events": 8, "max_events": 16}
+    assert not (root / ".teams_runtime" / "requests").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["--nats-url", "nats://h:1"], "--nats-url needs --backend nats.", id="url-alone"
+        ),
+        pytest.param(
+            ["--backend", "nats", "--nats-url", "h:4222"],
+            "team_runtime.yaml backend.nats.url 'h:4222' is not a NATS URL",
+            id="bad-url",
+        ),
+    ],
+)
+def test_init_refuses_bad_backend_flags_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, out, err = _run(capsys, "init", str(tmp_path / "host"), *argv)
+    assert (status, out) == (2, "")
+    assert err.startswith(f"teams-runtime: error: {message}")
+    assert not (tmp_path / "host").exists()
+
+
+def test_an_unreachable_server_is_one_line_naming_the_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "host"
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", "nats://127.0.0.1:9"]) == 0
+    capsys.readouterr()
+    for argv in (["status"], ["submit", "--role", "qa", "--scope", "x"], ["export", "req-1"]):
+        status, out, err = _run(capsys, *argv, "--workspace", str(root))
+        assert (status, out) == (2, "")
+        assert err.startswith(
+            "teams-runtime: error: cannot reach the NATS server at nats://127.0.0.1:9 ("
+        )
+        assert err.count("\n") == 1
+
+
+# --- export and import --------------------------------------------------------------------------
+
+
+def test_a_request_moves_file_to_nats_to_file_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    capsys.readouterr()
+    status, out, _ = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    assert status == 0 and out.startswith("Imported req-1 (40 events).\n")
+    status, out, _ = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    assert status == 0 and "already there, identical" in out  # running it again is harmless
+    exported = tmp_path / "out" / "req-1.json"
+    exported.parent.mkdir()
+    assert main(["export", "req-1", "--workspace", str(host), "--out", str(exported)]) == 0
+    assert exported.read_bytes() == record_file.read_bytes()
+    back = tmp_path / "back"
+    assert main(["init", str(back)]) == 0
+    assert main(["import", str(exported), "--workspace", str(back)]) == 0
+    assert (back / ".teams_runtime" / "requests" / "req-1.json").read_bytes() == (
+        record_file.read_bytes()
+    )
+    capsys.readouterr()
+    status, out, _ = _run(capsys, "export", "req-1", "--workspace", str(back))
+    assert status == 0 and out.encode() == record_file.read_bytes()
+
+
+def test_import_checks_every_file_before_writing_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    misnamed = record_file.with_name("req-2.json")
+    misnamed.write_bytes(record_file.read_bytes())  # says request_id req-1
+    capsys.readouterr()
+    status, out, err = _run(
+        capsys, "import", str(record_file), str(misnamed), "--workspace", str(host)
+    )
+    assert (status, out) == (2, "")
+    assert f"{misnamed}: its request_id 'req-1' is not its file name" in err
+    capsys.readouterr()
+    status, out, _ = _run(capsys, "status", "--workspace", str(host))
+    assert "0 requests" in out  # nothing was imported
+    changed = json.loads(record_file.read_bytes())
+    assert main(["import", str(record_file), "--workspace", str(host)]) == 0
+    changed["status"] = "edited"
+    record_file.write_bytes(encode_record(changed))
+    capsys.readouterr()
+    status, out, err = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    assert (status, out) == (2, "")
+    assert "already in the backend with other content, not overwritten: req-1" in err
+
+
+# --- every command, the same output on both backends --------------------------------------------
+
+
+def test_every_command_answers_the_same_on_both_backends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
+) -> None:
+    file_host = tmp_path / "file-host"
+    assert main(["init", str(file_host)]) == 0
+    nats_host = _nats_workspace(tmp_path / "nats-host", nats_server)
+    lines = tmp_path / "events.jsonl"  # timestamps given: `append` would stamp the time
+    lines.write_text('{"timestamp": "T", "type": "note", "actor": "me", "summary": "hi"}\n')
+    outputs: dict[Path, list[str]] = {}
+    for host in (file_host, nats_host):
+        where = ["--workspace", str(host)]
+        assert main(["import", str(record_file), *where]) == 0
+        for _ in range(2):
+            assert main(["append", "req-1", "--from", str(lines), "--key", "k", *where]) == 0
+        capsys.readouterr()
+        answers = []
+        for argv in (
+            ["project", "req-1"],
+            ["project", "req-1", "--json", "--max-events", "20"],
+            ["prompt", "req-1", "--role", "qa"],
+            ["prompt", "req-1", "--role", "developer", "--json", "--disable"],
+            ["explain", "req-1"],
+            ["export", "req-1"],
+        ):
+            status, out, err = _run(capsys, *argv, *where)
+            assert status == 0, err
+            if argv[0] == "explain":  # its first line names where the record is
+                out = out.split(": ", 1)[1]
+            answers.append(out)
+        outputs[host] = answers
+    assert outputs[nats_host] == outputs[file_host]
+    assert json.loads(outputs[nats_host][-1])["events"][-1]["summary"] == "hi"
+    assert len(json.loads(outputs[nats_host][-1])["events"]) == 41  # the keyed append once
+
+
+def test_submit_run_status_cancel_on_nats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    where = ["--workspace", str(host)]
+    status, out, _ = _run(capsys, "submit", "--role", "planner", "--scope", "Add CSV export",
+                          "--request-id", "req-a", *where)  # fmt: skip
+    assert status == 0 and "Queued req-a for planner (new request)" in out
+    _run(capsys, "submit", "--role", "qa", "--scope", "later", "--request-id", "req-b", *where)
+    status, out, _ = _run(capsys, "status", "--json", *where)
+    report = json.loads(out)
+    assert [row["request_id"] for row in report["requests"]] == ["req-a", "req-b"]
+    assert report["roles"]["planner"] == {"waiting": 1, "claimed": 0, "deferred": 0}
+    status, out, _ = _run(capsys, "cancel", "req-b", *where)
+    assert status == 0 and "dropped 1 queued envelope." in out
+    status, out, _ = _run(capsys, "run", "--once", *where)
+    assert status == 0 and "Handled 3 envelopes: 0 failed" in out
+    status, out, _ = _run(capsys, "status", "--json", *where)
+    report = json.loads(out)
+    assert {row["request_id"]: row["status"] for row in report["requests"]} == {
+        "req-a": "completed",
+        "req-b": "cancelled",
+    }
+    assert all(counts == {"waiting": 0, "claimed": 0, "deferred": 0}
+               for counts in report["roles"].values())  # fmt: skip
+    status, out, _ = _run(capsys, "metrics", "--json", *where)
+    assert status == 0 and json.loads(out)["totals"]["prompts"] == 3
+    assert not (host / ".teams_runtime" / "requests").exists()
