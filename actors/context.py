@@ -222,12 +222,18 @@ class ContextActor:
             parts = appended.parts
             if parts is None:  # done before, or refused: nothing changed, the cache stays
                 return appended, None
-            if cached is not None and cached.version == appended.read_version:
-                # Nobody else wrote since we summarised: update in place, no re-read.
+            if self._tail is not None and parts.covers(self._tail):
+                # What was just written, as written: exact whoever wrote before us.
+                return appended, _Cached(parts.version, digest_from_parts(parts, config))
+            if (
+                cached is not None
+                and cached.version == appended.read_version
+                and not appended.relaid
+            ):
+                # Every event kept (compaction off): nobody else wrote since we summarised and
+                # the old events kept their bytes, so update in place, no re-read.
                 cached.digest.append(raw_events, raw_updates)
                 return appended, _Cached(parts.version, cached.digest)
-            if self._tail is not None and parts.covers(self._tail):
-                return appended, _Cached(parts.version, digest_from_parts(parts, config))
             read = self.store.read(request_id, tail=self._tail)
             return appended, _digest_of(read, config)
 

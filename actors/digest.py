@@ -54,7 +54,11 @@ class RequestDigest:
             key: encode_json([] if key == EVENTS_KEY and self._events_is_list else value)
             for key, value in fields.items()
         }
-        self._request_id = notice_request_id(fields.get("request_id"))
+        # From the encoded field: a value just written may still be its JSON bytes (``Raw``).
+        request_id = self._fields.get("request_id")
+        self._request_id = notice_request_id(
+            msgspec.json.decode(request_id) if request_id is not None else None
+        )
         self.count = count
         self._history_bytes = history_bytes
         keep = config.max_events

@@ -199,3 +199,4 @@ class Mailbox(Generic[M]):
         if not self._serving:  # nobody will read the inbox again: answer what is queued now
             self._drain()
             self._receive.close()
+            self._receive.close()

@@ -180,7 +180,7 @@ def test_an_index_derived_from_bytes_is_the_one_the_writer_keeps(
     expected = _written_index(tmp_path, history)
     paths = Workspace(tmp_path / "written").record_paths("req-1")
     derived = index_from_bytes(paths, paths.record.read_bytes(), expected.record)
-    assert derived == expected
+    assert derived == msgspec.structs.replace(expected, canonical=False)  # vouches for less
 
 
 def test_a_first_read_keeps_an_index_and_the_next_read_uses_it(tmp_path: Path) -> None:

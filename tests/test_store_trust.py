@@ -821,3 +821,146 @@ def test_deleting_the_index_folder_while_appends_run_never_fails_one(tmp_path: P
         stop.set()
         thread.join()
     assert len(_events_on_disk(workspace.request_path("a"))) == 303
+
+
+# --- records another program wrote: the fast cold paths must answer as a full parse ----------
+
+
+def _foreign_record(workspace: Workspace, request_id: str, data: bytes) -> Path:
+    path = workspace.request_path(request_id)
+    path.write_bytes(data)
+    return path
+
+
+def _history(events: int, blob: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "role_report", "actor": "qa", "summary": f"e{index}",
+         "payload": {"role": "qa", "status": "ok", "blob": "y" * blob}}
+        if index % 3 == 0
+        else {"type": "delegated", "actor": "orchestrator", "summary": f"e{index}"}
+        for index in range(events)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("blob", [10, 1500], ids=["small-record", "large-record"])
+def test_bad_utf8_in_an_omitted_event_is_refused_everywhere_and_never_rewritten(
+    tmp_path: Path, blob: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An event the prompt leaves out still has to be UTF-8: a read that skipped it would let
+    the next append copy the bad bytes into a new file (found by an outside attack)."""
+    workspace = _workspace(tmp_path)
+    data = encode_record({"request_id": "r1", "events": _history(300, blob)})
+    path = _foreign_record(workspace, "r1", data.replace(b'"e5"', b'"e\xff"', 1))
+    before = path.read_bytes()
+    where = ["--workspace", str(tmp_path)]
+    append = ["append", "r1", "--type", "note", "--actor", "qa", "--summary", "x"]
+    for argv in (["status"], ["prompt", "r1", "--role", "qa"], ["project", "r1"], append):
+        status = main([*argv, *where])
+        assert argv[0] == "status" or status == 2, argv
+    assert "not valid UTF-8" in capsys.readouterr().err
+    assert path.read_bytes() == before
+    assert not workspace.record_paths("r1").index.exists()
+
+
+class _WritesWhileRead:
+    """``os`` for the record reader, except that the ``nth`` call of ``name`` also writes one
+    byte into the record in place: another program writing while a read is under way, made
+    deterministic."""
+
+    def __init__(self, name: str, nth: int, path: Path, position: int) -> None:
+        self._name, self._left, self._path, self._position = name, nth, path, position
+        self.done = False
+
+    def __getattr__(self, attribute: str) -> Any:
+        real = getattr(os, attribute)
+        if attribute != self._name or self.done:
+            return real
+
+        def call(*args: Any) -> Any:
+            self._left -= 1
+            if self._left:
+                return real(*args)
+            self.done = True
+            fd = os.open(self._path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"r", self._position)  # "xole_report" -> "role_report"
+            finally:
+                os.close(fd)
+            return real(*args)
+
+        return call
+
+
+@pytest.mark.parametrize(
+    ("events", "during", "nth"),
+    [(200, "fstat", 1), (2000, "fstat", 2), (2000, "pread", 1)],
+    ids=["small-record", "large-record", "through-its-index"],
+)
+def test_a_record_written_in_place_during_a_read_is_never_answered_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, events: int, during: str, nth: int
+) -> None:
+    """Old bytes must never be labelled with the version of new ones (found by an outside
+    attack): one byte turns an old event into a role's only evidence while the record is read.
+    The answer, now and at the next ask, must be the file's as it is."""
+    from teams_runtime.actors.storage import record_reads
+
+    workspace = _workspace(tmp_path)
+    history = [
+        {"type": "role_report", "actor": "qa", "summary": f"e{index}", "blob": "y" * 60}
+        if index % 10 == 0
+        else {"type": "xole_report", "actor": "zeta", "summary": f"e{index}", "blob": "y" * 60}
+        for index in range(events)
+    ]
+    record = {"request_id": "r1", "events": history}
+    if during == "pread":  # written by teams-runtime: read through its index
+        create_record(workspace.record_paths("r1"), record)
+        path = workspace.request_path("r1")
+    else:
+        path = _foreign_record(workspace, "r1", encode_record(record))
+    position = path.read_bytes().index(b'"xole_report"') + 1
+    monkeypatch.setattr(record_reads, "os", _WritesWhileRead(during, nth, path, position))
+
+    async def first_and_again() -> tuple[Any, Any]:
+        async with open_context(tmp_path) as ctx:
+            return await ctx.project("r1"), await ctx.project("r1")
+
+    first, again = anyio.run(first_and_again)
+    assert record_reads.os.done  # the write did land during the read
+    expected = project_request(path.read_bytes())
+    assert expected.backfilled != project_request(encode_record(record)).backfilled
+    assert first == expected
+    assert again == expected
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda record: msgspec.json.encode(record),
+        lambda record: json.dumps(record, indent=4).encode(),
+        # compact events on lines of their own: an index can be derived, but not vouched for
+        lambda record: (
+            b"{\n"
+            + b'  "request_id": "r1",\n  "events": [\n    '
+            + b",\n    ".join(msgspec.json.encode(event) for event in record["events"])
+            + b"\n  ]\n}\n"
+        ),
+    ],
+    ids=["compact", "indent-4", "one-event-per-line"],
+)
+@pytest.mark.anyio
+async def test_appending_to_a_record_in_another_layout_rewrites_it_whole_and_answers_from_it(
+    tmp_path: Path, layout: Any
+) -> None:
+    """The first append re-lays out every event (canonical file), and the actor's next answer
+    is the file's, byte sizes included (it used to keep the old bytes: found by an attack)."""
+    workspace = _workspace(tmp_path)
+    record = {"request_id": "r1", "events": _history(400, 600)}
+    path = _foreign_record(workspace, "r1", layout(record))
+    async with open_context(tmp_path) as ctx:
+        await ctx.project("r1")
+        await ctx.append_event("r1", {"type": "note", "actor": "qa", "summary": "after"})
+        answer = await ctx.project("r1")
+    data = path.read_bytes()
+    assert data == encode_record(json.loads(data))  # canonical: every event laid out anew
+    assert answer == project_request(data)
+    assert answer.history_bytes == project_request(data).history_bytes

@@ -73,6 +73,9 @@ class Appended(msgspec.Struct, frozen=True):
     count: int
     applied: bool = True
     refused: bool = False  # an `unless` field held its value: nothing was written
+    # Every event was laid out anew (the record was in another layout): bytes read before
+    # this append are not the record's bytes any more.
+    relaid: bool = False
 
 
 class RecordStore(Protocol):

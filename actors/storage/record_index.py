@@ -74,6 +74,9 @@ class RecordIndex(msgspec.Struct, frozen=True, kw_only=True):
     events_end: int  # offset just after its `]`
     tail: list[Span]  # the last min(count, INDEX_TAIL) events, oldest first
     evidence: dict[str, tuple[int, Span]]  # role -> (event position, span) of its newest evidence
+    # The writer laid out every event (an append may copy them all as bytes); an index derived
+    # from another program's file vouches only for the events it points at.
+    canonical: bool = True
 
 
 _INDEX_ENCODER = msgspec.msgpack.Encoder()
@@ -321,6 +324,7 @@ def index_from_bytes(
         events_end=end,
         tail=[spans[position] for position in range(tail_start, count)],
         evidence={role: (position, spans[position]) for role, position in newest.items()},
+        canonical=False,
     )
 
 

@@ -233,9 +233,9 @@ def append_to_record(
     nothing is written if one of those top-level fields holds that value now.
     """
     updates = checked_updates(updates)
-    _ensure_folders(paths)
-    if not paths.record.exists():  # no lock file for a request that does not exist
+    if not paths.record.exists():  # no lock file (nor folder) for a request that does not exist
         raise unknown_request(paths)
+    _ensure_folders(paths)
     source = str(paths.record)
     for _ in range(_RACE_RETRIES):
         with locked(paths.lock, paths.runtime) as held:
@@ -268,7 +268,9 @@ def _append_locked(
     source = str(paths.record)
     index = load_index(paths, read_version)
     current = None
-    if index is not None and _count_fits(data, index):
+    # Only an index the writer laid down: one derived from another program's file does not
+    # vouch for the layout of every event, and copying them would keep a foreign layout.
+    if index is not None and index.canonical and _count_fits(data, index):
         current = parts_from_index(lambda o, n: data[o : o + n], index, source)
     if index is not None and current is not None:
         done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
@@ -290,7 +292,7 @@ def _append_locked(
     fields.update(updates)
     fields[EVENTS_KEY] = []
     parts = _commit_all(paths, fields, history + events, unless)
-    return Appended(read_version, parts, parts.count)
+    return Appended(read_version, parts, parts.count, relaid=True)
 
 
 def _ensure_folders(paths: RecordPaths) -> None:
