@@ -776,3 +776,69 @@ def test_metrics_adds_up_several_workspace_folders(
         totals.append(json.loads(out)["totals"]["prompts"])
     assert totals[0] > 0 and totals[1] > 0
     assert totals[2] == totals[0] + totals[1]
+
+
+HUGE = "99999999999999999999999"  # more than a C ssize_t holds
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            [
+                "prompt",
+                "request-123",
+                "--role",
+                "qa",
+                "--recent-events",
+                HUGE,
+                "--max-events",
+                HUGE,
+            ],
+            f"argument --recent-events: '{HUGE}' must be at most 1000000",
+            id="prompt",
+        ),
+        pytest.param(
+            ["project", "request-123", "--max-events", HUGE],
+            f"argument --max-events: '{HUGE}' must be at most 1000000",
+            id="project",
+        ),
+        pytest.param(
+            ["explain", "request-123", "--max-events", "1000001"],
+            "argument --max-events: '1000001' must be at most 1000000",
+            id="explain-one-past-the-limit",
+        ),
+        pytest.param(
+            ["project", "request-123", "--max-events", "9" * 5000],
+            "argument --max-events: '" + "9" * 5000 + "' must be at most 1000000",
+            id="more-digits-than-int-reads",
+        ),
+        pytest.param(
+            ["metrics", "--hours", "1e308"],
+            "argument --hours: '1e308' must be at most 876000 (a century)",
+            id="metrics-hours",
+        ),
+        pytest.param(
+            ["metrics", "--since", "0001-01-01T00:00:00"],
+            "argument --since: '0001-01-01T00:00:00' is too far in the past or future to compare",
+            id="metrics-since",
+        ),
+    ],
+)
+def test_huge_numbers_on_the_command_line_are_user_errors(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    assert (status, out) == (2, "")
+    assert f"teams-runtime: error: {message}" in err and "Traceback" not in err
+
+
+def test_the_largest_counts_are_usable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The limit is generous and real: a ContextActor's digest is built for it (prompt).
+    for command in (["project"], ["explain"], ["prompt", "--role", "qa"]):
+        status, out, err = _run(
+            capsys, *command, "request-123", "--workspace", str(workspace), "--json",
+            "--recent-events", "1000000", "--max-events", "1000000",
+        )  # fmt: skip
+        assert (status, err) == (0, "")
+        assert json.loads(out)["included_events"] == 12

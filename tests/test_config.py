@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from teams_runtime import ConfigError, PromptContextConfig, load_team_config
-from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, parse_team_config
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, EVENT_COUNT_LIMIT, parse_team_config
 
 PREFIX = "team_runtime.yaml prompt_context"
 NOT_MAPPING = f"{PREFIX} must be a mapping."
@@ -496,3 +496,98 @@ def test_a_password_in_the_nats_url_is_never_shown() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_team_config("backend: {nats: {url: 'nats//bob:s3cret@h'}}", "team_runtime.yaml")
     assert "s3cret" not in str(raised.value)
+
+
+# --- upper bounds: a number too large is an error naming it, never an overflow at run time -----
+
+HUGE = "99999999999999999999999"  # more than a C ssize_t holds
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            f"prompt_context: {{recent_events: {HUGE}, max_events: {HUGE}9}}",
+            f"{PREFIX}.recent_events must be at most 1000000.",
+            id="recent-huge",
+        ),
+        pytest.param(
+            f"prompt_context: {{max_events: {HUGE}}}",
+            f"{PREFIX}.max_events must be at most 1000000.",
+            id="max-huge",
+        ),
+        pytest.param(
+            "prompt_context: {recent_events: 8, max_events: 1000001}",
+            f"{PREFIX}.max_events must be at most 1000000.",
+            id="max-one-past-the-limit",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: 1.0e+999}",
+            "team_runtime.yaml model.timeout_seconds must be at most 86400.",
+            id="timeout-infinite",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: .inf}",
+            "team_runtime.yaml model.timeout_seconds must be at most 86400.",
+            id="timeout-inf",
+        ),
+        pytest.param(
+            f"model: {{attempts: {HUGE}}}",
+            "team_runtime.yaml model.attempts must be at most 100.",
+            id="attempts",
+        ),
+        pytest.param(
+            f"model: {{max_output_bytes: {HUGE}}}",
+            "team_runtime.yaml model.max_output_bytes must be at most 1073741824.",
+            id="max-output-bytes",
+        ),
+        pytest.param(
+            f"team: {{max_hops: {HUGE}}}",
+            "team_runtime.yaml team.max_hops must be at most 10000.",
+            id="max-hops",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, timeout_seconds: .inf}}}}",
+            f"{OPENAI}.timeout_seconds must be at most 86400.",
+            id="openai-timeout",
+        ),
+        pytest.param(
+            f"queue: {{lease_seconds: {HUGE}}}",
+            "team_runtime.yaml queue.lease_seconds must be between 1 and 86400.",
+            id="lease",
+        ),
+        pytest.param(
+            f"backend: {{nats: {{replicas: {HUGE}}}}}",
+            "team_runtime.yaml backend.nats.replicas must be between 1 and 5.",
+            id="replicas",
+        ),
+        pytest.param(
+            "backend: {nats: {retry_seconds: .inf}}",
+            "team_runtime.yaml backend.nats.connect_seconds must be in (0, 60] and "
+            "retry_seconds in (0, 3600].",
+            id="nats-retry",
+        ),
+    ],
+)
+def test_numbers_have_upper_bounds(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(text, "team_runtime.yaml")
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    config = parse_team_config(
+        "prompt_context: {recent_events: 1000000, max_events: 1000000}\n"
+        "model: {timeout_seconds: 86400, attempts: 100, max_output_bytes: 1073741824}\n"
+        "team: {max_hops: 10000}\n",
+        "team_runtime.yaml",
+    )
+    assert (config.prompt_context.recent_events, config.prompt_context.max_events) == (
+        EVENT_COUNT_LIMIT,
+        EVENT_COUNT_LIMIT,
+    )
+    assert (config.model.attempts, config.team.max_hops) == (100, 10_000)
+
+
+def test_direct_construction_is_bounded_too() -> None:
+    with pytest.raises(ConfigError, match=r"^team_runtime\.yaml prompt_context\.max_events must"):
+        PromptContextConfig(recent_events=8, max_events=EVENT_COUNT_LIMIT + 1)
