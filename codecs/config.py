@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar, get_args
 import msgspec
 import yaml
 
+from teams_runtime.codecs.config_yaml import DuplicateKeyError, load_yaml, written_key, yaml_problem
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 
@@ -347,8 +348,9 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
 
 
 def _unknown_key(key: object, path: str, valid: list[str]) -> ConfigError:
-    dotted = f"{path}.{key}" if path else str(key)
-    close = difflib.get_close_matches(str(key), valid, n=1)
+    written = written_key(key)  # `null:` is reported as null, not as Python's None
+    dotted = f"{path}.{written}" if path else written
+    close = difflib.get_close_matches(written, valid, n=1)
     if close:
         message = f"{dotted} is not a setting; did you mean {close[0]}?"
         return ConfigError(f"{CONFIG_FILE_NAME} {message}")
@@ -424,14 +426,16 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
 
     ``source`` is the path as the user gave it (``cfg/team_runtime.yaml``); a setting's error
     reads ``<source> <section>.<key> ...``, exactly the spec's message when ``source`` is the
-    bare file name.
+    bare file name. A key written twice in any mapping is an error too (``config_yaml``).
     """
     try:
-        document: Any = yaml.safe_load(text)
+        document: Any = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(
-            f"{source}: not valid YAML ({_yaml_problem(exc)}); fix the file and try again."
+            f"{source}: not valid YAML ({yaml_problem(exc)}); fix the file and try again."
         ) from exc
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{source} {exc}") from None
     if document is None:  # an empty file: every section takes its defaults
         document = {}
     if not isinstance(document, Mapping):
@@ -453,11 +457,3 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         if source == CONFIG_FILE_NAME or not message.startswith(f"{CONFIG_FILE_NAME} "):
             raise
         raise ConfigError(source + message[len(CONFIG_FILE_NAME) :]) from None
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or type(exc).__name__
-    if mark is None:
-        return str(problem)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
