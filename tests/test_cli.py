@@ -842,3 +842,49 @@ def test_the_largest_counts_are_usable(workspace: Path, capsys: pytest.CaptureFi
         )  # fmt: skip
         assert (status, err) == (0, "")
         assert json.loads(out)["included_events"] == 12
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["status"], id="status"),
+        pytest.param(["config"], id="config"),
+        pytest.param(["project", "request-123"], id="project"),
+        pytest.param(["explain", "request-123"], id="explain"),
+        pytest.param(["prompt", "request-123", "--role", "qa"], id="prompt"),
+        pytest.param(
+            ["append", "request-123", "--type", "t", "--actor", "a", "--summary", "s"], id="append"
+        ),
+        pytest.param(["submit", "--role", "qa", "--scope", "s"], id="submit"),
+        pytest.param(["run", "--once", "--plain"], id="run"),
+        pytest.param(["cancel", "request-123"], id="cancel"),
+        pytest.param(["metrics"], id="metrics"),
+        pytest.param(["export", "request-123"], id="export"),
+        pytest.param(["import", "request-123.json"], id="import"),
+    ],
+)
+def test_a_removed_current_folder_is_a_user_error(
+    workspace: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    gone = workspace / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    before = sorted(workspace.rglob("*"))
+    status, out, err = _run(capsys, *argv, "--workspace", "..")
+    named = "request-123.json" if argv[0] == "import" else ".."  # the first relative path
+    assert (status, out) == (2, "")
+    assert err == (
+        f"teams-runtime: error: the current folder no longer exists, so the relative path "
+        f"{named!r} leads nowhere; cd to a folder that exists, or give absolute paths.\n"
+    )
+    assert sorted(workspace.rglob("*")) == before
+    # Absolute paths need no current folder: the same command works with one.
+    if argv[0] == "status":
+        status, out, _ = _run(capsys, "status", "--json", "--workspace", str(workspace))
+        assert status == 0 and json.loads(out)["workspace"] == str(workspace)
+    status, _, err = _run(capsys, "status")  # no --workspace: none can be found from here
+    assert status == 2 and "the current folder no longer exists; cd to a workspace" in err
