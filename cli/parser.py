@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
@@ -96,9 +97,15 @@ def _hours(text: str) -> float:
     return value
 
 
+def _is_blank(text: str) -> bool:
+    # Whitespace, and format characters (Cf: zero-width space, joiners, BOM, bidi marks),
+    # which show as nothing at all.
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in text)
+
+
 def _not_empty(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
+    if _is_blank(text):
+        raise argparse.ArgumentTypeError("must not be empty or blank")
     return text
 
 

@@ -888,3 +888,54 @@ def test_a_removed_current_folder_is_a_user_error(
         assert status == 0 and json.loads(out)["workspace"] == str(workspace)
     status, _, err = _run(capsys, "status")  # no --workspace: none can be found from here
     assert status == 2 and "the current folder no longer exists; cd to a workspace" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", ""],
+            "request id must be a non-empty string.",
+            id="empty-request-id",
+        ),
+        pytest.param(
+            ["metrics", "--request-id", ""],
+            "request id must be a non-empty string.",
+            id="empty-metrics-filter",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "\u200b"],
+            "argument --scope: must not be empty or blank",
+            id="zero-width-space",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "\ufeff \u200d\u2060\n"],
+            "argument --scope: must not be empty or blank",
+            id="format-characters-and-whitespace",
+        ),
+        pytest.param(
+            ["append", "request-123", "--type", "\u200b", "--actor", "a", "--summary", "s"],
+            "argument --type: must not be empty or blank",
+            id="append-type",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", "\u0301abc"],
+            "request id '\u0301abc' is not a safe file name",
+            id="id-starting-with-a-combining-mark",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", ".hidden"],
+            "request id '.hidden' is not a safe file name",
+            id="id-starting-with-a-dot",
+        ),
+    ],
+)
+def test_blank_text_and_empty_ids_are_refused(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    before = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1].startswith(f"teams-runtime: error: {message}"), err
+    after = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    assert after == before
