@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[..., int] = args.handler
     try:
         resolve_workspace(args)
-        if getattr(args, "request_id", None):
+        if getattr(args, "request_id", None) is not None:  # '' is refused, not "no id"
             # NFC once, here: files, envelopes, prompts and log filters all use that form.
             args.request_id = check_request_id(args.request_id)
         return handler(args)

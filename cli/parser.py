@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
@@ -22,7 +23,7 @@ from teams_runtime.cli.team import (
     cmd_run,
     cmd_submit,
 )
-from teams_runtime.codecs.config import BACKEND_KINDS
+from teams_runtime.codecs.config import BACKEND_KINDS, EVENT_COUNT_LIMIT, event_count_problem
 from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.monitoring import GROUP_KEYS
 from teams_runtime.prompts import KIND_NAMES, PURPOSES, PromptKind
@@ -63,29 +64,48 @@ def _version() -> str:
         return "unknown"
 
 
-def _positive_int(text: str) -> int:
+def _event_count(text: str) -> int:
+    """--recent-events, --max-events: checked as the config's counts are (one rule, one
+    message)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+        digits = text.strip().lstrip("+-")
+        if not (digits.isascii() and digits.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        # More digits than int() reads: far beyond any bound, on the side of its sign.
+        value = -1 if text.strip().startswith("-") else EVENT_COUNT_LIMIT + 1
+    problem = event_count_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
     return value
 
 
-def _positive_float(text: str) -> float:
+# --hours: a century of logs is more than any workspace holds; past it the time would overflow.
+_MOST_HOURS = 876_000
+
+
+def _hours(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    if not value <= _MOST_HOURS:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {_MOST_HOURS} (a century)")
     return value
 
 
+def _is_blank(text: str) -> bool:
+    # Whitespace, and format characters (Cf: zero-width space, joiners, BOM, bidi marks),
+    # which show as nothing at all.
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in text)
+
+
 def _not_empty(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
+    if _is_blank(text):
+        raise argparse.ArgumentTypeError("must not be empty or blank")
     return text
 
 
@@ -107,8 +127,14 @@ def _timestamp(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO-8601 time (e.g. 2026-11-30T08:00:00+01:00)"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
+    try:
+        if moment.tzinfo is None:
+            moment = moment.astimezone()
+        moment.astimezone()  # the local time of it must exist too: filters compare in it
+    except (OverflowError, ValueError, OSError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too far in the past or future to compare (e.g. 2026-11-30T08:00:00+01:00)"
+        ) from None
     return moment.isoformat()
 
 
@@ -155,12 +181,15 @@ def _add_overrides(parser: argparse.ArgumentParser) -> None:
     """The flags that override prompt_context for one command (project, explain, prompt)."""
     parser.add_argument(
         "--recent-events",
-        type=_positive_int,
+        type=_event_count,
         metavar="N",
-        help="override prompt_context.recent_events",
+        help=f"override prompt_context.recent_events (1 to {EVENT_COUNT_LIMIT})",
     )
     parser.add_argument(
-        "--max-events", type=_positive_int, metavar="N", help="override prompt_context.max_events"
+        "--max-events",
+        type=_event_count,
+        metavar="N",
+        help=f"override prompt_context.max_events (1 to {EVENT_COUNT_LIMIT})",
     )
     parser.add_argument(
         "--disable",
@@ -400,7 +429,7 @@ def _add_metrics(commands: _Commands) -> None:
         "to add up several hosts' folders",
     )
     window = metrics.add_mutually_exclusive_group()
-    window.add_argument("--hours", type=_positive_float, metavar="H", help="only the last H hours")
+    window.add_argument("--hours", type=_hours, metavar="H", help="only the last H hours")
     window.add_argument(
         "--since",
         type=_timestamp,

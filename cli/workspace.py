@@ -4,6 +4,7 @@ repository (the current folder or the nearest parent holding ``team_runtime.yaml
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from teams_runtime.actors.storage import find_workspace
@@ -13,19 +14,49 @@ from teams_runtime.codecs.config import CONFIG_FILE_NAME
 __all__ = ["resolve_workspace"]
 
 
+def _relative_paths(args: argparse.Namespace) -> list[str]:
+    """The paths given to the command (flags and defaults) that are relative to the current
+    folder: every ``Path`` value, and ``append --from FILE`` (``-`` is stdin)."""
+    found: list[str] = []
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if name == "source" and isinstance(item, str) and item != "-":
+                item = Path(item)
+            if isinstance(item, Path) and not item.is_absolute():
+                found.append(str(item))
+    return found
+
+
+def _check_current_folder(args: argparse.Namespace) -> None:
+    """Refuse a relative path when the current folder was removed under the shell: resolving
+    one needs the current folder (``resolve()``, ``getcwd``), and would fail half-way."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        relative = _relative_paths(args)
+        if relative:
+            raise UserError(
+                f"the current folder no longer exists, so the relative path {relative[0]!r} "
+                "leads nowhere; cd to a folder that exists, or give absolute paths."
+            ) from None
+
+
 def resolve_workspace(args: argparse.Namespace) -> None:
     """Set ``args.workspace`` for a command that takes ``--workspace`` and was not given one.
 
     Raises ``UserError`` when no folder from here up holds ``team_runtime.yaml``, except for
-    ``--record`` (a record file anywhere, read with the defaults when there is no workspace).
+    ``--record`` (a record file anywhere, read with the defaults when there is no workspace),
+    and when the current folder was removed and the command was given a relative path.
     """
+    _check_current_folder(args)
     if getattr(args, "workspace", "absent") is not None:
         return  # given on the command line, or a command without a workspace (init, demo)
     try:
         found = find_workspace()
     except FileNotFoundError:  # the shell's folder was removed under it
         raise UserError(
-            "the current folder no longer exists; cd to a workspace or pass --workspace DIR."
+            "the current folder no longer exists; cd to a workspace, or pass --workspace with "
+            "an absolute path."
         ) from None
     if found is not None:
         args.workspace = found

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar, get_args
 import msgspec
 import yaml
 
+from teams_runtime.codecs.config_yaml import DuplicateKeyError, load_yaml, written_key, yaml_problem
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 
@@ -20,6 +21,7 @@ __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
+    "EVENT_COUNT_LIMIT",
     "BackendConfig",
     "DryRunConfig",
     "ModelConfig",
@@ -30,6 +32,7 @@ __all__ = [
     "TeamConfig",
     "TeamSection",
     "backend_block_text",
+    "event_count_problem",
     "model_from_mapping",
     "parse_team_config",
     "prompt_context_from_mapping",
@@ -70,10 +73,23 @@ model:
 
 _PREFIX = "team_runtime.yaml prompt_context"
 
+# The most events a count (prompt_context.recent_events and max_events, the CLI's
+# --recent-events and --max-events) may name: far more than any prompt can carry, and small
+# enough that every buffer sized by it can be made (a huge count once left envelopes queued).
+EVENT_COUNT_LIMIT = 1_000_000
 
-def _is_positive_int(value: object) -> bool:
+
+def event_count_problem(value: object) -> str | None:
+    """Why ``value`` cannot be an event count (``must be ...``), or ``None`` when it can.
+
+    The one check behind the config's counts and the CLI's flags, so both say the same.
+    """
     # bool is an int subclass: `true` must not pass as 1.
-    return type(value) is int and value > 0
+    if type(value) is not int or value < 1:
+        return "must be a positive integer"
+    if value > EVENT_COUNT_LIMIT:
+        return f"must be at most {EVENT_COUNT_LIMIT}"
+    return None
 
 
 class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,14 +106,27 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if type(self.enabled) is not bool:
             raise ConfigError(f"{_PREFIX}.enabled must be a boolean.")
-        if not _is_positive_int(self.recent_events):
-            raise ConfigError(f"{_PREFIX}.recent_events must be a positive integer.")
-        if not _is_positive_int(self.max_events):
-            raise ConfigError(f"{_PREFIX}.max_events must be a positive integer.")
+        for name, value in (("recent_events", self.recent_events), ("max_events", self.max_events)):
+            problem = event_count_problem(value)
+            if problem is not None:
+                raise ConfigError(f"{_PREFIX}.{name} {problem}.")
         if self.max_events < self.recent_events:
             raise ConfigError(
                 f"{_PREFIX}.max_events must be greater than or equal to recent_events."
             )
+
+
+# Upper bounds of the other numbers: generous, but a typo (a few digits too many, `.inf`)
+# is an error naming the setting instead of a wait of centuries or an overflow at run time.
+_LONGEST_CALL_SECONDS = 86_400  # model.timeout_seconds, model.openai.timeout_seconds: a day
+_MOST_ATTEMPTS = 100  # model.attempts
+_MOST_OUTPUT_BYTES = 1 << 30  # model.max_output_bytes: 1 GiB
+_MOST_HOPS = 10_000  # team.max_hops
+
+
+def _check_at_most(setting: str, value: float, limit: int) -> None:
+    if not value <= limit:  # `not <=`: NaN fails too
+        raise ConfigError(f"{CONFIG_FILE_NAME} {setting} must be at most {limit}.")
 
 
 class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -146,6 +175,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             )
         if not self.timeout_seconds > 0:
             raise ConfigError(f"{_OPENAI}.timeout_seconds must be greater than 0.")
+        _check_at_most("model.openai.timeout_seconds", self.timeout_seconds, _LONGEST_CALL_SECONDS)
         if not 0 <= self.max_retries <= 100:
             raise ConfigError(f"{_OPENAI}.max_retries must be between 0 and 100.")
 
@@ -182,6 +212,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             raise ConfigError("team_runtime.yaml model.attempts must be at least 1.")
         if self.max_output_bytes < 1:
             raise ConfigError("team_runtime.yaml model.max_output_bytes must be at least 1.")
+        _check_at_most("model.timeout_seconds", self.timeout_seconds, _LONGEST_CALL_SECONDS)
+        _check_at_most("model.attempts", self.attempts, _MOST_ATTEMPTS)
+        _check_at_most("model.max_output_bytes", self.max_output_bytes, _MOST_OUTPUT_BYTES)
         unknown = [role for role in self.dry_run.route if role not in ROLES]
         if unknown:
             raise ConfigError(
@@ -198,6 +231,7 @@ class TeamSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     def __post_init__(self) -> None:
         if self.max_hops < 1:
             raise ConfigError("team_runtime.yaml team.max_hops must be at least 1.")
+        _check_at_most("team.max_hops", self.max_hops, _MOST_HOPS)
 
 
 class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -314,8 +348,9 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
 
 
 def _unknown_key(key: object, path: str, valid: list[str]) -> ConfigError:
-    dotted = f"{path}.{key}" if path else str(key)
-    close = difflib.get_close_matches(str(key), valid, n=1)
+    written = written_key(key)  # `null:` is reported as null, not as Python's None
+    dotted = f"{path}.{written}" if path else written
+    close = difflib.get_close_matches(written, valid, n=1)
     if close:
         message = f"{dotted} is not a setting; did you mean {close[0]}?"
         return ConfigError(f"{CONFIG_FILE_NAME} {message}")
@@ -391,14 +426,16 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
 
     ``source`` is the path as the user gave it (``cfg/team_runtime.yaml``); a setting's error
     reads ``<source> <section>.<key> ...``, exactly the spec's message when ``source`` is the
-    bare file name.
+    bare file name. A key written twice in any mapping is an error too (``config_yaml``).
     """
     try:
-        document: Any = yaml.safe_load(text)
+        document: Any = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(
-            f"{source}: not valid YAML ({_yaml_problem(exc)}); fix the file and try again."
+            f"{source}: not valid YAML ({yaml_problem(exc)}); fix the file and try again."
         ) from exc
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{source} {exc}") from None
     if document is None:  # an empty file: every section takes its defaults
         document = {}
     if not isinstance(document, Mapping):
@@ -420,11 +457,3 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         if source == CONFIG_FILE_NAME or not message.startswith(f"{CONFIG_FILE_NAME} "):
             raise
         raise ConfigError(source + message[len(CONFIG_FILE_NAME) :]) from None
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or type(exc).__name__
-    if mark is None:
-        return str(problem)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"

@@ -203,3 +203,52 @@ async def test_the_model_command_never_goes_through_a_shell(
 def test_project_request_rejects_values_json_cannot_hold() -> None:
     with pytest.raises(RecordError, match="cannot be encoded as JSON"):
         project_request({"request_id": "r", "events": [], "when": object()})
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (with its bytes) and folder (``None``) under ``root``."""
+    return {
+        str(path.relative_to(root)): path.read_bytes() if path.is_file() else None
+        for path in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(
+            ["append", "nope", "--type", "a", "--actor", "b", "--summary", "c"], id="append"
+        ),
+        pytest.param(
+            ["append", "nope", "--type", "a", "--actor", "b", "--summary", "c", "--key", "k"],
+            id="append-keyed",
+        ),
+        pytest.param(["project", "nope"], id="project"),
+        pytest.param(["explain", "nope"], id="explain"),
+        pytest.param(["prompt", "nope", "--role", "qa"], id="prompt"),
+        pytest.param(["cancel", "nope"], id="cancel"),
+        pytest.param(["export", "nope"], id="export"),
+        pytest.param(["export", "nope", "--out", "nope.json"], id="export-to-a-file"),
+    ],
+)
+@pytest.mark.parametrize("fresh", ["init", "config-only"])
+def test_an_unknown_request_changes_nothing_on_disk(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    fresh: str,
+) -> None:
+    if fresh == "init":  # what `init` makes: the config and an empty requests folder
+        assert main(["init", str(tmp_path / "fresh")]) == 0
+    else:  # a config and nothing else, as a workspace copied without .teams_runtime/
+        (tmp_path / "fresh").mkdir()
+        (tmp_path / "fresh" / "team_runtime.yaml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    before = _tree(tmp_path)
+    status = main([*argv, "--workspace", "fresh"])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith("teams-runtime: error: no request 'nope'"), err
+    assert _tree(tmp_path) == before

@@ -776,3 +776,166 @@ def test_metrics_adds_up_several_workspace_folders(
         totals.append(json.loads(out)["totals"]["prompts"])
     assert totals[0] > 0 and totals[1] > 0
     assert totals[2] == totals[0] + totals[1]
+
+
+HUGE = "99999999999999999999999"  # more than a C ssize_t holds
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            [
+                "prompt",
+                "request-123",
+                "--role",
+                "qa",
+                "--recent-events",
+                HUGE,
+                "--max-events",
+                HUGE,
+            ],
+            f"argument --recent-events: '{HUGE}' must be at most 1000000",
+            id="prompt",
+        ),
+        pytest.param(
+            ["project", "request-123", "--max-events", HUGE],
+            f"argument --max-events: '{HUGE}' must be at most 1000000",
+            id="project",
+        ),
+        pytest.param(
+            ["explain", "request-123", "--max-events", "1000001"],
+            "argument --max-events: '1000001' must be at most 1000000",
+            id="explain-one-past-the-limit",
+        ),
+        pytest.param(
+            ["project", "request-123", "--max-events", "9" * 5000],
+            "argument --max-events: '" + "9" * 5000 + "' must be at most 1000000",
+            id="more-digits-than-int-reads",
+        ),
+        pytest.param(
+            ["metrics", "--hours", "1e308"],
+            "argument --hours: '1e308' must be at most 876000 (a century)",
+            id="metrics-hours",
+        ),
+        pytest.param(
+            ["metrics", "--since", "0001-01-01T00:00:00"],
+            "argument --since: '0001-01-01T00:00:00' is too far in the past or future to compare",
+            id="metrics-since",
+        ),
+    ],
+)
+def test_huge_numbers_on_the_command_line_are_user_errors(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    assert (status, out) == (2, "")
+    assert f"teams-runtime: error: {message}" in err and "Traceback" not in err
+
+
+def test_the_largest_counts_are_usable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The limit is generous and real: a ContextActor's digest is built for it (prompt).
+    for command in (["project"], ["explain"], ["prompt", "--role", "qa"]):
+        status, out, err = _run(
+            capsys, *command, "request-123", "--workspace", str(workspace), "--json",
+            "--recent-events", "1000000", "--max-events", "1000000",
+        )  # fmt: skip
+        assert (status, err) == (0, "")
+        assert json.loads(out)["included_events"] == 12
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["status"], id="status"),
+        pytest.param(["config"], id="config"),
+        pytest.param(["project", "request-123"], id="project"),
+        pytest.param(["explain", "request-123"], id="explain"),
+        pytest.param(["prompt", "request-123", "--role", "qa"], id="prompt"),
+        pytest.param(
+            ["append", "request-123", "--type", "t", "--actor", "a", "--summary", "s"], id="append"
+        ),
+        pytest.param(["submit", "--role", "qa", "--scope", "s"], id="submit"),
+        pytest.param(["run", "--once", "--plain"], id="run"),
+        pytest.param(["cancel", "request-123"], id="cancel"),
+        pytest.param(["metrics"], id="metrics"),
+        pytest.param(["export", "request-123"], id="export"),
+        pytest.param(["import", "request-123.json"], id="import"),
+    ],
+)
+def test_a_removed_current_folder_is_a_user_error(
+    workspace: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    gone = workspace / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    before = sorted(workspace.rglob("*"))
+    status, out, err = _run(capsys, *argv, "--workspace", "..")
+    named = "request-123.json" if argv[0] == "import" else ".."  # the first relative path
+    assert (status, out) == (2, "")
+    assert err == (
+        f"teams-runtime: error: the current folder no longer exists, so the relative path "
+        f"{named!r} leads nowhere; cd to a folder that exists, or give absolute paths.\n"
+    )
+    assert sorted(workspace.rglob("*")) == before
+    # Absolute paths need no current folder: the same command works with one.
+    if argv[0] == "status":
+        status, out, _ = _run(capsys, "status", "--json", "--workspace", str(workspace))
+        assert status == 0 and json.loads(out)["workspace"] == str(workspace)
+    status, _, err = _run(capsys, "status")  # no --workspace: none can be found from here
+    assert status == 2 and "the current folder no longer exists; cd to a workspace" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", ""],
+            "request id must be a non-empty string.",
+            id="empty-request-id",
+        ),
+        pytest.param(
+            ["metrics", "--request-id", ""],
+            "request id must be a non-empty string.",
+            id="empty-metrics-filter",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "\u200b"],
+            "argument --scope: must not be empty or blank",
+            id="zero-width-space",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "\ufeff \u200d\u2060\n"],
+            "argument --scope: must not be empty or blank",
+            id="format-characters-and-whitespace",
+        ),
+        pytest.param(
+            ["append", "request-123", "--type", "\u200b", "--actor", "a", "--summary", "s"],
+            "argument --type: must not be empty or blank",
+            id="append-type",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", "\u0301abc"],
+            "request id '\u0301abc' is not a safe file name",
+            id="id-starting-with-a-combining-mark",
+        ),
+        pytest.param(
+            ["submit", "--role", "qa", "--scope", "s", "--request-id", ".hidden"],
+            "request id '.hidden' is not a safe file name",
+            id="id-starting-with-a-dot",
+        ),
+    ],
+)
+def test_blank_text_and_empty_ids_are_refused(
+    workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    before = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1].startswith(f"teams-runtime: error: {message}"), err
+    after = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    assert after == before

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from teams_runtime import ConfigError, PromptContextConfig, load_team_config
-from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, parse_team_config
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, EVENT_COUNT_LIMIT, parse_team_config
 
 PREFIX = "team_runtime.yaml prompt_context"
 NOT_MAPPING = f"{PREFIX} must be a mapping."
@@ -496,3 +496,226 @@ def test_a_password_in_the_nats_url_is_never_shown() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_team_config("backend: {nats: {url: 'nats//bob:s3cret@h'}}", "team_runtime.yaml")
     assert "s3cret" not in str(raised.value)
+
+
+# --- upper bounds: a number too large is an error naming it, never an overflow at run time -----
+
+HUGE = "99999999999999999999999"  # more than a C ssize_t holds
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            f"prompt_context: {{recent_events: {HUGE}, max_events: {HUGE}9}}",
+            f"{PREFIX}.recent_events must be at most 1000000.",
+            id="recent-huge",
+        ),
+        pytest.param(
+            f"prompt_context: {{max_events: {HUGE}}}",
+            f"{PREFIX}.max_events must be at most 1000000.",
+            id="max-huge",
+        ),
+        pytest.param(
+            "prompt_context: {recent_events: 8, max_events: 1000001}",
+            f"{PREFIX}.max_events must be at most 1000000.",
+            id="max-one-past-the-limit",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: 1.0e+999}",
+            "team_runtime.yaml model.timeout_seconds must be at most 86400.",
+            id="timeout-infinite",
+        ),
+        pytest.param(
+            "model: {timeout_seconds: .inf}",
+            "team_runtime.yaml model.timeout_seconds must be at most 86400.",
+            id="timeout-inf",
+        ),
+        pytest.param(
+            f"model: {{attempts: {HUGE}}}",
+            "team_runtime.yaml model.attempts must be at most 100.",
+            id="attempts",
+        ),
+        pytest.param(
+            f"model: {{max_output_bytes: {HUGE}}}",
+            "team_runtime.yaml model.max_output_bytes must be at most 1073741824.",
+            id="max-output-bytes",
+        ),
+        pytest.param(
+            f"team: {{max_hops: {HUGE}}}",
+            "team_runtime.yaml team.max_hops must be at most 10000.",
+            id="max-hops",
+        ),
+        pytest.param(
+            f"model: {{openai: {{{SERVER}, timeout_seconds: .inf}}}}",
+            f"{OPENAI}.timeout_seconds must be at most 86400.",
+            id="openai-timeout",
+        ),
+        pytest.param(
+            f"queue: {{lease_seconds: {HUGE}}}",
+            "team_runtime.yaml queue.lease_seconds must be between 1 and 86400.",
+            id="lease",
+        ),
+        pytest.param(
+            f"backend: {{nats: {{replicas: {HUGE}}}}}",
+            "team_runtime.yaml backend.nats.replicas must be between 1 and 5.",
+            id="replicas",
+        ),
+        pytest.param(
+            "backend: {nats: {retry_seconds: .inf}}",
+            "team_runtime.yaml backend.nats.connect_seconds must be in (0, 60] and "
+            "retry_seconds in (0, 3600].",
+            id="nats-retry",
+        ),
+    ],
+)
+def test_numbers_have_upper_bounds(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(text, "team_runtime.yaml")
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    config = parse_team_config(
+        "prompt_context: {recent_events: 1000000, max_events: 1000000}\n"
+        "model: {timeout_seconds: 86400, attempts: 100, max_output_bytes: 1073741824}\n"
+        "team: {max_hops: 10000}\n",
+        "team_runtime.yaml",
+    )
+    assert (config.prompt_context.recent_events, config.prompt_context.max_events) == (
+        EVENT_COUNT_LIMIT,
+        EVENT_COUNT_LIMIT,
+    )
+    assert (config.model.attempts, config.team.max_hops) == (100, 10_000)
+
+
+def test_direct_construction_is_bounded_too() -> None:
+    with pytest.raises(ConfigError, match=r"^team_runtime\.yaml prompt_context\.max_events must"):
+        PromptContextConfig(recent_events=8, max_events=EVENT_COUNT_LIMIT + 1)
+
+
+# --- a key written twice ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "prompt_context:\n  max_events: 20\nprompt_context:\n  enabled: false\n",
+            "cfg/team_runtime.yaml prompt_context is written twice (lines 1 and 3); "
+            "write each key once.",
+            id="section-twice",
+        ),
+        pytest.param(
+            "prompt_context: {recent_events: 2, recent_events: 3}\n",
+            "cfg/team_runtime.yaml prompt_context.recent_events is written twice (both on "
+            "line 1); write each key once.",
+            id="setting-twice-in-a-flow-mapping",
+        ),
+        pytest.param(
+            "model:\n  backend: command\n  command: [a]\n  env:\n    A: '1'\n    A: '2'\n",
+            "cfg/team_runtime.yaml model.env.A is written twice (lines 5 and 6); "
+            "write each key once.",
+            id="a-user-key-twice",
+        ),
+        pytest.param(
+            "backend:\n  nats:\n    url: nats://a:1\n    prefix: t\n    url: nats://b:1\n",
+            "cfg/team_runtime.yaml backend.nats.url is written twice (lines 3 and 5); "
+            "write each key once.",
+            id="deep",
+        ),
+        pytest.param(
+            "model:\n  command:\n    - {x: 1, x: 2}\n",
+            "cfg/team_runtime.yaml model.command[0].x is written twice (both on line 3); "
+            "write each key once.",
+            id="inside-a-list",
+        ),
+        pytest.param(
+            "model:\n  env:\n    <<: {A: '1'}\n    <<: {B: '2'}\n",
+            "cfg/team_runtime.yaml model.env.<< is written twice (lines 3 and 4); "
+            "write each key once.",
+            id="merge-key-twice",
+        ),
+        pytest.param(
+            "model: {env: {'1': a}}\nnull: 1\n~: 2\n",
+            "cfg/team_runtime.yaml null is written twice (lines 2 and 3); write each key once.",
+            id="null-twice",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_an_error_naming_it_and_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "team_runtime.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        load_team_config("cfg")
+
+
+def test_merge_keys_still_work() -> None:
+    # A mapping's own keys win over merged ones; of several merged, the first wins.
+    text = (
+        "model:\n"
+        "  backend: command\n"
+        "  command: [my-model]\n"
+        "  env:\n"
+        "    <<: [{A: a1, B: b1}, {B: b2, C: c2}]\n"
+        "    A: own\n"
+        "team:\n"
+        "  <<: {max_hops: 3}\n"
+    )
+    config = parse_team_config(text, "team_runtime.yaml")
+    assert config.model.env == {"A": "own", "B": "b1", "C": "c2"}
+    assert config.team.max_hops == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param(
+            f"team: {{max_hops: {'9' * 5000}}}\n", "a number with too many digits", id="long-int"
+        ),
+        pytest.param("model: {env: {A: 2026-13-45}}\n", "month must be in 1..12", id="date"),
+    ],
+)
+def test_a_value_yaml_cannot_read_is_an_error_with_its_line(text: str, problem: str) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^x\.yaml: not valid YAML \({re.escape(problem)} at line 1, column"
+    ):
+        parse_team_config(text, "x.yaml")
+
+
+# --- keys and the file named as the user wrote them ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        pytest.param("null: 1\n", "null", id="null"),
+        pytest.param("~: 1\n", "null", id="tilde"),
+        pytest.param("true: 1\n", "true", id="true"),
+        pytest.param("False: 1\n", "false", id="false"),
+    ],
+)
+def test_a_key_that_is_not_a_string_is_named_as_yaml_writes_it(text: str, written: str) -> None:
+    message = (
+        f"team_runtime.yaml {written} is not a setting; the settings at the top level are: "
+        "prompt_context, model, team, queue, backend."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_team_config(text, "team_runtime.yaml")
+    with pytest.raises(ConfigError, match=rf"^x prompt_context\.{written} is not a setting"):
+        parse_team_config(f"prompt_context:\n  {text}", "x")
+
+
+def test_a_folder_named_like_the_config_is_said_to_be_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cfg" / "team_runtime.yaml").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    message = (
+        "cfg/team_runtime.yaml: a folder, not a file; it must be the YAML file (move the folder "
+        "away, then run `teams-runtime init cfg` to write a default one)."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        load_team_config("cfg")

@@ -121,8 +121,9 @@ def test_nfc_and_nfd_spellings_are_one_id(value: str) -> None:
     try:
         request_id = check_request_id(value)
     except UnsafeRequestIdError as exc:
-        # Only the spec's exclusions refuse these letters: `..`, `.`, or the length bound.
-        assert ".." in value or value == "." or re.search("bytes long", str(exc))
+        # Only these refuse these letters: the spec's `..`, `.` and length bound, and a first
+        # character that is not a letter or digit.
+        assert ".." in value or value[0] in "-_.:" or re.search("bytes long", str(exc))
         return
     for form in ("NFC", "NFD", "NFKC"):
         spelled = unicodedata.normalize(form, value)
@@ -147,3 +148,35 @@ def test_an_accepted_id_names_real_files_in_any_script(value: str) -> None:
             f"{request_id}.json.lock",  # the longest name made from an id
         ]
         Path(workspace.attempts_folder(value)).mkdir(parents=True)
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        pytest.param("\u0301abc", id="combining-mark-with-nothing-to-sit-on"),
+        pytest.param("\u093fabc", id="devanagari-vowel-sign-first"),
+        pytest.param("-rf", id="reads-as-a-flag"),
+        pytest.param(".hidden", id="a-hidden-file-listings-skip"),
+        pytest.param("_draft", id="underscore"),
+        pytest.param(":x", id="colon"),
+    ],
+)
+def test_the_first_character_is_a_letter_or_digit(request_id: str) -> None:
+    with pytest.raises(
+        UnsafeRequestIdError, match=r"^request id .* starting with a letter or digit"
+    ):
+        check_request_id(request_id)
+    assert notice_request_id(request_id) == ""
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        pytest.param("e\u0301x", id="a-mark-after-a-letter"),
+        pytest.param("\u0915\u093f-1", id="devanagari-letter-then-vowel-sign"),
+        pytest.param("7-a", id="a-digit-first"),
+        pytest.param("\u0663-a", id="an-arabic-indic-digit-first"),
+    ],
+)
+def test_marks_and_punctuation_after_the_first_character_are_fine(request_id: str) -> None:
+    assert check_request_id(request_id) == unicodedata.normalize("NFC", request_id)

@@ -233,7 +233,9 @@ def append_to_record(
     nothing is written if one of those top-level fields holds that value now.
     """
     updates = checked_updates(updates)
-    if not paths.record.exists():  # no lock file (nor folder) for a request that does not exist
+    # Before any folder is made: an append to a request that does not exist changes nothing
+    # on disk (no lock file, no index folder).
+    if not paths.record.exists():
         raise unknown_request(paths)
     _ensure_folders(paths)
     source = str(paths.record)

@@ -114,14 +114,25 @@ def load_team_config(workspace: str | Path) -> TeamConfig:
     path = Path(workspace) / CONFIG_FILE_NAME
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place never blocks
-        with open(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise ConfigError(
+                    f"{path}: a folder, not a file; it must be the YAML file (move the folder "
+                    f"away, then run `teams-runtime init {workspace}` to write a default one)."
+                )
+            if not stat.S_ISREG(mode):
                 raise ConfigError(f"{path}: not a regular file; it must be the YAML file.")
-            text = handle.read().decode("utf-8")
+            with open(fd, "rb", closefd=False) as handle:
+                text = handle.read().decode("utf-8")
+        finally:
+            os.close(fd)
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{path}: no such file; run `teams-runtime init {workspace}` to create one."
         ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc}).") from exc
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc}).") from exc
     return parse_team_config(text, str(path))
