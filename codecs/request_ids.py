@@ -24,33 +24,29 @@ MAX_REQUEST_ID_BYTES = 200
 REQUESTS_FOLDER = ".teams_runtime/requests"
 # The common case, checked fast (asks check the id on every call): ASCII is its own NFC form.
 # fullmatch, not match + `$`: `$` also matches before a trailing newline.
-# The first character is a letter or digit: an id never reads as a flag (`-x`), never names a
-# hidden file that listings skip (`.x`), and never starts with a mark that has nothing to sit on.
-_ASCII_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_ASCII_ID = re.compile(r"[A-Za-z0-9._:-]+")
 _PUNCTUATION = frozenset("-_.:")
-# Letters (L*) and decimal digits (Nd) of any script; combining marks (Mn, Mc) after the first
-# character too, as many scripts (Devanagari, Thai, ...) cannot write a word without them even
-# after NFC.
-_FIRST_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nd"})
-_WORD_CATEGORIES = _FIRST_CATEGORIES | {"Mn", "Mc"}
+# Letters (L*) and decimal digits (Nd) of any script, as the spec says; combining marks (Mn,
+# Mc) too, as many scripts (Devanagari, Thai, ...) cannot write a word without them even after
+# NFC, but never first: a mark there has nothing to sit on.
+_LETTERS_AND_DIGITS = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nd"})
+_MARKS = frozenset({"Mn", "Mc"})
 
 
 def _is_id_character(char: str) -> bool:
-    return char in _PUNCTUATION or unicodedata.category(char) in _WORD_CATEGORIES
+    return char in _PUNCTUATION or unicodedata.category(char) in _LETTERS_AND_DIGITS | _MARKS
 
 
 def _is_id(normal: str) -> bool:
-    return unicodedata.category(normal[0]) in _FIRST_CATEGORIES and all(
-        map(_is_id_character, normal)
-    )
+    return unicodedata.category(normal[0]) not in _MARKS and all(map(_is_id_character, normal))
 
 
 def check_request_id(value: object) -> str:
     """Return the NFC form of ``value`` if it is a safe request id, else raise
     ``UnsafeRequestIdError``.
 
-    Safe: letters and digits of any script, ``-``, ``_``, ``.``, ``:``, starting with a letter
-    or digit; never ``..``; at most 200 bytes of UTF-8 (spec section 2). Use the returned form:
+    Safe: letters and digits of any script, ``-``, ``_``, ``.``, ``:`` (a combining mark only
+    after another character); never ``..``; at most 200 bytes of UTF-8 (spec section 2). Use the returned form:
     it is the one files are named by, so ids typed in NFC or NFD reach the same record.
     """
     if not isinstance(value, str) or not value:
@@ -70,8 +66,8 @@ def check_request_id(value: object) -> str:
     if not allowed or ".." in normal or normal == ".":
         raise UnsafeRequestIdError(
             f"request id {value!r} is not a safe file name; use only letters and digits (of "
-            "any script), '-', '_', '.' and ':', starting with a letter or digit (no '/', no "
-            "'..', no spaces or control characters)."
+            "any script), '-', '_', '.' and ':' (no '/', no '..', no spaces or control "
+            "characters, no combining mark first)."
         )
     return normal
 

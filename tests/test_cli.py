@@ -923,11 +923,6 @@ def test_a_removed_current_folder_is_a_user_error(
             "request id '\u0301abc' is not a safe file name",
             id="id-starting-with-a-combining-mark",
         ),
-        pytest.param(
-            ["submit", "--role", "qa", "--scope", "s", "--request-id", ".hidden"],
-            "request id '.hidden' is not a safe file name",
-            id="id-starting-with-a-dot",
-        ),
     ],
 )
 def test_blank_text_and_empty_ids_are_refused(
