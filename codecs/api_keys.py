@@ -31,8 +31,12 @@ _SHORT_ESCAPES = {
     "\r": "r",
     "\t": "t",
 }
+# The backslashes before an escape: 1 for JSON, 2 or 3 when that JSON is quoted in JSON again,
+# up to 15 when it is quoted four times. Bounded, so a long run of backslashes costs a scan, not
+# a scan per backslash.
+_BACKSLASHES = r"\\{1,15}"
 # What an escape cut short looks like: backslashes, perhaps a `u` and up to three hex digits.
-_PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9a-fA-F]{0,3})?")
+_PARTIAL_ESCAPE = re.compile(_BACKSLASHES + r"(?:u[0-9a-fA-F]{0,3})?")
 
 
 def header_safe(key: str) -> bool:
@@ -48,16 +52,16 @@ def _hex(code: int) -> str:
 
 def _char_pattern(char: str) -> str:
     """A pattern for ``char`` as it is or JSON-escaped, once or more (each escaping of a
-    backslash doubles it, so any number of backslashes stands for an escape)."""
+    backslash doubles it: 1 to 15 backslashes stand for an escape)."""
     code = ord(char)
     if code > 0xFFFF:  # a surrogate pair
         high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
-        unicode = rf"\\+u{_hex(high)}\\+u{_hex(low)}"
+        unicode = f"{_BACKSLASHES}u{_hex(high)}{_BACKSLASHES}u{_hex(low)}"
     else:
-        unicode = rf"\\+u{_hex(code)}"
+        unicode = f"{_BACKSLASHES}u{_hex(code)}"
     forms = [re.escape(char), unicode]
     if char in _SHORT_ESCAPES:
-        forms.append(r"\\+" + re.escape(_SHORT_ESCAPES[char]))
+        forms.append(_BACKSLASHES + re.escape(_SHORT_ESCAPES[char]))
     return "(?:" + "|".join(forms) + ")"
 
 

@@ -4,6 +4,7 @@ text cut short; and which keys a header can carry."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given
@@ -135,3 +136,13 @@ def test_any_key_quoted_in_any_json_form_is_gone(
     assert quoted not in head
     if cut > len(before):  # the cut falls in or after the key: it is kept whole, replaced
         assert SCRUBBED in head
+
+
+def test_a_long_run_of_backslashes_is_scrubbed_in_one_pass() -> None:
+    # Any answer may hold one (a model writing Windows paths or regexes). With backslashes
+    # unbounded before each escape the pattern took minutes on this; bounded it is one pass.
+    # The deadline is a hang guard a hundred times what the pass takes, not a measurement.
+    text = "\\" * 1_048_576 + KEY
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(KeyScrubber(KEY).scrub, text, more=True)
+        assert done.result(timeout=60) == "\\" * 1_048_576 + SCRUBBED
