@@ -72,8 +72,9 @@ class KeyScrubber:
         self._chars = [_char_pattern(char) for char in key]
         self._key = re.compile("".join(self._chars)) if key else None
         self._char_res: list[re.Pattern[str]] = []  # compiled when a tail is first checked
-        # How far back from the end of a cut text a start of the key is looked for.
-        self._window = 16 * len(key) + 16
+        # How far back from the end of a cut text a start of the key is looked for: the longest
+        # its quote can be (15 backslashes, u and 4 hex digits a character; two for a pair).
+        self._window = sum(40 if ord(char) > 0xFFFF else 20 for char in key) + 20
 
     def scrub(self, text: str, *, limit: int | None = None, more: bool = False) -> str:
         """``text`` with the key replaced by ``[api key]`` wherever it is quoted.
