@@ -9,15 +9,18 @@ with exponential backoff); anything else that goes wrong fails the call with a c
 ``ModelFailure``, as a failed model command does, and the role's ``model.attempts`` decide
 what comes next.
 
-The key is read from the variable ``api_key_env`` names at each call, sent only in the
-``Authorization`` header, and scrubbed from whatever server text is kept for the attempts
-folder. No message, log line or config output holds it.
+The key is read from the variable ``api_key_env`` names at each call and sent only in the
+``Authorization`` header. Every text the server sends back (the answer, what came before a
+failure, error bodies, errors in the stream) is scrubbed of it before it leaves the call as a
+``ModelReply`` or ``ModelFailure``. No message, log line or config output holds it, nor
+anything else the server said beyond its status code: reasons are content-free.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -26,14 +29,17 @@ import httpx
 import msgspec
 from loguru import logger
 
+from teams_runtime.codecs.api_keys import KeyScrubber, header_safe
 from teams_runtime.codecs.config import OpenAIConfig
 from teams_runtime.codecs.model_replies import ModelReply, TokenUsage
 from teams_runtime.codecs.openai_wire import (
     DONE,
     REQUEST_TAIL,
     EventStreamDecoder,
+    EventTooLong,
     decode_chunk,
     decode_completion,
+    event_line_limit,
     json_string_fragment,
     request_head,
     retry_after_seconds,
@@ -41,45 +47,72 @@ from teams_runtime.codecs.openai_wire import (
 from teams_runtime.exceptions import ConfigError, ModelFailure
 from teams_runtime.prompts import PromptBundle
 
-__all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "ERROR_BODY_BYTES", "OpenAIBackend"]
+__all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
 
 # The wait before the first retry without Retry-After; it doubles each time, up to the max.
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 30.0
-# How much of an error answer's body is kept for the attempts folder.
-ERROR_BODY_BYTES = 8 * 1024
-_SCRUBBED = "[api key]"
+# How much of a server's text that is not an answer (an error body, an HTML page, an event
+# that cannot be read) is kept for the attempts folder, in characters.
+KEPT_CHARS = 8 * 1024
+# How much of such a body is read: room past the cut, so a key across it is still read whole.
+_READ_BYTES = 2 * KEPT_CHARS
+# A content type worth naming in a reason (the reason is logged: nothing else from the server).
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,40}/[a-z0-9][a-z0-9!#$&^_.+-]{0,60}")
 
 
 class _Retry(Exception):
-    """A 429 or 5xx answer: worth another request after ``wait`` seconds (``None``: backoff)."""
+    """A 429 or 5xx answer: worth another request after ``wait`` seconds (``None``: backoff);
+    ``said`` is its body, scrubbed."""
 
-    def __init__(self, status: int, phrase: str, wait: float | None, body: str) -> None:
+    def __init__(self, status: int, wait: float | None, said: str) -> None:
         super().__init__(status)
         self.status = status
-        self.phrase = phrase
         self.wait = wait
-        self.body = body
+        self.said = said
 
 
 class _Answer:
-    """What the stream has said so far."""
+    """What the server has said in answer to one request so far. Its text is scrubbed of the
+    key whenever it leaves (as the reply, or as a failure's output), never held scrubbed
+    piece by piece: a key may come split over several events."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, scrubber: KeyScrubber) -> None:
         self.limit = limit
+        self.scrubber = scrubber
         self.parts: list[str] = []
         self.size = 0
         self.usage: TokenUsage | None = None
         self.finished = False  # a finish_reason or [DONE] came
 
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def add(self, text: str) -> bool:
-        """Keep ``text``; whether the answer is still within ``max_output_bytes``."""
+    def add(self, text: str) -> None:
+        """Keep ``text``; raises ``ModelFailure`` past ``max_output_bytes``."""
+        if not text:
+            return
         self.parts.append(text)
         self.size += len(text.encode("utf-8"))
-        return self.size <= self.limit
+        if self.size > self.limit:
+            raise self.failure(
+                f"the model answered more than {self.limit} bytes (max_output_bytes)"
+            )
+
+    def reply(self) -> ModelReply:
+        """The whole answer, scrubbed; raises ``ModelFailure`` if it is empty."""
+        text = self.scrubber.scrub("".join(self.parts))
+        if not text.strip():
+            raise self.failure("the model answered nothing")
+        return ModelReply(text=text, usage=self.usage)
+
+    def failure(self, reason: str, said: str = "", *, said_more: bool = False) -> ModelFailure:
+        """A failed call: ``reason``, with the answer so far for the attempts folder (scrubbed:
+        it may have stopped inside the key) and ``said``, what else the server sent (an error,
+        an event that cannot be read: scrubbed, ``KEPT_CHARS`` of it kept; ``said_more``: it is
+        only the start of what the server sent)."""
+        kept = [
+            self.scrubber.scrub("".join(self.parts), more=True),
+            self.scrubber.scrub(said, limit=KEPT_CHARS, more=said_more),
+        ]
+        return ModelFailure(reason, output="\n".join(part for part in kept if part))
 
 
 class OpenAIBackend:
@@ -88,36 +121,55 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, config: OpenAIConfig, *, max_output_bytes: int = 1_048_576) -> None:
-        """Raises ``ConfigError`` if the key's variable is not set: better no run at all than
-        every queued request failed for want of it."""
+        """Raises ``ConfigError`` if the key's variable is not set or cannot be a key: better no
+        run at all than every queued request failed for want of it."""
         self._config = config
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._max_output_bytes = max_output_bytes
-        if config.api_key_env and not os.environ.get(config.api_key_env):
-            raise ConfigError(f"{self._unset_key()}, then start again.")
+        _, problem = self._key()
+        if problem:
+            raise ConfigError(f"{problem}, then start again.")
 
-    def _unset_key(self) -> str:
-        return (
-            f"the environment variable {self._config.api_key_env} (model.openai.api_key_env) "
-            "is not set; export the model server's key in it"
-        )
-
-    def _key(self) -> str:
-        """The key, read now (never kept: only the environment holds it); "" for none."""
+    def _key(self) -> tuple[str, str]:
+        """The key, read now (never kept: only the environment holds it; "" for none), and
+        what is wrong with it ("" if nothing). The problem names the variable, never its
+        value."""
         name = self._config.api_key_env
         if not name:
-            return ""
+            return "", ""
         key = os.environ.get(name, "")
-        if not key:  # unset since the run started
-            raise ModelFailure(self._unset_key())
-        return key
+        variable = f"the environment variable {name} (model.openai.api_key_env)"
+        if not key:
+            return "", f"{variable} is not set; export the model server's key in it"
+        if not header_safe(key):
+            return "", (
+                f"{variable} holds a space, a line break or a character that is not ASCII, "
+                "which no API key has; export only the key in it"
+            )
+        return key, ""
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Ask the server once, plus up to ``max_retries`` more requests after a 429 or 5xx.
         Each request may take ``timeout_seconds`` (connecting, sending the prompt and reading
-        the whole answer). Raises ``ModelFailure``; cancellation closes the connection."""
+        the whole answer). Raises ``ModelFailure``, for whatever goes wrong in the call;
+        cancellation closes the connection."""
+        key, problem = self._key()
+        if problem:  # unset or changed since the run started: nothing is sent
+            raise ModelFailure(problem)
+        unexpected = ""
+        try:
+            return await self._complete(bundle, key)
+        except ModelFailure:
+            raise
+        except Exception as exc:  # a bug, ours or a library's: it fails this call, not the run
+            unexpected = type(exc).__name__
+        # Raised outside the handler, so the error (whose text may quote the server, or the
+        # key) is not even its context: the type alone is content-free.
+        raise ModelFailure(f"the call to the model server failed unexpectedly ({unexpected})")
+
+    async def _complete(self, bundle: PromptBundle, key: str) -> ModelReply:
         config = self._config
-        key = self._key()
+        scrubber = KeyScrubber(key)
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -127,9 +179,9 @@ class OpenAIBackend:
         async with httpx.AsyncClient(timeout=config.timeout_seconds) as client:
             for retry in range(config.max_retries + 1):
                 try:
-                    return await self._request(client, bundle, headers, key)
+                    return await self._request(client, bundle, headers, scrubber)
                 except _Retry as answer:
-                    wait = self._wait(answer, retry, key)
+                    wait = self._wait(answer, retry)
                     log.warning(
                         "model server answered {} for {} on request {}; retry {} of {} in {:.1f} s",
                         answer.status,
@@ -142,70 +194,57 @@ class OpenAIBackend:
                     await anyio.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _wait(self, answer: _Retry, retry: int, key: str) -> float:
+    def _wait(self, answer: _Retry, retry: int) -> float:
         """How long to wait before retry number ``retry + 1``; raises ``ModelFailure`` when
         no retry is left or the server asks for a longer wait than ``timeout_seconds``."""
         config = self._config
-        said = f"the model server answered {answer.status} {answer.phrase}".rstrip()
-        output = _scrub(answer.body, key)
+        said = _answered(answer.status)
         if retry == config.max_retries:
             tries = config.max_retries + 1
             raise ModelFailure(
                 f"{said} to {tries} request{'s' if tries != 1 else ''} "
                 f"(max_retries {config.max_retries})",
-                output=output,
+                output=answer.said,
             )
         if answer.wait is not None:
             if answer.wait > config.timeout_seconds:
                 raise ModelFailure(
                     f"{said} and asked to retry after {answer.wait:g} s, longer than "
                     f"model.openai.timeout_seconds ({config.timeout_seconds:g} s)",
-                    output=output,
+                    output=answer.said,
                 )
             return answer.wait
         backoff = min(BACKOFF_FIRST_SECONDS * 2.0**retry, BACKOFF_MAX_SECONDS)
         return backoff * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread
 
     async def _request(
-        self, client: httpx.AsyncClient, bundle: PromptBundle, headers: dict[str, str], key: str
+        self,
+        client: httpx.AsyncClient,
+        bundle: PromptBundle,
+        headers: dict[str, str],
+        scrubber: KeyScrubber,
     ) -> ModelReply:
         """One request and its whole answer, within ``timeout_seconds``."""
         timeout = self._config.timeout_seconds
-        answer = _Answer(self._max_output_bytes)
+        answer = _Answer(self._max_output_bytes, scrubber)
         try:
             with anyio.fail_after(timeout):
                 async with client.stream(
                     "POST", self._url, content=self._body(bundle), headers=headers
                 ) as response:
-                    await self._read(response, answer, key)
-        except TimeoutError:
-            raise self._failure(
-                f"no answer within {timeout:g} s (timeout_seconds)", answer, key
-            ) from None
-        except httpx.TimeoutException:
-            raise self._failure(
-                f"no answer within {timeout:g} s (timeout_seconds)", answer, key
-            ) from None
+                    await self._read(response, answer)
+        except (TimeoutError, httpx.TimeoutException):
+            raise answer.failure(f"no answer within {timeout:g} s (timeout_seconds)") from None
         except httpx.ConnectError as exc:
-            raise self._failure(
-                f"cannot connect to the model server at {self._config.base_url} ({exc})",
-                answer,
-                key,
+            raise answer.failure(
+                f"cannot connect to the model server at {self._config.base_url} ({exc})"
             ) from None
         except httpx.TransportError as exc:  # the connection dropped, the server broke HTTP
-            raise self._failure(
+            raise answer.failure(
                 f"the connection to the model server broke ({type(exc).__name__}) after "
-                f"{answer.size} bytes of answer",
-                answer,
-                key,
+                f"{answer.size} bytes of answer"
             ) from None
-        text = answer.text()
-        if not text.strip():
-            raise self._failure("the model answered nothing", answer, key)
-        return ModelReply(text=text, usage=answer.usage)
-
-    def _failure(self, reason: str, answer: _Answer, key: str) -> ModelFailure:
-        return ModelFailure(reason, output=_scrub(answer.text(), key))
+        return answer.reply()
 
     async def _body(self, bundle: PromptBundle) -> AsyncIterator[bytes]:
         yield request_head(self._config.model)
@@ -213,111 +252,117 @@ class OpenAIBackend:
             yield json_string_fragment(chunk)
         yield REQUEST_TAIL
 
-    async def _read(self, response: httpx.Response, answer: _Answer, key: str) -> None:
+    async def _read(self, response: httpx.Response, answer: _Answer) -> None:
         """Read a 2xx answer into ``answer``; raise ``_Retry`` for a 429 or 5xx, and
         ``ModelFailure`` for any other status or an answer that is not a chat completion."""
         status = response.status_code
         if status == 429 or status >= 500:
             wait = retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC))
-            body = await _error_body(response)
-            raise _Retry(status, response.reason_phrase, wait, body)
+            said, more = await _start_of_body(response)
+            raise _Retry(status, wait, answer.scrubber.scrub(said, limit=KEPT_CHARS, more=more))
         if not 200 <= status < 300:
-            body = await _error_body(response)
-            raise ModelFailure(
-                f"the model server answered {status} {response.reason_phrase}".rstrip()
-                + _hint(status, self._config),
-                output=_scrub(body, key),
+            said, more = await _start_of_body(response)
+            reason = _answered(status) + _hint(status, self._config)
+            raise answer.failure(reason, said, said_more=more)
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip()
+        media_type = content_type.lower()
+        if media_type == "application/json":  # a server that does not stream
+            await self._read_whole(response, answer)
+        elif media_type in ("text/event-stream", ""):
+            await self._read_stream(response, answer)
+        else:  # an HTML page from a proxy, a server that is not a chat-completions one
+            said, more = await _start_of_body(response)
+            shown = answer.scrubber.scrub(content_type).lower()  # the key's own case first
+            what = f"content type {shown}" if _MEDIA_TYPE.fullmatch(shown) else "a content type"
+            raise answer.failure(
+                f"the model server answered with {what} instead of an event stream",
+                said,
+                said_more=more,
             )
-        content_type = response.headers.get("content-type", "")
-        if content_type.startswith("application/json"):  # a server that does not stream
-            await self._read_whole(response, answer, key)
-        else:
-            await self._read_stream(response, answer, key)
 
-    async def _read_whole(self, response: httpx.Response, answer: _Answer, key: str) -> None:
+    async def _read_whole(self, response: httpx.Response, answer: _Answer) -> None:
         # The answer text inside JSON (escaped, beside the other fields) may take more bytes
         # than the text itself; past this the answer cannot be within max_output_bytes.
-        limit = 2 * self._max_output_bytes + ERROR_BODY_BYTES
+        limit = event_line_limit(self._max_output_bytes)
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk
             if len(body) > limit:
-                raise self._failure(
+                raise answer.failure(
                     f"the model answered more than {self._max_output_bytes} bytes "
-                    "(max_output_bytes)",
-                    answer,
-                    key,
+                    "(max_output_bytes)"
                 )
         try:
             completion = decode_completion(bytes(body))
         except msgspec.DecodeError:  # ValidationError included
-            answer.parts = [bytes(body[:ERROR_BODY_BYTES]).decode("utf-8", "replace")]
-            raise self._failure(
+            raise answer.failure(
                 f"the model server's answer is not a chat completion ({len(body)} bytes)",
-                answer,
-                key,
+                body.decode("utf-8", "replace"),
             ) from None
-        self._take(completion.text(), answer, key)
+        answer.add(completion.text())
         answer.usage = completion.token_usage()
         answer.finished = True
 
-    async def _read_stream(self, response: httpx.Response, answer: _Answer, key: str) -> None:
-        events = EventStreamDecoder()
-        async for chunk in response.aiter_bytes():
-            for data in events.feed(chunk):
-                if self._event(data, answer, key):
-                    return
-        for data in events.close():
-            if self._event(data, answer, key):
-                return
-        if not answer.finished:
-            raise self._failure(
-                f"the model server's stream ended before the answer was complete "
-                f"(no [DONE], no finish_reason; {answer.size} bytes of answer)",
-                answer,
-                key,
-            )
-
-    def _event(self, data: bytes, answer: _Answer, key: str) -> bool:
-        """Take one event of the stream; whether it was the last (``[DONE]``)."""
-        if data.strip() == DONE:
-            answer.finished = True
-            return True
+    async def _read_stream(self, response: httpx.Response, answer: _Answer) -> None:
+        limit = event_line_limit(self._max_output_bytes)
+        events = EventStreamDecoder(max_line_bytes=limit)
         try:
-            chunk = decode_chunk(data)
-        except msgspec.DecodeError:  # ValidationError included
-            raise self._failure(
-                f"the model server sent an event that is not a chat-completion chunk "
-                f"({len(data)} bytes)",
-                answer,
-                key,
+            async for chunk in response.aiter_bytes():
+                for data in events.feed(chunk):
+                    if _event(data, answer):
+                        return
+            for data in events.close():
+                if _event(data, answer):
+                    return
+        except EventTooLong:
+            raise answer.failure(
+                f"the model server sent an event stream line longer than {limit} bytes (more "
+                "than an answer within max_output_bytes needs)"
             ) from None
-        error = chunk.error_text()
-        if error is not None:
-            answer.parts.append("\n" + error)
-            raise self._failure("the model server reported an error in the stream", answer, key)
-        self._take(chunk.text(), answer, key)
-        answer.usage = chunk.token_usage() or answer.usage
-        answer.finished = answer.finished or chunk.finished()
-        return False
-
-    def _take(self, text: str, answer: _Answer, key: str) -> None:
-        if text and not answer.add(text):
-            raise self._failure(
-                f"the model answered more than {self._max_output_bytes} bytes (max_output_bytes)",
-                answer,
-                key,
+        if not answer.finished:
+            raise answer.failure(
+                f"the model server's stream ended before the answer was complete "
+                f"(no [DONE], no finish_reason; {answer.size} bytes of answer)"
             )
 
 
-async def _error_body(response: httpx.Response) -> str:
-    """The first ``ERROR_BODY_BYTES`` of an error answer (servers explain themselves there)."""
+def _event(data: bytes, answer: _Answer) -> bool:
+    """Take one event of the stream; whether it was the last (``[DONE]``)."""
+    if data.strip() == DONE:
+        answer.finished = True
+        return True
+    try:
+        chunk = decode_chunk(data)
+    except msgspec.DecodeError:  # ValidationError included
+        raise answer.failure(
+            f"the model server sent an event that is not a chat-completion chunk "
+            f"({len(data)} bytes)",
+            data.decode("utf-8", "replace"),
+        ) from None
+    error = chunk.error_text()
+    if error is not None:
+        raise answer.failure("the model server reported an error in the stream", error)
+    answer.add(chunk.text())
+    answer.usage = chunk.token_usage() or answer.usage
+    answer.finished = answer.finished or chunk.finished()
+    return False
+
+
+async def _start_of_body(response: httpx.Response) -> tuple[str, bool]:
+    """The first ``_READ_BYTES`` of an answer that is not one (servers explain themselves
+    there), and whether the body went on past them."""
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
-        if len(body) >= ERROR_BODY_BYTES:
-            break
-    return bytes(body[:ERROR_BODY_BYTES]).decode("utf-8", "replace")
+        if len(body) >= _READ_BYTES:
+            return bytes(body[:_READ_BYTES]).decode("utf-8", "replace"), True
+    return body.decode("utf-8", "replace"), False
+
+
+def _answered(status: int) -> str:
+    """What the server answered, by its status code and that code's standard phrase: the
+    phrase it sent is its own text, which may say anything (the key too) and is not repeated."""
+    return f"the model server answered {status} {httpx.codes.get_reason_phrase(status)}".rstrip()
 
 
 def _hint(status: int, config: OpenAIConfig) -> str:
@@ -327,8 +372,3 @@ def _hint(status: int, config: OpenAIConfig) -> str:
     if status == 404:
         return "; check model.openai.base_url (it usually ends in /v1) and model.openai.model"
     return ""
-
-
-def _scrub(text: str, key: str) -> str:
-    """``text`` without the key in it (a server may quote what it was sent)."""
-    return text.replace(key, _SCRUBBED) if key else text

@@ -9,6 +9,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -164,6 +165,14 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             raise ConfigError(
                 f"{_OPENAI}.base_url must not hold credentials; put the key in the variable "
                 "named by api_key_env."
+            )
+        try:  # checked here, or a bad port would fail only the run's first call, as a crash
+            port = urlsplit(self.base_url).port
+        except ValueError:  # out of range or not a number (or a broken [IPv6] host)
+            port = 0
+        if port is not None and not 1 <= port <= 65535:
+            raise ConfigError(
+                f"{_OPENAI}.base_url has a port that is not a number from 1 to 65535."
             )
         if not self.model.strip():
             raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")

@@ -3,14 +3,15 @@ of the answer and its chunks, and ``Retry-After``. Shapes only: the HTTP calls a
 ``actors.openai_backend``.
 
 Only the fields the runtime uses are decoded (``choices[].delta.content``, ``finish_reason``,
-``usage``, ``error``); servers add many others, which are ignored.
+``usage``, ``error``); servers add many others, which are ignored. ``usage`` is only counted,
+so a usage that cannot be counted is no usage, never a reason to throw an answer away.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Annotated
 
 import msgspec
 
@@ -21,8 +22,10 @@ __all__ = [
     "REQUEST_TAIL",
     "ChatChunk",
     "EventStreamDecoder",
+    "EventTooLong",
     "decode_chunk",
     "decode_completion",
+    "event_line_limit",
     "json_string_fragment",
     "request_head",
     "retry_after_seconds",
@@ -31,12 +34,16 @@ __all__ = [
 DONE = b"[DONE]"  # the data of the stream's last event
 REQUEST_TAIL = b'"}]}'  # closes the user message, the messages list and the body
 
-_Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+_MAX_COUNT = 2**53  # a JSON number any client reads exactly
 
 
-class _Usage(msgspec.Struct, frozen=True):
-    prompt_tokens: _Count | None = None
-    completion_tokens: _Count | None = None
+def _count(value: object) -> int | None:
+    """A token count the server reported, if it is one (a whole number, not negative)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+        return value
+    return None
 
 
 class _Text(msgspec.Struct, frozen=True):
@@ -52,8 +59,8 @@ class _Choice(msgspec.Struct, frozen=True):
 class ChatChunk(msgspec.Struct, frozen=True):
     """One event of the answer's stream (or a whole completion), reduced to what is used."""
 
-    choices: list[_Choice] = []
-    usage: _Usage | None = None
+    choices: list[_Choice] | None = None
+    usage: object = None  # only counted: read leniently by token_usage()
     # Some servers report a failure inside the stream. (A Raw cannot sit in a union with
     # None: empty when absent, the bytes `null` when null.)
     error: msgspec.Raw = msgspec.Raw()
@@ -61,7 +68,7 @@ class ChatChunk(msgspec.Struct, frozen=True):
     def text(self) -> str:
         """The answer text this chunk carries."""
         parts = []
-        for choice in self.choices:
+        for choice in self.choices or ():
             carrier = choice.delta or choice.message
             if carrier is not None and carrier.content:
                 parts.append(carrier.content)
@@ -74,16 +81,20 @@ class ChatChunk(msgspec.Struct, frozen=True):
 
     def finished(self) -> bool:
         """Whether a choice says the answer is complete (``finish_reason`` set)."""
-        return any(choice.finish_reason for choice in self.choices)
+        return any(choice.finish_reason for choice in self.choices or ())
 
     def token_usage(self) -> TokenUsage | None:
-        """The usage the server reported, when it gave both counts."""
+        """The usage the server reported, when it gave both counts as counts."""
         usage = self.usage
-        if usage is None or usage.prompt_tokens is None or usage.completion_tokens is None:
+        if not isinstance(usage, dict):
             return None
-        return TokenUsage(
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+        prompt, completion = (
+            _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")),
         )
+        if prompt is None or completion is None:
+            return None
+        return TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
 
 
 _CHUNK = msgspec.json.Decoder(ChatChunk)
@@ -121,36 +132,85 @@ def json_string_fragment(text: str) -> bytes:
     return _ENCODER.encode(text)[1:-1]
 
 
-class EventStreamDecoder:
-    """Split a ``text/event-stream`` body into the data of its events (the WHATWG rules the
-    chat-completions stream uses: ``data:`` lines, joined by newlines, ended by a blank line;
-    comments and other fields ignored)."""
+def event_line_limit(max_output_bytes: int) -> int:
+    """The longest line (and event) of an answer's stream that an answer within
+    ``max_output_bytes`` can need: its text JSON-escaped (at most 6 bytes a byte, as
+    ``\\u0001``) beside the chunk's other fields. A longer one is not worth reading."""
+    return 6 * max_output_bytes + 64 * 1024
 
-    def __init__(self) -> None:
-        self._pending = b""
-        self._data: list[bytes] = []
+
+class EventTooLong(ValueError):
+    """A line of the event stream, or the data of one event, is longer than the limit."""
+
+
+_BOM = b"\xef\xbb\xbf"  # U+FEFF in UTF-8
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class EventStreamDecoder:
+    """Split a ``text/event-stream`` body into the data of its events, by the WHATWG rules:
+    lines end with CRLF, LF or CR; a leading U+FEFF is ignored; ``data:`` lines are joined by
+    newlines; a blank line ends the event; comments and other fields are ignored.
+
+    ``max_line_bytes`` bounds what is held: the line being received plus the data of the event
+    so far (``EventTooLong`` past it). Only new bytes are scanned, so feeding a long line in
+    small pieces costs what the line costs.
+    """
+
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        self._limit = max_line_bytes
+        self._line = bytearray()  # the line being received
+        self._data: list[bytes] = []  # the data lines of the event being received
+        self._data_bytes = 0
+        self._head = b""  # the stream's first bytes, while they may still be a BOM
+        self._started = False
+        self._after_cr = False  # the last line ended with a CR: an LF next is part of its end
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Take the next bytes of the body; return the data of every event they complete."""
-        self._pending += chunk
-        *lines, self._pending = self._pending.split(b"\n")
-        events = []
-        for raw in lines:
-            line = raw.removesuffix(b"\r")
-            if not line:
-                if self._data:
-                    events.append(b"\n".join(self._data))
-                    self._data = []
-                continue
-            field, _, value = line.partition(b":")  # a line without a colon: an empty value
-            if field == b"data":
-                self._data.append(value.removeprefix(b" "))
+        """Take the next bytes of the body; return the data of every event they complete.
+        Raises ``EventTooLong``."""
+        if not self._started:
+            chunk = self._head + chunk
+            if len(chunk) < len(_BOM) and _BOM.startswith(chunk):
+                self._head = chunk
+                return []
+            self._started, self._head = True, b""
+            chunk = chunk.removeprefix(_BOM)
+        if not chunk:
+            return []
+        events: list[bytes] = []
+        start = 1 if self._after_cr and chunk.startswith(b"\n") else 0
+        for end in _LINE_END.finditer(chunk, start):
+            self._line += chunk[start : end.start()]
+            self._check()
+            self._take(bytes(self._line), events)
+            self._line.clear()
+            start = end.end()
+        self._line += chunk[start:]
+        self._check()
+        self._after_cr = chunk.endswith(b"\r")
         return events
 
     def close(self) -> list[bytes]:
         """The body ended: an event without its closing blank line still counts (lenient: some
         servers end the stream right after ``[DONE]``'s line)."""
-        return self.feed(b"\n\n") if self._pending or self._data else []
+        return self.feed(b"\n\n") if self._line or self._data or self._head else []
+
+    def _check(self) -> None:
+        if self._limit is not None and len(self._line) + self._data_bytes > self._limit:
+            raise EventTooLong(self._limit)
+
+    def _take(self, line: bytes, events: list[bytes]) -> None:
+        if not line:  # the end of an event
+            if self._data:
+                events.append(b"\n".join(self._data))
+            self._data, self._data_bytes = [], 0
+            return
+        field, _, value = line.partition(b":")  # a line without a colon: an empty value
+        if field == b"data":
+            value = value.removeprefix(b" ")
+            self._data.append(value)
+            self._data_bytes += len(value) + 1
 
 
 def retry_after_seconds(value: str | None, now: datetime) -> float | None:
@@ -159,7 +219,7 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit(), and float() refuses it
         return float(value)
     try:
         when = parsedate_to_datetime(value)

@@ -9,6 +9,10 @@ script is empty):
     Text(text)             ``text`` streamed the same way (garbage or repairable answers)
     Whole()                a valid result as one application/json completion (no stream)
     Status(code, retry_after=None, body="")   an error answer
+    Raw(body, content_type=..., status=200, reason=None)   exactly these bytes as the body
+                           (with Content-Length), under that content type and status line
+    Cut(text)              ``text`` streamed as events without a finish, then the connection
+                           is cut (an answer that breaks off anywhere, even inside a key)
     stall                  read the request, then say nothing until the client hangs up
                            (counted in ``hang_ups``) or the server stops
     drop                   two events of the answer, then the connection is cut
@@ -16,6 +20,8 @@ script is empty):
     bad_event              an event whose data is not JSON
     stream_error           an event carrying an ``error`` object
     no_done                the answer's events, then the end of the body without [DONE]
+    flood                  200 and an event stream that is one endless line (64 KiB at a
+                           time, no line break) until the client hangs up (``hang_ups``)
 
 Every request is kept (headers, body, whether it was chunked, arrival time).
 """
@@ -55,7 +61,20 @@ class Status:
     body: str = ""
 
 
-Behaviour = str | Text | Whole | Status
+@dataclass(frozen=True)
+class Raw:
+    body: bytes
+    content_type: str = "text/event-stream"
+    status: int = 200
+    reason: str | None = None  # the status line's phrase; None: the standard one
+
+
+@dataclass(frozen=True)
+class Cut:
+    text: str
+
+
+Behaviour = str | Text | Whole | Status | Raw | Cut
 
 
 @dataclass(frozen=True)
@@ -234,6 +253,28 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
+                case Raw(body=data, content_type=content_type, status=code, reason=reason):
+                    self.send_response(code, reason)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case Cut(text=text):
+                    self._start_stream()
+                    for piece in _pieces(text):
+                        self._chunk(
+                            _event({"choices": [{"index": 0, "delta": {"content": piece}}]})
+                        )
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                case "flood":
+                    self._start_stream()
+                    try:
+                        while not server.stopping.is_set():
+                            self._chunk(b"x" * 65536)
+                    except OSError:  # the client hung up
+                        server.hung_up()
+                    self.close_connection = True
                 case "stall":
                     self.connection.settimeout(0.02)
                     while not server.stopping.is_set():

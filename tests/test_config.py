@@ -265,6 +265,21 @@ model:
             id="base-url-credentials",
         ),
         pytest.param(
+            "model: {openai: {base_url: 'http://127.0.0.1:99999/v1', model: m}}",
+            f"{OPENAI}.base_url has a port that is not a number from 1 to 65535.",
+            id="base-url-port-too-big",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://127.0.0.1:0/v1', model: m}}",
+            f"{OPENAI}.base_url has a port that is not a number from 1 to 65535.",
+            id="base-url-port-zero",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://127.0.0.1:11434x/v1', model: m}}",
+            f"{OPENAI}.base_url has a port that is not a number from 1 to 65535.",
+            id="base-url-port-not-a-number",
+        ),
+        pytest.param(
             "model: {openai: {base_url: 'http://h/v1', model: ' '}}",
             f"{OPENAI}.model must be a non-empty model name.",
             id="model-empty",

@@ -21,16 +21,25 @@ import pytest
 
 from teams_runtime.actors import openai_backend
 from teams_runtime.actors.model_backends import make_backend
-from teams_runtime.actors.openai_backend import OpenAIBackend
+from teams_runtime.actors.openai_backend import KEPT_CHARS, OpenAIBackend
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.config import ModelConfig, OpenAIConfig
 from teams_runtime.codecs.model_replies import TokenUsage
+from teams_runtime.codecs.openai_wire import event_line_limit
 from teams_runtime.exceptions import ConfigError, ModelFailure
 from teams_runtime.prompts import PromptBundle
 
 from .fake_model import answer_for
-from .fake_openai_server import PROMPT_TOKENS_PER_CHAR, FakeOpenAIServer, Status, Text, Whole
+from .fake_openai_server import (
+    PROMPT_TOKENS_PER_CHAR,
+    Cut,
+    FakeOpenAIServer,
+    Raw,
+    Status,
+    Text,
+    Whole,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -237,8 +246,7 @@ async def test_other_errors_fail_at_once_and_never_show_the_key(
         ),
         pytest.param(
             "garbage",
-            "the model server's stream ended before the answer was complete (no [DONE], no "
-            "finish_reason; 0 bytes of answer)",
+            "the model server answered with content type text/html instead of an event stream",
             id="garbage",
         ),
         pytest.param(
@@ -305,6 +313,322 @@ async def test_make_backend_builds_it_from_the_model_section(
     backend = make_backend(config, tmp_path)
     assert backend.name == "openai"
     assert json.loads((await backend.complete(prompt_bundle())).text)["role"] == "qa"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "kept"),
+    [
+        pytest.param("garbage", "\ufffd\ufffd<html>502 upstream</html>\n", id="html-200"),
+        pytest.param("bad_event", "{not json", id="event-not-json"),
+        pytest.param(Raw(b"data: " + b"{" * 20_000 + b"\n\n"), "{" * 8192, id="long-bad-event"),
+    ],
+)
+async def test_what_a_server_sent_instead_of_a_chat_completion_is_kept_bounded(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, behaviour: Any, kept: str
+) -> None:
+    openai_server.then(behaviour)
+    failure = await _failure(_backend(openai_server), prompt_bundle())
+    assert failure.output == kept
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        pytest.param("Application/JSON; Charset=UTF-8", id="json-any-case"),
+        pytest.param("TEXT/EVENT-STREAM", id="event-stream-any-case"),
+    ],
+)
+async def test_content_types_are_compared_in_any_case(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, content_type: str
+) -> None:
+    answer = json.dumps(answer_for("qa", "req-1"))
+    if content_type.lower().startswith("application/json"):
+        body = {"choices": [{"message": {"content": answer}, "finish_reason": "stop"}]}
+        raw = json.dumps(body).encode()
+    else:
+        raw = _events(answer)
+    openai_server.then(Raw(raw, content_type=content_type))
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert reply.text == answer
+
+
+def _events(text: str, *, end: bytes = b"\n", usage: Any = None, bom: bool = False) -> bytes:
+    """``text`` as an event stream in pieces of 7 characters, lines ended by ``end``."""
+    events = [
+        {"choices": [{"delta": {"content": text[i : i + 7]}}]} for i in range(0, len(text), 7)
+    ]
+    events.append({"choices": [{"delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        events.append({"choices": [], "usage": usage})
+    lines = [b"data: " + json.dumps(event).encode() for event in events] + [b"data: [DONE]"]
+    return (b"\xef\xbb\xbf" if bom else b"") + b"".join(line + end + end for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("end", "bom"),
+    [
+        pytest.param(b"\r", False, id="cr"),
+        pytest.param(b"\r\n", False, id="crlf"),
+        pytest.param(b"\n", True, id="bom"),
+        pytest.param(b"\r", True, id="bom-cr"),
+    ],
+)
+async def test_event_streams_are_read_by_the_whatwg_rules(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, end: bytes, bom: bool
+) -> None:
+    answer = json.dumps(answer_for("qa", "req-1"))
+    openai_server.then(Raw(_events(answer, end=end, bom=bom)))
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert reply.text == answer  # every event, the first one too
+
+
+async def test_an_endless_line_fails_the_call_at_a_bound_set_by_max_output_bytes(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    openai_server.then("flood")
+    backend = _backend(openai_server, max_output_bytes=1000, timeout_seconds=60)
+    failure = await _failure(backend, prompt_bundle())
+    limit = event_line_limit(1000)
+    assert str(failure) == (
+        f"the model server sent an event stream line longer than {limit} bytes (more than an "
+        "answer within max_output_bytes needs)"
+    )
+    assert await anyio.to_thread.run_sync(openai_server.wait_for_hang_up, 10)
+
+
+@pytest.mark.parametrize(
+    ("usage", "seen"),
+    [
+        pytest.param({"prompt_tokens": 10.0, "completion_tokens": 2}, (10, 2), id="whole-float"),
+        pytest.param({"prompt_tokens": -1, "completion_tokens": 2}, None, id="negative"),
+        pytest.param({"prompt_tokens": "10", "completion_tokens": 2}, None, id="string"),
+        pytest.param({"prompt_tokens": 1.5, "completion_tokens": 2}, None, id="fraction"),
+        pytest.param({"prompt_tokens": True, "completion_tokens": 2}, None, id="bool"),
+        pytest.param("lots", None, id="not-an-object"),
+    ],
+)
+async def test_unusable_usage_is_ignored_and_the_answer_kept(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, usage: Any, seen: Any
+) -> None:
+    answer = json.dumps(answer_for("qa", "req-1"))
+    openai_server.then(Raw(_events(answer, usage=usage)))
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert reply.text == answer
+    expected = (
+        None if seen is None else TokenUsage(prompt_tokens=seen[0], completion_tokens=seen[1])
+    )
+    assert reply.usage == expected
+
+
+async def test_null_choices_are_no_choices(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    answer = json.dumps(answer_for("qa", "req-1"))
+    stream = b'data: {"choices": null}\n\n' + _events(answer, usage={"prompt_tokens": 1})
+    openai_server.then(Raw(stream))
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert reply.text == answer and reply.usage is None
+
+
+# --- the key in what the server says --------------------------------------------------------
+
+# A key with a slash: JSON may escape it as \/ (PHP and some proxies do).
+SLASHED_KEY = "sk-proj/" + "Zq9+x" * 8
+
+
+def _escaped_twice(key: str) -> str:
+    """The key as it reads inside a JSON string that quotes a JSON text quoting it."""
+    return json.dumps(key.replace("/", "\\/"))[1:-1]
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        pytest.param(SLASHED_KEY, id="raw"),
+        pytest.param(SLASHED_KEY.replace("/", "\\/"), id="slash-escaped"),
+        pytest.param("".join(f"\\u{ord(c):04x}" for c in SLASHED_KEY), id="all-unicode-escaped"),
+        pytest.param(
+            "".join(f"\\u{ord(c):04X}" if i % 2 else c for i, c in enumerate(SLASHED_KEY)),
+            id="some-escaped-upper-hex",
+        ),
+        pytest.param(_escaped_twice(SLASHED_KEY), id="escaped-twice"),
+    ],
+)
+@pytest.mark.parametrize("where", ["error-body", "stream-error"])
+async def test_a_key_quoted_raw_or_json_escaped_is_scrubbed(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch,
+    quoted: str, where: str,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, SLASHED_KEY)
+    said = f'{{"error": {{"message": "Incorrect API key provided: {quoted}."}}}}'
+    if where == "error-body":
+        openai_server.then(Status(401, body=said))
+    else:
+        openai_server.then(Raw(b"data: " + said.encode() + b"\n\n"))
+    failure = await _failure(_backend(openai_server, api_key_env=KEY_ENV), prompt_bundle())
+    scrubbed = '{"message": "Incorrect API key provided: [api key]."}'
+    assert failure.output == (f'{{"error": {scrubbed}}}' if where == "error-body" else scrubbed)
+
+
+@pytest.mark.parametrize("inside", [1, 4, 10, len(KEY) - 1])
+async def test_a_key_across_the_cut_of_an_error_body_is_scrubbed_whole(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch,
+    inside: int,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, KEY)
+    pad = "p" * (KEPT_CHARS - inside)  # the key's first `inside` characters before the cut
+    openai_server.then(Status(400, body=pad + KEY + " was refused"))
+    failure = await _failure(_backend(openai_server, api_key_env=KEY_ENV), prompt_bundle())
+    assert failure.output == pad + "[api key]"
+
+
+async def test_an_answer_that_quotes_the_key_is_scrubbed_before_it_is_returned(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    backend = _backend(openai_server, api_key_env=KEY_ENV)
+    valid = answer_for("qa", "req-1") | {"summary": f"called the API with {KEY} as told"}
+    whole = answer_for("qa", "req-1") | {"summary": f"{KEY}"}
+    openai_server.then(Text(json.dumps(valid)), Raw(_events(json.dumps(whole))))
+    reply = await backend.complete(prompt_bundle())  # the key split over several events
+    assert json.loads(reply.text)["summary"] == "called the API with [api key] as told"
+    reply = await backend.complete(prompt_bundle())
+    assert json.loads(reply.text)["summary"] == "[api key]"
+    openai_server.then(Cut(f"so far: {KEY}"), Cut(f"so far: {KEY[:12]}"), Cut(f"{KEY[:-1]}"))
+    for _ in range(3):  # whole, or broken off inside the key: nothing of it is kept
+        failure = await _failure(backend, prompt_bundle())
+        assert failure.output in ("so far: [api key]", "[api key]")
+
+
+MIXED_CASE_KEY = "sk-ABCdef1234567890ghIJ"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason"),
+    [
+        pytest.param(
+            Raw(b"{}", content_type="application/json", status=400, reason=MIXED_CASE_KEY),
+            "the model server answered 400 Bad Request",
+            id="status-line",
+        ),
+        pytest.param(
+            Raw(b"<p>hi</p>", content_type=f"text/{MIXED_CASE_KEY}"),
+            "the model server answered with a content type instead of an event stream",
+            id="content-type",
+        ),
+        pytest.param(
+            Raw(b"<p>hi</p>", content_type="text/" + "x" * 200),
+            "the model server answered with a content type instead of an event stream",
+            id="content-type-too-long",
+        ),
+    ],
+)
+async def test_reasons_repeat_nothing_the_server_said(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch,
+    behaviour: Raw, reason: str,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, MIXED_CASE_KEY)
+    openai_server.then(behaviour)
+    failure = await _failure(_backend(openai_server, api_key_env=KEY_ENV), prompt_bundle())
+    assert str(failure) == reason
+
+
+async def test_a_team_keeps_no_answer_that_quotes_the_key(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv(KEY_ENV, KEY)
+    workspace = openai_workspace(openai={"api_key_env": KEY_ENV})
+    seed(workspace, "req-1", "qa", events=5)
+    valid = answer_for("qa", "req-1") | {"summary": f"tested with {KEY}"}
+    openai_server.then(Text(f"Sure! The key {KEY} works."), Text(json.dumps(valid)))
+    summary = await run_once(workspace, roles=["qa"])
+    assert [p.purpose for p in summary.prompts] == ["role_task", "contract_repair"]
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "completed"
+    assert record["result"]["summary"] == "tested with [api key]"
+    (rejected,) = workspace.attempts_folder("req-1").iterdir()
+    assert json.loads(rejected.read_text())["answer"] == "Sure! The key [api key] works."
+    assert KEY not in openai_server.requests[1].prompt  # the repair prompt quotes it scrubbed
+    written = [path for path in workspace.root.rglob("*") if path.is_file()]
+    assert not [path for path in written if KEY.encode() in path.read_bytes()]
+
+
+# --- what must never take a run down ------------------------------------------------------
+
+
+async def test_a_retry_after_that_is_not_a_number_is_no_retry_after(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(openai_backend, "BACKOFF_FIRST_SECONDS", 0.01)
+    openai_server.then(Status(429, retry_after="\u00b2"))  # `isdigit()`, yet no number
+    reply = await _backend(openai_server).complete(prompt_bundle())
+    assert json.loads(reply.text)["status"] == "completed"
+    assert len(openai_server.requests) == 2
+
+
+BAD_KEYS = [
+    pytest.param("sk-abc def", id="space"),
+    pytest.param("sk-abc\n", id="line-break"),
+    pytest.param("sk-\u043a\u043b\u044e\u0447", id="non-ascii"),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_KEYS)
+async def test_a_key_no_header_can_carry_is_refused_by_name_never_by_value(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch,
+    bad: str,
+) -> None:  # fmt: skip
+    problem = (
+        f"the environment variable {KEY_ENV} (model.openai.api_key_env) holds a space, a line "
+        "break or a character that is not ASCII, which no API key has; export only the key in it"
+    )
+    monkeypatch.setenv(KEY_ENV, bad)
+    with pytest.raises(ConfigError, match=f"^{re.escape(problem)}, then start again.$"):
+        _backend(openai_server, api_key_env=KEY_ENV)  # at the start: no run at all
+    monkeypatch.setenv(KEY_ENV, KEY)
+    backend = _backend(openai_server, api_key_env=KEY_ENV)
+    monkeypatch.setenv(KEY_ENV, bad)  # changed while running: this call fails, nothing is sent
+    failure = await _failure(backend, prompt_bundle())
+    assert str(failure) == problem
+    assert not openai_server.requests
+
+
+def test_run_with_a_key_no_header_can_carry_is_a_user_error(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord
+) -> None:
+    workspace = openai_workspace(openai={"api_key_env": KEY_ENV})
+    seed(workspace, "req-1", "qa", events=5)
+    before = read_record(workspace, "req-1")
+    bad = "sk-\u043a\u043b\u044e\u0447 x"
+    done = _cli(
+        "run", "--once", "--workspace", str(workspace.root), env={**os.environ, KEY_ENV: bad}
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"teams-runtime: error: the environment variable {KEY_ENV} ")
+    assert "Traceback" not in done.stderr and bad not in done.stderr
+    assert read_record(workspace, "req-1") == before
+    assert sum(FileWorkQueue(workspace).counts().values()) == 1
+
+
+async def test_an_unexpected_error_in_a_call_fails_it_with_the_error_type_only(
+    openai_workspace: MakeWorkspace, seed: Seed, read_record: ReadRecord, run_once: RunOnce,
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    def broken(data: bytes) -> Any:  # a bug, with content in its message
+        raise OverflowError(f"cannot take {data!r} with {KEY}")
+
+    monkeypatch.setattr(openai_backend, "decode_chunk", broken)
+    workspace = openai_workspace(model={"attempts": 2, "on_failure": "fail"})
+    seed(workspace, "req-1", "qa", events=5)
+    summary = await run_once(workspace, roles=["qa"])
+    assert (summary.handled, summary.failed, summary.prompts_sent) == (0, 1, 2)
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "failed"  # the envelope is done with: it cannot come back forever
+    (failed,) = [event for event in record["events"] if event.get("type") == "model_failed"]
+    reason = "the call to the model server failed unexpectedly (OverflowError)"
+    assert failed["payload"]["reason"] == reason
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0
 
 
 # --- a team on the server: as on a model command ------------------------------------------
