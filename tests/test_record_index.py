@@ -32,7 +32,7 @@ from teams_runtime.exceptions import RecordError
 from teams_runtime.projection import project_request
 
 from .reference import reference_role
-from .strategies import event, events
+from .strategies import configs, event, events
 
 
 def _paths(root: Path) -> RecordPaths:
@@ -151,7 +151,8 @@ def _foreign(paths: RecordPaths, data: bytes) -> None:
 
 def _first_answer(root: Path, config: PromptContextConfig) -> Projection:
     """The projection a ContextActor answers from the store's first read of ``req-1``."""
-    read = store.FileRecordStore(Workspace(root)).read("req-1", tail=config.max_events)
+    tail = config.max_events if config.enabled else None  # as the ContextActor asks
+    read = store.FileRecordStore(Workspace(root)).read("req-1", tail=tail)
     digest = (
         digest_from_parts(read, config)
         if isinstance(read, IndexedParts)
@@ -241,3 +242,24 @@ def test_a_comma_inside_an_event_is_never_taken_for_a_boundary(tmp_path: Path) -
     config = PromptContextConfig(recent_events=2, max_events=4)
     answer = _first_answer(tmp_path, config)
     assert answer.fields == project_request(tricky, config).fields
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(history=st.lists(event, max_size=120), config=configs(), padding=st.sampled_from([0, 2000]))
+def test_a_first_read_of_a_foreign_record_answers_as_the_policy(
+    tmp_path_factory: pytest.TempPathFactory,
+    history: list[Any],
+    config: PromptContextConfig,
+    padding: int,
+) -> None:
+    """Small records (read whole, index derived for one read) and large ones (index derived and
+    kept) answer exactly as ``project_request``, on the first read and on the next."""
+    root = tmp_path_factory.mktemp("foreign")
+    record = {"request_id": "req-1", "status": "new", "pad": "p" * padding * 80, "events": history}
+    data = encode_record(record)
+    _foreign(Workspace(root).record_paths("req-1"), data)
+    expected = project_request(data, config)
+    assert _first_answer(root, config) == expected
+    assert _first_answer(root, config) == expected  # through the index a large one kept
