@@ -322,7 +322,7 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
 
 
 def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsConnection) -> None:
-    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1", lease_seconds=30)
+    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
     worker.put(_envelope("req.1"))
     worker.claim("qa", 1)
     assert worker.renew()

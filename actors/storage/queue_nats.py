@@ -62,17 +62,10 @@ class _Held(msgspec.Struct, frozen=True):
 class NatsWorkQueue:
     """The team's envelope queue on a NATS server, as seen by one worker."""
 
-    def __init__(
-        self,
-        connection: NatsConnection,
-        *,
-        worker_id: str | None = None,
-        lease_seconds: float = 60.0,
-    ) -> None:
+    def __init__(self, connection: NatsConnection, *, worker_id: str | None = None) -> None:
         self.connection = connection
         self.names = connection.names
         self.worker_id = worker_id or new_worker_id()
-        self.lease_seconds = lease_seconds
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
         self._workers = connection.call(lambda: connection.js.key_value(self.names.workers))
@@ -92,6 +85,13 @@ class NatsWorkQueue:
 
         subject = f"{self.names.prefix}.q.*.*"
         self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim stays this worker's without a renewal: the ack wait the role
+        consumers have on the server (whoever made them chose it), not this host's
+        ``queue.lease_seconds``, so every worker of the team renews in time."""
+        return self.connection.queue_ack_seconds
 
     @property
     def _js(self) -> JetStreamContext:
