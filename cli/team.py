@@ -67,7 +67,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     config = load_team_config(args.workspace)
-    write_json(config)
+    shown = msgspec.to_builtins(config)
+    # The NATS URL may carry a user and password: used to connect, never printed.
+    shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
+    write_json(shown)
     return 0
 
 
