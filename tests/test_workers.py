@@ -449,7 +449,7 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     (lease,) = json.loads(done.stdout)["workers"]
-    assert lease["alive"]
+    assert lease["alive"] and sorted(lease["holds"]) == ["qa:req-1", "qa:req-2"]
     other = NatsConnection(settings, queue_ack_seconds=1)  # another worker, asking for work
     try:
         queue, until = NatsWorkQueue(other), time.monotonic() + 3
@@ -463,6 +463,49 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
     assert _all_calls([host, elsewhere]) == {("req-1", "qa"): 1, ("req-2", "qa"): 1}
     for request_id, record in _nats_records(settings, ids).items():
         assert _reports(record, 3) == ["qa"], request_id
+
+
+def _cli_json(workspace: Workspace, *argv: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", *argv, "--json", "--workspace",
+         str(workspace.root)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_status_and_cancel_around_a_held_envelope_say_the_same_on_both_backends(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    backend: str,
+) -> None:
+    if backend == "nats":
+        settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+        (workspace,) = _nats_hosts(team_workspace, tmp_path, settings, "sleep", 1)
+        _nats_seed(settings, ["req-1"], "qa", events=3)
+    else:
+        workspace = team_workspace("sleep")
+        seed(workspace, "req-1", "qa", events=3)
+    worker = _worker(workspace, "--once")
+    calls = workspace.root / "model-state" / "calls-req-1-qa"
+    _wait_for(calls.exists, 30, "the model call")
+    report = _cli_json(workspace, "status")  # at once: no renewal has happened yet
+    assert report["roles"]["qa"] == {"waiting": 0, "claimed": 1, "deferred": 0}
+    assert [lease["holds"] for lease in report["workers"]] == [["qa:req-1"]]
+    cancelled = _cli_json(workspace, "cancel", "req-1")
+    assert (cancelled["already_cancelled"], cancelled["dropped"]) == (False, 0)  # it is held
+    worker.send_signal(signal.SIGTERM)  # stopped mid-call: the envelope goes back
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "Stopped; 1 envelope queued for the next run." in out
+    report = _cli_json(workspace, "status")
+    assert report["roles"]["qa"] == {"waiting": 1, "claimed": 0, "deferred": 0}
+    assert report["workers"] == []
+    cancelled = _cli_json(workspace, "cancel", "req-1")
+    assert (cancelled["already_cancelled"], cancelled["dropped"]) == (True, 1)  # waiting now
 
 
 def test_hosts_ride_out_a_nats_server_restart(
