@@ -829,6 +829,15 @@ def test_metrics_adds_up_several_workspace_folders(
         totals.append(json.loads(out)["totals"]["prompts"])
     assert totals[0] > 0 and totals[1] > 0
     assert totals[2] == totals[0] + totals[1]
+    (tmp_path / "link-1").symlink_to(hosts[0])
+    again = [str(hosts[0]), f"{hosts[1]}/../host-1", str(tmp_path / "link-1"), str(hosts[1])]
+    status, out, err = _run(capsys, "metrics", "--json", *(f"--workspace={a}" for a in again))
+    assert status == 0 and json.loads(out)["totals"]["prompts"] == totals[2]  # each once
+    assert err == "".join(
+        f"teams-runtime: note: --workspace {folder} is the folder already given as "
+        f"{hosts[0]}; its logs are read once.\n"
+        for folder in again[1:3]
+    )
 
 
 HUGE = "99999999999999999999999"  # more than a C ssize_t holds
