@@ -202,7 +202,8 @@ class Team:
     async def _keep_lease(self, scope: anyio.CancelScope) -> None:
         with scope:
             while True:
-                await anyio.sleep(self.config.queue.lease_seconds / 3)
+                # The queue's lease, not the config's: on NATS the server's ack wait rules.
+                await anyio.sleep(self.queue.lease_seconds / 3)
                 await self._renew_lease()
 
     async def _start(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -17,7 +19,7 @@ from teams_runtime.actors.intake import submit
 from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli.live_view import LiveView, wants_live_view
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
@@ -67,7 +69,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     config = load_team_config(args.workspace)
-    write_json(config)
+    shown = msgspec.to_builtins(config)
+    # The NATS URL may carry a user and password: used to connect, never printed.
+    shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
+    write_json(shown)
     return 0
 
 
@@ -172,7 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_metrics(args: argparse.Namespace) -> int:
     # --workspace may be repeated (one folder per host); none given: the one found from here.
     folders = args.workspace if isinstance(args.workspace, list) else [args.workspace]
-    workspaces = [Workspace(folder) for folder in folders]
+    workspaces = _distinct_workspaces(folders)
     for workspace in workspaces:
         if not workspace.config_path.exists():
             # Without this check a mistyped folder would read as a quiet workspace: "no data".
@@ -198,6 +203,25 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     else:
         print(render_report(report))
     return 0
+
+
+def _distinct_workspaces(folders: list[Path]) -> list[Workspace]:
+    """The workspaces of ``folders``, each once: a folder named twice (the same path, or
+    another leading to it: ``..``, a link) would count its prompts twice. Says so on stderr."""
+    first_named: dict[Path, Path] = {}
+    workspaces = []
+    for folder in folders:
+        place = Path(folder).resolve()
+        if place in first_named:
+            print(
+                f"{PROG}: note: --workspace {folder} is the folder already given as "
+                f"{first_named[place]}; its logs are read once.",
+                file=sys.stderr,
+            )
+            continue
+        first_named[place] = Path(folder)
+        workspaces.append(Workspace(folder))
+    return workspaces
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

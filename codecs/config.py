@@ -260,7 +260,16 @@ _NATS_URL = re.compile(
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
+_HIGHEST_PORT = 65_535
+
+
 def _shown(url: str) -> str:
+    """``url`` for messages, logs and output: the user and password of each of its URLs (a
+    cluster's are comma-separated) replaced by ``***``."""
+    return ",".join(_shown_one(part) for part in url.split(","))
+
+
+def _shown_one(url: str) -> str:
     if "@" not in url:
         return url
     scheme, separator, _ = url.partition("://")
@@ -282,12 +291,21 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         return _shown(self.url)
 
     def __post_init__(self) -> None:
-        if not all(_NATS_URL.fullmatch(part.strip()) for part in self.url.split(",")):
-            raise ConfigError(
-                f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS URL; "
-                "write it as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, "
-                "for a cluster)."
-            )
+        for part in self.url.split(","):
+            match = _NATS_URL.fullmatch(part.strip())
+            if match is None:
+                raise ConfigError(
+                    f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS "
+                    "URL; write it as nats://HOST:PORT (or tls://HOST:PORT; several, "
+                    "comma-separated, for a cluster)."
+                )
+            port = int(match.group(3)[1:]) if match.group(3) else None
+            if port is not None and not 1 <= port <= _HIGHEST_PORT:
+                raise ConfigError(
+                    f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} names port "
+                    f"{port}, which no server can listen on; a port is between 1 and "
+                    f"{_HIGHEST_PORT}."
+                )
         if _NATS_PREFIX.fullmatch(self.prefix) is None:
             raise ConfigError(
                 "team_runtime.yaml backend.nats.prefix must start with a letter and hold only "

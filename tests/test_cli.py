@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.nats_connection import close_shared_connections
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
@@ -377,6 +378,58 @@ def test_config_prints_what_is_in_force(
     assert err == (
         f"teams-runtime: error: {workspace}/team_runtime.yaml prompt_context.max_events must be "
         "a positive integer.\n"
+    )
+
+
+def test_config_never_prints_the_password_of_the_nats_url(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "nats://alice:s3cretPW@10.0.0.5:4222,nats://alice:s3cretPW@10.0.0.6:4222"
+    (workspace / "team_runtime.yaml").write_text(f"backend: {{kind: nats, nats: {{url: '{url}'}}}}")
+    status, out, err = _run(capsys, "config", "--workspace", str(workspace))
+    assert status == 0 and "s3cretPW" not in out + err and "alice" not in out + err
+    assert json.loads(out)["backend"]["nats"] == {
+        "url": "nats://***@10.0.0.5:4222,nats://***@10.0.0.6:4222",
+        "prefix": "teams",
+        "replicas": 1,
+        "connect_seconds": 2.0,
+        "retry_seconds": 60.0,
+    }
+
+
+def test_init_refuses_a_nats_port_that_cannot_exist_without_showing_the_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = _run(capsys, "init", str(tmp_path / "host"), "--backend", "nats",
+                            "--nats-url", "nats://u:pw@h:99999")  # fmt: skip
+    assert (status, out) == (2, "")
+    assert err == (
+        "teams-runtime: error: team_runtime.yaml backend.nats.url 'nats://***@h:99999' names "
+        "port 99999, which no server can listen on; a port is between 1 and 65535.\n"
+    )
+    assert not (tmp_path / "host").exists()
+
+
+def test_replicas_a_single_nats_server_cannot_keep_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
+    settings = nats_server.settings()
+    root = tmp_path / "host"
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    config = root / "team_runtime.yaml"
+    text = config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}")
+    config.write_text(text.replace("replicas: 1", "replicas: 3"))
+    capsys.readouterr()
+    try:
+        status, out, err = _run(capsys, "status", "--workspace", str(root))
+    finally:
+        close_shared_connections()
+    assert (status, out) == (2, "")
+    assert err == (
+        "teams-runtime: error: team_runtime.yaml backend.nats.replicas is 3, but the NATS "
+        f"server at {settings.url} is not part of a cluster (replicas > 1 not supported in "
+        "non-clustered mode); set replicas: 1, or run a cluster of at least 3 servers "
+        "(docs/scaling.md).\n"
     )
 
 
@@ -776,6 +829,15 @@ def test_metrics_adds_up_several_workspace_folders(
         totals.append(json.loads(out)["totals"]["prompts"])
     assert totals[0] > 0 and totals[1] > 0
     assert totals[2] == totals[0] + totals[1]
+    (tmp_path / "link-1").symlink_to(hosts[0])
+    again = [str(hosts[0]), f"{hosts[1]}/../host-1", str(tmp_path / "link-1"), str(hosts[1])]
+    status, out, err = _run(capsys, "metrics", "--json", *(f"--workspace={a}" for a in again))
+    assert status == 0 and json.loads(out)["totals"]["prompts"] == totals[2]  # each once
+    assert err == "".join(
+        f"teams-runtime: note: --workspace {folder} is the folder already given as "
+        f"{hosts[0]}; its logs are read once.\n"
+        for folder in again[1:3]
+    )
 
 
 HUGE = "99999999999999999999999"  # more than a C ssize_t holds

@@ -476,6 +476,18 @@ def test_backend_nats_is_read() -> None:
             id="url-host",
         ),
         pytest.param(
+            "backend: {kind: nats, nats: {url: 'nats://u:pw@h:99999'}}",
+            "team_runtime.yaml backend.nats.url 'nats://***@h:99999' names port 99999, which no "
+            "server can listen on; a port is between 1 and 65535.",
+            id="url-port-too-high",
+        ),
+        pytest.param(
+            "backend: {kind: nats, nats: {url: 'nats://h:4222,tls://h2:0'}}",
+            "team_runtime.yaml backend.nats.url 'nats://h:4222,tls://h2:0' names port 0, which "
+            "no server can listen on; a port is between 1 and 65535.",
+            id="url-port-zero",
+        ),
+        pytest.param(
             "backend: {kind: nats, nats: {prefix: 'a.b'}}",
             "team_runtime.yaml backend.nats.prefix must start with a letter and hold only "
             "letters, digits, '_' and '-' (at most 32 characters).",
@@ -511,6 +523,15 @@ def test_a_password_in_the_nats_url_is_never_shown() -> None:
     with pytest.raises(ConfigError) as raised:
         parse_team_config("backend: {nats: {url: 'nats//bob:s3cret@h'}}", "team_runtime.yaml")
     assert "s3cret" not in str(raised.value)
+
+
+def test_every_url_of_a_cluster_is_shown_without_its_credentials() -> None:
+    url = "nats://ann:pw1@a:4222, tls://bob:pw2@b:4222,nats://c:4222"
+    settings = parse_team_config(f"backend: {{nats: {{url: '{url}'}}}}", "x").backend.nats
+    assert settings.shown_url == "nats://***@a:4222, tls://***@b:4222,nats://c:4222"
+    with pytest.raises(ConfigError) as raised:
+        parse_team_config("backend: {nats: {url: 'nats://ann:pw1@a:1,bob:pw2@b'}}", "x")
+    assert "'nats://***@a:1,***@b' is not a NATS URL" in str(raised.value)
 
 
 # --- upper bounds: a number too large is an error naming it, never an overflow at run time -----

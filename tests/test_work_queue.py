@@ -182,6 +182,52 @@ def test_a_rejected_envelope_is_set_aside(
     assert queue_backend.new_queue().claim("qa", 10) == []  # nor to anyone else
 
 
+def test_drop_takes_waiting_and_deferred_envelopes_and_leaves_held_ones(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    for role in ("qa", "planner", "developer"):
+        work_queue.put(_envelope("req-1", role))
+    work_queue.put(_envelope("req-2", "qa"))
+    (held,) = work_queue.claim("qa", 1)  # a worker is calling the model for it
+    (released,) = work_queue.claim("developer", 1)
+    work_queue.release(released)
+    assert work_queue.drop("req-1") == 2  # planner's waiting, developer's deferred; not qa's
+    assert work_queue.counts() == dict.fromkeys(ROLES, 0) | {"qa": 2}
+    other = queue_backend.new_queue()
+    assert other.restore_deferred() == 0
+    assert other.claim("planner", 10) == [] and _ids(other.claim("qa", 10)) == ["req-2"]
+    work_queue.done(held)  # the holder finishes its call
+    assert work_queue.counts()["qa"] == 1
+
+
+def test_a_retiring_workers_claims_wait_again_for_anyone(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    work_queue.put(_envelope("req-1"))
+    work_queue.put(_envelope("req-2"))
+    work_queue.claim("qa", 2)
+    work_queue.retire()  # stopped (SIGTERM) in the middle of its calls
+    other = queue_backend.new_queue()
+    snapshot = other.snapshot()
+    assert (snapshot.waiting["qa"], snapshot.claimed["qa"], snapshot.workers) == (2, 0, [])
+    assert other.drop("req-2") == 1  # waiting again, so a cancel drops it
+    assert _ids(other.claim("qa", 10)) == ["req-1"]
+
+
+def test_what_a_worker_holds_shows_from_its_claim_to_its_done(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    work_queue.put(_envelope("req.1"))
+    work_queue.put(_envelope("req-2"))
+    first, _ = work_queue.claim("qa", 2)
+    observer = queue_backend.new_queue()  # `status`, from anywhere
+    (lease,) = observer.snapshot().workers
+    assert lease.alive and sorted(lease.holds) == ["qa:req-2", "qa:req.1"]
+    work_queue.done(first)
+    (lease,) = observer.snapshot().workers
+    assert lease.holds == ["qa:req-2"]
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -322,7 +368,7 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
 
 
 def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsConnection) -> None:
-    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1", lease_seconds=30)
+    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
     worker.put(_envelope("req.1"))
     worker.claim("qa", 1)
     assert worker.renew()

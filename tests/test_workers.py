@@ -356,8 +356,12 @@ def _nats_hosts(
     ]
 
 
-def _nats_seed(settings: NatsSettings, request_ids: list[str], role: str, events: int) -> None:
-    connection = NatsConnection(settings)
+def _nats_seed(
+    settings: NatsSettings, request_ids: list[str], role: str, events: int, lease: float = 60
+) -> None:
+    """Create the requests and queue their envelopes; the first connection to the team makes
+    its queue, with ``lease`` as the ack wait every worker then renews within."""
+    connection = NatsConnection(settings, queue_ack_seconds=lease)
     try:
         store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
         for request_id in request_ids:
@@ -410,7 +414,7 @@ def test_a_killed_hosts_envelope_is_delivered_again_and_handled_once(
     first_host, second_host = _nats_hosts(
         team_workspace, tmp_path, settings, "slow:1.5", 2, lease_seconds=2
     )
-    _nats_seed(settings, ["req-1"], "qa", events=5)
+    _nats_seed(settings, ["req-1"], "qa", events=5, lease=2)
     first = _worker(first_host, "--once")
     calls = first_host.root / "model-state" / "calls-req-1-qa"
     _wait_for(calls.exists, 30, "the first host's model call")
@@ -424,6 +428,84 @@ def test_a_killed_hosts_envelope_is_delivered_again_and_handled_once(
     record = _nats_records(settings, ["req-1"])["req-1"]
     assert _reports(record, 5) == ["qa"]  # finished once, no duplicate report
     assert _all_calls([first_host, second_host])[("req-1", "qa")] == 2  # the killed call + one
+
+
+def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
+    team_workspace: Callable[..., Workspace], tmp_path: Path, nats_server: Any
+) -> None:
+    settings: NatsSettings = nats_server.settings()
+    (host,) = _nats_hosts(team_workspace, tmp_path, settings, "slow:5", 1, lease_seconds=30)
+    (elsewhere,) = _nats_hosts(
+        team_workspace, tmp_path / "elsewhere", settings, "valid", 1, lease_seconds=1
+    )
+    ids = ["req-1", "req-2"]
+    _nats_seed(settings, ids, "qa", events=3, lease=2)  # the team's queue: a 2 s ack wait
+    worker = _worker(host, "--once")  # its own setting (30 s) would renew every 10 s
+    state = host.root / "model-state"
+    _wait_for(lambda: all((state / f"calls-{i}-qa").exists() for i in ids), 30, "the model calls")
+    done = subprocess.run(  # from a workspace whose lease is 1 s: it changes nothing
+        [sys.executable, "-m", "teams_runtime", "status", "--json",
+         "--workspace", str(elsewhere.root)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    (lease,) = json.loads(done.stdout)["workers"]
+    assert lease["alive"] and sorted(lease["holds"]) == ["qa:req-1", "qa:req-2"]
+    other = NatsConnection(settings, queue_ack_seconds=1)  # another worker, asking for work
+    try:
+        queue, until = NatsWorkQueue(other), time.monotonic() + 3
+        while time.monotonic() < until:  # longer than the ack wait: the calls are renewed
+            assert queue.claim("qa", 10) == []
+            time.sleep(0.2)
+    finally:
+        other.close()
+    _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, err
+    assert _all_calls([host, elsewhere]) == {("req-1", "qa"): 1, ("req-2", "qa"): 1}
+    for request_id, record in _nats_records(settings, ids).items():
+        assert _reports(record, 3) == ["qa"], request_id
+
+
+def _cli_json(workspace: Workspace, *argv: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", *argv, "--json", "--workspace",
+         str(workspace.root)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_status_and_cancel_around_a_held_envelope_say_the_same_on_both_backends(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    backend: str,
+) -> None:
+    if backend == "nats":
+        settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+        (workspace,) = _nats_hosts(team_workspace, tmp_path, settings, "sleep", 1)
+        _nats_seed(settings, ["req-1"], "qa", events=3)
+    else:
+        workspace = team_workspace("sleep")
+        seed(workspace, "req-1", "qa", events=3)
+    worker = _worker(workspace, "--once")
+    calls = workspace.root / "model-state" / "calls-req-1-qa"
+    _wait_for(calls.exists, 30, "the model call")
+    report = _cli_json(workspace, "status")  # at once: no renewal has happened yet
+    assert report["roles"]["qa"] == {"waiting": 0, "claimed": 1, "deferred": 0}
+    assert [lease["holds"] for lease in report["workers"]] == [["qa:req-1"]]
+    cancelled = _cli_json(workspace, "cancel", "req-1")
+    assert (cancelled["already_cancelled"], cancelled["dropped"]) == (False, 0)  # it is held
+    worker.send_signal(signal.SIGTERM)  # stopped mid-call: the envelope goes back
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "Stopped; 1 envelope queued for the next run." in out
+    report = _cli_json(workspace, "status")
+    assert report["roles"]["qa"] == {"waiting": 1, "claimed": 0, "deferred": 0}
+    assert report["workers"] == []
+    cancelled = _cli_json(workspace, "cancel", "req-1")
+    assert (cancelled["already_cancelled"], cancelled["dropped"]) == (True, 1)  # waiting now
 
 
 def test_hosts_ride_out_a_nats_server_restart(

@@ -56,12 +56,12 @@ def open_queue(
 ) -> WorkQueue:
     """The work queue the workspace's ``backend`` names, for one worker."""
     config = config if config is not None else workspace_config(workspace)
-    lease = config.queue.lease_seconds
     if config.backend.kind == "nats":
         from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 
-        return NatsWorkQueue(_connection(config), worker_id=worker_id, lease_seconds=lease)
-    return FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease)
+        # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
+        return NatsWorkQueue(_connection(config), worker_id=worker_id)
+    return FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=config.queue.lease_seconds)
 
 
 def _connection(config: TeamConfig) -> NatsConnection:

@@ -6,8 +6,10 @@ thread, and blocking callers hand it coroutines (``call``). Calls that fail beca
 is away (restarting, a network blip) are retried until ``retry_seconds`` pass: the client
 reconnects by itself meanwhile, so a worker rides out a server restart.
 
-It also creates what the backend needs on the server (``ensure_layout``), idempotently: the
-names are in ``NatsNames`` and in docs/scaling.md.
+It also creates what the backend needs on the server (``ensure_layout``) when it is missing, and
+never changes what exists: a host whose config differs (``queue.lease_seconds``, ``replicas``)
+reads the settings the team's queue was made with instead of imposing its own. The names are in
+``NatsNames`` and in docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
 _WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
 _STREAM_NAME_IN_USE = 10058  # the stream exists (with another config): keep it as it is
 _CONSUMER_EXISTS = 10148  # the consumer exists with another config: keep it as it is
+_STREAM_NOT_FOUND = 10059
+_CONSUMER_NOT_FOUND = 10014
+_REPLICAS_NEED_A_CLUSTER = 10074  # "replicas > 1 not supported in non-clustered mode"
+_JETSTREAM_NOT_ENABLED = (10039, 10076)  # for the account; on the server
 
 
 def token_of(value: str) -> str:
@@ -133,8 +139,16 @@ class NatsConnection:
     """A connected NATS client on its own event loop thread; ``call`` runs a coroutine there."""
 
     def __init__(self, settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> None:
+        """Connect and make sure the team's streams, buckets and consumers exist.
+
+        ``queue_ack_seconds`` (``queue.lease_seconds``) is the ack wait of role consumers this
+        connection creates; when they exist, ``queue_ack_seconds`` becomes the one they have.
+        Raises ``BackendError`` (one line, the URL without credentials) when the server cannot
+        be reached, refuses the credentials, has no JetStream, or refuses the layout.
+        """
         self.settings = settings
         self.names = NatsNames(settings.prefix)
+        self.wanted_ack_seconds = queue_ack_seconds
         self.queue_ack_seconds = queue_ack_seconds
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -142,6 +156,7 @@ class NatsConnection:
         )
         self._thread.start()
         self._reconnected: list[Callable[[], None]] = []
+        self._connect_errors: list[Exception] = []
         self._closed = False
         try:
             self.client: Client = self._submit(
@@ -149,12 +164,10 @@ class NatsConnection:
             )
         except Exception as exc:
             self._stop_loop()
-            raise BackendError(
-                f"cannot reach the NATS server at {settings.shown_url} ({_reason(exc)}); start "
-                "it, or check backend.nats.url in team_runtime.yaml."
-            ) from None
+            raise self._unreachable(exc) from None
         self.js: JetStreamContext = self.client.jetstream(timeout=5.0)
         try:
+            self._submit(self._check_jetstream(), timeout=settings.connect_seconds + 10)
             self.call(self._ensure_layout)
         except BaseException:
             self.close()
@@ -223,6 +236,10 @@ class NatsConnection:
                 callback()
 
         async def error(exc: Exception) -> None:
+            # Kept while connecting: "Authorization Violation" arrives here, and the connect
+            # itself then fails with a bare NoServersError.
+            if len(self._connect_errors) < 16:
+                self._connect_errors.append(exc)
             logger.debug("NATS client error: {}", type(exc).__name__)
 
         client = await nats.connect(
@@ -239,63 +256,175 @@ class NatsConnection:
         client.options["max_reconnect_attempts"] = -1  # running: outlive a server restart
         return client
 
-    async def _ensure_layout(self) -> None:
-        """Create the streams, buckets and consumers if missing; existing ones are kept."""
-        names, replicas = self.names, self.settings.replicas
-        await self._add_stream(
-            StreamConfig(
-                name=names.events,
-                subjects=[f"{names.prefix}.req.*.ev.*"],
-                storage=StorageType.FILE,
-                num_replicas=replicas,
-                allow_direct=True,
-            )
-        )
-        await self._add_stream(
-            StreamConfig(
-                name=names.queue,
-                subjects=[f"{names.prefix}.q.>", f"{names.prefix}.deferred.>"],
-                retention=RetentionPolicy.WORK_QUEUE,
-                storage=StorageType.FILE,
-                num_replicas=replicas,
-            )
-        )
-        await self._add_stream(
-            StreamConfig(
-                name=names.rejected,
-                subjects=[f"{names.prefix}.rejected.>"],
-                storage=StorageType.FILE,
-                num_replicas=replicas,
-            )
-        )
-        for bucket in (names.heads, names.workers):
-            await self.js.create_key_value(bucket=bucket, history=1, replicas=replicas)
-        for role in ROLES:
-            await self._add_consumer(names.role_consumer(role), f"{names.prefix}.q.{role}.*")
-        await self._add_consumer(names.deferred_consumer, f"{names.prefix}.deferred.>")
+    async def _check_jetstream(self) -> None:
+        """Refuse at once a server (or account) without JetStream: every later call would
+        otherwise find no responder and be retried for ``retry_seconds``."""
+        try:
+            await self.api("INFO", {})
+        except nats.errors.NoRespondersError:
+            raise BackendError(
+                f"the NATS server at {self.settings.shown_url} answers, but JetStream is not "
+                "enabled on it; start it with -js (or a jetstream block in its config file): "
+                "the nats backend keeps requests and the queue in JetStream."
+            ) from None
+        except nats.js.errors.APIError as exc:
+            if exc.err_code in _JETSTREAM_NOT_ENABLED:
+                raise BackendError(
+                    f"the NATS server at {self.settings.shown_url} does not enable JetStream "
+                    f"for this account ({exc.description}); enable it for the account the "
+                    "credentials in backend.nats.url log in to."
+                ) from None
+        except _TRANSIENT:
+            pass  # slow to answer: the layout's calls retry it for retry_seconds
 
-    async def _add_stream(self, config: StreamConfig) -> None:
+    async def _ensure_layout(self) -> None:
+        """Create the streams, buckets and consumers that are missing; never change one that
+        exists (another host made it, maybe with other settings: they stay the team's), and
+        read the ack wait of the role consumers into ``queue_ack_seconds``."""
+        names, replicas = self.names, self.settings.replicas
+        try:
+            await self._ensure_stream(
+                StreamConfig(
+                    name=names.events,
+                    subjects=[f"{names.prefix}.req.*.ev.*"],
+                    storage=StorageType.FILE,
+                    num_replicas=replicas,
+                    allow_direct=True,
+                )
+            )
+            await self._ensure_stream(
+                StreamConfig(
+                    name=names.queue,
+                    subjects=[f"{names.prefix}.q.>", f"{names.prefix}.deferred.>"],
+                    retention=RetentionPolicy.WORK_QUEUE,
+                    storage=StorageType.FILE,
+                    num_replicas=replicas,
+                )
+            )
+            await self._ensure_stream(
+                StreamConfig(
+                    name=names.rejected,
+                    subjects=[f"{names.prefix}.rejected.>"],
+                    storage=StorageType.FILE,
+                    num_replicas=replicas,
+                )
+            )
+            for bucket in (names.heads, names.workers):
+                await self._ensure_bucket(bucket)
+            ack_waits = await asyncio.gather(
+                *(
+                    self._ensure_consumer(names.role_consumer(role), f"{names.prefix}.q.{role}.*")
+                    for role in ROLES
+                ),
+                self._ensure_consumer(names.deferred_consumer, f"{names.prefix}.deferred.>"),
+            )
+        except nats.js.errors.APIError as exc:
+            if exc.code == 503:
+                raise  # JetStream busy (a cluster electing a leader): `call` retries
+            raise self._refused(exc) from None
+        # The shortest, should a person have edited one role's consumer: renewing within it
+        # keeps every claim.
+        self.queue_ack_seconds = min(ack_waits[: len(ROLES)])
+        if abs(self.queue_ack_seconds - self.wanted_ack_seconds) >= 0.001:
+            logger.warning(
+                "queue.lease_seconds is {:g} here, but the team's queue on NATS (prefix {}) was "
+                "created with an ack wait of {:g} s: this worker uses the server's {:g} s "
+                "(renewing every {:g} s); docs/scaling.md says how to change it",
+                self.wanted_ack_seconds,
+                names.prefix,
+                self.queue_ack_seconds,
+                self.queue_ack_seconds,
+                self.queue_ack_seconds / 3,
+            )
+
+    def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
+        """The one line for the server refusing to create the layout (never a traceback)."""
+        if exc.err_code == _REPLICAS_NEED_A_CLUSTER:
+            return BackendError(
+                f"team_runtime.yaml backend.nats.replicas is {self.settings.replicas}, but the "
+                f"NATS server at {self.settings.shown_url} is not part of a cluster "
+                f"({exc.description}); set replicas: 1, or run a cluster of at least "
+                f"{self.settings.replicas} servers (docs/scaling.md)."
+            )
+        return BackendError(
+            f"the NATS server at {self.settings.shown_url} refused to set up the team's streams "
+            f"(prefix {self.names.prefix}): {exc.description} (JetStream error {exc.err_code}); "
+            "see docs/scaling.md."
+        )
+
+    async def _ensure_stream(self, config: StreamConfig) -> None:
+        assert config.name is not None
+        try:
+            await self.js.stream_info(config.name)
+            return
+        except nats.js.errors.NotFoundError as exc:
+            if exc.err_code != _STREAM_NOT_FOUND:
+                raise
         try:
             await self.js.add_stream(config)
         except nats.js.errors.APIError as exc:
-            if exc.err_code != _STREAM_NAME_IN_USE:
+            if exc.err_code != _STREAM_NAME_IN_USE:  # made by another host meanwhile
                 raise
 
-    async def _add_consumer(self, name: str, subject: str) -> None:
+    async def _ensure_bucket(self, bucket: str) -> None:
+        try:
+            await self.js.key_value(bucket)
+        except nats.js.errors.BucketNotFoundError:
+            try:
+                await self.js.create_key_value(
+                    bucket=bucket, history=1, replicas=self.settings.replicas
+                )
+            except nats.js.errors.APIError as exc:
+                if exc.err_code != _STREAM_NAME_IN_USE:  # made by another host meanwhile
+                    raise
+
+    async def _ensure_consumer(self, name: str, subject: str) -> float:
+        """Create the durable pull consumer ``name`` unless it exists; its ack wait."""
+        try:
+            info = await self.js.consumer_info(self.names.queue, name)
+            return float(info.config.ack_wait or 0) or self.wanted_ack_seconds
+        except nats.js.errors.NotFoundError as exc:
+            if exc.err_code != _CONSUMER_NOT_FOUND:
+                raise
         config = ConsumerConfig(
             durable_name=name,
             filter_subject=subject,
             ack_policy=AckPolicy.EXPLICIT,
             deliver_policy=DeliverPolicy.ALL,
-            ack_wait=self.queue_ack_seconds,
+            ack_wait=self.wanted_ack_seconds,
             max_deliver=-1,
             max_ack_pending=-1,
         )
+        # `action: create`: made only if missing. Without it the server updates an existing
+        # consumer to this config, and the last host to connect would set everyone's ack wait.
+        request = {"stream_name": self.names.queue, "config": config.as_dict(), "action": "create"}
         try:
-            await self.js.add_consumer(self.names.queue, config)
+            await self.api(f"CONSUMER.CREATE.{self.names.queue}.{name}", request)
         except nats.js.errors.APIError as exc:
-            if exc.err_code != _CONSUMER_EXISTS:
+            if exc.err_code != _CONSUMER_EXISTS:  # made by another host meanwhile
                 raise
+            info = await self.js.consumer_info(self.names.queue, name)
+            return float(info.config.ack_wait or 0) or self.wanted_ack_seconds
+        return self.wanted_ack_seconds
+
+    def _unreachable(self, exc: Exception) -> BackendError:
+        """The one line for a connect that failed: refused credentials, or no server."""
+        if any(_is_auth_refusal(error) for error in (exc, *self._connect_errors)):
+            if "@" in self.settings.url:
+                return BackendError(
+                    f"the NATS server at {self.settings.shown_url} refused the credentials in "
+                    "backend.nats.url (authorization violation); check the user and password "
+                    "(or token) there in team_runtime.yaml."
+                )
+            return BackendError(
+                f"the NATS server at {self.settings.shown_url} requires credentials "
+                "(authorization violation); write them in backend.nats.url in "
+                "team_runtime.yaml as nats://USER:PASSWORD@HOST:PORT."
+            )
+        return BackendError(
+            f"cannot reach the NATS server at {self.settings.shown_url} ({_reason(exc)}); start "
+            "it, or check backend.nats.url in team_runtime.yaml."
+        )
 
     # --- JetStream calls the stores share ----------------------------------------------------
 
@@ -341,6 +470,15 @@ async def _cancel_leftover_tasks() -> None:
 def wrong_last_sequence(exc: BaseException) -> bool:
     """Whether ``exc`` is JetStream refusing a publish whose expected last sequence moved."""
     return isinstance(exc, nats.js.errors.APIError) and exc.err_code == _WRONG_LAST_SEQUENCE
+
+
+def _is_auth_refusal(exc: BaseException) -> bool:
+    """Whether a connect error is the server refusing the credentials (nats-py reports
+    "Authorization Violation" as a plain ``Error`` through the error callback)."""
+    text = str(exc).lower()
+    return isinstance(exc, nats.errors.AuthorizationError) or any(
+        words in text for words in ("authorization violation", "authentication")
+    )
 
 
 def _reason(exc: BaseException) -> str:

@@ -164,6 +164,12 @@ class WorkQueue(Protocol):
     """Envelopes waiting for roles, shared by every worker of a team: durable until their
     outcome is persisted; each claimed by exactly one worker at a time."""
 
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim stays this worker's without a renewal: ``renew`` well within it
+        (the file queue: ``queue.lease_seconds``; NATS: the ack wait the server has)."""
+        ...
+
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue ``envelope`` for ``envelope.target``; durable when it returns. Returns its
         ticket. An envelope without an ``envelope_id`` gets one."""

@@ -5,14 +5,22 @@ One work-queue stream per team (``<prefix>_queue``) holds every waiting envelope
 ``<prefix>.q.<role>.<id>``; each role has one durable pull consumer that every worker of every
 host shares, so a delivery is a claim and exactly one worker holds it. The claim is acked only
 when the outcome is persisted (``done``); a worker that dies stops acking and the server
-delivers the envelope again after the consumer's ack wait (``queue.lease_seconds``); a live
-worker's ``renew`` tells the server it is still working (an in-progress ack per claim).
+delivers the envelope again after the consumer's ack wait (the team's lease, read from the
+server); a live worker's ``renew`` tells the server it is still working (an in-progress ack per
+claim).
 Released envelopes wait on ``<prefix>.deferred.<role>.<id>`` for the next run; rejected ones go
-to ``<prefix>_rejected`` with the reason in a header. Worker leases are a KV bucket.
+to ``<prefix>_rejected`` with the reason in a header. Worker leases are a KV bucket: each
+worker's entry lists what it holds, written when it claims, finishes and renews.
+
+What the file queue calls waiting is what no worker was handed: a retiring worker queues its
+envelopes again as new messages (not a nak, which the server would still count as delivered),
+so ``status`` shows them waiting, and ``drop`` (cancel) removes only never-delivered envelopes,
+leaving held ones to the workers that hold them, as the file queue does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -23,6 +31,7 @@ import time
 from typing import Any
 
 import msgspec
+import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -42,6 +51,8 @@ RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without 
 
 _REASON_HEADER = "Tr-Reason"
 _LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
+_NO_MESSAGE_FOUND = 10037  # JetStream: a message get found nothing (at or after that sequence)
+_DELETE_FAILED = 10057  # JetStream: the message to delete is gone (acked meanwhile)
 
 
 def _once(step: str, ticket: str) -> dict[str, str]:
@@ -62,17 +73,11 @@ class _Held(msgspec.Struct, frozen=True):
 class NatsWorkQueue:
     """The team's envelope queue on a NATS server, as seen by one worker."""
 
-    def __init__(
-        self,
-        connection: NatsConnection,
-        *,
-        worker_id: str | None = None,
-        lease_seconds: float = 60.0,
-    ) -> None:
+    def __init__(self, connection: NatsConnection, *, worker_id: str | None = None) -> None:
         self.connection = connection
         self.names = connection.names
         self.worker_id = worker_id or new_worker_id()
-        self.lease_seconds = lease_seconds
+        self._host = socket.gethostname()
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
         self._workers = connection.call(lambda: connection.js.key_value(self.names.workers))
@@ -92,6 +97,13 @@ class NatsWorkQueue:
 
         subject = f"{self.names.prefix}.q.*.*"
         self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim stays this worker's without a renewal: the ack wait the role
+        consumers have on the server (whoever made them chose it), not this host's
+        ``queue.lease_seconds``, so every worker of the team renews in time."""
+        return self.connection.queue_ack_seconds
 
     @property
     def _js(self) -> JetStreamContext:
@@ -162,6 +174,8 @@ class NatsWorkQueue:
                 claims.append(Claim(ticket, role, envelope))
             except EnvelopeError as exc:
                 claims.append(Claim(ticket, role, None, str(exc)))
+        if claims:
+            self._tell_holds()  # `status` shows them held now, not at the next renewal
         return claims
 
     def _take(self, claim: Claim) -> _Held | None:
@@ -174,8 +188,13 @@ class NatsWorkQueue:
 
     def done(self, claim: Claim) -> None:
         held = self._take(claim)
-        if held is not None:
-            self.connection.call(lambda: self._ack(held), what="a queue ack")
+        if held is None:
+            return
+
+        async def finish() -> None:
+            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
+
+        self.connection.call(finish, what="a queue ack")
 
     def release(self, claim: Claim) -> None:
         held = self._take(claim)
@@ -185,7 +204,7 @@ class NatsWorkQueue:
 
         async def defer() -> None:  # a retry after a lost answer puts it there once
             await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
-            await self._ack(held)
+            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
 
         self.connection.call(defer, what="a queue release")
 
@@ -202,26 +221,59 @@ class NatsWorkQueue:
 
         async def set_aside() -> None:
             await self._js.publish(subject, held.data, headers=headers)
-            await self._ack(held)
+            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
 
         self.connection.call(set_aside, what="a queue reject")
 
     def drop(self, request_id: str) -> int:
-        """Remove the waiting and deferred envelopes of ``request_id``; returns how many."""
+        """Remove the waiting and deferred envelopes of ``request_id``; returns how many.
+
+        Waiting means never handed to a worker (after the role consumer's last delivery): an
+        envelope a worker holds stays with it, as a claimed file does, and its role finds the
+        request cancelled when it records the outcome."""
         token = token_of(check_request_id(request_id))
         prefix = self.names.prefix
 
-        async def purge() -> int:
+        async def remove() -> int:
+            stream = await self._js.stream_info(
+                self.names.queue, subjects_filter=f"{prefix}.q.*.{token}"
+            )
+            roles = sorted({subject.split(".")[2] for subject in stream.state.subjects or {}})
             dropped = 0
-            for place in ("q", "deferred"):
-                answer = await self.connection.api(
-                    f"STREAM.PURGE.{self.names.queue}", {"filter": f"{prefix}.{place}.*.{token}"}
-                )
-                dropped += int(answer.get("purged", 0))
-            return dropped
+            for role in roles:
+                dropped += await self._drop_waiting(role, token)
+            answer = await self.connection.api(
+                f"STREAM.PURGE.{self.names.queue}", {"filter": f"{prefix}.deferred.*.{token}"}
+            )
+            return dropped + int(answer.get("purged", 0))
 
-        dropped: int = self.connection.call(purge, what="a queue purge")
+        dropped: int = self.connection.call(remove, what="a queue drop")
         return dropped
+
+    async def _drop_waiting(self, role: str, token: str) -> int:
+        """Delete the role's envelopes on ``token`` that its consumer has not delivered yet."""
+        queue = self.names.queue
+        info = await self._js.consumer_info(queue, self.names.role_consumer(role))
+        seq = (info.delivered.stream_seq if info.delivered else 0) + 1
+        subject = f"{self.names.prefix}.q.{role}.{token}"
+        dropped = 0
+        while True:
+            try:
+                answer = await self.connection.api(
+                    f"STREAM.MSG.GET.{queue}", {"seq": seq, "next_by_subj": subject}
+                )
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == _NO_MESSAGE_FOUND:
+                    return dropped
+                raise
+            seq = int(answer["message"]["seq"])
+            try:
+                await self.connection.api(f"STREAM.MSG.DELETE.{queue}", {"seq": seq})
+                dropped += 1
+            except nats.js.errors.APIError as exc:
+                if exc.err_code != _DELETE_FAILED:  # else: claimed and finished meanwhile
+                    raise
+            seq += 1
 
     # --- the worker's lease --------------------------------------------------------------
 
@@ -230,24 +282,47 @@ class NatsWorkQueue:
         restart their ack wait) and renew its lease entry; ``False`` if the server is away."""
         with self._held_lock:
             held = list(self._held.values())
-        lease = {
-            "worker": self.worker_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "renewed": time.time(),
-            "holds": [f"{h.role}:{id_of_token(h.request_token)}" for h in held],
-        }
 
         async def renew() -> None:
             for item in held:
                 await self.connection.client.publish(item.reply, b"+WPI")
-            await self._workers.put(token_of(self.worker_id), json.dumps(lease).encode())
+            await self._publish_lease(must=True)
 
         try:
             self.connection.call(renew, what="a lease renewal", patience=5.0)
         except BackendError:
             return False
         return True
+
+    def _lease_entry(self) -> bytes:
+        """This worker's entry in the leases bucket: who, where, when, and what it holds now."""
+        with self._held_lock:
+            holds = [f"{h.role}:{id_of_token(h.request_token)}" for h in self._held.values()]
+        lease = {
+            "worker": self.worker_id,
+            "host": self._host,
+            "pid": os.getpid(),
+            "renewed": time.time(),
+            "holds": holds,
+        }
+        return json.dumps(lease).encode()
+
+    async def _publish_lease(self, *, must: bool) -> None:
+        # The entry is made here, on the connection's loop, right before it is sent: entries
+        # reach the server in the order they were made, so the last one says what is held.
+        try:
+            await self._workers.put(token_of(self.worker_id), self._lease_entry())
+        except (TimeoutError, nats.errors.Error):
+            if must:
+                raise
+            # Only what `status` shows: the next renewal (a third of the lease) writes it.
+
+    def _tell_holds(self) -> None:
+        """Write this worker's lease entry now (after a claim); a failure waits for renewal."""
+        with contextlib.suppress(BackendError):
+            self.connection.call(
+                lambda: self._publish_lease(must=False), what="a lease update", patience=5.0
+            )
 
     def restore_deferred(self) -> int:
         """Queue the envelopes released by earlier runs again; returns how many."""
@@ -273,15 +348,22 @@ class NatsWorkQueue:
         return restored
 
     def retire(self) -> None:
-        """Hand this worker's claims back at once (a nak each) and remove its lease."""
+        """Hand this worker's claims back at once and remove its lease: each is queued again
+        as a new message (which rings the other workers' doorbells) and the delivery acked.
+
+        Not a nak: the server would keep counting a nakked delivery as claimed (ack pending)
+        until someone took it, so ``status`` would show it held by nobody and ``cancel``
+        could not tell it from a held one."""
         with self._held_lock:
-            held = list(self._held.values())
+            held = list(self._held.items())
             self._held.clear()
 
         async def retire() -> None:
-            for item in held:
-                await self.connection.client.publish(item.reply, b"-NAK")
-            await self.connection.client.flush(timeout=5)
+            for ticket, item in held:
+                subject = f"{self.names.prefix}.q.{item.role}.{item.request_token}"
+                # A retry after a lost answer queues it once (the id is this delivery's).
+                await self._js.publish(subject, item.data, headers=_once("returned", ticket))
+                await self._ack(item)
             if self._doorbell is not None:
                 await self._doorbell.unsubscribe()
                 self._doorbell = None

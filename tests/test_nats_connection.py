@@ -1,0 +1,144 @@
+"""``NatsConnection`` on real servers: what it makes on the server and what it leaves as it is
+(the team's queue keeps the ack wait it was made with, whoever connects later), and the one
+line it says about a server it cannot use (no JetStream, refused credentials, replicas without
+a cluster, nobody there)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import BackendError
+
+
+def _ack_waits(connection: NatsConnection) -> dict[str, float]:
+    names = connection.names
+
+    async def look() -> dict[str, float]:
+        waits = {}
+        for role in ROLES:
+            info = await connection.js.consumer_info(names.queue, names.role_consumer(role))
+            waits[role] = info.config.ack_wait or 0.0
+        return waits
+
+    return connection.call(look)
+
+
+@pytest.fixture
+def connections() -> Iterator[list[NatsConnection]]:
+    """Connections a test opens (append them), closed after it."""
+    opened: list[NatsConnection] = []
+    yield opened
+    for connection in opened:
+        connection.close()
+
+
+def test_a_host_with_another_lease_leaves_the_teams_ack_wait_as_it_is(
+    nats_server: Any, connections: list[NatsConnection], log_messages: list[Any]
+) -> None:
+    settings = nats_server.settings()
+    first = NatsConnection(settings, queue_ack_seconds=30)  # made the team's queue
+    connections.append(first)
+    assert not [m for m in log_messages if m.record["level"].name == "WARNING"]
+    other = NatsConnection(settings, queue_ack_seconds=3)  # `status` from a host with lease 3
+    connections.append(other)
+    assert _ack_waits(first) == dict.fromkeys(ROLES, 30.0)  # not 3: last to connect wins nothing
+    assert other.queue_ack_seconds == 30.0
+    assert NatsWorkQueue(other).lease_seconds == 30.0  # it renews within the server's 30 s
+    (warning,) = [m for m in log_messages if m.record["level"].name == "WARNING"]
+    assert warning.record["message"] == (
+        f"queue.lease_seconds is 3 here, but the team's queue on NATS (prefix {settings.prefix}) "
+        "was created with an ack wait of 30 s: this worker uses the server's 30 s (renewing "
+        "every 10 s); docs/scaling.md says how to change it"
+    )
+
+
+def test_a_missing_consumer_is_made_with_the_local_lease_and_the_shortest_one_rules(
+    nats_server: Any, connections: list[NatsConnection]
+) -> None:
+    settings = nats_server.settings()
+    first = NatsConnection(settings, queue_ack_seconds=30)
+    connections.append(first)
+    planner = first.names.role_consumer("planner")
+    first.call(lambda: first.js.delete_consumer(first.names.queue, planner))
+    later = NatsConnection(settings, queue_ack_seconds=6)
+    connections.append(later)
+    assert _ack_waits(later) == dict.fromkeys(ROLES, 30.0) | {"planner": 6.0}
+    assert later.queue_ack_seconds == 6.0  # renewing within 6 s keeps every role's claims
+
+
+def test_existing_streams_are_kept_whatever_replicas_a_host_names(
+    nats_server: Any, connections: list[NatsConnection]
+) -> None:
+    settings = nats_server.settings()
+    connections.append(NatsConnection(settings))
+    again = NatsConnection(NatsSettings(url=settings.url, prefix=settings.prefix, replicas=3))
+    connections.append(again)  # replicas apply when the streams are made; these exist
+
+
+def test_replicas_on_a_server_without_a_cluster_is_one_line_naming_the_setting(
+    nats_server: Any,
+) -> None:
+    settings = nats_server.settings(replicas=3)
+    with pytest.raises(BackendError) as raised:
+        NatsConnection(settings)
+    assert str(raised.value) == (
+        f"team_runtime.yaml backend.nats.replicas is 3, but the NATS server at {settings.url} "
+        "is not part of a cluster (replicas > 1 not supported in non-clustered mode); set "
+        "replicas: 1, or run a cluster of at least 3 servers (docs/scaling.md)."
+    )
+
+
+def test_a_server_without_jetstream_is_named_at_once(
+    start_nats_server: Callable[..., Any],
+) -> None:
+    server = start_nats_server()  # no -js
+    # retry_seconds 3: before JetStream was checked at connect, calls found no responder and
+    # were retried this long, then blamed a server that was running.
+    settings = NatsSettings(url=server.url, retry_seconds=3)
+    with pytest.raises(BackendError) as raised:
+        NatsConnection(settings)
+    assert str(raised.value) == (
+        f"the NATS server at {settings.url} answers, but JetStream is not enabled on it; start "
+        "it with -js (or a jetstream block in its config file): the nats backend keeps "
+        "requests and the queue in JetStream."
+    )
+
+
+def test_refused_credentials_are_said_without_the_password(
+    start_nats_server: Callable[..., Any], connections: list[NatsConnection]
+) -> None:
+    server = start_nats_server("-js", "--user", "alice", "--pass", "s3cretPW")
+    where = f"127.0.0.1:{server.port}"
+    with pytest.raises(BackendError) as raised:
+        NatsConnection(NatsSettings(url=f"nats://alice:wrongPW@{where}"))
+    assert str(raised.value) == (
+        f"the NATS server at nats://***@{where} refused the credentials in backend.nats.url "
+        "(authorization violation); check the user and password (or token) there in "
+        "team_runtime.yaml."
+    )
+    with pytest.raises(BackendError) as raised:
+        NatsConnection(NatsSettings(url=f"nats://{where}"))
+    assert str(raised.value) == (
+        f"the NATS server at nats://{where} requires credentials (authorization violation); "
+        "write them in backend.nats.url in team_runtime.yaml as "
+        "nats://USER:PASSWORD@HOST:PORT."
+    )
+    connections.append(NatsConnection(NatsSettings(url=f"nats://alice:s3cretPW@{where}")))
+
+
+def test_an_unreachable_cluster_names_every_url_without_credentials() -> None:
+    url = "nats://u1:pw1@127.0.0.1:9,nats://u2:pw2@127.0.0.1:7"
+    with pytest.raises(BackendError) as raised:
+        NatsConnection(NatsSettings(url=url, connect_seconds=0.5))
+    message = str(raised.value)
+    assert message.startswith(
+        "cannot reach the NATS server at nats://***@127.0.0.1:9,nats://***@127.0.0.1:7 ("
+    )
+    assert "pw1" not in message and "pw2" not in message and "u1" not in message
