@@ -97,10 +97,27 @@ def _hours(text: str) -> float:
     return value
 
 
+# Unicode's default-ignorable code points outside the format category (Cf), which are checked by
+# category: fillers and selectors that show as nothing (Hangul fillers, variation selectors,
+# the combining grapheme joiner, Khmer inherent vowels, Mongolian selectors), and the braille
+# blank, which shows as a space.
+_INVISIBLE = frozenset(
+    [
+        *(0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0),
+        *range(0x180B, 0x1810),
+        *range(0xFE00, 0xFE10),
+        *range(0xE0100, 0xE01F0),
+    ]
+)
+
+
 def _is_blank(text: str) -> bool:
-    # Whitespace, and format characters (Cf: zero-width space, joiners, BOM, bidi marks),
-    # which show as nothing at all.
-    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in text)
+    """Whether ``text`` shows as nothing: whitespace, format characters (Cf: zero-width space,
+    joiners, BOM, bidi marks) and the other invisible code points."""
+    return all(
+        char.isspace() or ord(char) in _INVISIBLE or unicodedata.category(char) == "Cf"
+        for char in text
+    )
 
 
 def _not_empty(text: str) -> str:

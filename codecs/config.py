@@ -137,6 +137,9 @@ class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A host name (letters, digits, `-`, `.`), an IPv4 address or a bracketed IPv6 one (as
+# urlsplit gives it, without brackets).
+_URL_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%A-Za-z]*")
 _OPENAI = "team_runtime.yaml model.openai"
 
 
@@ -167,12 +170,29 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 "named by api_key_env."
             )
         try:  # checked here, or a bad port would fail only the run's first call, as a crash
-            port = urlsplit(self.base_url).port
-        except ValueError:  # out of range or not a number (or a broken [IPv6] host)
+            parts = urlsplit(self.base_url)
+            port = parts.port
+        except ValueError:  # out of range or not a number, or a broken [IPv6] host
+            if "[" in host and "]" not in host:
+                raise ConfigError(
+                    f"{_OPENAI}.base_url has an IPv6 host without its closing bracket (write "
+                    "it as http://[::1]:8080/v1)."
+                ) from None
             port = 0
         if port is not None and not 1 <= port <= 65535:
             raise ConfigError(
                 f"{_OPENAI}.base_url has a port that is not a number from 1 to 65535."
+            )
+        if parts.query or parts.fragment or "?" in self.base_url or "#" in self.base_url:
+            # `/chat/completions` is added to the path: after a `?` or `#` it would be lost.
+            raise ConfigError(
+                f"{_OPENAI}.base_url must not hold a query or fragment (`?...`, `#...`); give "
+                "the API's root, for example http://127.0.0.1:11434/v1."
+            )
+        if not _URL_HOST.fullmatch(parts.hostname or ""):
+            raise ConfigError(
+                f"{_OPENAI}.base_url has a host that is not a name or an address (letters, "
+                "digits, '-' and '.', or an IP address)."
             )
         if not self.model.strip():
             raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")

@@ -976,6 +976,11 @@ def test_a_removed_current_folder_is_a_user_error(
             id="format-characters-and-whitespace",
         ),
         pytest.param(
+            ["submit", "--role", "qa", "--scope", "\u3164\u115f\ufe0f\u034f\u2800"],
+            "argument --scope: must not be empty or blank",
+            id="fillers-and-selectors",
+        ),
+        pytest.param(
             ["append", "request-123", "--type", "\u200b", "--actor", "a", "--summary", "s"],
             "argument --type: must not be empty or blank",
             id="append-type",
@@ -996,3 +1001,15 @@ def test_blank_text_and_empty_ids_are_refused(
     assert err.splitlines()[-1].startswith(f"teams-runtime: error: {message}"), err
     after = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
     assert after == before
+
+
+def test_an_id_starting_with_a_dot_is_listed_by_status(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The spec allows `.` anywhere in an id: such a request must not vanish from listings."""
+    where = ["--workspace", str(workspace)]
+    status, _, _ = _run(capsys, "submit", "--role", "qa", "--scope", "s",
+                        "--request-id", ".hidden", *where)  # fmt: skip
+    assert status == 0
+    status, out, _ = _run(capsys, "status", "--json", *where)
+    assert ".hidden" in [row["request_id"] for row in json.loads(out)["requests"]]

@@ -280,6 +280,30 @@ model:
             id="base-url-port-not-a-number",
         ),
         pytest.param(
+            "model: {openai: {base_url: 'http://127.0.0.1:8080/v1?x=1#f', model: m}}",
+            f"{OPENAI}.base_url must not hold a query or fragment (`?...`, `#...`); give the "
+            "API's root, for example http://127.0.0.1:11434/v1.",
+            id="base-url-query",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://exa mple.com/v1', model: m}}",
+            f"{OPENAI}.base_url has a host that is not a name or an address (letters, digits, "
+            "'-' and '.', or an IP address).",
+            id="base-url-space-in-host",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://127.0.0.1%2f/v1', model: m}}",
+            f"{OPENAI}.base_url has a host that is not a name or an address (letters, digits, "
+            "'-' and '.', or an IP address).",
+            id="base-url-escape-in-host",
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://[::1/v1', model: m}}",
+            f"{OPENAI}.base_url has an IPv6 host without its closing bracket (write it as "
+            "http://[::1]:8080/v1).",
+            id="base-url-broken-ipv6",
+        ),
+        pytest.param(
             "model: {openai: {base_url: 'http://h/v1', model: ' '}}",
             f"{OPENAI}.model must be a non-empty model name.",
             id="model-empty",

@@ -501,36 +501,48 @@ async def test_an_answer_that_quotes_the_key_is_scrubbed_before_it_is_returned(
 
 
 MIXED_CASE_KEY = "sk-ABCdef1234567890ghIJ"
+LOWER_KEY = "sk-abcdef1234567890ghij"
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "reason"),
+    ("behaviour", "reason", "key"),
     [
         pytest.param(
             Raw(b"{}", content_type="application/json", status=400, reason=MIXED_CASE_KEY),
             "the model server answered 400 Bad Request",
+            MIXED_CASE_KEY,
             id="status-line",
         ),
         pytest.param(
             Raw(b"<p>hi</p>", content_type=f"text/{MIXED_CASE_KEY}"),
-            "the model server answered with a content type instead of an event stream",
+            "the model server answered with another content type instead of an event stream",
+            MIXED_CASE_KEY,
             id="content-type",
         ),
         pytest.param(
+            # a lower-case key echoed in upper case: lower-casing the type rebuilt the key
+            Raw(b"<p>hi</p>", content_type=f"application/{LOWER_KEY.upper()}"),
+            "the model server answered with another content type instead of an event stream",
+            LOWER_KEY,
+            id="content-type-in-another-case",
+        ),
+        pytest.param(
             Raw(b"<p>hi</p>", content_type="text/" + "x" * 200),
-            "the model server answered with a content type instead of an event stream",
+            "the model server answered with another content type instead of an event stream",
+            MIXED_CASE_KEY,
             id="content-type-too-long",
         ),
     ],
 )
 async def test_reasons_repeat_nothing_the_server_said(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch,
-    behaviour: Raw, reason: str,
+    behaviour: Raw, reason: str, key: str,
 ) -> None:  # fmt: skip
-    monkeypatch.setenv(KEY_ENV, MIXED_CASE_KEY)
+    monkeypatch.setenv(KEY_ENV, key)
     openai_server.then(behaviour)
     failure = await _failure(_backend(openai_server, api_key_env=KEY_ENV), prompt_bundle())
     assert str(failure) == reason
+    assert key not in str(failure) and key not in (failure.output or "")
 
 
 async def test_a_team_keeps_no_answer_that_quotes_the_key(

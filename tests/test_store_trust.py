@@ -964,3 +964,13 @@ async def test_appending_to_a_record_in_another_layout_rewrites_it_whole_and_ans
     assert data == encode_record(json.loads(data))  # canonical: every event laid out anew
     assert answer == project_request(data)
     assert answer.history_bytes == project_request(data).history_bytes
+
+
+def test_an_append_refused_for_an_unreadable_record_makes_no_folder(tmp_path: Path) -> None:
+    workspace = _workspace(tmp_path)
+    data = encode_record({"request_id": "r1", "events": _history(5, 10)})
+    path = _foreign_record(workspace, "r1", data.replace(b'"e1"', b'"e\xff"', 1))
+    with pytest.raises(RecordError, match="not valid UTF-8"):
+        append_to_record(workspace.record_paths("r1"), [encode_event({"n": 1})], {})
+    assert not workspace.index_dir.exists()
+    assert path.read_bytes() == data.replace(b'"e1"', b'"e\xff"', 1)

@@ -147,9 +147,21 @@ def folder(path: Path, runtime: Path, *, create: bool = True) -> Iterator[int]:
 
 
 def ensure_folder(path: Path, runtime: Path) -> None:
-    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link."""
-    with folder(path, runtime):
-        pass
+    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link.
+
+    A folder another program removes right after it was made (someone tidying the index
+    folder away) is made again, a few times, rather than failing the write that needs it."""
+    for _ in range(5):
+        try:
+            os.close(open_folder(path, runtime, create=True))
+            return
+        except FileNotFoundError:
+            continue
+        except RecordError:
+            raise
+        except OSError as exc:
+            raise RecordError(f"{path}: cannot open the folder ({exc.strerror}).") from exc
+    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
 
 
 class Raced(Exception):

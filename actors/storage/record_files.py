@@ -117,5 +117,6 @@ class FileRecordStore:
             raise RecordError(
                 f"{self.workspace.requests_dir}: cannot be listed ({exc.strerror})."
             ) from exc
-        return sorted(name[: -len(".json")] for name in names
-                      if name.endswith(".json") and not name.startswith("."))  # fmt: skip
+        # Temp files end in `.tmp` and lock files in `.lock`: every `*.json` is a record, a
+        # request id may start with `.` (spec section 2).
+        return sorted(name[: -len(".json")] for name in names if name.endswith(".json"))

@@ -89,6 +89,9 @@ def _commit(
 ) -> IndexedParts:
     """Write the record (if ``unless()`` still holds right before: else ``Raced``), then its
     index; return the parts of what was written."""
+    # Made (and a linked one refused) before the record is written, and only then: an append
+    # refused for a record it cannot read leaves no folder behind.
+    ensure_folder(paths.index.parent, paths.runtime)
     with contextlib.suppress(OSError):
         paths.index.unlink()  # never leave an index that could outlive its record version
     remove_stale_temps(paths.record, paths.runtime)
@@ -237,7 +240,7 @@ def append_to_record(
     # on disk (no lock file, no index folder).
     if not paths.record.exists():
         raise unknown_request(paths)
-    _ensure_folders(paths)
+    ensure_folder(paths.record.parent, paths.runtime)  # the index folder only when writing
     source = str(paths.record)
     for _ in range(_RACE_RETRIES):
         with locked(paths.lock, paths.runtime) as held:
