@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from teams_runtime.actors.context import open_context
+from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, open_context
 from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.actors.storage.backends import open_store, workspace_config
 from teams_runtime.actors.storage.files import open_regular
@@ -36,6 +36,8 @@ from teams_runtime.prompts import (
 )
 
 __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
+
+_ANSWER_SECONDS = 15.0  # what `append` waits beyond the store's own patience
 
 
 def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
@@ -114,9 +116,24 @@ def _selected_record(args: argparse.Namespace) -> RecordFields:
     return decode_record(data, str(path))
 
 
+def _selected_projection(args: argparse.Namespace, config: PromptContextConfig) -> Projection:
+    """The projection of the selected record. On a server (NATS) it is read as the roles read
+    it, through a ContextActor: the head and the events it selects, not the whole history."""
+    store = _shared_store(args)
+    if store is None:
+        return project_fields(_selected_record(args), config)
+
+    async def project() -> Projection:
+        root = Workspace(args.workspace).root
+        async with open_context(root, config, store=store) as context:
+            return await context.project(args.request_id)
+
+    return anyio.run(project)
+
+
 def cmd_project(args: argparse.Namespace) -> int:
     config = _selected_config(args)
-    projection = project_fields(_selected_record(args), config)
+    projection = _selected_projection(args, config)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -244,7 +261,11 @@ def cmd_append(args: argparse.Namespace) -> int:
     workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
 
     async def append() -> Appended:
-        async with open_context(workspace.root) as context:
+        store = await anyio.to_thread.run_sync(open_store, workspace)
+        # Wait for the store's own answer: on NATS an append may wait on other writers for a
+        # minute, and its error says so better than an ask timeout would.
+        patience = max(DEFAULT_ASK_TIMEOUT, store.append_seconds + _ANSWER_SECONDS)
+        async with open_context(workspace.root, store=store, ask_timeout=patience) as context:
             return await context.append_keyed(args.request_id, events, key=args.key)
 
     reply = anyio.run(append)
