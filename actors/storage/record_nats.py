@@ -650,22 +650,23 @@ class _Append:
         try:
             return await self._publish(values)
         except _Blocked:
-            await self._clear_abandoned(head)
-            raise _Retry(0) from None
+            cleared = await self._clear_abandoned(head)
+            raise _Retry(0 if cleared else None) from None
 
-    async def _clear_abandoned(self, head: RecordHead) -> None:
+    async def _clear_abandoned(self, head: RecordHead) -> bool:
         """The request's newest message stands past the tip: if its writer died between
         publishing and committing (it is old), or it is one of ours, set it aside so appends
-        can go on; else raise ``_Retry`` to wait for that writer."""
+        can go on (``True``); else raise ``_Retry`` to wait for that writer. ``False``: nothing
+        stands past the tip any more (another writer committed meanwhile)."""
         js = self.store.connection.js
         try:
             last = await js.get_msg(
                 self.names.events, subject=self.names.request_events(self.request_id)
             )
         except nats.js.errors.NotFoundError:
-            return
+            return False
         if last.seq is None or last.seq <= head.tip:
-            return  # the tip moved meanwhile
+            return False
         ours = (last.headers or {}).get(HEADER_APPEND) == self.id
         age = self.store._stray_age(self.kv_key, last.seq, last.time)
         if not ours and age < ABANDONED_SECONDS:
@@ -674,6 +675,7 @@ class _Append:
             self.virtual_tip = last.seq
         else:
             await self._void(last.seq)
+        return True
 
     async def _abandon(self) -> None:
         if self.messages:
