@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, open_context
+from teams_runtime.actors.context import open_context
 from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.actors.storage.backends import open_store, workspace_config
 from teams_runtime.actors.storage.files import open_regular
@@ -36,8 +36,6 @@ from teams_runtime.prompts import (
 )
 
 __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
-
-_ANSWER_SECONDS = 15.0  # what `append` waits beyond the store's own patience
 
 
 def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
@@ -261,11 +259,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
 
     async def append() -> Appended:
-        store = await anyio.to_thread.run_sync(open_store, workspace)
-        # Wait for the store's own answer: on NATS an append may wait on other writers for a
-        # minute, and its error says so better than an ask timeout would.
-        patience = max(DEFAULT_ASK_TIMEOUT, store.append_seconds + _ANSWER_SECONDS)
-        async with open_context(workspace.root, store=store, ask_timeout=patience) as context:
+        async with open_context(workspace.root) as context:
             return await context.append_keyed(args.request_id, events, key=args.key)
 
     reply = anyio.run(append)

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from teams_runtime.actors.context import ContextActor
 from teams_runtime.actors.storage import record_nats
 from teams_runtime.actors.storage.nats_connection import NatsConnection, close_shared_connections
 from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.cli import main
-from teams_runtime.cli import records as records_cli
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
 
@@ -370,19 +370,19 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     host = _nats_workspace(tmp_path / "host", nats_server)
     where = ["--workspace", str(host)]
     assert main(["import", str(record_file), *where]) == 0
-    waited: list[float] = []
-    real_open_context = records_cli.open_context
+    handles: list[Any] = []
+    real_handle = ContextActor.handle
 
-    def open_context(*args: Any, **kwargs: Any) -> Any:
-        waited.append(kwargs["ask_timeout"])
-        return real_open_context(*args, **kwargs)
+    def handle(actor: ContextActor, *args: Any, **kwargs: Any) -> Any:
+        handles.append(real_handle(actor, *args, **kwargs))
+        return handles[-1]
 
-    monkeypatch.setattr(records_cli, "open_context", open_context)
+    monkeypatch.setattr(ContextActor, "handle", handle)
     note = ["--type", "note", "--actor", "me", "--summary", "s"]
     assert main(["append", "req-1", *note, *where]) == 0
     # An append may wait on other writers for 60 s, and on the server for retry_seconds (60):
-    # `append` waits longer than that for its answer (it gave up after 30 s).
-    assert waited == [60 + 60 + 15]
+    # `append` waits that long beyond the ask timeout (30 s) for its answer (it gave up at 30).
+    assert [handle.write_timeout for handle in handles] == [30 + 60 + 60]
     # A writer is between publishing and committing (it holds the request): the store's own
     # message, after its window (shortened to a second here).
     prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
