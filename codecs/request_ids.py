@@ -46,8 +46,9 @@ def check_request_id(value: object) -> str:
     ``UnsafeRequestIdError``.
 
     Safe: letters and digits of any script, ``-``, ``_``, ``.``, ``:`` (a combining mark only
-    after another character); never ``..``; at most 200 bytes of UTF-8 (spec section 2). Use the returned form:
-    it is the one files are named by, so ids typed in NFC or NFD reach the same record.
+    after another character); never ``..``; at most 200 bytes of UTF-8 (spec section 2). Use
+    the returned form: it is the one files are named by (and NATS keys made from), so ids typed
+    in NFC or NFD reach the same record.
     """
     if not isinstance(value, str) or not value:
         raise UnsafeRequestIdError("request id must be a non-empty string.")
