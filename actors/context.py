@@ -115,8 +115,11 @@ class ContextActor:
         return self._mailbox.statistics()
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
-        """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds."""
-        return ContextHandle(self._mailbox, ask_timeout, self.answer_now)
+        """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds; a
+        write (append, create) under that plus what the store may spend retrying one
+        (``RecordStore.append_seconds``), so the store's own error comes first."""
+        write_timeout = ask_timeout + self.store.append_seconds
+        return ContextHandle(self._mailbox, ask_timeout, self.answer_now, write_timeout)
 
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
@@ -251,16 +254,22 @@ class ContextHandle:
         mailbox: Mailbox[ContextAsk],
         ask_timeout: float,
         answer_now: Callable[[str], Projection | None],
+        write_timeout: float | None = None,
     ) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
+        # Appends and creates: a store may retry one for a while (NATS: other writers holding
+        # the request, the server away) and then says why better than a timeout would.
+        self.write_timeout = ask_timeout if write_timeout is None else write_timeout
         self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
         request_id = check_request_id(message.request_id)  # an unsafe id never reaches the actor
         if request_id != message.request_id:  # one NFC key per record in the actor's caches
             message = msgspec.structs.replace(message, request_id=request_id)
-        reply: ContextReply = await self._mailbox.ask(message, timeout=self.ask_timeout)
+        writes = isinstance(message, Append | Create)
+        timeout = self.write_timeout if writes else self.ask_timeout
+        reply: ContextReply = await self._mailbox.ask(message, timeout=timeout)
         if isinstance(reply, Failed):
             raise_failure(reply)
         return reply

@@ -12,9 +12,10 @@ from teams_runtime.actors.storage import Workspace
 from teams_runtime.actors.storage.backends import open_store
 from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.records import EVENTS_KEY, RecordFields, decode_record
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.exceptions import RecordError
+from teams_runtime.exceptions import RecordError, TeamsRuntimeError
 
 __all__ = ["cmd_export", "cmd_import"]
 
@@ -88,7 +89,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     imported = 0
     for request_id, _, fields in records:
-        if store.create(request_id, fields):
+        try:
+            # A store writes a request whole or not at all (on NATS: its events first, the
+            # head that makes it a request last), so a failure here leaves no part of it.
+            created = store.create(request_id, fields)
+        except TeamsRuntimeError as exc:
+            raise UserError(
+                f"{request_id} was not imported ({exc}); nothing of it was written "
+                f"({count_of(imported, 'request')} imported before it). Fix the cause and run "
+                "the same import again: requests already there are left as they are."
+            ) from None
+        if created:
             imported += 1
             events = fields.get(EVENTS_KEY, [])
             print(f"Imported {request_id} ({len(events)} events).")

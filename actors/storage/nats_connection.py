@@ -75,16 +75,30 @@ _REPLICAS_NEED_A_CLUSTER = 10074  # "replicas > 1 not supported in non-clustered
 _JETSTREAM_NOT_ENABLED = (10039, 10076)  # for the account; on the server
 
 
+_TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
 def token_of(value: str) -> str:
-    """A request id or role as one subject token or KV key, reversibly: ``.`` and ``:`` (legal
-    in ids, not in tokens) become ``=2E`` and ``=3A``; other id characters stay readable."""
-    return "".join(f"={ord(c):02X}" if c in ".:=" else c for c in value)
+    """A request id, role or worker id as one subject token and KV key, reversibly: ASCII
+    letters, digits, ``_`` and ``-`` stay as they are; every other character becomes ``=`` and
+    two hex digits per byte of its UTF-8 (``.`` is ``=2E``, ``요`` is ``=EC=9A=94``). KV keys
+    allow only ``[-/_=.A-Za-z0-9]`` and subject tokens no ``.``, ``*``, ``>`` or whitespace."""
+    return "".join(
+        char
+        if char in _TOKEN_SAFE
+        else "".join(f"={byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for char in value
+    )
 
 
 def id_of_token(token: str) -> str:
     """The id a ``token_of`` token stands for."""
     parts = token.split("=")
-    return parts[0] + "".join(chr(int(part[:2], 16)) + part[2:] for part in parts[1:])
+    data = bytearray(parts[0].encode())
+    for part in parts[1:]:
+        data.append(int(part[:2], 16))
+        data += part[2:].encode()
+    return data.decode("utf-8", "surrogatepass")
 
 
 class NatsNames(msgspec.Struct, frozen=True):

@@ -81,6 +81,13 @@ class Appended(msgspec.Struct, frozen=True):
 class RecordStore(Protocol):
     """Request records: created once, read for summaries, appended to, never rewritten."""
 
+    @property
+    def append_seconds(self) -> float:
+        """How long one append may keep trying (other writers holding the record, a server
+        away) before the store raises its own error saying so; ``0`` if it never retries. One
+        who waits for an append's answer waits longer than this."""
+        ...
+
     def version(self, request_id: str) -> Hashable | None:
         """The record's current version, ``None`` if there is none; cheap (no read)."""
         ...

@@ -51,6 +51,10 @@ class FileRecordStore:
         self._paths: dict[str, RecordPaths] = {}  # building paths costs more than a warm ask
         self._max_cached_paths = max_cached_paths
 
+    @property
+    def append_seconds(self) -> float:
+        return 0.0  # an append waits on the record's lock, then writes: it never retries
+
     def paths(self, request_id: str) -> RecordPaths:
         """The files of ``request_id`` (checked to be a safe id)."""
         paths = self._paths.get(request_id)

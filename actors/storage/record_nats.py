@@ -1,18 +1,22 @@
 """Request records on NATS JetStream: ``NatsRecordStore``, the ``RecordStore`` of the ``nats``
 backend (docs/scaling.md has the design and the names it creates).
 
-- Every event is one message on ``<prefix>.req.<id>.ev.<role or _>`` in the events stream, its
+- Every event is a value on ``<prefix>.req.<id>.ev.<role or _>`` in the events stream, its
   bytes exactly as the record file lays the event out (``codecs.records.format_event``), so
-  tails, evidence, history sizes and ``load`` bytes equal the file backend's.
+  tails, evidence, history sizes and ``load`` bytes equal the file backend's. A value is one
+  message, or several when it is larger than the server's ``max_payload`` (``nats_values``).
 - The record's head (``codecs.record_heads``) is one KV value: the top-level fields and the
   stream sequences of the last events and of each role's newest evidence. A cold projection
-  reads the head and ``max_events`` messages by sequence, whatever the history's length.
-- An append publishes its events under optimistic concurrency (the request's expected last
+  reads the head and ``max_events`` values by sequence, whatever the history's length. A
+  field too large for the head is spilled: a value of its own on the request's subjects.
+- An append publishes its messages under optimistic concurrency (the request's expected last
   subject sequence over ``<prefix>.req.<id>.ev.*``, so one writer at a time gets past the
   head's ``tip``), then replaces the head with a revision-checked update: the head is the
-  commit point. Events of an append that never committed (a writer died between the two
-  steps) are ``void`` once older than ``ABANDONED_SECONDS``, and never read as events.
-- Keys of keyed appends sit in the head with the count they left, for the last
+  commit point. A create does the same and makes the head last. Messages of an append that
+  never committed (a writer died between the two steps) are ``void`` once the server's
+  timestamp of the newest is ``ABANDONED_SECONDS`` old (or this process has waited that long
+  on it), and never read as events.
+- Digests of the keys of keyed appends sit in the head with the count they left, for the last
   ``IDEMPOTENCY_WINDOW`` events: a retry from any host finds them.
 """
 
@@ -23,7 +27,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import msgspec
@@ -37,6 +42,16 @@ from teams_runtime.actors.storage.nats_connection import (
     id_of_token,
     token_of,
     wrong_last_sequence,
+)
+from teams_runtime.actors.storage.nats_values import (
+    HEADER_APPEND,
+    HEADER_FIELD,
+    HEADER_PART,
+    HEADER_PARTS,
+    HistoryParts,
+    message_room,
+    read_value,
+    split_value,
 )
 from teams_runtime.actors.storage.protocols import (
     IDEMPOTENCY_WINDOW,
@@ -53,6 +68,9 @@ from teams_runtime.codecs.record_heads import (
     RecordHead,
     decode_head,
     encode_head,
+    field_values,
+    join_fields,
+    key_digest,
 )
 from teams_runtime.codecs.records import (
     EVENTS_KEY,
@@ -64,20 +82,24 @@ from teams_runtime.codecs.records import (
     render_record,
 )
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.exceptions import RecordError, UnknownRequestError
+from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestError
 
 __all__ = ["ABANDONED_SECONDS", "NatsRecordStore"]
 
 _T = TypeVar("_T")
 
-ABANDONED_SECONDS = 30.0  # an append's events not committed after this belong to a dead writer
+ABANDONED_SECONDS = 30.0  # an append's messages not committed after this belong to a dead writer
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
-_CHAINED = 16  # events of an append published one by one, each expecting the one before
-_PIPELINE = 1000  # events of a longer append (an import) in flight at once after those
+_CHAINED = 16  # messages of an append published one by one, each expecting the one before
+_PIPELINE = 1000  # messages of a longer append (an import) in flight at once after those
 _MAX_SEEN = 100_000  # head revisions a store remembers (every team update is seen)
-_HEADER_APPEND = "Tr-Append"  # the id of the append that published an event
-_HEADER_TIME = "Tr-Time"  # when (epoch seconds) it was published
+_MAX_STRAYS = 10_000  # messages past a tip this process remembers first seeing
+_BUSY_DELAY = 0.002  # first wait after losing to another writer; doubles with each loss...
+_MAX_DELAY = 0.5  # ...up to this (half-done appends of live writers are waited for too)
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
+# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
+# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
+_STORE_FAILED = 10077
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 
 
@@ -114,8 +136,17 @@ class NatsRecordStore:
         # round trip): revisions only grow, so a late answer never moves one back.
         self._seen: dict[str, int] = {}
         self._seen_lock = threading.Lock()
+        # (request token, sequence) of messages found past a head's tip -> when first found
+        # (monotonic): however wrong a clock is, one is set aside ABANDONED_SECONDS after that.
+        self._strays: dict[tuple[str, int], float] = {}
         connection.call(self._watch_heads, what="a watch of record heads")
         connection.on_reconnect(self._forget_seen)
+
+    @property
+    def append_seconds(self) -> float:
+        """Other writers may hold a request for ``_APPEND_SECONDS`` (then ``RecordError``);
+        the server may be away for ``retry_seconds`` (then ``BackendError``)."""
+        return _APPEND_SECONDS + self.connection.settings.retry_seconds
 
     # --- versions ----------------------------------------------------------------------------
 
@@ -172,7 +203,22 @@ class NatsRecordStore:
         )
 
     def _call(self, make: Callable[[], Awaitable[_T]], what: str) -> _T:
-        return self.connection.call(make, what=what)
+        try:
+            return self.connection.call(make, what=what)
+        except nats.js.errors.APIError as exc:  # a refusal, not the server being away
+            raise BackendError(
+                f"the NATS server at {self.connection.settings.shown_url} refused {what} "
+                f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
+            ) from None
+        except nats.errors.Error as exc:
+            raise BackendError(
+                f"{what} on the NATS server at {self.connection.settings.shown_url} failed "
+                f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
+            ) from None
+
+    def _room(self) -> int:
+        """Bytes of data one message may carry now (the connected server's max_payload)."""
+        return message_room(self.connection.client.max_payload)
 
     async def _get_head(self, key: str) -> tuple[RecordHead, int] | None:
         try:
@@ -195,21 +241,44 @@ class NatsRecordStore:
             raise self._unknown(request_id)
         return found
 
-    async def _message(self, seq: int) -> bytes:
-        msg = await self.connection.js.get_msg(self.names.events, seq=seq, direct=True)
-        return msg.data or b""
+    async def _value(self, seq: int) -> bytes:
+        return await read_value(self.connection.js, self.names.events, seq)
+
+    async def _fields(
+        self,
+        request_id: str,
+        head: RecordHead,
+        *,
+        names: Collection[str] | None = None,
+        known: Mapping[int, bytes] | None = None,
+    ) -> RecordFields:
+        """The head's fields, with the values of spilled ones read back (only of ``names``
+        when given; ``known`` holds values by sequence already in hand)."""
+        source = self._source(request_id)
+        wanted = {name: seq for name, seq in head.spilled.items() if names is None or name in names}
+        if not wanted:
+            return decode_record(bytes(head.fields), source)
+        by_seq = dict(known or {})
+        missing = sorted(set(wanted.values()) - set(by_seq))
+        fetched = await asyncio.gather(*(self._value(seq) for seq in missing))
+        by_seq.update(zip(missing, fetched, strict=True))
+        joined = join_fields(head.fields, {name: by_seq[seq] for name, seq in wanted.items()})
+        return decode_record(joined, source)
 
     async def _parts(
         self, request_id: str, head: RecordHead, revision: int, tail: int
     ) -> IndexedParts:
-        """The head and the messages it points at: the last ``tail`` events and evidence."""
+        """The head and the values it points at: the last ``tail`` events and evidence."""
         tail_seqs = head.tail[-tail:] if tail else []
         wanted = sorted(set(tail_seqs) | {seq for _, seq in head.evidence.values()})
-        data = await asyncio.gather(*(self._message(seq) for seq in wanted))
+        data, fields = await asyncio.gather(
+            asyncio.gather(*(self._value(seq) for seq in wanted)),
+            self._fields(request_id, head),
+        )
         by_seq = dict(zip(wanted, data, strict=True))
         return IndexedParts(
             version=revision,
-            fields=self._fields(request_id, head),
+            fields=fields,
             count=head.count,
             history_bytes=head.history_bytes,
             tail=[msgspec.Raw(by_seq[seq]) for seq in tail_seqs],
@@ -220,12 +289,9 @@ class NatsRecordStore:
             source=self._source(request_id),
         )
 
-    def _fields(self, request_id: str, head: RecordHead) -> RecordFields:
-        return decode_record(bytes(head.fields), self._source(request_id))
-
     async def _history(self, request_id: str, head: RecordHead) -> list[bytes]:
         """Every event the head counts, in order: one ordered pass over the request's
-        messages up to ``last_seq``, skipping void ranges."""
+        messages up to ``last_seq``, skipping void ranges and spilled fields, joining parts."""
         if not head.count:
             return []
         js = self.connection.js
@@ -236,14 +302,19 @@ class NatsRecordStore:
             deliver_policy=DeliverPolicy.ALL,
         )
         events: list[bytes] = []
+        parts = HistoryParts()
         try:
             while True:
                 msg = await sub.next_msg(timeout=10)
                 seq = msg.metadata.sequence.stream
                 if seq > head.last_seq:
                     break
-                if not any(first <= seq <= last for first, last in head.void):
-                    events.append(msg.data)
+                headers = msg.headers
+                void = any(first <= seq <= last for first, last in head.void)
+                if not void and not (headers and HEADER_FIELD in headers):
+                    event = parts.value(seq, headers, msg.data)
+                    if event is not None:
+                        events.append(event)
                 if seq == head.last_seq:
                     break
         finally:
@@ -260,14 +331,15 @@ class NatsRecordStore:
         return False  # every read is a round trip to the server: a worker thread's job
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
-        check_request_id(request_id)
+        request_id = check_request_id(request_id)
 
         async def read() -> RecordRead:
             head, revision = await self._head(request_id)
             if tail is not None and tail <= HEAD_TAIL:
                 return await self._parts(request_id, head, revision, tail)
-            history = await self._history(request_id, head)
-            fields = self._fields(request_id, head)
+            history, fields = await asyncio.gather(
+                self._history(request_id, head), self._fields(request_id, head)
+            )
             fields[EVENTS_KEY] = [msgspec.Raw(event) for event in history]
             return ParsedRecord(revision, fields, self._source(request_id))
 
@@ -277,12 +349,14 @@ class NatsRecordStore:
 
     def load(self, request_id: str) -> bytes:
         """The bytes the file backend's record file holds for the same history."""
-        check_request_id(request_id)
+        request_id = check_request_id(request_id)
 
         async def load() -> bytes:
             head, _ = await self._head(request_id)
-            history = await self._history(request_id, head)
-            return render_record(self._fields(request_id, head), history).data
+            history, fields = await asyncio.gather(
+                self._history(request_id, head), self._fields(request_id, head)
+            )
+            return render_record(fields, history).data
 
         data: bytes = self._call(load, "a record read")
         return data
@@ -303,31 +377,18 @@ class NatsRecordStore:
     # --- writing -----------------------------------------------------------------------------
 
     def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
-        """Store a new record: its head first (which claims the id), then its events."""
-        check_request_id(request_id)
+        """Store a new record: its events (and spilled fields) first, then its head, which
+        claims the id; a create that fails half way leaves no head."""
+        request_id = check_request_id(request_id)
         fields = dict(record)
         events = fields.get(EVENTS_KEY, [])
         if not isinstance(events, list):
             raise RecordError("a new request record needs `events` to be a list.")
         fields[EVENTS_KEY] = []
-        creation = uuid.uuid4().hex
-        head = RecordHead(fields=msgspec.Raw(encode_json(fields)), append=creation)
-        key = token_of(request_id)
-
-        async def create() -> bool:
-            try:
-                await self._kv.create(key, encode_head(head))
-            except nats.js.errors.KeyWrongLastSequenceError:
-                # Exists: made by someone else, or by this very create whose answer was lost.
-                found = await self._get_head(key)
-                return found is not None and found[0].append == creation
-            return True
-
-        if not self._call(create, "a record create"):
-            return False
-        if events:
-            self.append(request_id, [encode_field(event) for event in events], {})
-        return True
+        prepared = _prepare([encode_field(event) for event in events])
+        writer = _Append(self, request_id, prepared, fields, "", {}, creating=True)
+        created: Appended = self._call(writer.run, "a record create")
+        return created.applied
 
     def append(
         self,
@@ -338,7 +399,7 @@ class NatsRecordStore:
         key: str = "",
         unless: Mapping[str, Any] | None = None,
     ) -> Appended:
-        check_request_id(request_id)
+        request_id = check_request_id(request_id)
         changes = checked_updates(updates)
         prepared = _prepare(events)
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
@@ -347,13 +408,42 @@ class NatsRecordStore:
             self._note(token_of(request_id), int(appended.parts.version))  # type: ignore[call-overload]
         return appended
 
+    def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
+        """How old a message past a head's tip is: by the server's timestamp against this
+        host's clock, and at least as long as this process has known of it."""
+        now = time.monotonic()
+        with self._seen_lock:
+            if len(self._strays) >= _MAX_STRAYS:
+                self._strays.clear()
+            first = self._strays.setdefault((key, seq), now)
+        by_server = time.time() - stamp.timestamp() if stamp is not None else 0.0
+        return max(now - first, by_server)
+
 
 class _Retry(Exception):
-    """Another writer got there first: read the head again."""
+    """Another writer got there first: read the head again, after ``delay`` seconds (``None``:
+    the append's own back-off)."""
+
+    def __init__(self, delay: float | None = None) -> None:
+        super().__init__()
+        self.delay = delay
+
+
+class _Blocked(Exception):
+    """The request's first message was refused: another writer's messages stand after the
+    head's tip (it has not committed yet, or died first)."""
+
+
+class _Value(msgspec.Struct, frozen=True):
+    """One value to publish: an event, or a spilled field."""
+
+    subject: str
+    data: bytes
+    field: bool = False
 
 
 class _Append:
-    """One append, run on the connection's loop; retried whole until it commits."""
+    """One append (or create), run on the connection's loop; retried whole until it commits."""
 
     def __init__(
         self,
@@ -363,41 +453,70 @@ class _Append:
         updates: dict[str, Any],
         key: str,
         refuse_if: Mapping[str, Any],
+        *,
+        creating: bool = False,
     ) -> None:
         self.store = store
         self.request_id = request_id
+        self.source = store._source(request_id)
         self.prepared = prepared
-        self.updates = updates
-        self.key = key
+        # Encoded now: a value that cannot be is an error before anything is published.
+        self.updates = {name: msgspec.Raw(encode_json(value)) for name, value in updates.items()}
+        self.key = key_digest(key) if key else ""
         self.refuse_if = refuse_if
+        self.creating = creating
         self.id = uuid.uuid4().hex
         self.kv_key = token_of(request_id)
         self.names = store.names
-        self.published: list[int] = []  # sequences of this attempt's events
-        self.base = -1  # the tip they were published after
+        # What this attempt has standing after the head's tip `base` (-1: nothing, start over).
+        self.base = -1
+        self.end = -1  # the request's last sequence: ours, or `base`
+        self.messages: list[int] = []  # every message published after `base`
+        self.published: list[int] = []  # the (last) message of each event
+        self.spills: dict[tuple[str, bytes], int] = {}  # spilled values published after `base`
+        self.virtual_tip = 0  # creating: messages up to here are abandoned ones, never events
 
     async def run(self) -> Appended:
         deadline = time.monotonic() + _APPEND_SECONDS
-        while time.monotonic() < deadline:
-            head, revision = await self.store._head(self.request_id)
+        losses = 0
+        while True:
+            head, revision = await self._read()
             try:
                 return await self._attempt(head, revision)
-            except _Retry:
-                await asyncio.sleep(random.uniform(0.001, 0.01))  # let the winner commit
-        raise RecordError(
-            f"{self.store._source(self.request_id)}: other writers kept the request busy for "
-            f"{_APPEND_SECONDS:g} s; nothing was appended (retry)."
-        )
+            except _Retry as retry:
+                losses += 1
+                delay = retry.delay
+                if delay is None:
+                    delay = min(_MAX_DELAY, _BUSY_DELAY * 2 ** min(losses, 16))
+                    delay *= random.uniform(0.5, 1.0)  # writers that lost together spread out
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RecordError(
+                    f"{self.source}: other writers kept the request busy for "
+                    f"{_APPEND_SECONDS:g} s; nothing was appended (retry)."
+                )
+            await asyncio.sleep(min(delay, left))
 
-    def _answer_without_writing(self, head: RecordHead, revision: int) -> Appended | None:
+    async def _read(self) -> tuple[RecordHead, int]:
+        """The head and its revision; creating, a new head (revision 0) while there is none."""
+        found = await self.store._get_head(self.kv_key)
+        if found is not None:
+            return found
+        if not self.creating:
+            raise self.store._unknown(self.request_id)
+        tip = self.virtual_tip
+        return RecordHead(fields=msgspec.Raw(b"{}"), tip=tip, void=[(1, tip)] if tip else []), 0
+
+    async def _answer_without_writing(self, head: RecordHead, revision: int) -> Appended | None:
         """A keyed append already stored, or a refusal: ``Appended`` with nothing written."""
         if self.key:
             for stored_key, count in reversed(head.keys):
                 if stored_key == self.key:
                     return Appended(revision, None, count, applied=False)
-        fields = decode_record(bytes(head.fields), self.store._source(self.request_id))
-        if field_holds(fields, self.refuse_if):
-            return Appended(revision, None, head.count, applied=False, refused=True)
+        if self.refuse_if:
+            fields = await self.store._fields(self.request_id, head, names=self.refuse_if)
+            if field_holds(fields, self.refuse_if):
+                return Appended(revision, None, head.count, applied=False, refused=True)
         return None
 
     async def _attempt(self, head: RecordHead, revision: int) -> Appended:
@@ -405,87 +524,162 @@ class _Append:
             if append_id == self.id:  # this append committed, but its answer was lost
                 parts = await self.store._parts(self.request_id, head, revision, HEAD_TAIL)
                 return Appended(-1, parts, count)  # -1: no cached version ever matches
-        answered = self._answer_without_writing(head, revision)
+        if self.creating and revision:  # someone else made it
+            return Appended(revision, None, head.count, applied=False)
+        answered = await self._answer_without_writing(head, revision)
         if answered is not None:
             return answered
-        if self.prepared.formatted and self.base != head.tip:
-            await self._publish(head)
-        while True:  # commit; a fields-only writer in between only costs a re-check
-            new_head = self._advanced(head)
-            try:
-                new_revision = await self.store._kv.update(
-                    self.kv_key, encode_head(new_head), last=revision
+        if self.base != head.tip:  # nothing of ours stands after this tip: publish afresh
+            self.base = self.end = head.tip
+            self.messages, self.published, self.spills = [], [], {}
+            if self.prepared.formatted:
+                self.published = await self._publish_or_clear(
+                    [
+                        _Value(self.names.event_subject(self.request_id, role), formatted)
+                        for formatted, role in zip(
+                            self.prepared.formatted, self.prepared.roles, strict=True
+                        )
+                    ],
+                    head,
                 )
+        while True:  # commit; a fields-only writer in between only costs a re-check
+            new_head = await self._advanced(head)
+            try:
+                if self.creating:
+                    new_revision = await self.store._kv.create(self.kv_key, encode_head(new_head))
+                else:
+                    new_revision = await self.store._kv.update(
+                        self.kv_key, encode_head(new_head), last=revision
+                    )
             except nats.js.errors.KeyWrongLastSequenceError:
-                head, revision = await self.store._head(self.request_id)
-                if self.published and head.tip != self.base:
-                    raise _Retry from None  # our events were set aside: publish them again
-                answered = self._answer_without_writing(head, revision)
+                head, revision = await self._read()
+                if self.creating:  # someone else made it meanwhile
+                    await self._abandon()
+                    return Appended(revision, None, head.count, applied=False)
+                if head.tip != self.base:
+                    raise _Retry(0) from None  # ours were set aside (or none): start again
+                answered = await self._answer_without_writing(head, revision)
                 if answered is not None:
-                    await self._abandon(self.published)
+                    await self._abandon()
                     return answered
                 continue
             parts = await self._parts_after(new_head, new_revision)
             return Appended(revision, parts, new_head.count)
 
-    async def _publish(self, head: RecordHead) -> None:
-        """Publish the events after ``head.tip``. The first expects the tip, so one writer at
-        a time gets past it; the next few each expect the one before. A long batch (an
-        import) is pipelined after the first: the tip it won is its own until it commits."""
+    def _headers(self, value: _Value) -> dict[str, str]:
+        headers = {HEADER_APPEND: self.id}
+        if value.field:
+            headers[HEADER_FIELD] = "1"
+        return headers
+
+    async def _publish(self, values: list[_Value]) -> list[int]:
+        """Publish ``values`` after ``end``; returns the sequence of each one's last message.
+        The first message expects ``end``, so one writer at a time gets past a tip; the next
+        few each expect the one before, as does every part of a split value. A long batch (an
+        import) is pipelined after those: the tip it won is its own until it commits."""
+        try:
+            return await self._publish_all(values)
+        except BaseException as exc:
+            self.base = -1  # what stands after the tip is no whole append: start again
+            if isinstance(exc, nats.js.errors.APIError) and (
+                exc.code != 503 or exc.err_code == _STORE_FAILED
+            ):
+                raise BackendError(
+                    f"{self.source}: the NATS server at {self.store.connection.settings.shown_url}"
+                    f" refused a message of this write ({exc.description or 'no reason given'},"
+                    f" err_code {exc.err_code}); nothing was written to the record. Check the "
+                    f"limits of the stream {self.names.events}."
+                ) from None
+            raise
+
+    async def _publish_all(self, values: list[_Value]) -> list[int]:
         js = self.store.connection.js
         wildcard = self.names.request_events(self.request_id)
-        expected = head.tip
-        published: list[int] = []
-        pending = list(zip(self.prepared.formatted, self.prepared.roles, strict=True))
-        for formatted, role in pending[:_CHAINED]:
-            headers = {**self._headers(), _EXPECTED_SEQ: str(expected), _EXPECTED_SUBJECT: wildcard}
-            subject = self.names.event_subject(self.request_id, role)
-            try:
-                ack = await js.publish(subject, formatted, headers=headers)
-            except nats.js.errors.APIError as exc:
-                if not wrong_last_sequence(exc):
-                    raise
-                if published:  # cut off after our first event: someone voided us
-                    raise _Retry from None
-                await self._clear_abandoned(head)
-                raise _Retry from None
-            published.append(ack.seq)
-            expected = ack.seq
-        for start in range(_CHAINED, len(pending), _PIPELINE):
+        room = self.store._room()
+        finals = [0] * len(values)
+        batch: list[tuple[int, _Value]] = []
+
+        async def flush() -> None:
             futures = [
-                await js.publish_async(
-                    self.names.event_subject(self.request_id, role),
-                    formatted,
-                    headers=self._headers(),
+                (
+                    index,
+                    await js.publish_async(value.subject, value.data, headers=self._headers(value)),
                 )
-                for formatted, role in pending[start : start + _PIPELINE]
+                for index, value in batch
             ]
-            published += [(await future).seq for future in futures]
-        self.published = published
-        self.base = head.tip
+            batch.clear()
+            for index, future in futures:
+                seq = (await future).seq
+                finals[index] = seq
+                self.messages.append(seq)
+                self.end = max(self.end, seq)
 
-    def _headers(self) -> dict[str, str]:
-        return {_HEADER_APPEND: self.id, _HEADER_TIME: f"{time.time():.3f}"}
+        for index, value in enumerate(values):
+            parts = split_value(value.data, room)
+            if len(parts) == 1 and len(self.messages) + len(batch) >= _CHAINED:
+                batch.append((index, value))
+                if len(batch) >= _PIPELINE:
+                    await flush()
+                continue
+            await flush()
+            earlier: list[int] = []
+            for number, part in enumerate(parts, start=1):
+                headers = self._headers(value)
+                if len(parts) > 1:
+                    headers[HEADER_PART] = f"{number}/{len(parts)}"
+                if earlier and number == len(parts):
+                    headers[HEADER_PARTS] = ",".join(map(str, earlier))
+                headers[_EXPECTED_SEQ] = str(self.end)
+                headers[_EXPECTED_SUBJECT] = wildcard
+                try:
+                    ack = await js.publish(value.subject, part, headers=headers)
+                except nats.js.errors.APIError as exc:
+                    if not wrong_last_sequence(exc):
+                        raise
+                    if self.messages:  # cut off after our first message: someone voided us
+                        raise _Retry(0) from None
+                    raise _Blocked from None
+                earlier.append(ack.seq)
+                self.messages.append(ack.seq)
+                self.end = ack.seq
+            finals[index] = self.end
+        await flush()
+        return finals
 
-    async def _clear_abandoned(self, head: RecordHead) -> None:
-        """If the request's newest message is past the tip and old, its writer died between
-        publishing and committing: void those messages so appends can go on."""
+    async def _publish_or_clear(self, values: list[_Value], head: RecordHead) -> list[int]:
+        try:
+            return await self._publish(values)
+        except _Blocked:
+            cleared = await self._clear_abandoned(head)
+            raise _Retry(0 if cleared else None) from None
+
+    async def _clear_abandoned(self, head: RecordHead) -> bool:
+        """The request's newest message stands past the tip: if its writer died between
+        publishing and committing (it is old), or it is one of ours, set it aside so appends
+        can go on (``True``); else raise ``_Retry`` to wait for that writer. ``False``: nothing
+        stands past the tip any more (another writer committed meanwhile)."""
         js = self.store.connection.js
         try:
             last = await js.get_msg(
                 self.names.events, subject=self.names.request_events(self.request_id)
             )
         except nats.js.errors.NotFoundError:
-            return
+            return False
         if last.seq is None or last.seq <= head.tip:
-            return
-        published = float((last.headers or {}).get(_HEADER_TIME, "0") or 0)
-        if time.time() - published > ABANDONED_SECONDS:
+            return False
+        ours = (last.headers or {}).get(HEADER_APPEND) == self.id
+        age = self.store._stray_age(self.kv_key, last.seq, last.time)
+        if not ours and age < ABANDONED_SECONDS:
+            raise _Retry(None if age + _MAX_DELAY < ABANDONED_SECONDS else ABANDONED_SECONDS - age)
+        if self.creating:  # no head yet to mark them in: the new one will
+            self.virtual_tip = last.seq
+        else:
             await self._void(last.seq)
+        return True
 
-    async def _abandon(self, sequences: list[int]) -> None:
-        if sequences:
-            await self._void(sequences[-1])
+    async def _abandon(self) -> None:
+        if self.messages:
+            await self._void(max(self.messages))
 
     async def _void(self, upto: int) -> None:
         """Move the tip past ``upto``: the messages between are never events."""
@@ -501,14 +695,18 @@ class _Append:
             except nats.js.errors.KeyWrongLastSequenceError:
                 continue
 
-    def _advanced(self, head: RecordHead) -> RecordHead:
-        """The head after this append: fields updated, events counted."""
-        fields = decode_record(bytes(head.fields), self.store._source(self.request_id))
-        fields.update(self.updates)
+    async def _advanced(self, head: RecordHead) -> RecordHead:
+        """The head after this append: fields updated, events counted; fields too large for
+        the head spilled (published after the events)."""
+        values = field_values(head.fields)
+        spilled = dict(head.spilled)
+        for name, value in self.updates.items():
+            values[name] = value
+            spilled.pop(name, None)
         count = head.count
         new_count = count + len(self.published)
         evidence = dict(head.evidence)
-        keys = list(head.keys)
+        latest = dict(head.keys)  # a key's newest event is the one a retry is answered from
         prepared = self.prepared
         for offset, seq in enumerate(self.published):
             role = prepared.roles[offset]
@@ -516,32 +714,75 @@ class _Append:
                 evidence[role] = (count + offset, seq)
             event_key = prepared.keys[offset]
             if event_key is not None:
-                keys.append((event_key, count + offset + 1))
+                digest = key_digest(event_key)
+                latest.pop(digest, None)
+                latest[digest] = count + offset + 1
         oldest = new_count - IDEMPOTENCY_WINDOW  # keys of events older than the window go
-        return RecordHead(
-            fields=msgspec.Raw(encode_json(fields)),
+        new_head = RecordHead(
+            fields=msgspec.Raw(encode_json(values)),
             count=new_count,
             history_bytes=head.history_bytes + sum(len(f) for f in prepared.formatted),
             last_seq=self.published[-1] if self.published else head.last_seq,
-            tip=self.published[-1] if self.published else head.tip,
+            tip=self.end,
             tail=[*head.tail, *self.published][-HEAD_TAIL:],
             evidence=evidence,
-            keys=[(k, after) for k, after in keys if after - 1 >= oldest],
+            keys=[(digest, after) for digest, after in latest.items() if after - 1 >= oldest],
             void=head.void,
             append=self.id,
             recent=[*head.recent, (self.id, new_count)][-HEAD_RECENT:],
+            spilled=spilled,
+        )
+        await self._fit(new_head, values, head)
+        return new_head
+
+    async def _fit(
+        self, new_head: RecordHead, values: dict[str, msgspec.Raw], head: RecordHead
+    ) -> None:
+        """Spill the largest fields until the head fits in one message."""
+        room = self.store._room()
+        size = len(encode_head(new_head))
+        if size <= room:
+            return
+        largest = sorted(
+            (name for name in values if name != EVENTS_KEY and name not in new_head.spilled),
+            key=lambda name: len(values[name]),
+            reverse=True,
+        )
+        for name in largest:
+            data = bytes(values[name])
+            if len(data) <= len(b"null"):
+                break
+            seq = self.spills.get((name, data))
+            if seq is None:
+                subject = self.names.event_subject(self.request_id, None)
+                [seq] = await self._publish_or_clear([_Value(subject, data, field=True)], head)
+                self.spills[(name, data)] = seq
+            values[name] = msgspec.Raw(b"null")
+            new_head.spilled[name] = seq
+            new_head.fields = msgspec.Raw(encode_json(values))
+            new_head.tip = self.end
+            if len(encode_head(new_head)) <= room:
+                return
+        raise RecordError(
+            f"{self.source}: the record head would be {len(encode_head(new_head))} bytes even "
+            f"with its large fields apart, more than the NATS server's max_payload leaves for "
+            f"it ({room} bytes); shorten the names of the record's top-level fields."
         )
 
     async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
-        """What is stored now, from the bytes in hand plus the evidence messages of roles this
-        append did not touch."""
+        """What is stored now, from the bytes in hand plus the values of roles this append
+        did not touch and of fields spilled before."""
         new = dict(zip(self.published, self.prepared.formatted, strict=True))
         missing = sorted({seq for _, seq in head.evidence.values()} - set(new))
-        fetched = await asyncio.gather(*(self.store._message(seq) for seq in missing))
+        known = {seq: data for (_, data), seq in self.spills.items()}
+        fetched, fields = await asyncio.gather(
+            asyncio.gather(*(self.store._value(seq) for seq in missing)),
+            self.store._fields(self.request_id, head, known=known),
+        )
         by_seq = {**new, **dict(zip(missing, fetched, strict=True))}
         return IndexedParts(
             version=revision,
-            fields=self.store._fields(self.request_id, head),
+            fields=fields,
             count=head.count,
             history_bytes=head.history_bytes,
             tail=[msgspec.Raw(new[seq]) for seq in self.published],
@@ -549,5 +790,5 @@ class _Append:
                 role: (position, msgspec.Raw(by_seq[seq]))
                 for role, (position, seq) in head.evidence.items()
             },
-            source=self.store._source(self.request_id),
+            source=self.source,
         )
