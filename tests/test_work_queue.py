@@ -21,6 +21,8 @@ from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
 
+from .conftest import SMALL_MAX_PAYLOAD
+
 
 @dataclass(frozen=True)
 class QueueBackend:
@@ -379,3 +381,25 @@ def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsCon
     worker.retire()  # its claim waits again at once, its lease goes
     snapshot = worker.snapshot()
     assert snapshot.workers == [] and snapshot.claimed["qa"] + snapshot.waiting["qa"] == 1
+
+
+def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
+    small_nats_server: Any,
+) -> None:
+    """A follow-up's body is the role's summary (kept whole in the record): past the server's
+    max_payload the queued copy is cut with a note, rather than the request stalling on a put
+    the server refuses (found when a 1.1 MB summary left its follow-up unqueued)."""
+    connection = NatsConnection(small_nats_server.settings())
+    try:
+        queue = NatsWorkQueue(connection)
+        body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
+        queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
+        [claim] = queue.claim("qa", 1)
+        assert claim.envelope is not None
+        kept = claim.envelope.body
+        assert kept.startswith("é" * 1000)
+        assert kept.endswith("the whole text is in the request's record]")
+        assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
+        queue.done(claim)
+    finally:
+        connection.close()

@@ -33,10 +33,12 @@ from typing import Any
 import msgspec
 import nats.errors
 import nats.js.errors
+from loguru import logger
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
+from teams_runtime.actors.storage.nats_values import message_room
 from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerLease
 from teams_runtime.actors.storage.queue_files import decode_envelope, new_worker_id
 from teams_runtime.codecs.formats import pretty_json_bytes
@@ -120,7 +122,7 @@ class NatsWorkQueue:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
         subject = self.names.waiting_subject(envelope.target, envelope.request_id)
-        data = pretty_json_bytes(envelope) + b"\n"
+        data = _fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
         ack = self.connection.call(
             lambda: self._js.publish(subject, data, headers=headers), what="a queue put"
@@ -443,3 +445,34 @@ class NatsWorkQueue:
                 )
             )
         return leases
+
+
+_CUT_NOTE = (
+    "\n[... {cut} bytes of this body were cut to fit one NATS message; "
+    "the whole text is in the request's record]"
+)
+
+
+def _fitting(envelope: MessageEnvelope, room: int) -> bytes:
+    """The envelope's bytes, its ``body`` shortened if they would not fit one message.
+
+    A follow-up's body is the role's summary, which the record keeps whole in its report event
+    (what the next role's prompt shows): cutting the copy in the envelope loses nothing, where
+    an envelope the server refuses would stall the request. Logged with sizes only.
+    """
+    data = pretty_json_bytes(envelope) + b"\n"
+    if len(data) <= room:
+        return data
+    body = envelope.body.encode("utf-8")
+    over = len(data) - room + len(_CUT_NOTE) + 20 + len(body) // 4  # escapes may grow it
+    keep = body[: max(len(body) - over, 0)].decode("utf-8", "ignore")
+    cut = len(body) - len(keep.encode("utf-8"))
+    shortened = msgspec.structs.replace(envelope, body=keep + _CUT_NOTE.format(cut=cut))
+    logger.warning(
+        "envelope {} for {}: body cut by {} bytes to fit one NATS message ({} bytes)",
+        envelope.envelope_id,
+        envelope.target,
+        cut,
+        room,
+    )
+    return pretty_json_bytes(shortened) + b"\n"
