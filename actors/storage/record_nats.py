@@ -101,6 +101,7 @@ _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 # or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
 _STORE_FAILED = 10077
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+_LISTING_TRIES = 5  # listings of the heads bucket before an empty one is believed
 
 
 class _Prepared(msgspec.Struct, frozen=True):
@@ -367,10 +368,17 @@ class NatsRecordStore:
 
     def list_ids(self) -> list[str]:
         async def keys() -> list[str]:
-            try:
-                return await self._kv.keys()
-            except nats.js.errors.NoKeysError:
-                return []
+            # nats-py's keys() watches the bucket and can end its listing before the first
+            # entry arrives (seen under load): an empty answer for a bucket that holds
+            # messages is asked again before it is believed.
+            for _ in range(_LISTING_TRIES):
+                try:
+                    return await self._kv.keys()
+                except nats.js.errors.NoKeysError:
+                    info = await self.connection.js.stream_info(f"KV_{self.names.heads}")
+                    if not info.state.messages:
+                        return []
+            return []
 
         return sorted(id_of_token(key) for key in self._call(keys, "a listing of records"))
 
