@@ -399,11 +399,11 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     assert json.loads(store.load("req-1"))["events"] == []
 
 
-def test_a_half_done_append_is_aged_by_the_servers_clock_and_waited_for_calmly(
+def test_a_half_done_append_is_aged_by_the_appenders_own_clock_and_waited_for_calmly(
     connection: NatsConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A writer whose clock ran an hour ahead published an event and died. Its age comes from
-    # the server's timestamp of the message, so it is set aside after the grace (shortened
+    # A writer whose clock ran an hour ahead published an event and died. Its age is how long
+    # the appender has watched it (monotonic), so it is set aside after the grace (shortened
     # here to a second), not an hour later; and the append waits without spinning.
     store = NatsRecordStore(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
@@ -425,6 +425,26 @@ def test_a_half_done_append_is_aged_by_the_servers_clock_and_waited_for_calmly(
     assert appended.count == 1
     assert [item["type"] for item in json.loads(store.load("req-1"))["events"]] == ["after"]
     assert reads < 25  # a few reads in that second (with 1-10 ms pauses it was hundreds)
+
+
+def test_an_appender_whose_clock_runs_ahead_never_sets_a_live_writers_messages_aside(
+    connection: NatsConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another writer has just published the first message of its append (it is alive and
+    # about to commit). This host's clock runs two minutes ahead: judged by timestamps the
+    # message would look two minutes old and be set aside, interleaving the two appends (an
+    # outside attack corrupted a record so). It must wait instead, and say the request is busy.
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": []})
+    subject = connection.names.event_subject("req-1", None)
+    headers = {"Tr-Append": "live", "Tr-Time": f"{time.time():.3f}"}
+    connection.call(lambda: connection.js.publish(subject, b'{"type": "live"}', headers=headers))
+    ahead = time.time() + 120
+    monkeypatch.setattr(record_nats.time, "time", lambda: ahead)
+    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 5.0)
+    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    with pytest.raises(RecordError, match="busy"):
+        store.append("req-1", [_raw({"type": "mine"})], {})
 
 
 def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(

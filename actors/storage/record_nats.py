@@ -13,9 +13,9 @@ backend (docs/scaling.md has the design and the names it creates).
   subject sequence over ``<prefix>.req.<id>.ev.*``, so one writer at a time gets past the
   head's ``tip``), then replaces the head with a revision-checked update: the head is the
   commit point. A create does the same and makes the head last. Messages of an append that
-  never committed (a writer died between the two steps) are ``void`` once the server's
-  timestamp of the newest is ``ABANDONED_SECONDS`` old (or this process has waited that long
-  on it), and never read as events.
+  never committed (a writer died between the two steps) are ``void`` once this process has
+  seen the newest of them stay the newest for ``ABANDONED_SECONDS`` (its own monotonic clock:
+  no host's clock matters), and never read as events.
 - Digests of the keys of keyed appends sit in the head with the count they left, for the last
   ``IDEMPOTENCY_WINDOW`` events: a retry from any host finds them.
 """
@@ -417,15 +417,18 @@ class NatsRecordStore:
         return appended
 
     def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
-        """How old a message past a head's tip is: by the server's timestamp against this
-        host's clock, and at least as long as this process has known of it."""
+        """How old a message past a head's tip is: how long this process has known of it, on
+        its own monotonic clock. Never a timestamp against this host's clock: a host whose
+        clock runs ahead would take a live writer's fresh messages for a dead one's and set
+        them aside while it still writes (an outside attack interleaved two long appends so).
+        ``stamp`` (the server's) is not used for that reason."""
+        del stamp
         now = time.monotonic()
         with self._seen_lock:
             if len(self._strays) >= _MAX_STRAYS:
                 self._strays.clear()
             first = self._strays.setdefault((key, seq), now)
-        by_server = time.time() - stamp.timestamp() if stamp is not None else 0.0
-        return max(now - first, by_server)
+        return now - first
 
 
 class _Retry(Exception):
