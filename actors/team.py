@@ -231,6 +231,17 @@ class Team:
             context_config.recent_events,
             context_config.max_events,
         )
+        wanted, lease = self.config.queue.lease_seconds, self.queue.lease_seconds
+        if abs(wanted - lease) >= 0.001:  # a shared queue made by a host with another setting
+            logger.warning(
+                "queue.lease_seconds is {:g} here, but the team's queue was created with an "
+                "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
+                "docs/scaling.md says how to change it",
+                wanted,
+                lease,
+                lease,
+                lease / 3,
+            )
 
     async def run(
         self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED

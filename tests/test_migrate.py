@@ -439,3 +439,23 @@ def test_project_on_nats_reads_the_head_and_the_events_it_selects(
         outputs[host] = answers
     assert outputs[nats_host] == outputs[file_host]
     assert json.loads(outputs[nats_host][1])["total_events"] == 300
+
+
+def test_a_worker_with_another_lease_says_so_when_its_team_starts(
+    tmp_path: Path, nats_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The team's queue keeps the ack wait it was made with; a worker configured otherwise
+    says so in its log when it starts (it was logged before logging was set up, so never
+    shown: found by an outside attack)."""
+    first = _nats_workspace(tmp_path / "host-1", nats_server)
+    config = first / "team_runtime.yaml"
+    config.write_text(config.read_text() + "queue:\n  lease_seconds: 30\n")
+    assert _run(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s
+    close_shared_connections()
+    config.write_text(config.read_text().replace("lease_seconds: 30", "lease_seconds: 3"))
+    status, _, err = _run(capsys, "run", "--once", "--plain", "--workspace", str(first))
+    assert status == 0
+    assert (
+        "queue.lease_seconds is 3 here, but the team's queue was created with an ack wait of "
+        "30 s: this worker uses 30 s (renewing every 10 s)" in err
+    )

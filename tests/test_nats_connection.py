@@ -51,12 +51,8 @@ def test_a_host_with_another_lease_leaves_the_teams_ack_wait_as_it_is(
     assert _ack_waits(first) == dict.fromkeys(ROLES, 30.0)  # not 3: last to connect wins nothing
     assert other.queue_ack_seconds == 30.0
     assert NatsWorkQueue(other).lease_seconds == 30.0  # it renews within the server's 30 s
-    (warning,) = [m for m in log_messages if m.record["level"].name == "WARNING"]
-    assert warning.record["message"] == (
-        f"queue.lease_seconds is 3 here, but the team's queue on NATS (prefix {settings.prefix}) "
-        "was created with an ack wait of 30 s: this worker uses the server's 30 s (renewing "
-        "every 10 s); docs/scaling.md says how to change it"
-    )
+    # Said by a worker when its team starts (once logging is set up), not here: test_migrate.
+    assert not [m for m in log_messages if m.record["level"].name == "WARNING"]
 
 
 def test_a_missing_consumer_is_made_with_the_local_lease_and_the_shortest_one_rules(

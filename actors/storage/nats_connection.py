@@ -338,18 +338,9 @@ class NatsConnection:
             raise self._refused(exc) from None
         # The shortest, should a person have edited one role's consumer: renewing within it
         # keeps every claim.
+        # (A worker whose queue.lease_seconds differs says so when its team starts, once
+        # logging is set up: actors/team.py.)
         self.queue_ack_seconds = min(ack_waits[: len(ROLES)])
-        if abs(self.queue_ack_seconds - self.wanted_ack_seconds) >= 0.001:
-            logger.warning(
-                "queue.lease_seconds is {:g} here, but the team's queue on NATS (prefix {}) was "
-                "created with an ack wait of {:g} s: this worker uses the server's {:g} s "
-                "(renewing every {:g} s); docs/scaling.md says how to change it",
-                self.wanted_ack_seconds,
-                names.prefix,
-                self.queue_ack_seconds,
-                self.queue_ack_seconds,
-                self.queue_ack_seconds / 3,
-            )
 
     def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
         """The one line for the server refusing to create the layout (never a traceback)."""
