@@ -231,16 +231,16 @@ class Team:
             context_config.recent_events,
             context_config.max_events,
         )
-        wanted, lease = self.config.queue.lease_seconds, self.queue.lease_seconds
-        if abs(wanted - lease) >= 0.001:  # a shared queue made by a host with another setting
+        wanted, ack_wait = self.config.queue.lease_seconds, self.queue.lease_seconds
+        if abs(wanted - ack_wait) >= 0.001:  # a shared queue made by a host set otherwise
             logger.warning(
                 "queue.lease_seconds is {:g} here, but the team's queue was created with an "
                 "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
                 "docs/scaling.md says how to change it",
                 wanted,
-                lease,
-                lease,
-                lease / 3,
+                ack_wait,
+                ack_wait,
+                ack_wait / 3,
             )
 
     async def run(
