@@ -57,6 +57,9 @@ class _Parser(argparse.ArgumentParser):
         return self
 
 
+_JSON_HELP = "print one JSON object (see docs/cli.md)"
+
+
 def _version() -> str:
     try:
         return metadata.version("teams-runtime")
@@ -165,6 +168,10 @@ def _role_list(text: str) -> list[str]:
     return roles
 
 
+def _add_json(parser: argparse.ArgumentParser, what: str = _JSON_HELP) -> None:
+    parser.add_argument("--json", action="store_true", help=what)
+
+
 def _add_workspace(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
@@ -253,11 +260,7 @@ def _add_project(commands: _Commands) -> None:
         "project", help="print a request as a prompt would embed it (notice + projected record)"
     )
     _add_selector(project)
-    project.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object with the notice, counts and record",
-    )
+    _add_json(project, "print one JSON object with the notice, counts and record")
     project.set_defaults(handler=cmd_project)
 
 
@@ -266,9 +269,7 @@ def _add_explain(commands: _Commands) -> None:
         "explain", help="say for every event whether the projection keeps it, and why"
     )
     _add_selector(explain)
-    explain.add_argument(
-        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
-    )
+    _add_json(explain)
     explain.set_defaults(handler=cmd_explain)
 
 
@@ -301,9 +302,7 @@ def _add_append(commands: _Commands) -> None:
         help="an idempotency key: run the same command again (after a timeout, say) and the "
         "events are not written twice",
     )
-    append.add_argument(
-        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
-    )
+    _add_json(append)
     append.set_defaults(handler=cmd_append)
 
 
@@ -334,9 +333,7 @@ def _add_submit(commands: _Commands) -> None:
         metavar="ID",
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
     )
-    submit.add_argument(
-        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
-    )
+    _add_json(submit)
     submit.set_defaults(handler=cmd_submit)
 
 
@@ -367,11 +364,7 @@ def _add_run(commands: _Commands) -> None:
         action="store_true",
         help="plain log lines on stderr even on a terminal (no live view)",
     )
-    run.add_argument(
-        "--json",
-        action="store_true",
-        help="print the final summary as one JSON object (see docs/cli.md)",
-    )
+    _add_json(run, "print the final summary as one JSON object (see docs/cli.md)")
     run.set_defaults(handler=cmd_run)
 
 
@@ -384,7 +377,7 @@ def _add_status(commands: _Commands) -> None:
         "holds. See docs/cli.md for the --json shape.",
     )
     _add_workspace(status)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_json(status, "print one JSON object")
     status.set_defaults(handler=cmd_status)
 
 
@@ -398,9 +391,7 @@ def _add_cancel(commands: _Commands) -> None:
     )
     cancel.add_argument("request_id", metavar="REQUEST_ID")
     _add_workspace(cancel)
-    cancel.add_argument(
-        "--json", action="store_true", help="print one JSON object (see docs/cli.md)"
-    )
+    _add_json(cancel)
     cancel.set_defaults(handler=cmd_cancel)
 
 
@@ -422,11 +413,7 @@ def _add_prompt(commands: _Commands) -> None:
     )
     _add_workspace(prompt)
     _add_overrides(prompt)
-    prompt.add_argument(
-        "--json",
-        action="store_true",
-        help="print the prompt text, the notice and the counts as JSON",
-    )
+    _add_json(prompt, "print the prompt text, the notice and the counts as JSON")
     prompt.set_defaults(handler=cmd_prompt)
 
 
@@ -469,7 +456,7 @@ def _add_metrics(commands: _Commands) -> None:
         help="group by role, purpose, enabled or day; repeat to combine "
         "(default: --by role --by purpose)",
     )
-    metrics.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_json(metrics, "print the report as JSON")
     metrics.set_defaults(handler=cmd_metrics)
 
 
