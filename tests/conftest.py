@@ -329,6 +329,13 @@ class NatsServer:
                 time.sleep(0.02)
         pytest.fail(f"nats-server did not accept connections on port {self.port} in 15 s")
 
+    def __enter__(self) -> NatsServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -374,12 +381,8 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     """One JetStream server for the session; each test takes its own prefix (``settings``)."""
     folder = tmp_path_factory.mktemp("nats") / "store"
     folder.mkdir()
-    server = NatsServer(folder)
-    server.start()
-    try:
+    with NatsServer(folder) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -390,12 +393,8 @@ def small_nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nats
     folder.mkdir()
     config = folder.parent / "small.conf"
     config.write_text(f"max_payload: {SMALL_MAX_PAYLOAD}\n")
-    server = NatsServer(folder, ["-c", str(config)])
-    server.start()
-    try:
+    with NatsServer(folder, ["-c", str(config)]) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -403,12 +402,8 @@ def own_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     """A JetStream server for this test alone (one it may stop and start again)."""
     folder = tmp_path / "nats-store"
     folder.mkdir()
-    server = NatsServer(folder)
-    server.start()
-    try:
+    with NatsServer(folder) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
