@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from teams_runtime import RecordError
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage import FileWorkQueue, ParsedRecord, Workspace
 from teams_runtime.actors.storage import record_files as store
 from teams_runtime.actors.storage.files import TEMP_SUFFIX
 from teams_runtime.actors.team import RunSummary
@@ -98,7 +98,8 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
     # once it is over a minute old (a younger one may be a live writer's).
     leftover = path.parent / f".{path.name}~999.dead{TEMP_SUFFIX}"
     leftover.write_bytes(b"{torn")
-    assert store.read_record(Workspace(tmp_path).record_paths("req-1"))[0]["request_id"] == "req-1"
+    read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=None)
+    assert isinstance(read, ParsedRecord) and read.fields["request_id"] == "req-1"
     store.append_to_record(Workspace(tmp_path).record_paths("req-1"), [encode_event({})], {})
     assert leftover.exists()
     old = time.time() - 120

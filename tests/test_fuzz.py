@@ -74,14 +74,16 @@ def test_mutated_real_records(data: bytes) -> None:
 def test_mutated_files_and_indexes_on_disk(
     tmp_path_factory: pytest.TempPathFactory, data: bytes, garbage: bytes
 ) -> None:
-    paths = Workspace(tmp_path_factory.mktemp("ws")).record_paths("req-fuzz")
+    workspace = Workspace(tmp_path_factory.mktemp("ws"))
+    paths = workspace.record_paths("req-fuzz")
     store.create_record(paths, sample_record(12, "req-fuzz"))
     paths.record.write_bytes(data)  # another program mangled it: the index is now stale
     if garbage:
         paths.index.write_bytes(garbage)
     assert store.read_indexed_parts(paths) is None
-    try:
-        store.read_record(paths)
+    try:  # every read path: whole, and through an index derived from the bytes
+        store.FileRecordStore(workspace).read("req-fuzz", tail=None)
+        store.FileRecordStore(workspace).read("req-fuzz", tail=16)
     except RecordError:
         return
 

@@ -20,7 +20,6 @@ from teams_runtime.actors.storage.record_reads import (
     parts_from_unindexed,
     read_bytes,
     read_indexed_parts,
-    read_record,
     unknown_request,
 )
 from teams_runtime.actors.storage.record_writes import append_to_record, create_record
@@ -33,7 +32,6 @@ __all__ = [
     "append_to_record",
     "create_record",
     "read_indexed_parts",
-    "read_record",
     "unknown_request",
 ]
 
@@ -73,17 +71,16 @@ class FileRecordStore:
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         paths = self.paths(request_id)
-        indexable = tail is not None and tail <= INDEX_TAIL
-        small = self.reads_quickly(file_version(paths.record))
-        if indexable and not small:
+        indexed_tail = tail if tail is not None and tail <= INDEX_TAIL else None
+        if indexed_tail is not None and not self.reads_quickly(file_version(paths.record)):
             parts = read_indexed_parts(paths)
             if parts is not None:
                 return parts
         data, version = read_bytes(paths)
-        if tail is not None and tail <= INDEX_TAIL:
+        if indexed_tail is not None:
             # Keep the derived index for a large record: its next cold read is then cheap.
             keep = not self.reads_quickly(version)
-            parts = parts_from_unindexed(paths, data, version, tail=tail, keep=keep)
+            parts = parts_from_unindexed(paths, data, version, tail=indexed_tail, keep=keep)
             if parts is not None:
                 return parts
         return ParsedRecord(version, decode_record(data, str(paths.record)), str(paths.record))

@@ -25,14 +25,12 @@ from teams_runtime.actors.storage.record_index import (
     write_index,
 )
 from teams_runtime.actors.storage.workspace import RecordPaths
-from teams_runtime.codecs.records import RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 
 __all__ = [
     "parts_from_unindexed",
     "read_bytes",
     "read_indexed_parts",
-    "read_record",
     "unknown_request",
 ]
 
@@ -85,12 +83,6 @@ def read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
         f"{paths.record}: it kept changing while it was read (another program writes into it "
         "in place); nothing was changed, ask again once it is done."
     )
-
-
-def read_record(paths: RecordPaths) -> tuple[RecordFields, FileVersion]:
-    """Read and decode a whole record file once; the version is the one of the bytes read."""
-    data, version = read_bytes(paths)
-    return decode_record(data, str(paths.record)), version
 
 
 def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
