@@ -5,7 +5,7 @@ role in the history: memory that does not grow with the history.
 
 Built from a record's index (``IndexedParts`` from a ``RecordStore``) it is complete at once.
 Built by parsing the record, every event is classified: one C pass decodes all the events'
-heads, and each distinct head is classified once (``codecs.evidence.newest_evidence``), which
+heads, and each distinct head is classified once (``codecs.evidence.history_evidence``), which
 costs less than classifying newest-first event by event even when that walk stops early.
 
 Answers are equal to ``projection.select_events`` on every history (tested with hypothesis).
@@ -21,7 +21,7 @@ import msgspec
 
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.evidence import decode_event_heads, newest_evidence, role_of_raw
+from teams_runtime.codecs.evidence import history_evidence, role_of_raw
 from teams_runtime.codecs.projected import Backfill, Projection
 from teams_runtime.codecs.records import EVENTS_KEY, encode_json, format_event
 from teams_runtime.codecs.request_ids import notice_request_id
@@ -168,10 +168,9 @@ def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -
 
 def _newest(history: list[msgspec.Raw], joined: bytes) -> dict[str, int]:
     try:
-        heads = decode_event_heads(b"[" + joined + b"]")
+        return history_evidence(b"[" + joined + b"]")[1]
     except (msgspec.DecodeError, RecursionError):  # an event the head view cannot read
         return {role: index for index, raw in enumerate(history) if (role := role_of_raw(raw))}
-    return newest_evidence(heads)
 
 
 def digest_from_parts(parts: IndexedParts, config: PromptContextConfig) -> RequestDigest:

@@ -7,7 +7,7 @@ everything else stay bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -17,10 +17,9 @@ __all__ = [
     "PayloadHead",
     "append_key_of",
     "decode_event_head",
-    "decode_event_heads",
     "event_type_label",
     "evidence_role",
-    "newest_evidence",
+    "history_evidence",
     "role_of_event",
     "role_of_head",
     "role_of_raw",
@@ -47,12 +46,24 @@ class EventHead(msgspec.Struct, frozen=True, gc=False):
     payload: PayloadHead | list[Any] | _Scalar = None
 
 
+class EventClass(msgspec.Struct, frozen=True, gc=False):
+    """An event's head without its ``actor``: all that says whether it is evidence, and of which
+    role when its payload names one (as reports do). A whole history is decoded this way first:
+    a string fewer per event to make, hash and free."""
+
+    type: Any = None
+    event_type: Any = None
+    payload: PayloadHead | list[Any] | _Scalar = None
+
+
 class _KeyHead(msgspec.Struct):
     append_key: Any = None  # the idempotency key of the append that wrote the event
 
 
 _EVENT_HEAD_DECODER = msgspec.json.Decoder(EventHead)
-# An events array as heads, one C pass: an event that is not an object stays its small value.
+# An events array as classes or heads, one C pass: an event that is not an object stays its
+# small value.
+_EVENT_CLASSES_DECODER = msgspec.json.Decoder(list[EventClass | list[Any] | _Scalar])
 _EVENT_HEADS_DECODER = msgspec.json.Decoder(list[EventHead | list[Any] | _Scalar])
 _KEY_HEAD_DECODER = msgspec.json.Decoder(_KeyHead)
 
@@ -69,13 +80,17 @@ def _norm(value: object) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
 
 
+def _is_evidence(type_: object, event_type: object, role: str, payload_status: object) -> bool:
+    is_report = _norm(type_) == "role_report" or _norm(event_type) == "role_report"
+    return is_report or bool(role and _norm(payload_status))
+
+
 def evidence_role(
     type_: object, event_type: object, actor: object, payload_role: object, payload_status: object
 ) -> str | None:
     """The role an event is evidence of, or ``None`` (spec section 4, role evidence)."""
     role = _norm(payload_role)
-    is_report = _norm(type_) == "role_report" or _norm(event_type) == "role_report"
-    if not (is_report or (role and _norm(payload_status))):
+    if not _is_evidence(type_, event_type, role, payload_status):
         return None
     return role or _norm(actor) or None
 
@@ -126,17 +141,47 @@ def role_of_head(head: object) -> str | None:
     return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
-def decode_event_heads(events: msgspec.Raw | bytes | memoryview) -> list[Any]:
-    """The heads of every event of a JSON events array, in one C pass (the rest is skipped).
+class _ByActor:
+    """Evidence whose payload names no role: its identity is its actor, which a class omits."""
 
-    Raises ``msgspec.DecodeError`` (or ``RecursionError``) where an event holds what the head
-    view cannot read; callers then classify event by event (``role_of_raw``).
+
+_BY_ACTOR = _ByActor()
+
+
+def _role_of_class(head: object) -> str | _ByActor | None:
+    if not isinstance(head, EventClass):
+        return None
+    payload = head.payload
+    role, status = (
+        (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
+    )
+    role = _norm(role)
+    if not _is_evidence(head.type, head.event_type, role, status):
+        return None
+    return role or _BY_ACTOR
+
+
+def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dict[str, int]]:
+    """The number of events in a JSON events array and each role's newest evidence position.
+
+    One C pass decodes every event's class (``EventClass``); only a history with evidence
+    named by its actor alone is decoded again with the actors (``EventHead``). Raises
+    ``msgspec.DecodeError`` (or ``RecursionError``) where an event holds what these views
+    cannot read; callers then classify event by event (``role_of_raw``).
     """
-    return _EVENT_HEADS_DECODER.decode(events)
+    classes = _EVENT_CLASSES_DECODER.decode(events)
+    newest = _newest(classes, _role_of_class)
+    if newest is None:
+        newest = _newest(_EVENT_HEADS_DECODER.decode(events), role_of_head)
+    assert newest is not None  # a head names its actor: it never needs another look
+    return len(classes), newest
 
 
-def newest_evidence(heads: list[object]) -> dict[str, int]:
-    """Each role's newest evidence position among ``heads`` (as ``decode_event_heads`` gives).
+def _newest(
+    heads: list[object], classify: Callable[[object], str | _ByActor | None]
+) -> dict[str, int] | None:
+    """Each role's newest evidence position among ``heads``; ``None`` when some evidence is
+    named by an actor the heads do not hold.
 
     A history repeats a few distinct heads: each distinct head is classified once (equal heads
     classify alike: classification looks only at strings, and a string equals only the same
@@ -145,23 +190,34 @@ def newest_evidence(heads: list[object]) -> dict[str, int]:
     try:
         distinct = set(heads)
     except TypeError:  # a head holding a list or object is not hashable: one at a time
-        return _newest_one_by_one(heads)
-    evidence = {head: role for head in distinct if (role := role_of_head(head)) is not None}
+        return _newest_one_by_one(heads, classify)
+    evidence: dict[object, str] = {}
+    for head in distinct:
+        role = classify(head)
+        if isinstance(role, _ByActor):
+            return None
+        if role is not None:
+            evidence[head] = role
     roles = len(set(evidence.values()))
     newest: dict[str, int] = {}
     position = len(heads)
     while len(newest) < roles:
         position -= 1
-        role = evidence.get(heads[position])
-        if role is not None and role not in newest:
-            newest[role] = position
+        found = evidence.get(heads[position])
+        if found is not None and found not in newest:
+            newest[found] = position
     return newest
 
 
-def _newest_one_by_one(heads: list[object]) -> dict[str, int]:
+def _newest_one_by_one(
+    heads: list[object], classify: Callable[[object], str | _ByActor | None]
+) -> dict[str, int] | None:
     newest: dict[str, int] = {}
     for position, head in enumerate(heads):
-        if (role := role_of_head(head)) is not None:
+        role = classify(head)
+        if isinstance(role, _ByActor):
+            return None
+        if role is not None:
             newest[role] = position
     return newest
 

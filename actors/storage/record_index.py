@@ -28,7 +28,7 @@ import msgspec
 from teams_runtime.actors.storage.files import FileVersion, open_regular, write_atomic
 from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.actors.storage.workspace import RecordPaths
-from teams_runtime.codecs.evidence import decode_event_heads, newest_evidence, role_of_raw
+from teams_runtime.codecs.evidence import history_evidence, role_of_raw
 from teams_runtime.codecs.records import (
     EVENT_SEPARATOR,
     EVENTS_CLOSE,
@@ -290,7 +290,7 @@ def index_from_bytes(
 ) -> RecordIndex | None:
     """The index of a record file that has none (another program wrote it), from its bytes.
 
-    One C pass decodes every event's head (``decode_event_heads``); only the last ``tail``
+    One C pass classifies every event (``history_evidence``); only the last ``tail``
     events and each role's newest evidence are split out, from a suffix of the array, and
     every span is checked to hold exactly its event. ``None`` when the file is not laid out as
     teams-runtime writes it (then the caller parses it). Only an index with the full
@@ -300,18 +300,16 @@ def index_from_bytes(
     if line < 0:
         return None
     start = line + len(_EVENTS_LINE)
-    heads: list[object] = []
+    count, newest = 0, {}
     if data.startswith(b"[]", start):
         end = start + 2
     elif data.startswith(EVENTS_OPEN, start):
         found = _events_array(data, start)
         if found is None:
             return None
-        end, heads = found
+        end, count, newest = found
     else:
         return None
-    count = len(heads)
-    newest = newest_evidence(heads)
     tail_start = count - min(count, tail)
     spans = _spans_from(data, start, end, count, min([tail_start, *newest.values()]))
     if spans is None:
@@ -354,8 +352,9 @@ def parts_from_bytes(data: bytes, index: RecordIndex, source: str) -> IndexedPar
     )
 
 
-def _events_array(data: bytes, start: int) -> tuple[int, list[object]] | None:
-    """Where the events array that opens at ``start`` ends, and its events' heads.
+def _events_array(data: bytes, start: int) -> tuple[int, int, dict[str, int]] | None:
+    """Where the events array that opens at ``start`` ends, its events' count and each role's
+    newest evidence position.
 
     In the writer's layout deeper lines are indented further, so the array closes at the
     first close at depth one after it; decoding the slice proves it is one whole array. The
@@ -363,21 +362,23 @@ def _events_array(data: bytes, start: int) -> tuple[int, list[object]] | None:
     search from the end finds it at once where one from the start would read the whole history.
     """
     last = data.rfind(EVENTS_CLOSE)
-    found = _heads_until(data, start, last)
+    found = _classified_until(data, start, last)
     if found is None:  # another list follows `events`: search forward (reads the history)
-        found = _heads_until(data, start, data.find(EVENTS_CLOSE, start, last))
+        found = _classified_until(data, start, data.find(EVENTS_CLOSE, start, last))
     return found
 
 
-def _heads_until(data: bytes, start: int, close: int) -> tuple[int, list[object]] | None:
+def _classified_until(
+    data: bytes, start: int, close: int
+) -> tuple[int, int, dict[str, int]] | None:
     if close <= start:
         return None
     end = close + len(EVENTS_CLOSE)
     try:
-        heads = decode_event_heads(memoryview(data)[start:end])
+        count, newest = history_evidence(memoryview(data)[start:end])
     except (msgspec.DecodeError, RecursionError):
         return None
-    return (end, heads) if heads else None
+    return (end, count, newest) if count else None
 
 
 def _spans_from(

@@ -6,12 +6,10 @@ program replaces meanwhile is never mixed with the one read.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from teams_runtime.actors.storage.files import (
     FileVersion,
-    ensure_folder,
     open_regular,
     version_of,
 )
@@ -129,10 +127,8 @@ def parts_from_unindexed(
     parts = parts_from_bytes(data, index, str(paths.record))
     if parts is None:
         return None
-    if keep:
-        with contextlib.suppress(RecordError):  # a cache: a workspace we cannot write reads
-            ensure_folder(paths.index.parent, paths.runtime)
-            write_index(paths, index)
+    if keep:  # a cache, so a failure is left alone (``write_index``): the next read derives it
+        write_index(paths, index)  # (making the index folder if it is missing)
     return parts
 
 
