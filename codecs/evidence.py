@@ -7,7 +7,7 @@ everything else stay bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -178,7 +178,7 @@ def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dic
 
 
 def _newest(
-    heads: list[object], classify: Callable[[object], str | _ByActor | None]
+    heads: Sequence[object], classify: Callable[[object], str | _ByActor | None]
 ) -> dict[str, int] | None:
     """Each role's newest evidence position among ``heads``; ``None`` when some evidence is
     named by an actor the heads do not hold.
@@ -210,7 +210,7 @@ def _newest(
 
 
 def _newest_one_by_one(
-    heads: list[object], classify: Callable[[object], str | _ByActor | None]
+    heads: Sequence[object], classify: Callable[[object], str | _ByActor | None]
 ) -> dict[str, int] | None:
     newest: dict[str, int] = {}
     for position, head in enumerate(heads):

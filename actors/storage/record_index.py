@@ -300,7 +300,8 @@ def index_from_bytes(
     if line < 0:
         return None
     start = line + len(_EVENTS_LINE)
-    count, newest = 0, {}
+    newest: dict[str, int] = {}
+    count = 0  # an empty events array, unless it opens with an event
     if data.startswith(b"[]", start):
         end = start + 2
     elif data.startswith(EVENTS_OPEN, start):
