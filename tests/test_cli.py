@@ -16,6 +16,8 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
 
+from .cli_in_process import run_cli
+
 
 @pytest.fixture
 def workspace(tmp_path: Path, worked_example: dict[str, Any]) -> Path:
@@ -25,16 +27,6 @@ def workspace(tmp_path: Path, worked_example: dict[str, Any]) -> Path:
         encode_record(worked_example)
     )
     return root
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the CLI in-process; argparse's own errors exit through SystemExit."""
-    try:
-        status = main(list(argv))
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_init_writes_the_default_config_and_store(tmp_path: Path) -> None:
@@ -47,7 +39,7 @@ def test_init_writes_the_default_config_and_store(tmp_path: Path) -> None:
 def test_init_refuses_to_overwrite(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = workspace / "team_runtime.yaml"
     config.write_text("prompt_context: {max_events: 9}\n")
-    status, out, err = _run(capsys, "init", str(workspace))
+    status, out, err = run_cli(capsys, "init", str(workspace))
     assert status == 2 and out == ""
     assert err.startswith("teams-runtime: error: ") and "already exists" in err
     assert config.read_text() == "prompt_context: {max_events: 9}\n"
@@ -56,7 +48,7 @@ def test_init_refuses_to_overwrite(workspace: Path, capsys: pytest.CaptureFixtur
 def test_project_prints_notice_then_current_request(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = _run(
+    status, out, _ = run_cli(
         capsys,
         "project",
         "request-123",
@@ -89,7 +81,8 @@ def test_project_json_has_the_documented_keys(
     (workspace / "team_runtime.yaml").write_text(
         "prompt_context:\n  recent_events: 4\n  max_events: 7\n"
     )
-    status, out, _ = _run(capsys, "project", "request-123", "--workspace", str(workspace), "--json")
+    where = ["--workspace", str(workspace)]
+    status, out, _ = run_cli(capsys, "project", "request-123", *where, "--json")
     assert status == 0
     result = json.loads(out)
     assert list(result) == [
@@ -112,7 +105,7 @@ def test_project_json_has_the_documented_keys(
 
 
 def test_project_disable_and_no_notice(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = _run(
+    status, out, _ = run_cli(
         capsys, "project", "request-123", "--workspace", str(workspace), "--disable"
     )
     assert status == 0
@@ -125,7 +118,7 @@ def test_record_outside_a_workspace_uses_defaults(
 ) -> None:
     path = tmp_path / "r.json"
     path.write_bytes(encode_record(worked_example))
-    status, out, _ = _run(
+    status, out, _ = run_cli(
         capsys, "project", "--record", str(path), "--workspace", str(tmp_path), "--json"
     )
     assert status == 0
@@ -135,7 +128,7 @@ def test_record_outside_a_workspace_uses_defaults(
 def test_explain_gives_a_decision_per_event(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = _run(
+    status, out, _ = run_cli(
         capsys,
         "explain",
         "request-123",
@@ -169,7 +162,7 @@ def test_explain_says_why_when_capacity_is_not_reached(
 ) -> None:
     path = tmp_path / "r.json"
     path.write_bytes(encode_record(worked_example))
-    status, out, _ = _run(
+    status, out, _ = run_cli(
         capsys,
         "explain",
         "--record",
@@ -212,7 +205,7 @@ def test_user_errors_exit_2_with_a_clear_message(
 ) -> None:
     if argv[0] == "project":
         argv = [*argv, "--workspace", str(workspace)]
-    status, out, err = _run(capsys, *argv)
+    status, out, err = run_cli(capsys, *argv)
     assert status == 2
     assert out == ""
     assert "teams-runtime: error: " in err and needle in err
@@ -232,7 +225,7 @@ def test_malformed_record_is_a_user_error_and_untouched(
 ) -> None:
     path = workspace / ".teams_runtime" / "requests" / "bad.json"
     path.write_bytes(content)
-    status, out, err = _run(capsys, "project", "bad", "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, "project", "bad", "--workspace", str(workspace))
     assert status == 2 and out == ""
     assert err.startswith(f"teams-runtime: error: {path}: ") and needle in err
     assert path.read_bytes() == content
@@ -243,13 +236,13 @@ def test_bad_config_is_a_user_error(
 ) -> None:
     (workspace / "team_runtime.yaml").write_text("prompt_context: {enabled: 'yes'}\n")
     monkeypatch.chdir(workspace)  # the spec's exact message: the file is ./team_runtime.yaml
-    status, out, err = _run(capsys, "project", "request-123")
+    status, out, err = run_cli(capsys, "project", "request-123")
     assert status == 2 and out == ""
     assert err == (
         "teams-runtime: error: team_runtime.yaml prompt_context.enabled must be a boolean.\n"
     )
     monkeypatch.chdir(workspace.parent)  # named by the path the user gave
-    status, out, err = _run(capsys, "config", "--workspace", "ws")
+    status, out, err = run_cli(capsys, "config", "--workspace", "ws")
     assert status == 2 and out == ""
     assert err == (
         "teams-runtime: error: ws/team_runtime.yaml prompt_context.enabled must be a boolean.\n"
@@ -260,7 +253,7 @@ def test_record_file_is_never_modified(workspace: Path, capsys: pytest.CaptureFi
     path = workspace / ".teams_runtime" / "requests" / "request-123.json"
     before = path.read_bytes()
     for command in ("project", "explain"):
-        _run(
+        run_cli(
             capsys,
             command,
             "request-123",
@@ -291,7 +284,7 @@ def test_console_script_and_module_run(tmp_path: Path) -> None:
 def test_demo_runs_the_team_and_reports_every_prompt(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = _run(capsys, "demo", "--keep", str(tmp_path / "demo"))
+    status, out, _ = run_cli(capsys, "demo", "--keep", str(tmp_path / "demo"))
     assert status == 0
     rows = [line.split() for line in out.splitlines() if line.startswith("req-")]
     purposes = {row[2] for row in rows}
@@ -306,24 +299,24 @@ def test_demo_runs_the_team_and_reports_every_prompt(
 def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "ws"
     assert main(["init", str(root)]) == 0
-    status, out, _ = _run(capsys, "submit", "--workspace", str(root), "--role", "planner",
-                          "--scope", "Add CSV export", "--request-id", "req-a")  # fmt: skip
+    status, out, _ = run_cli(capsys, "submit", "--workspace", str(root), "--role", "planner",
+                             "--scope", "Add CSV export", "--request-id", "req-a")  # fmt: skip
     assert status == 0 and "Queued req-a for planner (new request)" in out
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "queued"
     assert [e["type"] for e in record["events"]] == ["created", "delegated"]
-    status, out, _ = _run(capsys, "submit", "--workspace", str(root), "--role", "qa",
-                          "--scope", "Check it", "--request-id", "req-a")  # fmt: skip
+    status, out, _ = run_cli(capsys, "submit", "--workspace", str(root), "--role", "qa",
+                             "--scope", "Check it", "--request-id", "req-a")  # fmt: skip
     assert "(existing request)" in out
-    status, out, _ = _run(capsys, "run", "--workspace", str(root), "--once")
+    status, out, _ = run_cli(capsys, "run", "--workspace", str(root), "--once")
     assert status == 0
     assert "Handled 4 envelopes: 0 failed" in out
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "completed"
-    status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
+    status, out, _ = run_cli(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
     assert status == 0 and out.startswith("You are the qa role inside teams_runtime.\n")
-    status, out, _ = _run(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root),
-                          "--json", "--kind", "repair")  # fmt: skip
+    status, out, _ = run_cli(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root),
+                             "--json", "--kind", "repair")  # fmt: skip
     answer = json.loads(out)
     assert answer["purpose"] == "contract_repair" and "Validation errors:" in answer["prompt"]
     assert answer["compacted"] is False and answer["notice"] == {}
@@ -349,7 +342,7 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_role_commands_user_errors(
     workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
 ) -> None:
-    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, *argv, "--workspace", str(workspace))
     assert status == 2 and out == ""
     assert "teams-runtime: error: " in err and needle in err and "Traceback" not in err
 
@@ -358,7 +351,7 @@ def test_run_with_a_broken_config_is_a_user_error(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (workspace / "team_runtime.yaml").write_text("model: {backend: command}\n")
-    status, out, err = _run(capsys, "run", "--workspace", str(workspace), "--once")
+    status, out, err = run_cli(capsys, "run", "--workspace", str(workspace), "--once")
     assert status == 2 and out == ""
     assert "model.command must be a non-empty list" in err
 
@@ -367,13 +360,13 @@ def test_config_prints_what_is_in_force(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 20}\n")
-    status, out, _ = _run(capsys, "config", "--workspace", str(workspace))
+    status, out, _ = run_cli(capsys, "config", "--workspace", str(workspace))
     assert status == 0
     config = json.loads(out)
     assert config["prompt_context"] == {"enabled": True, "recent_events": 8, "max_events": 20}
     assert config["model"]["backend"] == "dry_run"
     (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 0}\n")
-    status, out, err = _run(capsys, "config", "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, "config", "--workspace", str(workspace))
     assert (status, out) == (2, "")
     assert err == (
         f"teams-runtime: error: {workspace}/team_runtime.yaml prompt_context.max_events must be "
@@ -386,7 +379,7 @@ def test_config_never_prints_the_password_of_the_nats_url(
 ) -> None:
     url = "nats://alice:s3cretPW@10.0.0.5:4222,nats://alice:s3cretPW@10.0.0.6:4222"
     (workspace / "team_runtime.yaml").write_text(f"backend: {{kind: nats, nats: {{url: '{url}'}}}}")
-    status, out, err = _run(capsys, "config", "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, "config", "--workspace", str(workspace))
     assert status == 0 and "s3cretPW" not in out + err and "alice" not in out + err
     assert json.loads(out)["backend"]["nats"] == {
         "url": "nats://***@10.0.0.5:4222,nats://***@10.0.0.6:4222",
@@ -400,8 +393,8 @@ def test_config_never_prints_the_password_of_the_nats_url(
 def test_init_refuses_a_nats_port_that_cannot_exist_without_showing_the_password(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, err = _run(capsys, "init", str(tmp_path / "host"), "--backend", "nats",
-                            "--nats-url", "nats://u:pw@h:99999")  # fmt: skip
+    status, out, err = run_cli(capsys, "init", str(tmp_path / "host"), "--backend", "nats",
+                               "--nats-url", "nats://u:pw@h:99999")  # fmt: skip
     assert (status, out) == (2, "")
     assert err == (
         "teams-runtime: error: team_runtime.yaml backend.nats.url 'nats://***@h:99999' names "
@@ -421,7 +414,7 @@ def test_replicas_a_single_nats_server_cannot_keep_is_one_line(
     config.write_text(text.replace("replicas: 1", "replicas: 3"))
     capsys.readouterr()
     try:
-        status, out, err = _run(capsys, "status", "--workspace", str(root))
+        status, out, err = run_cli(capsys, "status", "--workspace", str(root))
     finally:
         close_shared_connections()
     assert (status, out) == (2, "")
@@ -506,8 +499,8 @@ def test_append_with_a_key_is_written_once(
 def test_explain_json_has_a_row_per_event(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, _ = _run(capsys, "explain", "request-123", "--workspace", str(workspace),
-                          "--recent-events", "4", "--max-events", "7", "--json")  # fmt: skip
+    status, out, _ = run_cli(capsys, "explain", "request-123", "--workspace", str(workspace),
+                             "--recent-events", "4", "--max-events", "7", "--json")  # fmt: skip
     assert status == 0
     report = json.loads(out)
     keys = ["record", "total_events", "included_events", "omitted_events", "compacted",
@@ -533,34 +526,34 @@ def test_submit_append_cancel_json(tmp_path: Path, capsys: pytest.CaptureFixture
     root = str(tmp_path / "ws")
     assert main(["init", root]) == 0
     capsys.readouterr()
-    status, out, _ = _run(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
-                          "--request-id", "req-j", "--json")  # fmt: skip
+    status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
+                             "--request-id", "req-j", "--json")  # fmt: skip
     assert status == 0
     assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True}
-    status, out, _ = _run(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
-                          "--request-id", "req-j", "--json")  # fmt: skip
+    status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
+                             "--request-id", "req-j", "--json")  # fmt: skip
     assert json.loads(out)["created"] is False
     append = ["append", "req-j", "--workspace", root, "--key", "k", "--type", "note",
               "--actor", "qa", "--summary", "s", "--json"]  # fmt: skip
-    status, out, _ = _run(capsys, *append)
+    status, out, _ = run_cli(capsys, *append)
     assert json.loads(out) == {
         "request_id": "req-j",
         "appended": 1,
         "already_appended": False,
         "events": 4,  # created, delegated, delegated, note
     }
-    status, out, _ = _run(capsys, *append)
+    status, out, _ = run_cli(capsys, *append)
     assert json.loads(out) == {
         "request_id": "req-j",
         "appended": 0,
         "already_appended": True,
         "events": 4,
     }
-    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root, "--json")
+    status, out, _ = run_cli(capsys, "cancel", "req-j", "--workspace", root, "--json")
     assert json.loads(out) == {"request_id": "req-j", "already_cancelled": False, "dropped": 2}
-    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root, "--json")
+    status, out, _ = run_cli(capsys, "cancel", "req-j", "--workspace", root, "--json")
     assert json.loads(out) == {"request_id": "req-j", "already_cancelled": True, "dropped": 0}
-    status, out, _ = _run(capsys, "cancel", "req-j", "--workspace", root)
+    status, out, _ = run_cli(capsys, "cancel", "req-j", "--workspace", root)
     assert out == "req-j was already cancelled; dropped 0 queued envelopes.\n"
 
 
@@ -569,7 +562,7 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["init", root]) == 0
     assert main(["submit", "--workspace", root, "--role", "qa", "--scope", "x"]) == 0
     capsys.readouterr()
-    status, out, err = _run(capsys, "run", "--workspace", root, "--once", "--json")
+    status, out, err = run_cli(capsys, "run", "--workspace", root, "--once", "--json")
     assert status == 0
     assert json.loads(out) == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
                                "prompts_sent": 1, "stopped": False, "queued": None}  # fmt: skip
@@ -588,7 +581,7 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
 def test_an_unknown_flag_shows_its_subcommands_usage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    status, out, err = _run(capsys, *argv, "--workspace", str(tmp_path))
+    status, out, err = run_cli(capsys, *argv, "--workspace", str(tmp_path))
     assert status == 2 and out == ""
     assert err.startswith(f"usage: teams-runtime {argv[0]} [-h]")
     unknown = " ".join(argv[argv.index("--bogus") :])
@@ -600,23 +593,23 @@ def test_prompt_takes_the_projection_flags(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["prompt", "request-123", "--role", "qa", "--workspace", str(workspace), "--json"]
-    status, out, _ = _run(capsys, *base, "--recent-events", "4", "--max-events", "7")
+    status, out, _ = run_cli(capsys, *base, "--recent-events", "4", "--max-events", "7")
     assert status == 0
     answer = json.loads(out)
     assert (answer["included_events"], answer["omitted_events"]) == (7, 5)
     assert answer["notice"]["recent_events"] == 4 and answer["notice"]["max_events"] == 7
-    status, out, _ = _run(capsys, *base, "--disable", "--max-events", "3")
+    status, out, _ = run_cli(capsys, *base, "--disable", "--max-events", "3")
     answer = json.loads(out)
     assert (answer["included_events"], answer["omitted_events"]) == (12, 0)
-    status, _, err = _run(capsys, *base, "--recent-events", "9", "--max-events", "3")
+    status, _, err = run_cli(capsys, *base, "--recent-events", "9", "--max-events", "3")
     assert status == 2 and "recent_events 9 is greater than max_events 3" in err
 
 
 def test_project_disable_ignores_the_counts(
     workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, out, err = _run(capsys, "project", "request-123", "--workspace", str(workspace),
-                            "--disable", "--max-events", "3", "--json")  # fmt: skip
+    status, out, err = run_cli(capsys, "project", "request-123", "--workspace", str(workspace),
+                               "--disable", "--max-events", "3", "--json")  # fmt: skip
     assert status == 0 and err == ""
     assert json.loads(out)["included_events"] == 12
 
@@ -659,7 +652,7 @@ def test_prompt_kinds_are_named_as_in_the_logs(
     opening: str,
 ) -> None:
     argv = ["prompt", "request-123", "--role", role, "--workspace", str(workspace), "--json"]
-    status, out, _ = _run(capsys, *argv, *(["--kind", kind] if kind else []))
+    status, out, _ = run_cli(capsys, *argv, *(["--kind", kind] if kind else []))
     assert status == 0
     answer = json.loads(out)
     assert (answer["role"], answer["kind"], answer["purpose"]) == (role, purpose, purpose)
@@ -678,8 +671,8 @@ def test_prompt_kinds_are_named_as_in_the_logs(
 def test_prompt_refuses_a_kind_the_role_never_gets(
     workspace: Path, capsys: pytest.CaptureFixture[str], role: str, kind: str, own: str
 ) -> None:
-    status, out, err = _run(capsys, "prompt", "request-123", "--role", role, "--kind", kind,
-                            "--workspace", str(workspace), "--json")  # fmt: skip
+    status, out, err = run_cli(capsys, "prompt", "request-123", "--role", role, "--kind", kind,
+                               "--workspace", str(workspace), "--json")  # fmt: skip
     assert status == 2 and out == ""
     assert err.startswith("teams-runtime: error: --kind ")
     assert f"never sent to the {role} role; it gets {own} (or contract_repair)" in err
@@ -706,7 +699,7 @@ def test_empty_text_flags_are_refused(
 ) -> None:
     record = _sample(tmp_path)
     before = record.read_bytes()
-    status, out, err = _run(capsys, *argv, "--workspace", str(tmp_path))
+    status, out, err = run_cli(capsys, *argv, "--workspace", str(tmp_path))
     assert status == 2 and out == ""
     assert "teams-runtime: error: argument --" in err and ": must not be empty" in err
     assert record.read_bytes() == before
@@ -716,9 +709,9 @@ def test_empty_text_flags_are_refused(
 def test_counts_read_as_words(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = workspace / ".teams_runtime" / "requests" / "one.json"
     path.write_bytes(encode_record({"request_id": "one", "events": [{"type": "created"}]}))
-    status, out, _ = _run(capsys, "explain", "one", "--workspace", str(workspace))
+    status, out, _ = run_cli(capsys, "explain", "one", "--workspace", str(workspace))
     assert status == 0 and ": 1 event, 1 included, 0 omitted" in out.splitlines()[0]
-    status, out, _ = _run(capsys, "status", "--workspace", str(workspace))
+    status, out, _ = run_cli(capsys, "status", "--workspace", str(workspace))
     assert out.startswith("2 requests in ")
 
 
@@ -735,9 +728,9 @@ def test_the_workspace_is_found_like_git_finds_a_repository(
 ) -> None:
     (workspace / below).mkdir(parents=True, exist_ok=True)
     monkeypatch.chdir(workspace / below)
-    status, out, _ = _run(capsys, "project", "request-123", "--json")
+    status, out, _ = run_cli(capsys, "project", "request-123", "--json")
     assert status == 0 and json.loads(out)["total_events"] == 12
-    status, out, _ = _run(capsys, "status", "--json")
+    status, out, _ = run_cli(capsys, "status", "--json")
     assert status == 0 and json.loads(out)["workspace"] == str(workspace.resolve())
 
 
@@ -750,7 +743,7 @@ def test_workspace_flag_wins_over_the_one_around(
     assert main(["init", str(tmp_path / "other")]) == 0
     capsys.readouterr()
     monkeypatch.chdir(workspace)
-    status, out, _ = _run(capsys, "status", "--json", "--workspace", str(tmp_path / "other"))
+    status, out, _ = run_cli(capsys, "status", "--json", "--workspace", str(tmp_path / "other"))
     assert status == 0 and json.loads(out)["requests"] == []
 
 
@@ -760,7 +753,7 @@ def test_outside_any_workspace_is_a_user_error(
     (tmp_path / "plain").mkdir()
     monkeypatch.chdir(tmp_path / "plain")
     for argv in (["status"], ["submit", "--role", "qa", "--scope", "x"], ["metrics"]):
-        status, out, err = _run(capsys, *argv)
+        status, out, err = run_cli(capsys, *argv)
         assert (status, out) == (2, "")
         assert err.startswith(
             f"teams-runtime: error: no team_runtime.yaml in {tmp_path / 'plain'} or any folder "
@@ -773,14 +766,14 @@ def test_metrics_on_a_folder_that_is_not_a_workspace_is_a_user_error(
     workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "plain").mkdir()
-    status, out, err = _run(capsys, "metrics", "--workspace", str(tmp_path / "plain"))
+    status, out, err = run_cli(capsys, "metrics", "--workspace", str(tmp_path / "plain"))
     assert (status, out) == (2, "")
     assert err == (
         f"teams-runtime: error: {tmp_path / 'plain'} is not a workspace (it has no "
         "team_runtime.yaml); pass the folder holding it with --workspace DIR.\n"
     )
     # A real workspace that has logged nothing yet is not an error: there is just no data.
-    status, out, _ = _run(capsys, "metrics", "--workspace", str(workspace))
+    status, out, _ = run_cli(capsys, "metrics", "--workspace", str(workspace))
     assert status == 0 and out.startswith("no data: no prompt records match")
 
 
@@ -792,21 +785,21 @@ def test_an_id_in_any_script_typed_in_nfc_or_nfd_is_one_request(
     assert main(["init", str(tmp_path / "ws")]) == 0
     monkeypatch.chdir(tmp_path / "ws")
     submit = ["submit", "--role", "planner", "--scope", "x", "--request-id", nfd]
-    status, _, err = _run(capsys, *submit)
+    status, _, err = run_cli(capsys, *submit)
     assert status == 0, err
     lines = "".join(json.dumps({"type": "note", "actor": "qa"}) + "\n" for _ in range(20))
     (tmp_path / "events.jsonl").write_text(lines)
-    status, _, err = _run(capsys, "append", nfd, "--from", str(tmp_path / "events.jsonl"))
+    status, _, err = run_cli(capsys, "append", nfd, "--from", str(tmp_path / "events.jsonl"))
     assert status == 0, err
     assert sorted(os.listdir(".teams_runtime/requests")) == [f"{nfc}.json", f"{nfc}.json.lock"]
     for typed in (nfc, nfd):
-        status, out, err = _run(capsys, "project", typed, "--json")
+        status, out, err = run_cli(capsys, "project", typed, "--json")
         assert status == 0, err
         shown = json.loads(out)
         assert shown["total_events"] == 22
         assert shown["notice"]["canonical_request"] == f"./.teams_runtime/requests/{nfc}.json"
         assert shown["request"]["request_id"] == nfc
-    status, out, _ = _run(capsys, "cancel", nfd)
+    status, out, _ = run_cli(capsys, "cancel", nfd)
     assert status == 0 and os.listdir(".teams_runtime/queue/planner") == []
 
 
@@ -824,14 +817,14 @@ def test_metrics_adds_up_several_workspace_folders(
     totals = []
     for argv in (["--workspace", str(hosts[0])], ["--workspace", str(hosts[1])],
                  ["--workspace", str(hosts[0]), "--workspace", str(hosts[1])]):  # fmt: skip
-        status, out, _ = _run(capsys, "metrics", "--json", *argv)
+        status, out, _ = run_cli(capsys, "metrics", "--json", *argv)
         assert status == 0
         totals.append(json.loads(out)["totals"]["prompts"])
     assert totals[0] > 0 and totals[1] > 0
     assert totals[2] == totals[0] + totals[1]
     (tmp_path / "link-1").symlink_to(hosts[0])
     again = [str(hosts[0]), f"{hosts[1]}/../host-1", str(tmp_path / "link-1"), str(hosts[1])]
-    status, out, err = _run(capsys, "metrics", "--json", *(f"--workspace={a}" for a in again))
+    status, out, err = run_cli(capsys, "metrics", "--json", *(f"--workspace={a}" for a in again))
     assert status == 0 and json.loads(out)["totals"]["prompts"] == totals[2]  # each once
     assert err == "".join(
         f"teams-runtime: note: --workspace {folder} is the folder already given as "
@@ -890,7 +883,7 @@ HUGE = "99999999999999999999999"  # more than a C ssize_t holds
 def test_huge_numbers_on_the_command_line_are_user_errors(
     workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, *argv, "--workspace", str(workspace))
     assert (status, out) == (2, "")
     assert f"teams-runtime: error: {message}" in err and "Traceback" not in err
 
@@ -898,7 +891,7 @@ def test_huge_numbers_on_the_command_line_are_user_errors(
 def test_the_largest_counts_are_usable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The limit is generous and real: a ContextActor's digest is built for it (prompt).
     for command in (["project"], ["explain"], ["prompt", "--role", "qa"]):
-        status, out, err = _run(
+        status, out, err = run_cli(
             capsys, *command, "request-123", "--workspace", str(workspace), "--json",
             "--recent-events", "1000000", "--max-events", "1000000",
         )  # fmt: skip
@@ -936,7 +929,7 @@ def test_a_removed_current_folder_is_a_user_error(
     monkeypatch.chdir(gone)
     gone.rmdir()
     before = sorted(workspace.rglob("*"))
-    status, out, err = _run(capsys, *argv, "--workspace", "..")
+    status, out, err = run_cli(capsys, *argv, "--workspace", "..")
     named = "request-123.json" if argv[0] == "import" else ".."  # the first relative path
     assert (status, out) == (2, "")
     assert err == (
@@ -946,9 +939,9 @@ def test_a_removed_current_folder_is_a_user_error(
     assert sorted(workspace.rglob("*")) == before
     # Absolute paths need no current folder: the same command works with one.
     if argv[0] == "status":
-        status, out, _ = _run(capsys, "status", "--json", "--workspace", str(workspace))
+        status, out, _ = run_cli(capsys, "status", "--json", "--workspace", str(workspace))
         assert status == 0 and json.loads(out)["workspace"] == str(workspace)
-    status, _, err = _run(capsys, "status")  # no --workspace: none can be found from here
+    status, _, err = run_cli(capsys, "status")  # no --workspace: none can be found from here
     assert status == 2 and "the current folder no longer exists; cd to a workspace" in err
 
 
@@ -996,7 +989,7 @@ def test_blank_text_and_empty_ids_are_refused(
     workspace: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
     before = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
-    status, out, err = _run(capsys, *argv, "--workspace", str(workspace))
+    status, out, err = run_cli(capsys, *argv, "--workspace", str(workspace))
     assert (status, out) == (2, "")
     assert err.splitlines()[-1].startswith(f"teams-runtime: error: {message}"), err
     after = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
@@ -1008,8 +1001,8 @@ def test_an_id_starting_with_a_dot_is_listed_by_status(
 ) -> None:
     """The spec allows `.` anywhere in an id: such a request must not vanish from listings."""
     where = ["--workspace", str(workspace)]
-    status, _, _ = _run(capsys, "submit", "--role", "qa", "--scope", "s",
-                        "--request-id", ".hidden", *where)  # fmt: skip
+    status, _, _ = run_cli(capsys, "submit", "--role", "qa", "--scope", "s",
+                           "--request-id", ".hidden", *where)  # fmt: skip
     assert status == 0
-    status, out, _ = _run(capsys, "status", "--json", *where)
+    status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert ".hidden" in [row["request_id"] for row in json.loads(out)["requests"]]

@@ -21,6 +21,8 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
 
+from .cli_in_process import run_cli
+
 FAKE_MODEL = Path(__file__).with_name("fake_model.py")
 
 
@@ -28,15 +30,6 @@ FAKE_MODEL = Path(__file__).with_name("fake_model.py")
 def _close_connections() -> Iterator[None]:
     yield
     close_shared_connections()  # the CLI runs in-process here: leave no client behind
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = main(list(argv))
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _nats_workspace(root: Path, server: Any) -> Path:
@@ -63,8 +56,8 @@ def test_init_with_nats_writes_the_backend_block_and_no_store_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = tmp_path / "host"
-    status, out, _ = _run(capsys, "init", str(root), "--backend", "nats",
-                          "--nats-url", "nats://10.1.2.3:4222")  # fmt: skip
+    status, out, _ = run_cli(capsys, "init", str(root), "--backend", "nats",
+                             "--nats-url", "nats://10.1.2.3:4222")  # fmt: skip
     assert status == 0 and "requests and the queue on NATS at nats://10.1.2.3:4222" in out
     config = yaml.safe_load((root / "team_runtime.yaml").read_text())
     assert config["backend"] == {
@@ -91,7 +84,7 @@ def test_init_with_nats_writes_the_backend_block_and_no_store_folder(
 def test_init_refuses_bad_backend_flags_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    status, out, err = _run(capsys, "init", str(tmp_path / "host"), *argv)
+    status, out, err = run_cli(capsys, "init", str(tmp_path / "host"), *argv)
     assert (status, out) == (2, "")
     assert err.startswith(f"teams-runtime: error: {message}")
     assert not (tmp_path / "host").exists()
@@ -104,7 +97,7 @@ def test_an_unreachable_server_is_one_line_naming_the_url(
     assert main(["init", str(root), "--backend", "nats", "--nats-url", "nats://127.0.0.1:9"]) == 0
     capsys.readouterr()
     for argv in (["status"], ["submit", "--role", "qa", "--scope", "x"], ["export", "req-1"]):
-        status, out, err = _run(capsys, *argv, "--workspace", str(root))
+        status, out, err = run_cli(capsys, *argv, "--workspace", str(root))
         assert (status, out) == (2, "")
         assert err.startswith(
             "teams-runtime: error: cannot reach the NATS server at nats://127.0.0.1:9 ("
@@ -120,9 +113,9 @@ def test_a_request_moves_file_to_nats_to_file_byte_for_byte(
 ) -> None:
     host = _nats_workspace(tmp_path / "host", nats_server)
     capsys.readouterr()
-    status, out, _ = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    status, out, _ = run_cli(capsys, "import", str(record_file), "--workspace", str(host))
     assert status == 0 and out.startswith("Imported req-1 (40 events).\n")
-    status, out, _ = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    status, out, _ = run_cli(capsys, "import", str(record_file), "--workspace", str(host))
     assert status == 0 and "already there, identical" in out  # running it again is harmless
     exported = tmp_path / "out" / "req-1.json"
     exported.parent.mkdir()
@@ -135,7 +128,7 @@ def test_a_request_moves_file_to_nats_to_file_byte_for_byte(
         record_file.read_bytes()
     )
     capsys.readouterr()
-    status, out, _ = _run(capsys, "export", "req-1", "--workspace", str(back))
+    status, out, _ = run_cli(capsys, "export", "req-1", "--workspace", str(back))
     assert status == 0 and out.encode() == record_file.read_bytes()
 
 
@@ -146,20 +139,20 @@ def test_import_checks_every_file_before_writing_any(
     misnamed = record_file.with_name("req-2.json")
     misnamed.write_bytes(record_file.read_bytes())  # says request_id req-1
     capsys.readouterr()
-    status, out, err = _run(
+    status, out, err = run_cli(
         capsys, "import", str(record_file), str(misnamed), "--workspace", str(host)
     )
     assert (status, out) == (2, "")
     assert f"{misnamed}: its request_id 'req-1' is not its file name" in err
     capsys.readouterr()
-    status, out, _ = _run(capsys, "status", "--workspace", str(host))
+    status, out, _ = run_cli(capsys, "status", "--workspace", str(host))
     assert "0 requests" in out  # nothing was imported
     changed = json.loads(record_file.read_bytes())
     assert main(["import", str(record_file), "--workspace", str(host)]) == 0
     changed["status"] = "edited"
     record_file.write_bytes(encode_record(changed))
     capsys.readouterr()
-    status, out, err = _run(capsys, "import", str(record_file), "--workspace", str(host))
+    status, out, err = run_cli(capsys, "import", str(record_file), "--workspace", str(host))
     assert (status, out) == (2, "")
     assert "already in the backend with other content, not overwritten: req-1" in err
 
@@ -191,7 +184,7 @@ def test_every_command_answers_the_same_on_both_backends(
             ["explain", "req-1"],
             ["export", "req-1"],
         ):
-            status, out, err = _run(capsys, *argv, *where)
+            status, out, err = run_cli(capsys, *argv, *where)
             assert status == 0, err
             if argv[0] == "explain":  # its first line names where the record is
                 out = out.split(": ", 1)[1]
@@ -207,19 +200,19 @@ def test_submit_run_status_cancel_on_nats(
 ) -> None:
     host = _nats_workspace(tmp_path / "host", nats_server)
     where = ["--workspace", str(host)]
-    status, out, _ = _run(capsys, "submit", "--role", "planner", "--scope", "Add CSV export",
-                          "--request-id", "req-a", *where)  # fmt: skip
+    status, out, _ = run_cli(capsys, "submit", "--role", "planner", "--scope", "Add CSV export",
+                             "--request-id", "req-a", *where)  # fmt: skip
     assert status == 0 and "Queued req-a for planner (new request)" in out
-    _run(capsys, "submit", "--role", "qa", "--scope", "later", "--request-id", "req-b", *where)
-    status, out, _ = _run(capsys, "status", "--json", *where)
+    run_cli(capsys, "submit", "--role", "qa", "--scope", "later", "--request-id", "req-b", *where)
+    status, out, _ = run_cli(capsys, "status", "--json", *where)
     report = json.loads(out)
     assert [row["request_id"] for row in report["requests"]] == ["req-a", "req-b"]
     assert report["roles"]["planner"] == {"waiting": 1, "claimed": 0, "deferred": 0}
-    status, out, _ = _run(capsys, "cancel", "req-b", *where)
+    status, out, _ = run_cli(capsys, "cancel", "req-b", *where)
     assert status == 0 and "dropped 1 queued envelope." in out
-    status, out, _ = _run(capsys, "run", "--once", *where)
+    status, out, _ = run_cli(capsys, "run", "--once", *where)
     assert status == 0 and "Handled 3 envelopes: 0 failed" in out
-    status, out, _ = _run(capsys, "status", "--json", *where)
+    status, out, _ = run_cli(capsys, "status", "--json", *where)
     report = json.loads(out)
     assert {row["request_id"]: row["status"] for row in report["requests"]} == {
         "req-a": "completed",
@@ -227,7 +220,7 @@ def test_submit_run_status_cancel_on_nats(
     }
     assert all(counts == {"waiting": 0, "claimed": 0, "deferred": 0}
                for counts in report["roles"].values())  # fmt: skip
-    status, out, _ = _run(capsys, "metrics", "--json", *where)
+    status, out, _ = run_cli(capsys, "metrics", "--json", *where)
     assert status == 0 and json.loads(out)["totals"]["prompts"] == 3
     assert not (host / ".teams_runtime" / "requests").exists()
 
@@ -265,10 +258,10 @@ def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
         )
         capsys.readouterr()
         for _ in range(2):
-            status, out, err = _run(capsys, "run", "--once", *where)
+            status, out, err = run_cli(capsys, "run", "--once", *where)
             assert status == 0 and "0 left queued" in out, err
         assert (state / "calls-req-1-qa").read_text() == "1"
-        status, out, _ = _run(capsys, "export", "req-1", *where)
+        status, out, _ = run_cli(capsys, "export", "req-1", *where)
         record = json.loads(out)
         assert record["status"] == "completed" and len(record["result"]["summary"]) == 600_000
         reports.append([event for event in record["events"] if event["type"] == "role_report"])
@@ -289,13 +282,13 @@ def test_append_and_import_of_events_larger_than_a_message_on_nats(
     record["events"].append({"timestamp": "T", "type": "note", "summary": "b" * 3_000_000})
     big_record = record_file.with_name("req-2.json")
     big_record.write_bytes(encode_record(record))
-    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
     assert (status, err) == (0, "") and "Imported 2 of 2 request(s)." in out
-    status, out, err = _run(capsys, "append", "req-1", "--from", str(big), *where)
+    status, out, err = run_cli(capsys, "append", "req-1", "--from", str(big), *where)
     assert (status, err) == (0, "") and "Appended 1 event to req-1; it now has 41 events." in out
-    status, out, _ = _run(capsys, "export", "req-2", *where)
+    status, out, _ = run_cli(capsys, "export", "req-2", *where)
     assert out.encode() == big_record.read_bytes()
-    status, out, _ = _run(capsys, "export", "req-1", *where)
+    status, out, _ = run_cli(capsys, "export", "req-1", *where)
     assert json.loads(out)["events"][-1]["summary"] == "s" * 1_100_000
 
 
@@ -318,7 +311,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     big_record = record_file.with_name("req-2.json")
     big_record.write_bytes(encode_record(record))
     capsys.readouterr()
-    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
     assert status == 2 and out == "Imported req-1 (40 events).\n"
     assert (
         err.startswith("teams-runtime: error: req-2 was not imported (") and "Traceback" not in err
@@ -326,18 +319,18 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     assert (
         "maximum bytes exceeded" in err and "nothing of it was written (1 request imported" in err
     )
-    status, out, _ = _run(capsys, "status", "--json", *where)
+    status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == ["req-1"]
     nats_server.limit_events(prefix, -1)
     monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
-    status, out, err = _run(capsys, "import", str(record_file), str(big_record), *where)
+    status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
     assert (status, err) == (0, "")
     assert out.splitlines() == [
         "req-1 is already there, identical; left as it is.",
         "Imported req-2 (15 events).",
         "Imported 1 of 2 request(s).",
     ]
-    status, out, _ = _run(capsys, "export", "req-2", *where)
+    status, out, _ = run_cli(capsys, "export", "req-2", *where)
     assert out.encode() == big_record.read_bytes()
 
 
@@ -348,15 +341,15 @@ def test_a_request_id_in_any_script_on_nats(
     where = ["--workspace", str(host)]
     nfc = "요청-1.ü"
     nfd = unicodedata.normalize("NFD", nfc)
-    status, out, err = _run(capsys, "submit", "--role", "qa", "--scope", "s",
-                            "--request-id", nfd, *where)  # fmt: skip
+    status, out, err = run_cli(capsys, "submit", "--role", "qa", "--scope", "s",
+                               "--request-id", nfd, *where)  # fmt: skip
     assert (status, err) == (0, "") and f"Queued {nfc} for qa (new request)" in out
-    status, out, _ = _run(capsys, "status", "--json", *where)
+    status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == [nfc]
-    status, out, err = _run(capsys, "run", "--once", *where)
+    status, out, err = run_cli(capsys, "run", "--once", *where)
     assert status == 0 and "Handled 1 envelope: 0 failed" in out, err
     for name in (nfc, nfd):
-        status, out, err = _run(capsys, "export", name, *where)
+        status, out, err = run_cli(capsys, "export", name, *where)
         assert (status, err) == (0, "") and json.loads(out)["status"] == "completed"
 
 
@@ -395,7 +388,7 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
         connection.close()
     monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
     capsys.readouterr()
-    status, out, err = _run(capsys, "append", "req-1", *note, *where)
+    status, out, err = run_cli(capsys, "append", "req-1", *note, *where)
     assert (status, out) == (2, "")
     assert err == (
         f"teams-runtime: error: nats:{prefix}_records/req-1: other writers kept the request "
@@ -433,7 +426,7 @@ def test_project_on_nats_reads_the_head_and_the_events_it_selects(
             ["project", "req-1", "--json", "--max-events", "20"],
             ["project", "req-1", "--recent-events", "2", "--max-events", "3"],
         ):
-            status, out, err = _run(capsys, *argv, *where)
+            status, out, err = run_cli(capsys, *argv, *where)
             assert status == 0, err
             answers.append(out)
         outputs[host] = answers
@@ -450,10 +443,10 @@ def test_a_worker_with_another_lease_says_so_when_its_team_starts(
     first = _nats_workspace(tmp_path / "host-1", nats_server)
     config = first / "team_runtime.yaml"
     config.write_text(config.read_text() + "queue:\n  lease_seconds: 30\n")
-    assert _run(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s
+    assert run_cli(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s
     close_shared_connections()
     config.write_text(config.read_text().replace("lease_seconds: 30", "lease_seconds: 3"))
-    status, _, err = _run(capsys, "run", "--once", "--plain", "--workspace", str(first))
+    status, _, err = run_cli(capsys, "run", "--once", "--plain", "--workspace", str(first))
     assert status == 0
     assert (
         "queue.lease_seconds is 3 here, but the team's queue was created with an ack wait of "

@@ -381,15 +381,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            counts = dict.fromkeys(ROLES, 0)
-            stream = await self._js.stream_info(
-                self.names.queue, subjects_filter=f"{self.names.prefix}.>"
-            )
-            for subject, count in (stream.state.subjects or {}).items():
-                role = subject.split(".")[2]
-                if role in counts:
-                    counts[role] += count
-            return counts
+            return await self._per_role(f"{self.names.prefix}.>")
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -406,20 +398,24 @@ class NatsWorkQueue:
                 )
                 waiting[role] = info.num_pending or 0
                 claimed[role] = info.num_ack_pending or 0
-            deferred = dict.fromkeys(ROLES, 0)
-            stream = await self._js.stream_info(
-                self.names.queue, subjects_filter=f"{self.names.prefix}.deferred.>"
-            )
-            for subject, count in (stream.state.subjects or {}).items():
-                role = subject.split(".")[2]
-                if role in deferred:
-                    deferred[role] += count
+            deferred = await self._per_role(f"{self.names.prefix}.deferred.>")
             return QueueSnapshot(
                 waiting=waiting, claimed=claimed, deferred=deferred, workers=await self._leases()
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
         return snapshot
+
+    async def _per_role(self, subjects: str) -> dict[str, int]:
+        """The queue stream's messages on ``subjects`` per role (``PREFIX.<kind>.<role>.<id>``:
+        waiting ``q`` or ``deferred``)."""
+        counts = dict.fromkeys(ROLES, 0)
+        stream = await self._js.stream_info(self.names.queue, subjects_filter=subjects)
+        for subject, count in (stream.state.subjects or {}).items():
+            role = subject.split(".")[2]
+            if role in counts:
+                counts[role] += count
+        return counts
 
     async def _leases(self) -> list[WorkerLease]:
         try:

@@ -35,6 +35,7 @@ from teams_runtime.actors.storage import (
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
+    WorkQueue,
     Workspace,
 )
 from teams_runtime.actors.storage.nats_connection import NatsConnection
@@ -307,12 +308,44 @@ printf '{"request_id": "%s", "role": "%s", "status": "completed", "summary": "ok
 """
 
 
-def _reports(workspace: Workspace, ids: list[str]) -> int:
-    total = 0
-    for request_id in ids:
-        events = json.loads(workspace.request_path(request_id).read_bytes())["events"]
-        total += sum(1 for event in events if event.get("type") == "role_report")
-    return total
+def _reports(store: RecordStore, ids: list[str]) -> int:
+    return sum(
+        1
+        for request_id in ids
+        for event in json.loads(store.load(request_id))["events"]
+        if event.get("type") == "role_report"
+    )
+
+
+def _drain_seconds(workspaces: list[Path], queue: WorkQueue, ids: list[str], poll: float) -> float:
+    """Seconds for `run` processes, one per workspace folder (already up), to handle an envelope
+    for qa per request, from the moment they are queued. An envelope leaves the queue only
+    after its outcome is stored: watching the queue's counts costs the workers no CPU."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(folder)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder in workspaces
+    ]
+    try:
+        for proc in procs:
+            assert proc.stderr is not None
+            while "team started" not in proc.stderr.readline():
+                assert proc.poll() is None, "a worker exited before it started"
+        start = time.perf_counter()
+        for request_id in ids:
+            queue.put(MessageEnvelope(request_id=request_id, sender="bench", target="qa"))
+        deadline = start + 120
+        while sum(queue.counts().values()) and time.perf_counter() < deadline:
+            time.sleep(poll)
+        return time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.communicate(timeout=60)
 
 
 def _workers_time(root: Path, workers: int, envelopes: int) -> tuple[float, int]:
@@ -329,29 +362,8 @@ def _workers_time(root: Path, workers: int, envelopes: int) -> tuple[float, int]
     ids = [f"req-{n}" for n in range(envelopes)]
     for request_id in ids:
         create_record(workspace.record_paths(request_id), {"request_id": request_id})
-    command = [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(root)]
-    procs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(workers)]
-    try:
-        for proc in procs:
-            assert proc.stderr is not None
-            while "team started" not in proc.stderr.readline():
-                assert proc.poll() is None, "a worker exited before it started"
-        queue = FileWorkQueue(workspace)
-        start = time.perf_counter()
-        for request_id in ids:
-            queue.put(MessageEnvelope(request_id=request_id, sender="bench", target="qa"))
-        deadline = start + 120
-        # An envelope leaves the queue only after its outcome is on disk: watch the (cheap)
-        # queue folders, not the records, so watching costs the workers no CPU.
-        while sum(queue.counts().values()) and time.perf_counter() < deadline:
-            time.sleep(0.01)
-        elapsed = time.perf_counter() - start
-    finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            proc.communicate(timeout=60)
-    return elapsed, _reports(workspace, ids) - envelopes
+    elapsed = _drain_seconds([root] * workers, FileWorkQueue(workspace), ids, 0.01)
+    return elapsed, _reports(FileRecordStore(workspace), ids) - envelopes
 
 
 def workers_row(root: Path) -> Row:
@@ -472,37 +484,10 @@ def _nats_workers_time(root: Path, url: str, workers: int, envelopes: int) -> tu
     ids = [f"req-{n}" for n in range(envelopes)]
     for request_id in ids:
         store.create(request_id, {"request_id": request_id})
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(host)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for host in hosts
-    ]
     try:
-        for proc in procs:
-            assert proc.stderr is not None
-            while "team started" not in proc.stderr.readline():
-                assert proc.poll() is None, "a worker exited before it started"
-        start = time.perf_counter()
-        for request_id in ids:
-            queue.put(MessageEnvelope(request_id=request_id, sender="bench", target="qa"))
-        deadline = start + 120
-        while sum(queue.counts().values()) and time.perf_counter() < deadline:
-            time.sleep(0.02)
-        elapsed = time.perf_counter() - start
-        reports = sum(
-            1
-            for request_id in ids
-            for event in json.loads(store.load(request_id))["events"]
-            if event.get("type") == "role_report"
-        )
+        elapsed = _drain_seconds(hosts, queue, ids, 0.02)  # a count is a round trip here
+        reports = _reports(store, ids)
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            proc.communicate(timeout=60)
         connection.close()
     return elapsed, reports - envelopes
 
