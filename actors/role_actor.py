@@ -83,6 +83,11 @@ class Working:
     since: float
 
 
+def outcome_key(role: str, envelope: MessageEnvelope) -> str:
+    """What ``role``'s outcome of ``envelope`` is recorded under (``append_key``)."""
+    return f"{role}/{envelope.envelope_id}"
+
+
 class RoleActor:
     """Handles the claimed envelopes of one role, several requests at a time."""
 
@@ -218,7 +223,7 @@ class RoleActor:
             follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso())
             # The crash may have come before it was queued; once it is handled, it is not.
             if follow_up is not None and not await self._context.recall(
-                request_id, follow_up.envelope_id
+                request_id, outcome_key(follow_up.target, follow_up)
             ):
                 await anyio.to_thread.run_sync(self._queue.put, follow_up)
         await anyio.to_thread.run_sync(self._queue.done, claim)
@@ -381,8 +386,7 @@ class RoleActor:
         return research_result(self.role, answer) if kind == "research_decision" else answer
 
     def _key(self, envelope: MessageEnvelope) -> str:
-        """What this role's outcome of ``envelope`` is recorded under (``append_key``)."""
-        return f"{self.role}/{envelope.envelope_id}"
+        return outcome_key(self.role, envelope)
 
     async def _persist(
         self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan, outcome: Outcome

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.messages import MessageEnvelope
 
@@ -206,3 +207,26 @@ async def test_a_record_naming_another_id_is_still_worked_on_as_its_file(
     assert (summary.handled, summary.failed) == (1, 0)
     assert [r.request_id for r in summary.prompts] == ["req-1"]
     assert read_record(workspace, "req-1")["status"] == "completed"
+
+
+async def test_a_second_delivery_after_the_whole_chain_ran_queues_nothing_again(
+    team_workspace: Callable[..., Workspace],
+    run_once: RunOnce,
+    read_record: ReadRecord,
+) -> None:
+    # A worker died after its outcome and follow-up were stored, and the chain went on to the
+    # end; the queue then hands the first envelope out again. Its outcome is recorded, and so
+    # is its follow-up's: nothing is asked or queued again.
+    workspace = team_workspace()
+    first = MessageEnvelope(
+        request_id="req-1", sender="user", target="planner", scope="do it", envelope_id="env-1"
+    )
+    create_record(workspace.record_paths("req-1"), {"request_id": "req-1", "events": []})
+    FileWorkQueue(workspace).put(first)
+    summary = await run_once(workspace)
+    assert summary.handled == 4 and summary.prompts_sent == 4  # planner ... qa
+    events = len(read_record(workspace, "req-1")["events"])
+    FileWorkQueue(workspace).put(first)
+    again = await run_once(workspace)
+    assert (again.handled, again.prompts_sent) == (1, 0)
+    assert len(read_record(workspace, "req-1")["events"]) == events
