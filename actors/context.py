@@ -63,7 +63,7 @@ from teams_runtime.codecs.records import (
     encode_event,
     encode_json,
 )
-from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.exceptions import TeamsRuntimeError
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
@@ -264,9 +264,7 @@ class ContextHandle:
         self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
-        request_id = check_request_id(message.request_id)  # an unsafe id never reaches the actor
-        if request_id != message.request_id:  # one NFC key per record in the actor's caches
-            message = msgspec.structs.replace(message, request_id=request_id)
+        message = with_checked_request_id(message)  # an unsafe id never reaches the actor
         writes = isinstance(message, Append | Create)
         timeout = self.write_timeout if writes else self.ask_timeout
         reply: ContextReply = await self._mailbox.ask(message, timeout=timeout)
@@ -292,7 +290,7 @@ class ContextHandle:
                 stacklevel=2,
             )
         if self._mailbox.accepting:
-            check_request_id(request_id)
+            request_id = check_request_id(request_id)  # one NFC key per record in the cache
             answer = self._answer_now(request_id)
             if answer is not None:
                 # Cached, or a small record read in place: no need to wait for the actor.

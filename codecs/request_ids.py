@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Protocol, TypeVar
+
+import msgspec
 
 from teams_runtime.exceptions import UnsafeRequestIdError
 
@@ -13,6 +16,7 @@ __all__ = [
     "canonical_request_ref",
     "check_request_id",
     "notice_request_id",
+    "with_checked_request_id",
 ]
 
 # At most 200 bytes of UTF-8 once NFC-normalised: an ASCII id may have 200 characters (the
@@ -31,10 +35,11 @@ _PUNCTUATION = frozenset("-_.:")
 # NFC, but never first: a mark there has nothing to sit on.
 _LETTERS_AND_DIGITS = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Nd"})
 _MARKS = frozenset({"Mn", "Mc"})
+_ID_CATEGORIES = _LETTERS_AND_DIGITS | _MARKS
 
 
 def _is_id_character(char: str) -> bool:
-    return char in _PUNCTUATION or unicodedata.category(char) in _LETTERS_AND_DIGITS | _MARKS
+    return char in _PUNCTUATION or unicodedata.category(char) in _ID_CATEGORIES
 
 
 def _is_id(normal: str) -> bool:
@@ -46,7 +51,8 @@ def check_request_id(value: object) -> str:
     ``UnsafeRequestIdError``.
 
     Safe: letters and digits of any script, ``-``, ``_``, ``.``, ``:`` (a combining mark
-    only after another character); never ``..``; at most 200 bytes of UTF-8 (spec section 2).
+    only after another character); never ``..`` (spec section 2); at most 200 bytes of UTF-8
+    (the spec's 200 characters, counted in bytes: ``<id>.json.lock`` must fit a file name).
     Use the returned form: it is the one files are named by, so ids typed in NFC or NFD reach
     the same record.
     """
@@ -71,6 +77,24 @@ def check_request_id(value: object) -> str:
             "characters, no combining mark first)."
         )
     return normal
+
+
+class _NamesARequest(Protocol):
+    @property
+    def request_id(self) -> str: ...
+
+
+_Message = TypeVar("_Message", bound=_NamesARequest)
+
+
+def with_checked_request_id(message: _Message) -> _Message:
+    """``message`` (a struct with a ``request_id``) with its id checked and in NFC: the same
+    struct when it already was, so one NFC key names each record in files, subjects and
+    caches. Raises ``UnsafeRequestIdError``."""
+    request_id = check_request_id(message.request_id)
+    if request_id == message.request_id:
+        return message
+    return msgspec.structs.replace(message, request_id=request_id)  # type: ignore[type-var]
 
 
 def notice_request_id(value: object) -> str:

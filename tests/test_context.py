@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -378,4 +379,26 @@ async def test_a_small_record_is_read_in_place_a_large_one_by_the_actor(tmp_path
         assert actor.statistics().served == 1  # a large read goes through the actor
         _write(tmp_path, "small", sample_record(5, "small"))  # another program rewrites it
         assert (await handle.project("small")).total_events == 5
+        actor.stop()
+
+
+async def test_an_id_in_nfd_is_answered_from_the_nfc_ids_cache(tmp_path: Path) -> None:
+    # Two spellings of one id name one record: the second ask must not read it again (nor keep
+    # a second copy of its digest under the other spelling).
+    nfc = "요청-1"
+    _write(tmp_path, nfc, sample_record(3, nfc))
+    reads: list[str] = []
+
+    class CountingStore(FileRecordStore):
+        def read(self, request_id: str, *, tail: int | None) -> Any:
+            reads.append(request_id)
+            return super().read(request_id, tail=tail)
+
+    actor = ContextActor(CountingStore(Workspace(tmp_path)), PromptContextConfig())
+    async with anyio.create_task_group() as group:
+        group.start_soon(actor.serve)
+        handle = actor.handle(5)
+        first = await handle.project(nfc)
+        assert await handle.project(unicodedata.normalize("NFD", nfc)) == first
+        assert reads == [nfc]
         actor.stop()

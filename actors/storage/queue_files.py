@@ -36,7 +36,7 @@ from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerL
 from teams_runtime.actors.storage.workspace import Workspace
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 
@@ -86,9 +86,7 @@ class FileWorkQueue:
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
         without an ``envelope_id`` gets one."""
-        request_id = check_request_id(envelope.request_id)
-        if request_id != envelope.request_id:  # NFD: file names and records use the NFC form
-            envelope = msgspec.structs.replace(envelope, request_id=request_id)
+        envelope = with_checked_request_id(envelope)  # files and records use the NFC form
         waiting = self.workspace.role_queue(envelope.target)
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
         stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
@@ -330,11 +328,9 @@ def decode_envelope(data: bytes, role: str, shown: str, default_id: str) -> Mess
     if envelope.target != role:
         raise EnvelopeError(f"{shown}: its target is not the {role} role of this folder.")
     try:
-        request_id = check_request_id(envelope.request_id)
+        envelope = with_checked_request_id(envelope)  # written by hand in NFD: records are NFC
     except TeamsRuntimeError:
         raise EnvelopeError(f"{shown}: its request id is not a safe file name.") from None
-    if request_id != envelope.request_id:  # written by hand in NFD: the record is named in NFC
-        envelope = msgspec.structs.replace(envelope, request_id=request_id)
     if not envelope.envelope_id:  # queued before envelopes had ids: its name is one
         envelope = msgspec.structs.replace(envelope, envelope_id=default_id)
     return envelope
