@@ -21,7 +21,6 @@ __all__ = [
     "evidence_role",
     "history_evidence",
     "role_of_event",
-    "role_of_head",
     "role_of_raw",
 ]
 
@@ -127,17 +126,19 @@ def role_of_raw(raw: msgspec.Raw | bytes) -> str | None:
         # A shape the head view does not cover (an odd number or string): rare, so the slow,
         # lenient parser classifies it.
         return role_of_event(_python_decoded(raw))
-    return role_of_head(head)
+    return _role_of_head(head)
 
 
-def role_of_head(head: object) -> str | None:
+def _payload_fields(payload: object) -> tuple[object, object]:
+    """The payload's ``role`` and ``status`` (``None`` both when it is not an object)."""
+    return (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
+
+
+def _role_of_head(head: object) -> str | None:
     """Classify an event's head (``None`` for an event that is not an object)."""
     if not isinstance(head, EventHead):
         return None
-    payload = head.payload
-    role, status = (
-        (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
-    )
+    role, status = _payload_fields(head.payload)
     return evidence_role(head.type, head.event_type, head.actor, role, status)
 
 
@@ -151,11 +152,8 @@ _BY_ACTOR = _ByActor()
 def _role_of_class(head: object) -> str | _ByActor | None:
     if not isinstance(head, EventClass):
         return None
-    payload = head.payload
-    role, status = (
-        (payload.role, payload.status) if isinstance(payload, PayloadHead) else (None, None)
-    )
-    role = _norm(role)
+    payload_role, status = _payload_fields(head.payload)
+    role = _norm(payload_role)
     if not _is_evidence(head.type, head.event_type, role, status):
         return None
     return role or _BY_ACTOR
@@ -172,7 +170,7 @@ def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dic
     classes = _EVENT_CLASSES_DECODER.decode(events)
     newest = _newest(classes, _role_of_class)
     if newest is None:
-        newest = _newest(_EVENT_HEADS_DECODER.decode(events), role_of_head)
+        newest = _newest(_EVENT_HEADS_DECODER.decode(events), _role_of_head)
     assert newest is not None  # a head names its actor: it never needs another look
     return len(classes), newest
 
