@@ -140,18 +140,13 @@ def plan_outcome(
     *,
     hops: int = 0,
     max_hops: int = 40,
-    cancelled: bool = False,
 ) -> OutcomePlan:
     """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
     adds a hand-off event and the envelope for that role.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
-    with a ``hop_limit`` event instead. A ``cancelled`` request records the report only.
+    with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
     """
-    if cancelled:
-        return OutcomePlan(
-            events=[_report(role, result, now)], updates={"result": result, "updated_at": now}
-        )
     if result["next_role"] and hops + 1 > max_hops:
         return _hop_limit(role, result, now, hops, max_hops)
     if result["next_role"]:

@@ -241,9 +241,8 @@ class RoleActor:
             )
             return await self._release(claim)
         try:
-            return await self._persist(
-                envelope, claim, plan_model_failure(self.role, reason, now_iso()), "failed"
-            )
+            await self._persist(envelope, claim, plan_model_failure(self.role, reason, now_iso()))
+            return "failed"
         except _NotSaved:
             return await self._release(claim)
 
@@ -319,27 +318,19 @@ class RoleActor:
     async def _handle(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
         request_id = envelope.request_id
         result = await self._valid_result(envelope)
-        current = await self._context.project(request_id)  # cancelled or handed on meanwhile?
+        current = await self._context.project(request_id)  # handed on meanwhile?
         plan = plan_outcome(
-            self.role,
-            envelope,
-            result,
-            now_iso(),
-            hops=hops_of(current),
-            max_hops=self._max_hops,
-            cancelled=status_of(current) == "cancelled",
+            self.role, envelope, result, now_iso(), hops=hops_of(current), max_hops=self._max_hops
         )
-        failed = result["status"] == "failed" and not result["next_role"]
-        outcome: Outcome = "failed" if failed else "done"
-        await self._persist(envelope, claim, plan, outcome)
+        cancelled = await self._persist(envelope, claim, plan)
         self._log.bind(request_id=request_id).info(
             "{}: request {}: {} -> {}",
             self.role,
             request_id,
             result["status"],
-            result["next_role"] or plan.updates.get("status", "cancelled"),
+            "cancelled" if cancelled else result["next_role"] or plan.updates["status"],
         )
-        return outcome
+        return "failed" if result["status"] == "failed" and not result["next_role"] else "done"
 
     async def _valid_result(self, envelope: MessageEnvelope) -> dict[str, Any]:
         """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
@@ -388,11 +379,10 @@ class RoleActor:
     def _key(self, envelope: MessageEnvelope) -> str:
         return outcome_key(self.role, envelope)
 
-    async def _persist(
-        self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan, outcome: Outcome
-    ) -> Outcome:
+    async def _persist(self, envelope: MessageEnvelope, claim: Claim, plan: OutcomePlan) -> bool:
         """Write the plan, queue its follow-up, then dequeue: shielded from cancellation; on
-        failure the envelope stays queued (``_NotSaved``)."""
+        failure the envelope stays queued (``_NotSaved``). Returns whether the request had been
+        cancelled (only the plan's first event and result were written then)."""
         try:
             with anyio.CancelScope(shield=True):
                 # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
@@ -404,7 +394,8 @@ class RoleActor:
                     key=self._key(envelope),
                     unless={"status": "cancelled"},
                 )
-                if appended.refused:  # cancelled since we looked: record it, hand nothing on
+                cancelled = appended.refused
+                if cancelled:  # checked under the lock: record it, hand nothing on
                     plan = as_cancelled(plan)
                     appended = await self._context.append_keyed(
                         envelope.request_id,
@@ -427,4 +418,4 @@ class RoleActor:
                 exc,
             )
             raise _NotSaved from exc
-        return outcome
+        return cancelled

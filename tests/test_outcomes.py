@@ -9,6 +9,7 @@ import pytest
 
 from teams_runtime.actors.outcomes import (
     MAX_REPAIRS,
+    as_cancelled,
     contract_failure,
     follow_up_id,
     plan_model_failure,
@@ -204,7 +205,7 @@ def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> No
 
 def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:
     result = _result(next_role="qa")
-    plan = plan_outcome("developer", ENVELOPE, result, NOW, cancelled=True)
+    plan = as_cancelled(plan_outcome("developer", ENVELOPE, result, NOW))
     (report,) = plan.events
     assert report["type"] == "role_report"
     assert plan.updates == {"result": result, "updated_at": NOW}
