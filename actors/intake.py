@@ -13,8 +13,8 @@ import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.outcomes import plan_cancel, status_of
-from teams_runtime.actors.storage import WorkQueue, Workspace
-from teams_runtime.actors.storage.backends import open_queue
+from teams_runtime.actors.storage import RecordStore, WorkQueue, Workspace
+from teams_runtime.actors.storage.backends import open_queue, open_store, workspace_config
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id
@@ -122,9 +122,15 @@ async def submit(
         body=body,
     )
     root = Workspace(workspace)
-    async with open_context(root.root) as context:
-        queue = await anyio.to_thread.run_sync(open_queue, root)  # may connect to a server
+    store, queue = await anyio.to_thread.run_sync(_backend, root)  # may connect to a server
+    async with open_context(root.root, store=store) as context:
         return await submit_with(context, queue, envelope)
+
+
+def _backend(root: Workspace) -> tuple[RecordStore, WorkQueue]:
+    """The workspace's store and queue, its config read once."""
+    config = workspace_config(root)
+    return open_store(root, config), open_queue(root, config)
 
 
 class Cancellation(msgspec.Struct, frozen=True):
@@ -143,8 +149,8 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     """
     request_id = check_request_id(request_id)  # NFC, as the record's file and envelopes are named
     root = Workspace(workspace)
-    queue = await anyio.to_thread.run_sync(open_queue, root)  # may connect to a server
-    async with open_context(root.root) as context:
+    store, queue = await anyio.to_thread.run_sync(_backend, root)  # may connect to a server
+    async with open_context(root.root, store=store) as context:
         already = status_of(await context.project(request_id)) == "cancelled"
         if not already:
             plan = plan_cancel(now_iso())
