@@ -37,7 +37,6 @@ from teams_runtime.codecs.openai_wire import (
     EventStreamDecoder,
     EventTooLong,
     decode_chunk,
-    decode_completion,
     event_line_limit,
     json_string_fragment,
     request_head,
@@ -298,17 +297,13 @@ class OpenAIBackend:
     async def _read_whole(self, response: httpx.Response, answer: _Answer) -> None:
         # The answer text inside JSON (escaped, beside the other fields) may take more bytes
         # than the text itself; past this the answer cannot be within max_output_bytes.
-        limit = event_line_limit(self._max_output_bytes)
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > limit:
-                raise answer.failure(
-                    f"the model answered more than {self._max_output_bytes} bytes "
-                    "(max_output_bytes)"
-                )
+        body, more = await _read_up_to(response, event_line_limit(self._max_output_bytes))
+        if more:
+            raise answer.failure(
+                f"the model answered more than {self._max_output_bytes} bytes (max_output_bytes)"
+            )
         try:
-            completion = decode_completion(bytes(body))
+            completion = decode_chunk(body)  # a whole completion has a chunk's shape
         except msgspec.DecodeError:  # ValidationError included
             raise answer.failure(
                 f"the model server's answer is not a chat completion ({len(body)} bytes)",
@@ -363,15 +358,21 @@ def _event(data: bytes, answer: _Answer) -> bool:
     return False
 
 
-async def _start_of_body(response: httpx.Response) -> tuple[str, bool]:
-    """The first ``_READ_BYTES`` of an answer that is not one (servers explain themselves
-    there), and whether the body went on past them."""
+async def _read_up_to(response: httpx.Response, size: int) -> tuple[bytes, bool]:
+    """The body's first ``size`` bytes, and whether it went on past them (the rest unread)."""
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
-        if len(body) >= _READ_BYTES:
-            return bytes(body[:_READ_BYTES]).decode("utf-8", "replace"), True
-    return body.decode("utf-8", "replace"), False
+        if len(body) > size:
+            return bytes(body[:size]), True
+    return bytes(body), False
+
+
+async def _start_of_body(response: httpx.Response) -> tuple[str, bool]:
+    """The first ``_READ_BYTES`` of an answer that is not one (servers explain themselves
+    there), and whether the body went on past them."""
+    start, more = await _read_up_to(response, _READ_BYTES)
+    return start.decode("utf-8", "replace"), more
 
 
 def _answered(status: int) -> str:

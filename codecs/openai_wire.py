@@ -24,7 +24,6 @@ __all__ = [
     "EventStreamDecoder",
     "EventTooLong",
     "decode_chunk",
-    "decode_completion",
     "event_line_limit",
     "json_string_fragment",
     "request_head",
@@ -102,14 +101,10 @@ _ENCODER = msgspec.json.Encoder()
 
 
 def decode_chunk(data: bytes) -> ChatChunk:
-    """Decode one event's data; raises ``msgspec.DecodeError`` (``ValidationError`` too)."""
+    """Decode one event's data, or a whole (non-streamed) completion as some servers answer
+    (the same shape: ``message`` instead of ``delta``); raises ``msgspec.DecodeError``
+    (``ValidationError`` too)."""
     return _CHUNK.decode(data)
-
-
-def decode_completion(body: bytes) -> ChatChunk:
-    """Decode a whole (non-streamed) completion, as some servers answer; raises like
-    ``decode_chunk``."""
-    return _CHUNK.decode(body)
 
 
 def request_head(model: str) -> bytes:
