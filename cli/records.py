@@ -14,8 +14,8 @@ import msgspec
 from teams_runtime.actors.context import open_context
 from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.actors.storage.backends import open_store, workspace_config
-from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.contract import validate_answer
@@ -23,8 +23,7 @@ from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import RecordFields, decode_record
-from teams_runtime.exceptions import ConfigError, RecordError
+from teams_runtime.exceptions import ConfigError
 from teams_runtime.projection import explain_decisions, notice_text, project_fields
 from teams_runtime.prompts import (
     PURPOSES,
@@ -69,20 +68,6 @@ def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> Prom
         ) from None
 
 
-def _record_file_fields(path: Path) -> RecordFields:
-    """The decoded fields of a ``--record`` file (the user's own: read through a link)."""
-    try:
-        # A regular file only: a FIFO or device in its place is refused, never read.
-        fd = open_regular(path.resolve())
-        with open(fd, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such record file.") from None
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from exc
-    return decode_record(data, str(path))
-
-
 async def _project_stored(
     store: RecordStore, root: Path, request_id: str, config: PromptContextConfig
 ) -> Projection:
@@ -96,7 +81,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     team = _team_config(args)
     config = _with_overrides(team.prompt_context, args)
     if args.record is not None:
-        projection = project_fields(_record_file_fields(Path(args.record)), config)
+        projection = project_fields(read_record_file(Path(args.record))[1], config)
     else:
         workspace = Workspace(args.workspace)
         store = open_store(workspace, team)  # NATS connects: not on the event loop
@@ -128,7 +113,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = _with_overrides(team.prompt_context, args)
     if args.record is not None:
         source = str(Path(args.record))
-        fields = _record_file_fields(Path(args.record))
+        _, fields = read_record_file(Path(args.record))
     else:
         # Every event is needed, so the record is read whole (tail=None).
         read = open_store(Workspace(args.workspace), team).read(args.request_id, tail=None)
