@@ -34,9 +34,7 @@ __all__ = [
     "TeamSection",
     "backend_block_text",
     "event_count_problem",
-    "model_from_mapping",
     "parse_team_config",
-    "prompt_context_from_mapping",
 ]
 
 CONFIG_FILE_NAME = "team_runtime.yaml"
@@ -441,31 +439,22 @@ def _section(block: object, name: str, section: type[_SectionT], doc: str) -> _S
         raise ConfigError(f"team_runtime.yaml {path}: {message}; see {doc}.") from None
 
 
-def model_from_mapping(block: object) -> ModelConfig:
-    """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
-    _check_keys(block, ModelConfig, "model")
-    return _section(block, "model", ModelConfig, "docs/models.md")
-
-
-def prompt_context_from_mapping(block: object) -> PromptContextConfig:
-    """Check a ``prompt_context`` block; missing, ``null`` or ``{}`` gives the defaults.
+def _prompt_context(block: object) -> PromptContextConfig:
+    """Check a ``prompt_context`` block (its keys already checked); missing, ``null`` or ``{}``
+    gives the defaults.
 
     Unknown keys are errors naming the nearest valid key (issue 14 overrides spec section 3,
-    which ignored them: a typo such as ``max_event`` silently kept the default). A count left
-    empty (``null``) takes its default.
+    which ignored them: a typo such as ``max_event`` silently kept the default): that is
+    ``_check_keys``, run on the whole file first.
     """
     if block is None:
         return PromptContextConfig()
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_PREFIX} must be a mapping.")
-    _check_keys(block, PromptContextConfig, "prompt_context")
-    known = {key: block[key] for key in ("enabled", "recent_events", "max_events") if key in block}
     # A count left empty takes its default; `enabled` left empty stays an error (the rollback
     # switch is said out loud).
-    for count in ("recent_events", "max_events"):
-        if count in known and known[count] is None:
-            del known[count]
-    return PromptContextConfig(**known)
+    given = {key: value for key, value in block.items() if value is not None or key == "enabled"}
+    return PromptContextConfig(**given)
 
 
 def parse_team_config(text: str, source: str) -> TeamConfig:
@@ -491,10 +480,10 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
             f"(found {type(document).__name__})."
         )
     try:
-        _check_keys(document, TeamConfig)
+        _check_keys(document, TeamConfig)  # every section's keys, before any value is checked
         return TeamConfig(
-            prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
-            model=model_from_mapping(document.get("model")),
+            prompt_context=_prompt_context(document.get("prompt_context")),
+            model=_section(document.get("model"), "model", ModelConfig, "docs/models.md"),
             team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
             queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
             backend=_section(document.get("backend"), "backend", BackendConfig, "docs/scaling.md"),
