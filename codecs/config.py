@@ -139,6 +139,19 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # urlsplit gives it, without brackets).
 _URL_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%A-Za-z]*")
 _OPENAI = "team_runtime.yaml model.openai"
+_HIGHEST_PORT = 65_535
+
+
+def _is_port(number: int) -> bool:
+    """Whether a server can listen on port ``number`` (the one check of every URL's port)."""
+    return 1 <= number <= _HIGHEST_PORT
+
+
+def _not_a_host() -> ConfigError:
+    return ConfigError(
+        f"{_OPENAI}.base_url has a host that is not a name or an address (letters, digits, '-' "
+        "and '.', or an IP address)."
+    )
 
 
 class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -167,31 +180,32 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 f"{_OPENAI}.base_url must not hold credentials; put the key in the variable "
                 "named by api_key_env."
             )
-        try:  # checked here, or a bad port would fail only the run's first call, as a crash
+        # Checked here, or a bad host or port would fail only the run's first call, as a crash.
+        try:
             parts = urlsplit(self.base_url)
-            port = parts.port
-        except ValueError:  # out of range or not a number, or a broken [IPv6] host
+        except ValueError:  # a broken [IPv6] host: a bracket unclosed, or no address inside
             if "[" in host and "]" not in host:
                 raise ConfigError(
                     f"{_OPENAI}.base_url has an IPv6 host without its closing bracket (write "
                     "it as http://[::1]:8080/v1)."
                 ) from None
-            port = 0
-        if port is not None and not 1 <= port <= 65535:
+            raise _not_a_host() from None
+        try:
+            bad_port = parts.port is not None and not _is_port(parts.port)
+        except ValueError:  # not a number, or beyond 65535
+            bad_port = True
+        if bad_port:
             raise ConfigError(
-                f"{_OPENAI}.base_url has a port that is not a number from 1 to 65535."
+                f"{_OPENAI}.base_url has a port that is not a number from 1 to {_HIGHEST_PORT}."
             )
-        if parts.query or parts.fragment or "?" in self.base_url or "#" in self.base_url:
+        if "?" in self.base_url or "#" in self.base_url:
             # `/chat/completions` is added to the path: after a `?` or `#` it would be lost.
             raise ConfigError(
                 f"{_OPENAI}.base_url must not hold a query or fragment (`?...`, `#...`); give "
                 "the API's root, for example http://127.0.0.1:11434/v1."
             )
         if not _URL_HOST.fullmatch(parts.hostname or ""):
-            raise ConfigError(
-                f"{_OPENAI}.base_url has a host that is not a name or an address (letters, "
-                "digits, '-' and '.', or an IP address)."
-            )
+            raise _not_a_host()
         if not self.model.strip():
             raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")
         # Never echo the value: a key pasted here by mistake must not reach an error message.
@@ -278,9 +292,6 @@ _NATS_URL = re.compile(
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
-_HIGHEST_PORT = 65_535
-
-
 def _shown(url: str) -> str:
     """``url`` for messages, logs and output: the user and password of each of its URLs (a
     cluster's are comma-separated) replaced by ``***``."""
@@ -318,7 +329,7 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                     "comma-separated, for a cluster)."
                 )
             port = int(match.group(3)[1:]) if match.group(3) else None
-            if port is not None and not 1 <= port <= _HIGHEST_PORT:
+            if port is not None and not _is_port(port):
                 raise ConfigError(
                     f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} names port "
                     f"{port}, which no server can listen on; a port is between 1 and "
