@@ -362,9 +362,9 @@ class BackendConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             )
 
 
-def backend_block_text(url: str, prefix: str = "teams", replicas: int = 1) -> str:
-    """The ``backend`` block ``init --backend nats`` writes (checked like the file would be)."""
-    settings = NatsSettings(url=url, prefix=prefix, replicas=replicas)
+def backend_block_text(settings: NatsSettings) -> str:
+    """The ``backend`` block ``init --backend nats`` writes for ``settings`` (already checked,
+    as a ``NatsSettings``)."""
     return (
         "\n# Where requests and the work queue live: `file` (this folder) or `nats` (shared by\n"
         "# every host of the team through NATS JetStream). See docs/scaling.md.\n"
