@@ -21,7 +21,6 @@ __all__ = ["cmd_export", "cmd_import"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    check_request_id(args.request_id)
     data = open_store(Workspace(args.workspace)).load(args.request_id)
     if args.out is None:
         sys.stdout.buffer.write(data)

@@ -216,7 +216,6 @@ def cmd_append(args: argparse.Namespace) -> int:
         raise UserError("give either --from or --type/--actor/--summary/--payload, not both.")
     events = _events_from_lines(args.source) if args.source else _events_from_flags(args)
     workspace = Workspace(args.workspace)
-    workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
 
     async def append() -> Appended:
         async with open_context(workspace.root) as context:
