@@ -53,9 +53,9 @@ def _working(status: RoleStatus, now: float) -> str:
     return ", ".join(shown[:_SHOWN_PER_ROLE]) + (f" +{more} more" if more > 0 else "")
 
 
-def render_status(statuses: list[RoleStatus], now: float, title: str = "") -> Table:
+def render_status(statuses: list[RoleStatus], now: float, title: str) -> Table:
     """The table for one moment: a row per role, then the totals."""
-    table = Table(title=title or None, title_justify="left", expand=False)
+    table = Table(title=title, title_justify="left", expand=False)
     table.add_column("role", no_wrap=True)
     table.add_column("working on (for)", overflow="fold")
     table.add_column("handled", justify="right")
@@ -80,15 +80,15 @@ def render_status(statuses: list[RoleStatus], now: float, title: str = "") -> Ta
 
 
 class LiveView:
-    """A live view on ``console`` (stderr), with the log sink that goes with it.
+    """A live view on stderr, with the log sink that goes with it.
 
     Log lines (``log_line``, given to ``configure_logging(console=...)``) are only collected
     while the view is drawn and printed above it at the next redraw, all at once: printing
     each where it is logged would redraw the table per line, on the roles' time.
     """
 
-    def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
         self._lines: deque[str] = deque()
         self._drawing = False
 

@@ -8,20 +8,19 @@ import os
 import sys
 from pathlib import Path
 
-from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage import RecordStore, Workspace
 from teams_runtime.actors.storage.backends import open_store
-from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError
+from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.records import EVENTS_KEY, RecordFields, decode_record
+from teams_runtime.codecs.records import EVENTS_KEY, RecordFields
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.exceptions import RecordError, TeamsRuntimeError
+from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
 
 __all__ = ["cmd_export", "cmd_import"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    check_request_id(args.request_id)
     data = open_store(Workspace(args.workspace)).load(args.request_id)
     if args.out is None:
         sys.stdout.buffer.write(data)
@@ -39,18 +38,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_record_file(path: Path) -> tuple[str, bytes, RecordFields]:
+def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
     """A record file's request id (its name, which must agree with its ``request_id``), bytes
     and fields."""
-    try:
-        fd = open_regular(path.resolve())  # a FIFO or device is refused, never read
-        with open(fd, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such record file.") from None
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
-    fields = decode_record(data, str(path))
+    data, fields = read_record_file(path)
     if not path.name.endswith(".json"):
         raise RecordError(f"{path}: a record file is named <request id>.json.")
     request_id = path.name.removesuffix(".json")
@@ -69,19 +60,23 @@ def _read_record_file(path: Path) -> tuple[str, bytes, RecordFields]:
     return request_id, data, fields
 
 
+def _differs(store: RecordStore, request_id: str, data: bytes) -> bool:
+    """Whether the backend holds ``request_id`` with other bytes than ``data`` (one read)."""
+    try:
+        return store.load(request_id) != data
+    except UnknownRequestError:
+        return False
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     # Every file is read and checked before anything is written.
-    records = [_read_record_file(Path(path)) for path in args.files]
+    records = [_record_to_import(Path(path)) for path in args.files]
     ids = [request_id for request_id, _, _ in records]
     twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
     if twice:
         raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
     store = open_store(Workspace(args.workspace))
-    clashes = [
-        request_id
-        for request_id, data, _ in records
-        if store.exists(request_id) and store.load(request_id) != data
-    ]
+    clashes = [request_id for request_id, data, _ in records if _differs(store, request_id, data)]
     if clashes:
         raise UserError(
             f"already in the backend with other content, not overwritten: {', '.join(clashes)}; "

@@ -172,14 +172,17 @@ def _add_json(parser: argparse.ArgumentParser, what: str = _JSON_HELP) -> None:
     parser.add_argument("--json", action="store_true", help=what)
 
 
+# Where a command works when --workspace is not given (cli/workspace.py finds it).
+_FOUND_WORKSPACE = "the current folder or the nearest one above it holding team_runtime.yaml"
+
+
 def _add_workspace(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
         type=Path,
         default=None,
         metavar="DIR",
-        help="the workspace folder (default: the current folder or the nearest one above it "
-        "holding team_runtime.yaml)",
+        help=f"the workspace folder (default: {_FOUND_WORKSPACE})",
     )
 
 
@@ -429,8 +432,8 @@ def _add_metrics(commands: _Commands) -> None:
         type=Path,
         action="append",
         metavar="DIR",
-        help="a workspace folder whose logs to read (default: the current folder); repeat it "
-        "to add up several hosts' folders",
+        help=f"a workspace folder whose logs to read (default: {_FOUND_WORKSPACE}); repeat "
+        "it to add up several hosts' folders",
     )
     window = metrics.add_mutually_exclusive_group()
     window.add_argument("--hours", type=_hours, metavar="H", help="only the last H hours")

@@ -14,17 +14,16 @@ import msgspec
 from teams_runtime.actors.context import open_context
 from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.actors.storage.backends import open_store, workspace_config
-from teams_runtime.actors.storage.files import open_regular
 from teams_runtime.cli.output import UserError, write_json
-from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.cli.record_file import read_record_file
+from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import RecordFields, decode_record
-from teams_runtime.exceptions import ConfigError, RecordError, UnknownRequestError
+from teams_runtime.exceptions import ConfigError
 from teams_runtime.projection import explain_decisions, notice_text, project_fields
 from teams_runtime.prompts import (
     PURPOSES,
@@ -38,14 +37,13 @@ from teams_runtime.prompts import (
 __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
 
 
-def _selected_config(args: argparse.Namespace) -> PromptContextConfig:
-    """The workspace's prompt_context, with the command's flags on top."""
+def _team_config(args: argparse.Namespace) -> TeamConfig:
+    """The workspace's config, read once per command. With ``--record`` a workspace without a
+    config file gives the defaults (a record file read anywhere); without it, that is an error."""
     workspace = Workspace(args.workspace)
-    if getattr(args, "record", None) is not None and not workspace.config_path.exists():
-        base = PromptContextConfig()
-    else:
-        base = load_team_config(workspace.root).prompt_context
-    return _with_overrides(base, args)
+    if args.record is not None:
+        return workspace_config(workspace)
+    return load_team_config(workspace.root)
 
 
 def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
@@ -70,68 +68,24 @@ def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> Prom
         ) from None
 
 
-def _shared_store(args: argparse.Namespace) -> RecordStore | None:
-    """The workspace's store when its records live on a server (``nats``), else ``None``:
-    records in the folder are read as files, below."""
-    if args.record is not None:
-        return None
-    workspace = Workspace(args.workspace)
-    config = workspace_config(workspace)
-    return open_store(workspace, config) if config.backend.kind != "file" else None
-
-
-def _record_source(args: argparse.Namespace) -> Path | str:
-    if args.record is not None:
-        return Path(args.record)
-    workspace = Workspace(args.workspace)
-    config = workspace_config(workspace)
-    if config.backend.kind == "nats":
-        return f"{config.backend.nats.shown_url} {config.backend.nats.prefix}/{args.request_id}"
-    return workspace.request_path(args.request_id)
-
-
-def _selected_record(args: argparse.Namespace) -> RecordFields:
-    """The decoded fields of the selected record (read and decoded once)."""
-    store = _shared_store(args)
-    if store is not None:
-        return decode_record(store.load(args.request_id), str(_record_source(args)))
-    path = Path(_record_source(args))
-    try:
-        # A regular file only: a FIFO or device in its place is refused, never read; a record
-        # in the workspace is never read through a link (a --record path is the user's own).
-        fd = open_regular(path) if args.record is None else open_regular(path.resolve())
-        with open(fd, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        if args.record is not None:
-            raise RecordError(f"{path}: no such record file.") from None
-        raise UnknownRequestError(
-            f"no request {args.request_id!r} in {path.parent} (expected {path.name}); "
-            "check the id and --workspace."
-        ) from None
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from exc
-    return decode_record(data, str(path))
-
-
-def _selected_projection(args: argparse.Namespace, config: PromptContextConfig) -> Projection:
-    """The projection of the selected record. On a server (NATS) it is read as the roles read
-    it, through a ContextActor: the head and the events it selects, not the whole history."""
-    store = _shared_store(args)
-    if store is None:
-        return project_fields(_selected_record(args), config)
-
-    async def project() -> Projection:
-        root = Workspace(args.workspace).root
-        async with open_context(root, config, store=store) as context:
-            return await context.project(args.request_id)
-
-    return anyio.run(project)
+async def _project_stored(
+    store: RecordStore, root: Path, request_id: str, config: PromptContextConfig
+) -> Projection:
+    """The projection of a stored request, read as the roles read it, through a ContextActor:
+    the head and the events it selects, not the whole history."""
+    async with open_context(root, config, store=store) as context:
+        return await context.project(request_id)
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    config = _selected_config(args)
-    projection = _selected_projection(args, config)
+    team = _team_config(args)
+    config = _with_overrides(team.prompt_context, args)
+    if args.record is not None:
+        projection = project_fields(read_record_file(Path(args.record))[1], config)
+    else:
+        workspace = Workspace(args.workspace)
+        store = open_store(workspace, team)  # NATS connects: not on the event loop
+        projection = anyio.run(_project_stored, store, workspace.root, args.request_id, config)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -155,9 +109,15 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    config = _selected_config(args)
-    fields = _selected_record(args)
-    source = _record_source(args)
+    team = _team_config(args)
+    config = _with_overrides(team.prompt_context, args)
+    if args.record is not None:
+        source = str(Path(args.record))
+        _, fields = read_record_file(Path(args.record))
+    else:
+        # Every event is needed, so the record is read whole (tail=None).
+        read = open_store(Workspace(args.workspace), team).read(args.request_id, tail=None)
+        fields, source = read.fields, read.source
     projection = project_fields(fields, config)
     events = fields.get("events")
     rows: list[dict[str, Any]] | None = None
@@ -173,7 +133,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         write_json(
             {
-                "record": str(source),
+                "record": source,
                 "total_events": projection.total_events,
                 "included_events": projection.included_events,
                 "omitted_events": projection.omitted_events,
@@ -256,7 +216,6 @@ def cmd_append(args: argparse.Namespace) -> int:
         raise UserError("give either --from or --type/--actor/--summary/--payload, not both.")
     events = _events_from_lines(args.source) if args.source else _events_from_flags(args)
     workspace = Workspace(args.workspace)
-    workspace.request_path(args.request_id)  # an unsafe id is an error before any I/O
 
     async def append() -> Appended:
         async with open_context(workspace.root) as context:

@@ -44,9 +44,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.nats_url is not None and args.backend != "nats":
         raise UserError("--nats-url needs --backend nats.")
     text = DEFAULT_CONFIG_TEXT
-    settings = NatsSettings(url=args.nats_url or NatsSettings().url)  # checked before writing
+    # Built (so checked) once, before anything is written.
+    settings = NatsSettings(url=args.nats_url) if args.nats_url else NatsSettings()
     if args.backend == "nats":
-        text += backend_block_text(settings.url)
+        text += backend_block_text(settings)
     if workspace.config_path.exists():
         raise UserError(
             f"{workspace.config_path} already exists; not overwriting it "

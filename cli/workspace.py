@@ -7,7 +7,6 @@ import argparse
 import os
 from pathlib import Path
 
-from teams_runtime.actors.storage import find_workspace
 from teams_runtime.cli.output import UserError
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 
@@ -27,18 +26,16 @@ def _relative_paths(args: argparse.Namespace) -> list[str]:
     return found
 
 
-def _check_current_folder(args: argparse.Namespace) -> None:
-    """Refuse a relative path when the current folder was removed under the shell: resolving
-    one needs the current folder (``resolve()``, ``getcwd``), and would fail half-way."""
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        relative = _relative_paths(args)
-        if relative:
-            raise UserError(
-                f"the current folder no longer exists, so the relative path {relative[0]!r} "
-                "leads nowhere; cd to a folder that exists, or give absolute paths."
-            ) from None
+def _find_workspace(here: Path) -> Path | None:
+    """The workspace around ``here`` (the current folder), as git finds a repository, or
+    ``None``: ``here`` or the nearest parent holding ``team_runtime.yaml`` (so a command run
+    inside ``.teams_runtime/`` finds its workspace). The answer is relative to ``here`` (``.``,
+    ``..``, ``../..``), so messages name files as the user sees them."""
+    for up, folder in enumerate([here, *here.parents]):
+        candidate = folder / CONFIG_FILE_NAME
+        if candidate.exists() or candidate.is_symlink():  # a bad one is loading's error
+            return Path(*([".."] * up)) if up else Path(".")
+    return None
 
 
 def resolve_workspace(args: argparse.Namespace) -> None:
@@ -46,24 +43,33 @@ def resolve_workspace(args: argparse.Namespace) -> None:
 
     Raises ``UserError`` when no folder from here up holds ``team_runtime.yaml``, except for
     ``--record`` (a record file anywhere, read with the defaults when there is no workspace),
-    and when the current folder was removed and the command was given a relative path.
+    and when the current folder was removed and the command needs it: to find the workspace,
+    or to resolve a relative path it was given (which would fail half-way).
     """
-    _check_current_folder(args)
+    try:
+        here: Path | None = Path(os.getcwd())
+    except FileNotFoundError:  # the shell's folder was removed under it
+        here = None
+    relative = _relative_paths(args) if here is None else []
+    if relative:
+        raise UserError(
+            f"the current folder no longer exists, so the relative path {relative[0]!r} "
+            "leads nowhere; cd to a folder that exists, or give absolute paths."
+        )
     if getattr(args, "workspace", "absent") is not None:
         return  # given on the command line, or a command without a workspace (init, demo)
-    try:
-        found = find_workspace()
-    except FileNotFoundError:  # the shell's folder was removed under it
+    if here is None:
         raise UserError(
             "the current folder no longer exists; cd to a workspace, or pass --workspace with "
             "an absolute path."
-        ) from None
+        )
+    found = _find_workspace(here)
     if found is not None:
         args.workspace = found
     elif getattr(args, "record", None) is not None:
         args.workspace = Path(".")
     else:
         raise UserError(
-            f"no {CONFIG_FILE_NAME} in {Path.cwd()} or any folder above it: this is not inside "
+            f"no {CONFIG_FILE_NAME} in {here} or any folder above it: this is not inside "
             "a workspace; pass --workspace DIR, or create one with `teams-runtime init DIR`."
         )

@@ -34,9 +34,7 @@ __all__ = [
     "TeamSection",
     "backend_block_text",
     "event_count_problem",
-    "model_from_mapping",
     "parse_team_config",
-    "prompt_context_from_mapping",
 ]
 
 CONFIG_FILE_NAME = "team_runtime.yaml"
@@ -141,6 +139,19 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # urlsplit gives it, without brackets).
 _URL_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%A-Za-z]*")
 _OPENAI = "team_runtime.yaml model.openai"
+_HIGHEST_PORT = 65_535
+
+
+def _is_port(number: int) -> bool:
+    """Whether a server can listen on port ``number`` (the one check of every URL's port)."""
+    return 1 <= number <= _HIGHEST_PORT
+
+
+def _not_a_host() -> ConfigError:
+    return ConfigError(
+        f"{_OPENAI}.base_url has a host that is not a name or an address (letters, digits, '-' "
+        "and '.', or an IP address)."
+    )
 
 
 class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -169,31 +180,32 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 f"{_OPENAI}.base_url must not hold credentials; put the key in the variable "
                 "named by api_key_env."
             )
-        try:  # checked here, or a bad port would fail only the run's first call, as a crash
+        # Checked here, or a bad host or port would fail only the run's first call, as a crash.
+        try:
             parts = urlsplit(self.base_url)
-            port = parts.port
-        except ValueError:  # out of range or not a number, or a broken [IPv6] host
+        except ValueError:  # a broken [IPv6] host: a bracket unclosed, or no address inside
             if "[" in host and "]" not in host:
                 raise ConfigError(
                     f"{_OPENAI}.base_url has an IPv6 host without its closing bracket (write "
                     "it as http://[::1]:8080/v1)."
                 ) from None
-            port = 0
-        if port is not None and not 1 <= port <= 65535:
+            raise _not_a_host() from None
+        try:
+            bad_port = parts.port is not None and not _is_port(parts.port)
+        except ValueError:  # not a number, or beyond 65535
+            bad_port = True
+        if bad_port:
             raise ConfigError(
-                f"{_OPENAI}.base_url has a port that is not a number from 1 to 65535."
+                f"{_OPENAI}.base_url has a port that is not a number from 1 to {_HIGHEST_PORT}."
             )
-        if parts.query or parts.fragment or "?" in self.base_url or "#" in self.base_url:
+        if "?" in self.base_url or "#" in self.base_url:
             # `/chat/completions` is added to the path: after a `?` or `#` it would be lost.
             raise ConfigError(
                 f"{_OPENAI}.base_url must not hold a query or fragment (`?...`, `#...`); give "
                 "the API's root, for example http://127.0.0.1:11434/v1."
             )
         if not _URL_HOST.fullmatch(parts.hostname or ""):
-            raise ConfigError(
-                f"{_OPENAI}.base_url has a host that is not a name or an address (letters, "
-                "digits, '-' and '.', or an IP address)."
-            )
+            raise _not_a_host()
         if not self.model.strip():
             raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")
         # Never echo the value: a key pasted here by mistake must not reach an error message.
@@ -280,9 +292,6 @@ _NATS_URL = re.compile(
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
-_HIGHEST_PORT = 65_535
-
-
 def _shown(url: str) -> str:
     """``url`` for messages, logs and output: the user and password of each of its URLs (a
     cluster's are comma-separated) replaced by ``***``."""
@@ -320,7 +329,7 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                     "comma-separated, for a cluster)."
                 )
             port = int(match.group(3)[1:]) if match.group(3) else None
-            if port is not None and not 1 <= port <= _HIGHEST_PORT:
+            if port is not None and not _is_port(port):
                 raise ConfigError(
                     f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} names port "
                     f"{port}, which no server can listen on; a port is between 1 and "
@@ -353,9 +362,9 @@ class BackendConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             )
 
 
-def backend_block_text(url: str, prefix: str = "teams", replicas: int = 1) -> str:
-    """The ``backend`` block ``init --backend nats`` writes (checked like the file would be)."""
-    settings = NatsSettings(url=url, prefix=prefix, replicas=replicas)
+def backend_block_text(settings: NatsSettings) -> str:
+    """The ``backend`` block ``init --backend nats`` writes for ``settings`` (already checked,
+    as a ``NatsSettings``)."""
     return (
         "\n# Where requests and the work queue live: `file` (this folder) or `nats` (shared by\n"
         "# every host of the team through NATS JetStream). See docs/scaling.md.\n"
@@ -441,31 +450,22 @@ def _section(block: object, name: str, section: type[_SectionT], doc: str) -> _S
         raise ConfigError(f"team_runtime.yaml {path}: {message}; see {doc}.") from None
 
 
-def model_from_mapping(block: object) -> ModelConfig:
-    """Check a ``model`` section (strict: unknown keys are errors naming their path)."""
-    _check_keys(block, ModelConfig, "model")
-    return _section(block, "model", ModelConfig, "docs/models.md")
-
-
-def prompt_context_from_mapping(block: object) -> PromptContextConfig:
-    """Check a ``prompt_context`` block; missing, ``null`` or ``{}`` gives the defaults.
+def _prompt_context(block: object) -> PromptContextConfig:
+    """Check a ``prompt_context`` block (its keys already checked); missing, ``null`` or ``{}``
+    gives the defaults.
 
     Unknown keys are errors naming the nearest valid key (issue 14 overrides spec section 3,
-    which ignored them: a typo such as ``max_event`` silently kept the default). A count left
-    empty (``null``) takes its default.
+    which ignored them: a typo such as ``max_event`` silently kept the default): that is
+    ``_check_keys``, run on the whole file first.
     """
     if block is None:
         return PromptContextConfig()
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_PREFIX} must be a mapping.")
-    _check_keys(block, PromptContextConfig, "prompt_context")
-    known = {key: block[key] for key in ("enabled", "recent_events", "max_events") if key in block}
     # A count left empty takes its default; `enabled` left empty stays an error (the rollback
     # switch is said out loud).
-    for count in ("recent_events", "max_events"):
-        if count in known and known[count] is None:
-            del known[count]
-    return PromptContextConfig(**known)
+    given = {key: value for key, value in block.items() if value is not None or key == "enabled"}
+    return PromptContextConfig(**given)
 
 
 def parse_team_config(text: str, source: str) -> TeamConfig:
@@ -491,10 +491,10 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
             f"(found {type(document).__name__})."
         )
     try:
-        _check_keys(document, TeamConfig)
+        _check_keys(document, TeamConfig)  # every section's keys, before any value is checked
         return TeamConfig(
-            prompt_context=prompt_context_from_mapping(document.get("prompt_context")),
-            model=model_from_mapping(document.get("model")),
+            prompt_context=_prompt_context(document.get("prompt_context")),
+            model=_section(document.get("model"), "model", ModelConfig, "docs/models.md"),
             team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
             queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
             backend=_section(document.get("backend"), "backend", BackendConfig, "docs/scaling.md"),

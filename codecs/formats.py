@@ -28,6 +28,6 @@ def now_iso() -> str:
     return datetime.now().astimezone().isoformat()
 
 
-def count_of(count: int, noun: str, plural: str | None = None) -> str:
+def count_of(count: int, noun: str) -> str:
     """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``."""
-    return f"{count} {noun if count == 1 else (plural or noun + 's')}"
+    return f"{count} {noun if count == 1 else noun + 's'}"

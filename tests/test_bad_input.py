@@ -138,6 +138,7 @@ def test_unsafe_ids_on_the_command_line(
     for argv in (
         ["project", request_id],
         ["append", request_id, "--type", "x", "--actor", "a", "--summary", "s"],
+        ["export", request_id, "--out", str(tmp_path / "out.json")],
         ["submit", "--role", "qa", "--scope", "s", "--request-id", request_id],
     ):
         (tmp_path / "team_runtime.yaml").write_text("")

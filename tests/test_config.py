@@ -298,6 +298,18 @@ model:
             id="base-url-escape-in-host",
         ),
         pytest.param(
+            "model: {openai: {base_url: 'http://[abc]:80/v1', model: m}}",
+            f"{OPENAI}.base_url has a host that is not a name or an address (letters, digits, "
+            "'-' and '.', or an IP address).",
+            id="base-url-no-address-in-brackets",  # its port is fine: not a port error
+        ),
+        pytest.param(
+            "model: {openai: {base_url: 'http://::1]:80/v1', model: m}}",
+            f"{OPENAI}.base_url has a host that is not a name or an address (letters, digits, "
+            "'-' and '.', or an IP address).",
+            id="base-url-ipv6-without-opening-bracket",
+        ),
+        pytest.param(
             "model: {openai: {base_url: 'http://[::1/v1', model: m}}",
             f"{OPENAI}.base_url has an IPv6 host without its closing bracket (write it as "
             "http://[::1]:8080/v1).",

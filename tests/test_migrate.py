@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from teams_runtime.actors.context import ContextActor
-from teams_runtime.actors.storage import record_nats
+from teams_runtime.actors.storage import load_team_config, record_nats
 from teams_runtime.actors.storage.nats_connection import NatsConnection, close_shared_connections
 from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.cli import main
@@ -169,6 +169,7 @@ def test_every_command_answers_the_same_on_both_backends(
     lines = tmp_path / "events.jsonl"  # timestamps given: `append` would stamp the time
     lines.write_text('{"timestamp": "T", "type": "note", "actor": "me", "summary": "hi"}\n')
     outputs: dict[Path, list[str]] = {}
+    named: dict[Path, str] = {}
     for host in (file_host, nats_host):
         where = ["--workspace", str(host)]
         assert main(["import", str(record_file), *where]) == 0
@@ -187,10 +188,14 @@ def test_every_command_answers_the_same_on_both_backends(
             status, out, err = run_cli(capsys, *argv, *where)
             assert status == 0, err
             if argv[0] == "explain":  # its first line names where the record is
-                out = out.split(": ", 1)[1]
+                named[host], out = out.split(": ", 1)
             answers.append(out)
         outputs[host] = answers
     assert outputs[nats_host] == outputs[file_host]
+    assert named == {  # as docs/cli.md says: the file, or the key in the heads bucket
+        file_host: str(file_host / ".teams_runtime" / "requests" / "req-1.json"),
+        nats_host: f"nats:{load_team_config(nats_host).backend.nats.prefix}_records/req-1",
+    }
     assert json.loads(outputs[nats_host][-1])["events"][-1]["summary"] == "hi"
     assert len(json.loads(outputs[nats_host][-1])["events"]) == 41  # the keyed append once
 
