@@ -262,10 +262,11 @@ def _checked_kind(role: str, kind: PromptKind | None) -> PromptKind:
 def cmd_prompt(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     kind = _checked_kind(args.role, args.kind)
-    config = _with_overrides(load_team_config(workspace.root).prompt_context, args)
-    bundle = anyio.run(
-        partial(_preview_prompt, workspace, args.request_id, args.role, kind, config)
-    )
+    team = load_team_config(workspace.root)
+    config = _with_overrides(team.prompt_context, args)
+    store = open_store(workspace, team)  # NATS connects: not on the event loop
+    preview = partial(_preview_prompt, store, workspace, args.request_id, args.role, kind, config)
+    bundle = anyio.run(preview)
     if args.json:
         projection = bundle.projection
         output = {
@@ -307,6 +308,7 @@ def _envelope_from(projection: Projection, request_id: str, role: str) -> Messag
 
 
 async def _preview_prompt(
+    store: RecordStore,
     workspace: Workspace,
     request_id: str,
     role: str,
@@ -315,8 +317,7 @@ async def _preview_prompt(
 ) -> PromptBundle:
     """The prompt ``role`` would be sent for ``request_id`` (a repair shows the errors an empty
     answer would get). Reads through a ContextActor like the roles do; writes nothing."""
-    async with open_context(workspace.root, config) as context:
-        projection = await context.project(request_id)
+    projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = _envelope_from(projection, request_id, role)
     repairing = kind_for_role(role)
     errors: list[str] = []
