@@ -38,7 +38,12 @@ from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.record_heads import decode_head
 from teams_runtime.codecs.records import encode_json
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.exceptions import BackendError, RecordError, UnsafeRequestIdError
+from teams_runtime.exceptions import (
+    BackendError,
+    RecordError,
+    UnknownRequestError,
+    UnsafeRequestIdError,
+)
 from teams_runtime.prompts import build_prompt
 
 from .conftest import SMALL_MAX_PAYLOAD
@@ -390,6 +395,7 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     subject = connection.names.event_subject("req-1", None)
     connection.call(lambda: connection.js.publish(subject, b'{"type": "pending"}', headers=headers))
     other = NatsRecordStore(connection)
+    assert other.exists("req-1")  # its head seen: version() says its revision
     before = other.version("req-1")
     # Its writer may still commit it: an append waits (here it gives up, nothing written).
     monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 0.5)
@@ -563,3 +569,41 @@ def test_an_id_typed_in_nfd_or_nfc_is_one_record(connection: NatsConnection) -> 
     read = store.read(nfd, tail=16)
     assert isinstance(read, IndexedParts) and read.count == 3
     assert json.loads(store.load(nfd)) == json.loads(store.load(nfc))
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def test_version_of_an_unseen_request_asks_no_server(own_nats_server: Any) -> None:
+    # The actor asks version() on the event loop per projection: it must never wait on the
+    # server (here a call would retry for retry_seconds, then raise BackendError).
+    connection = NatsConnection(own_nats_server.settings(retry_seconds=1.0))
+    try:
+        store = NatsRecordStore(connection)
+        store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+        assert not store.exists("req-gone")
+        created = store.version("req-1")
+        own_nats_server.stop()
+        unseen = store.version("req-2")
+        assert unseen is record_nats.UNSEEN and unseen != created and unseen is not None
+        assert store.version("req-1") == created  # seen: what this store wrote
+        assert store.version("req-gone") is None  # looked for: none
+        with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
+            store.read("req-2", tail=16)  # the read, in a worker thread, waits on the server
+    finally:
+        connection.close()
+
+
+def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection) -> None:
+    writer, reader = NatsRecordStore(connection), NatsRecordStore(connection)
+    writer.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+    assert reader.version("req-1") in (record_nats.UNSEEN, writer.version("req-1"))
+    read = reader.read("req-1", tail=16)
+    assert reader.version("req-1") == read.version == writer.version("req-1")
+    with pytest.raises(UnknownRequestError, match=r"^no request 'req-2'"):
+        reader.read("req-2", tail=16)
+    assert reader.version("req-2") is None
+    writer.create("req-2", {"request_id": "req-2", "events": []})  # the watch brings it...
+    assert writer.version("req-2") is not None
+    assert reader.exists("req-2")  # ...or the next look-up does
+    assert reader.version("req-2") == writer.version("req-2")

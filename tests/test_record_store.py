@@ -135,6 +135,7 @@ def test_list_ids_is_sorted(record_store: RecordStore) -> None:
 
 
 def test_version_changes_on_every_append_and_only_then(record_store: RecordStore) -> None:
+    assert not record_store.exists("req-1")  # a NATS store knows no more before it looks
     assert record_store.version("req-1") is None
     record_store.create("req-1", sample_record(5, "req-1"))
     versions: list[Hashable] = [record_store.version("req-1")]

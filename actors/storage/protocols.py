@@ -89,7 +89,9 @@ class RecordStore(Protocol):
         ...
 
     def version(self, request_id: str) -> Hashable | None:
-        """The record's current version, ``None`` if there is none; cheap (no read)."""
+        """The record's current version, ``None`` if there is none; cheap (no read, no round
+        trip: it is asked on the event loop). A store that learns versions from elsewhere (NATS)
+        answers one that equals no other for a request it has not seen yet."""
         ...
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:

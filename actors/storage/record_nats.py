@@ -84,7 +84,7 @@ from teams_runtime.codecs.records import (
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestError
 
-__all__ = ["ABANDONED_SECONDS", "NatsRecordStore"]
+__all__ = ["ABANDONED_SECONDS", "UNSEEN", "NatsRecordStore"]
 
 _T = TypeVar("_T")
 
@@ -102,6 +102,16 @@ _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _STORE_FAILED = 10077
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 _LISTING_TRIES = 5  # listings of the heads bucket before an empty one is believed
+
+
+class _Unseen:
+    """The version of a request whose head this store has not seen: equal to no other."""
+
+    def __repr__(self) -> str:
+        return "UNSEEN"
+
+
+UNSEEN: Hashable = _Unseen()
 
 
 class _Prepared(msgspec.Struct, frozen=True):
@@ -133,8 +143,9 @@ class NatsRecordStore:
         self.connection = connection
         self.names = connection.names
         self._kv: KeyValue = connection.call(lambda: connection.js.key_value(self.names.heads))
-        # Newest head revision seen per request (kept by a KV watch, so `version` costs no
-        # round trip): revisions only grow, so a late answer never moves one back.
+        # Newest head revision seen per request (kept by a KV watch and by every head this
+        # store reads or writes, so `version` costs no round trip): revisions only grow, so a
+        # late answer never moves one back.
         self._seen: dict[str, int] = {}
         self._seen_lock = threading.Lock()
         # (request token, sequence) of messages found past a head's tip -> when first found
@@ -168,10 +179,11 @@ class NatsRecordStore:
         )
 
     def _note(self, key: str, revision: int) -> None:
+        """Remember the newest head revision seen of ``key`` (0: looked for, none found)."""
         with self._seen_lock:
-            if revision > self._seen.get(key, 0):
+            if key not in self._seen or revision > self._seen[key]:
                 if len(self._seen) >= _MAX_SEEN:
-                    self._seen.clear()  # forgetting is safe: `version` then asks the server
+                    self._seen.clear()  # forgetting is safe: `version` then says UNSEEN
                 self._seen[key] = revision
 
     def _forget_seen(self) -> None:
@@ -179,18 +191,18 @@ class NatsRecordStore:
             self._seen.clear()
 
     def version(self, request_id: str) -> Hashable | None:
-        """The head's revision: from the watch when seen, else one KV read."""
+        """The head's revision the watch (or this store's own reads and writes) last saw;
+        ``None`` once the store found no head. Never a round trip: it is asked on the event
+        loop per projection ask, where a KV read would hold every actor up (for up to
+        ``retry_seconds`` with the server away). A request not seen yet answers ``UNSEEN``,
+        which equals no cached version, so the actor reads it in a worker thread (that read
+        records the revision, or raises ``UnknownRequestError``)."""
         key = token_of(check_request_id(request_id))
         with self._seen_lock:
             revision = self._seen.get(key)
-        if revision is not None:
-            return revision
-        found = self._call(lambda: self._get_head(key), "a record head read")
-        if found is None:
-            return None
-        self._note(key, found[1])
-        with self._seen_lock:  # a newer revision the watch brought meanwhile wins
-            return self._seen.get(key, found[1])
+        if revision is None:
+            return UNSEEN
+        return revision or None  # 0: looked for and not found
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -222,12 +234,16 @@ class NatsRecordStore:
         return message_room(self.connection.client.max_payload)
 
     async def _get_head(self, key: str) -> tuple[RecordHead, int] | None:
+        """The head of ``key`` and its revision (``None``: there is none); noted for
+        ``version``."""
         try:
             entry = await self._kv.get(key)
         except nats.js.errors.KeyNotFoundError:
+            entry = None
+        if entry is None or entry.value is None or entry.revision is None:
+            self._note(key, 0)
             return None
-        if entry.value is None or entry.revision is None:
-            return None
+        self._note(key, entry.revision)
         try:
             return decode_head(entry.value), entry.revision
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -345,7 +361,6 @@ class NatsRecordStore:
             return ParsedRecord(revision, fields, self._source(request_id))
 
         read_: RecordRead = self._call(read, "a record read")
-        self._note(token_of(request_id), int(read_.version))  # type: ignore[call-overload]
         return read_
 
     def load(self, request_id: str) -> bytes:
@@ -412,8 +427,6 @@ class NatsRecordStore:
         prepared = _prepare(events)
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
         appended: Appended = self._call(writer.run, "an append")
-        if appended.parts is not None:
-            self._note(token_of(request_id), int(appended.parts.version))  # type: ignore[call-overload]
         return appended
 
     def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
@@ -574,6 +587,7 @@ class _Append:
                     await self._abandon()
                     return answered
                 continue
+            self.store._note(self.kv_key, new_revision)
             parts = await self._parts_after(new_head, new_revision)
             return Appended(revision, parts, new_head.count)
 
