@@ -46,6 +46,7 @@ from teams_runtime.exceptions import BackendError
 __all__ = [
     "NatsConnection",
     "NatsNames",
+    "busy",
     "close_shared_connections",
     "id_of_token",
     "shared_connection",
@@ -67,6 +68,9 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     nats.js.errors.ServiceUnavailableError,
 )
 _WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
+# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
+# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
+_STORE_FAILED = 10077
 _STREAM_NAME_IN_USE = 10058  # the stream exists (with another config): keep it as it is
 _CONSUMER_EXISTS = 10148  # the consumer exists with another config: keep it as it is
 _STREAM_NOT_FOUND = 10059
@@ -206,7 +210,9 @@ class NatsConnection:
     ) -> _T:
         """Run ``make()`` on the connection's loop and wait for it; retry while the server is
         away, for up to ``patience`` seconds (``retry_seconds`` unless given). Raises
-        ``BackendError`` when it stays away. ``make`` must be safe to run again."""
+        ``BackendError`` naming ``what`` when it stays away, and when the server refuses (an
+        ``APIError`` or another client error escaping ``make()``: one a coroutine catches
+        itself is its own business). ``make`` must be safe to run again."""
         patience = self.settings.retry_seconds if patience is None else patience
         deadline = time.monotonic() + patience
         delay = 0.05
@@ -218,21 +224,33 @@ class NatsConnection:
             try:
                 return self._submit(run(), timeout=self.settings.retry_seconds + 10)
             except _TRANSIENT as exc:
+                if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
+                    raise self._refusal(exc, what) from None
                 if self._closed or time.monotonic() > deadline:
                     raise BackendError(
                         f"the NATS server at {self.settings.shown_url} did not answer {what} "
                         f"for {patience:g} s ({_reason(exc)}); is it running?"
                     ) from None
                 logger.debug("NATS {} failed ({}); retrying", what, type(exc).__name__)
-            except nats.js.errors.APIError as exc:
-                if exc.code != 503 or time.monotonic() > deadline:
-                    raise
+            except nats.js.errors.APIError as exc:  # a refusal, not the server being away
+                raise self._refusal(exc, what) from None
             except nats.errors.ConnectionClosedError:
                 raise BackendError(
                     f"the connection to the NATS server at {self.settings.shown_url} is closed."
                 ) from None
+            except nats.errors.Error as exc:
+                raise BackendError(
+                    f"{what} on the NATS server at {self.settings.shown_url} failed "
+                    f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
+                ) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _refusal(self, exc: nats.js.errors.APIError, what: str) -> BackendError:
+        return BackendError(
+            f"the NATS server at {self.settings.shown_url} refused {what} "
+            f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
+        )
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop thread) whenever the client reconnects."""
@@ -470,6 +488,13 @@ async def _cancel_leftover_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def busy(exc: nats.js.errors.APIError) -> bool:
+    """Whether JetStream turned a request away for now (503: no leader yet, catching up), which
+    ``call`` retries, rather than refused it (a limit reached, a bad request: 503 too for a
+    full stream)."""
+    return exc.code == 503 and exc.err_code != _STORE_FAILED
 
 
 def wrong_last_sequence(exc: BaseException) -> bool:

@@ -27,18 +27,18 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
-import nats.errors
 import nats.js.errors
 from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 
 from teams_runtime.actors.storage.nats_connection import (
     NatsConnection,
+    busy,
     id_of_token,
     token_of,
     wrong_last_sequence,
@@ -86,7 +86,6 @@ from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestEr
 
 __all__ = ["ABANDONED_SECONDS", "UNSEEN", "NatsRecordStore"]
 
-_T = TypeVar("_T")
 
 ABANDONED_SECONDS = 30.0  # an append's messages not committed after this belong to a dead writer
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
@@ -97,9 +96,6 @@ _MAX_STRAYS = 10_000  # messages past a tip this process remembers first seeing
 _BUSY_DELAY = 0.002  # first wait after losing to another writer; doubles with each loss...
 _MAX_DELAY = 0.5  # ...up to this (half-done appends of live writers are waited for too)
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
-# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
-# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
-_STORE_FAILED = 10077
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 _LISTING_TRIES = 5  # listings of the heads bucket before an empty one is believed
 
@@ -214,20 +210,6 @@ class NatsRecordStore:
             f"no request {request_id!r} on the NATS server {self.connection.settings.shown_url} "
             f"(bucket {self.names.heads}); check the id and backend.nats in team_runtime.yaml."
         )
-
-    def _call(self, make: Callable[[], Awaitable[_T]], what: str) -> _T:
-        try:
-            return self.connection.call(make, what=what)
-        except nats.js.errors.APIError as exc:  # a refusal, not the server being away
-            raise BackendError(
-                f"the NATS server at {self.connection.settings.shown_url} refused {what} "
-                f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
-            ) from None
-        except nats.errors.Error as exc:
-            raise BackendError(
-                f"{what} on the NATS server at {self.connection.settings.shown_url} failed "
-                f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
-            ) from None
 
     def _room(self) -> int:
         """Bytes of data one message may carry now (the connected server's max_payload)."""
@@ -360,7 +342,7 @@ class NatsRecordStore:
             fields[EVENTS_KEY] = [msgspec.Raw(event) for event in history]
             return ParsedRecord(revision, fields, self._source(request_id))
 
-        read_: RecordRead = self._call(read, "a record read")
+        read_: RecordRead = self.connection.call(read, what="a record read")
         return read_
 
     def load(self, request_id: str) -> bytes:
@@ -374,12 +356,14 @@ class NatsRecordStore:
             )
             return render_record(fields, history).data
 
-        data: bytes = self._call(load, "a record read")
+        data: bytes = self.connection.call(load, what="a record read")
         return data
 
     def exists(self, request_id: str) -> bool:
         key = token_of(check_request_id(request_id))
-        return self._call(lambda: self._get_head(key), "a record head read") is not None
+        return (
+            self.connection.call(lambda: self._get_head(key), what="a record head read") is not None
+        )
 
     def list_ids(self) -> list[str]:
         async def keys() -> list[str]:
@@ -395,7 +379,9 @@ class NatsRecordStore:
                         return []
             return []
 
-        return sorted(id_of_token(key) for key in self._call(keys, "a listing of records"))
+        return sorted(
+            id_of_token(key) for key in self.connection.call(keys, what="a listing of records")
+        )
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -410,7 +396,7 @@ class NatsRecordStore:
         fields[EVENTS_KEY] = []
         prepared = _prepare([encode_field(event) for event in events])
         writer = _Append(self, request_id, prepared, fields, "", {}, creating=True)
-        created: Appended = self._call(writer.run, "a record create")
+        created: Appended = self.connection.call(writer.run, what="a record create")
         return created.applied
 
     def append(
@@ -426,7 +412,7 @@ class NatsRecordStore:
         changes = checked_updates(updates)
         prepared = _prepare(events)
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
-        appended: Appended = self._call(writer.run, "an append")
+        appended: Appended = self.connection.call(writer.run, what="an append")
         return appended
 
     def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
@@ -606,9 +592,7 @@ class _Append:
             return await self._publish_all(values)
         except BaseException as exc:
             self.base = -1  # what stands after the tip is no whole append: start again
-            if isinstance(exc, nats.js.errors.APIError) and (
-                exc.code != 503 or exc.err_code == _STORE_FAILED
-            ):
+            if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
                 raise BackendError(
                     f"{self.source}: the NATS server at {self.store.connection.settings.shown_url}"
                     f" refused a message of this write ({exc.description or 'no reason given'},"
