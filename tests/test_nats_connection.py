@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage.nats_connection import NatsConnection, close_shared_connections
+from teams_runtime.actors.storage.nats_connection import (
+    NatsConnection,
+    NatsNames,
+    close_shared_connections,
+    token_of,
+)
 from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 from teams_runtime.cli import main
 from teams_runtime.codecs.config import NatsSettings
@@ -191,3 +196,16 @@ def test_submit_to_a_full_queue_fails_with_one_line_and_no_traceback(
     assert (status, out) == (2, "")
     assert err.startswith(f"teams-runtime: error: the NATS server at {settings.url} refused a ")
     assert "err_code 10077" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_envelope_subjects_give_back_their_role_and_request_token() -> None:
+    names = NatsNames("team-1")
+    token = token_of("요청.1")
+    for subject in (
+        names.waiting_subject("qa", token),
+        names.deferred_subject("qa", token),
+        names.rejected_subject("qa", token),
+    ):
+        assert (names.role_of(subject), names.request_token_of(subject)) == ("qa", token)
+    assert names.waiting_subject() == "team-1.q.*.*"
+    assert names.deferred_subject(token=token) == f"team-1.deferred.*.{token}"

@@ -106,7 +106,11 @@ def id_of_token(token: str) -> str:
 
 
 class NatsNames(msgspec.Struct, frozen=True):
-    """The streams, buckets, consumers and subjects of one team on the server (by prefix)."""
+    """The streams, buckets, consumers and subjects of one team on the server (by prefix).
+
+    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
+    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
+    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
 
     prefix: str
 
@@ -136,14 +140,38 @@ class NatsNames(msgspec.Struct, frozen=True):
     def request_events(self, request_id: str) -> str:
         return f"{self.prefix}.req.{token_of(request_id)}.ev.*"
 
-    def waiting_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.q.{role}.{token_of(request_id)}"
+    @property
+    def every_event(self) -> str:
+        return f"{self.prefix}.req.*.ev.*"
 
-    def deferred_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.deferred.{role}.{token_of(request_id)}"
+    def waiting_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.q.{role}.{token}"
 
-    def rejected_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.rejected.{role}.{token_of(request_id)}"
+    def deferred_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.deferred.{role}.{token}"
+
+    def rejected_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.rejected.{role}.{token}"
+
+    @property
+    def every_waiting(self) -> str:
+        return f"{self.prefix}.q.>"
+
+    @property
+    def every_deferred(self) -> str:
+        return f"{self.prefix}.deferred.>"
+
+    @property
+    def every_rejected(self) -> str:
+        return f"{self.prefix}.rejected.>"
+
+    def role_of(self, subject: str) -> str:
+        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
+        return subject.split(".", 3)[2]
+
+    def request_token_of(self, subject: str) -> str:
+        """The request token of an envelope's subject."""
+        return subject.split(".", 3)[3]
 
     def role_consumer(self, role: str) -> str:
         return f"{self.prefix}_q_{role}"
@@ -318,7 +346,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.events,
-                    subjects=[f"{names.prefix}.req.*.ev.*"],
+                    subjects=[names.every_event],
                     storage=StorageType.FILE,
                     num_replicas=replicas,
                     allow_direct=True,
@@ -327,7 +355,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.queue,
-                    subjects=[f"{names.prefix}.q.>", f"{names.prefix}.deferred.>"],
+                    subjects=[names.every_waiting, names.every_deferred],
                     retention=RetentionPolicy.WORK_QUEUE,
                     storage=StorageType.FILE,
                     num_replicas=replicas,
@@ -336,7 +364,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.rejected,
-                    subjects=[f"{names.prefix}.rejected.>"],
+                    subjects=[names.every_rejected],
                     storage=StorageType.FILE,
                     num_replicas=replicas,
                 )
@@ -345,10 +373,10 @@ class NatsConnection:
                 await self._ensure_bucket(bucket)
             ack_waits = await asyncio.gather(
                 *(
-                    self._ensure_consumer(names.role_consumer(role), f"{names.prefix}.q.{role}.*")
+                    self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
                     for role in ROLES
                 ),
-                self._ensure_consumer(names.deferred_consumer, f"{names.prefix}.deferred.>"),
+                self._ensure_consumer(names.deferred_consumer, names.every_deferred),
             )
         except nats.js.errors.APIError as exc:
             if exc.code == 503:

@@ -43,7 +43,7 @@ from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerL
 from teams_runtime.actors.storage.queue_files import decode_envelope, new_worker_id
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 
@@ -93,12 +93,13 @@ class NatsWorkQueue:
 
     async def _listen_for_puts(self) -> None:
         async def rung(msg: Msg) -> None:
-            role = msg.subject.split(".")[2]
+            role = self.names.role_of(msg.subject)
             if role in self._maybe_work:
                 self._maybe_work[role] = True
 
-        subject = f"{self.names.prefix}.q.*.*"
-        self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
+        self._doorbell = await self.connection.client.subscribe(
+            self.names.waiting_subject(), cb=rung
+        )
 
     @property
     def lease_seconds(self) -> float:
@@ -116,12 +117,12 @@ class NatsWorkQueue:
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope (durable once the server acknowledged it); one without an
         ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
-        check_request_id(envelope.request_id)
+        envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
         check_role(envelope.target)
         if not envelope.envelope_id:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
-        subject = self.names.waiting_subject(envelope.target, envelope.request_id)
+        subject = self.names.waiting_subject(envelope.target, token_of(envelope.request_id))
         data = _fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
         ack = self.connection.call(
@@ -168,7 +169,7 @@ class NatsWorkQueue:
         for msg in messages:
             seq = msg.metadata.sequence.stream
             ticket = f"{self.names.queue}/{seq}"
-            request_token = msg.subject.rsplit(".", 1)[-1]
+            request_token = self.names.request_token_of(msg.subject)
             with self._held_lock:
                 self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
             try:
@@ -202,7 +203,7 @@ class NatsWorkQueue:
         held = self._take(claim)
         if held is None:
             return
-        subject = f"{self.names.prefix}.deferred.{held.role}.{held.request_token}"
+        subject = self.names.deferred_subject(held.role, held.request_token)
 
         async def defer() -> None:  # a retry after a lost answer puts it there once
             await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
@@ -214,7 +215,7 @@ class NatsWorkQueue:
         held = self._take(claim)
         if held is None:
             return
-        subject = f"{self.names.prefix}.rejected.{held.role}.{held.request_token}"
+        subject = self.names.rejected_subject(held.role, held.request_token)
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
             _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
@@ -234,18 +235,18 @@ class NatsWorkQueue:
         envelope a worker holds stays with it, as a claimed file does, and its role finds the
         request cancelled when it records the outcome."""
         token = token_of(check_request_id(request_id))
-        prefix = self.names.prefix
+        names = self.names
 
         async def remove() -> int:
             stream = await self._js.stream_info(
-                self.names.queue, subjects_filter=f"{prefix}.q.*.{token}"
+                names.queue, subjects_filter=names.waiting_subject("*", token)
             )
-            roles = sorted({subject.split(".")[2] for subject in stream.state.subjects or {}})
+            roles = sorted({names.role_of(subject) for subject in stream.state.subjects or {}})
             dropped = 0
             for role in roles:
                 dropped += await self._drop_waiting(role, token)
             answer = await self.connection.api(
-                f"STREAM.PURGE.{self.names.queue}", {"filter": f"{prefix}.deferred.*.{token}"}
+                f"STREAM.PURGE.{names.queue}", {"filter": names.deferred_subject("*", token)}
             )
             return dropped + int(answer.get("purged", 0))
 
@@ -257,7 +258,7 @@ class NatsWorkQueue:
         queue = self.names.queue
         info = await self._js.consumer_info(queue, self.names.role_consumer(role))
         seq = (info.delivered.stream_seq if info.delivered else 0) + 1
-        subject = f"{self.names.prefix}.q.{role}.{token}"
+        subject = self.names.waiting_subject(role, token)
         dropped = 0
         while True:
             try:
@@ -334,10 +335,12 @@ class NatsWorkQueue:
             while True:
                 messages = await self._pull(self.names.deferred_consumer, 100)
                 for msg in messages:
-                    _, _, role, token = msg.subject.split(".", 3)
+                    subject = self.names.waiting_subject(
+                        self.names.role_of(msg.subject), self.names.request_token_of(msg.subject)
+                    )
                     ticket = f"{self.names.queue}/{msg.metadata.sequence.stream}"
                     await self._js.publish(
-                        f"{self.names.prefix}.q.{role}.{token}",
+                        subject,
                         msg.data,
                         headers=_once("restored", ticket),
                     )
@@ -362,7 +365,7 @@ class NatsWorkQueue:
 
         async def retire() -> None:
             for ticket, item in held:
-                subject = f"{self.names.prefix}.q.{item.role}.{item.request_token}"
+                subject = self.names.waiting_subject(item.role, item.request_token)
                 # A retry after a lost answer queues it once (the id is this delivery's).
                 await self._js.publish(subject, item.data, headers=_once("returned", ticket))
                 await self._ack(item)
@@ -381,7 +384,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            return await self._per_role(f"{self.names.prefix}.>")
+            return await self._per_role(">")  # the stream holds waiting and deferred ones
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -398,7 +401,7 @@ class NatsWorkQueue:
                 )
                 waiting[role] = info.num_pending or 0
                 claimed[role] = info.num_ack_pending or 0
-            deferred = await self._per_role(f"{self.names.prefix}.deferred.>")
+            deferred = await self._per_role(self.names.every_deferred)
             return QueueSnapshot(
                 waiting=waiting, claimed=claimed, deferred=deferred, workers=await self._leases()
             )
@@ -407,12 +410,11 @@ class NatsWorkQueue:
         return snapshot
 
     async def _per_role(self, subjects: str) -> dict[str, int]:
-        """The queue stream's messages on ``subjects`` per role (``PREFIX.<kind>.<role>.<id>``:
-        waiting ``q`` or ``deferred``)."""
+        """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
         counts = dict.fromkeys(ROLES, 0)
         stream = await self._js.stream_info(self.names.queue, subjects_filter=subjects)
         for subject, count in (stream.state.subjects or {}).items():
-            role = subject.split(".")[2]
+            role = self.names.role_of(subject)
             if role in counts:
                 counts[role] += count
         return counts
