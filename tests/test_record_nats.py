@@ -497,7 +497,7 @@ def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     # the same append again. Another writer's append in between must not make it write twice.
     store = NatsRecordStore(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
-    prepared = record_nats._prepare([_raw({"type": "mine"})])
+    prepared = record_nats._prepare([_raw({"type": "mine"})], "an appended event")
     append = record_nats._Append(store, "req-1", prepared, {"status": "x"}, "", {})
     first = connection.call(append.run)
     store.append("req-1", [_raw({"type": "other"})], {})

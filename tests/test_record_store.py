@@ -227,6 +227,15 @@ def test_append_adds_events_and_sets_fields_in_one_write(record_store: RecordSto
     assert count == 32 and held[-2:] == new
 
 
+def test_an_event_that_cannot_be_laid_out_is_refused_by_position(record_store: RecordStore) -> None:
+    record_store.create("req-1", sample_record(3, "req-1"))
+    before = record_store.load("req-1")
+    events = [_raw(_note("w", 0)), msgspec.Raw(b'{"type": ')]
+    with pytest.raises(RecordError, match=r"^an appended event: event 1 cannot be laid out again"):
+        record_store.append("req-1", events, {"status": "x"})
+    assert record_store.load("req-1") == before
+
+
 def test_appends_to_an_empty_history(record_store: RecordStore) -> None:
     record_store.create("req-1", {"request_id": "req-1", "events": []})
     assert record_store.append("req-1", [], {"status": "x"}).parts.count == 0

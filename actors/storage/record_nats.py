@@ -60,7 +60,11 @@ from teams_runtime.actors.storage.protocols import (
     ParsedRecord,
     RecordRead,
 )
-from teams_runtime.actors.storage.record_writes import checked_updates, field_holds
+from teams_runtime.actors.storage.record_writes import (
+    checked_updates,
+    field_holds,
+    format_history,
+)
 from teams_runtime.codecs.evidence import append_key_of, role_of_raw
 from teams_runtime.codecs.record_heads import (
     HEAD_RECENT,
@@ -78,7 +82,6 @@ from teams_runtime.codecs.records import (
     decode_record,
     encode_field,
     encode_json,
-    format_event,
     render_record,
 )
 from teams_runtime.codecs.request_ids import check_request_id
@@ -118,17 +121,13 @@ class _Prepared(msgspec.Struct, frozen=True):
     keys: list[str | None]
 
 
-def _prepare(events: list[msgspec.Raw]) -> _Prepared:
-    formatted = []
-    for raw in events:
-        try:
-            formatted.append(format_event(raw))
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise RecordError(
-                f"an appended event cannot be laid out again ({exc}); fix that event by hand."
-            ) from exc
+def _prepare(events: list[msgspec.Raw], source: str) -> _Prepared:
+    """Lay ``events`` out as the record file does (``RecordError`` naming ``source`` for one
+    that cannot be), with the role and append key of each."""
     return _Prepared(
-        formatted, [role_of_raw(raw) for raw in events], [append_key_of(raw) for raw in events]
+        format_history(events, source),
+        [role_of_raw(raw) for raw in events],
+        [append_key_of(raw) for raw in events],
     )
 
 
@@ -394,7 +393,7 @@ class NatsRecordStore:
         if not isinstance(events, list):
             raise RecordError("a new request record needs `events` to be a list.")
         fields[EVENTS_KEY] = []
-        prepared = _prepare([encode_field(event) for event in events])
+        prepared = _prepare([encode_field(event) for event in events], self._source(request_id))
         writer = _Append(self, request_id, prepared, fields, "", {}, creating=True)
         created: Appended = self.connection.call(writer.run, what="a record create")
         return created.applied
@@ -410,7 +409,7 @@ class NatsRecordStore:
     ) -> Appended:
         request_id = check_request_id(request_id)
         changes = checked_updates(updates)
-        prepared = _prepare(events)
+        prepared = _prepare(events, "an appended event")  # as the file store says
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
         appended: Appended = self.connection.call(writer.run, what="an append")
         return appended
