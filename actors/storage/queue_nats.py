@@ -28,6 +28,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -185,48 +186,57 @@ class NatsWorkQueue:
         with self._held_lock:
             return self._held.pop(claim.ticket, None)
 
-    async def _ack(self, held: _Held) -> None:
+    async def _ack(self, reply: str) -> None:
         # A request, not a publish: when it returns, the server has removed the envelope.
-        await self.connection.client.request(held.reply, b"+ACK", timeout=5)
+        await self.connection.client.request(reply, b"+ACK", timeout=5)
 
-    def done(self, claim: Claim) -> None:
+    def _finish(
+        self,
+        claim: Claim,
+        what: str,
+        to: Callable[[str, str], str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Ack the claim's delivery and write the lease without it; first, with ``to`` (a
+        subject builder of ``NatsNames``), publish its envelope there. A claim this worker
+        does not hold (finished before) is left alone."""
         held = self._take(claim)
         if held is None:
             return
 
         async def finish() -> None:
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
+            if to is not None:
+                subject = to(held.role, held.request_token)
+                await self._js.publish(subject, held.data, headers=headers)
+            await asyncio.gather(self._ack(held.reply), self._publish_lease(must=False))
 
-        self.connection.call(finish, what="a queue ack")
+        self.connection.call(finish, what=what)
+
+    def done(self, claim: Claim) -> None:
+        self._finish(claim, "a queue ack")
 
     def release(self, claim: Claim) -> None:
-        held = self._take(claim)
-        if held is None:
-            return
-        subject = self.names.deferred_subject(held.role, held.request_token)
-
-        async def defer() -> None:  # a retry after a lost answer puts it there once
-            await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
-
-        self.connection.call(defer, what="a queue release")
+        # A retry after a lost answer puts it there once.
+        headers = _once("deferred", claim.ticket)
+        self._finish(claim, "a queue release", self.names.deferred_subject, headers)
 
     def reject(self, claim: Claim, reason: str) -> None:
-        held = self._take(claim)
-        if held is None:
-            return
-        subject = self.names.rejected_subject(held.role, held.request_token)
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
             _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
             **_once("rejected", claim.ticket),
         }
+        self._finish(claim, "a queue reject", self.names.rejected_subject, headers)
 
-        async def set_aside() -> None:
-            await self._js.publish(subject, held.data, headers=headers)
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
-
-        self.connection.call(set_aside, what="a queue reject")
+    async def _queue_again(
+        self, role: str, token: str, data: bytes, *, step: str, ticket: str, reply: str
+    ) -> None:
+        """Queue the envelope ``data`` a delivery (``reply``) carried for ``role`` again, as a
+        new message (once, should a retry after a lost answer repeat ``step`` on ``ticket``),
+        then ack that delivery."""
+        subject = self.names.waiting_subject(role, token)
+        await self._js.publish(subject, data, headers=_once(step, ticket))
+        await self._ack(reply)
 
     def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many.
@@ -335,16 +345,14 @@ class NatsWorkQueue:
             while True:
                 messages = await self._pull(self.names.deferred_consumer, 100)
                 for msg in messages:
-                    subject = self.names.waiting_subject(
-                        self.names.role_of(msg.subject), self.names.request_token_of(msg.subject)
-                    )
-                    ticket = f"{self.names.queue}/{msg.metadata.sequence.stream}"
-                    await self._js.publish(
-                        subject,
+                    await self._queue_again(
+                        self.names.role_of(msg.subject),
+                        self.names.request_token_of(msg.subject),
                         msg.data,
-                        headers=_once("restored", ticket),
+                        step="restored",
+                        ticket=f"{self.names.queue}/{msg.metadata.sequence.stream}",
+                        reply=msg.reply,
                     )
-                    await self.connection.client.request(msg.reply, b"+ACK", timeout=5)
                     restored += 1
                 if len(messages) < 100:
                     return restored
@@ -365,10 +373,14 @@ class NatsWorkQueue:
 
         async def retire() -> None:
             for ticket, item in held:
-                subject = self.names.waiting_subject(item.role, item.request_token)
-                # A retry after a lost answer queues it once (the id is this delivery's).
-                await self._js.publish(subject, item.data, headers=_once("returned", ticket))
-                await self._ack(item)
+                await self._queue_again(
+                    item.role,
+                    item.request_token,
+                    item.data,
+                    step="returned",
+                    ticket=ticket,
+                    reply=item.reply,
+                )
             if self._doorbell is not None:
                 await self._doorbell.unsubscribe()
                 self._doorbell = None
