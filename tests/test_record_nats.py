@@ -35,7 +35,7 @@ from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_t
 from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.record_heads import decode_head
+from teams_runtime.codecs.record_heads import HEAD_TAIL, decode_head
 from teams_runtime.codecs.records import encode_json
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import (
@@ -607,3 +607,20 @@ def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection)
     assert writer.version("req-2") is not None
     assert reader.exists("req-2")  # ...or the next look-up does
     assert reader.version("req-2") == writer.version("req-2")
+
+
+def test_an_appends_answer_holds_at_most_the_heads_tail_of_its_events(
+    connection: NatsConnection,
+) -> None:
+    # An import-sized append answers as a read does: the last HEAD_TAIL events, not all.
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+    events = [{"type": "note", "summary": str(number)} for number in range(HEAD_TAIL + 44)]
+    appended = store.append("req-1", [_raw(event) for event in events], {"status": "x"})
+    parts = appended.parts
+    assert parts is not None and parts.count == 1 + len(events)
+    assert [json.loads(bytes(raw)) for raw in parts.tail] == events[-HEAD_TAIL:]
+    assert parts == store.read("req-1", tail=HEAD_TAIL)
+    fields_only = store.append("req-1", [], {"status": "y"}).parts
+    assert fields_only is not None and fields_only.tail == []
+    assert fields_only.fields["status"] == "y" and fields_only.count == parts.count

@@ -264,16 +264,25 @@ class NatsRecordStore:
         return decode_record(joined, source)
 
     async def _parts(
-        self, request_id: str, head: RecordHead, revision: int, tail: int
+        self,
+        request_id: str,
+        head: RecordHead,
+        revision: int,
+        tail: int,
+        *,
+        known: Mapping[int, bytes] | None = None,
     ) -> IndexedParts:
-        """The head and the values it points at: the last ``tail`` events and evidence."""
+        """The head and the values it points at: the last ``tail`` events (at most
+        ``HEAD_TAIL``), each role's newest evidence and the spilled fields; only those not in
+        ``known`` (values by sequence already in hand: an append's own) are read."""
         tail_seqs = head.tail[-tail:] if tail else []
-        wanted = sorted(set(tail_seqs) | {seq for _, seq in head.evidence.values()})
+        by_seq = dict(known or {})
+        wanted = sorted((set(tail_seqs) | {seq for _, seq in head.evidence.values()}) - set(by_seq))
         data, fields = await asyncio.gather(
             asyncio.gather(*(self._value(seq) for seq in wanted)),
-            self._fields(request_id, head),
+            self._fields(request_id, head, known=by_seq),
         )
-        by_seq = dict(zip(wanted, data, strict=True))
+        by_seq.update(zip(wanted, data, strict=True))
         return IndexedParts(
             version=revision,
             fields=fields,
@@ -325,6 +334,13 @@ class NatsRecordStore:
             )
         return events
 
+    async def _whole(self, request_id: str, head: RecordHead) -> tuple[list[bytes], RecordFields]:
+        """Every event and every field of the record at ``head`` (read at once)."""
+        history, fields = await asyncio.gather(
+            self._history(request_id, head), self._fields(request_id, head)
+        )
+        return history, fields
+
     def reads_quickly(self, version: Hashable) -> bool:
         return False  # every read is a round trip to the server: a worker thread's job
 
@@ -335,9 +351,7 @@ class NatsRecordStore:
             head, revision = await self._head(request_id)
             if tail is not None and tail <= HEAD_TAIL:
                 return await self._parts(request_id, head, revision, tail)
-            history, fields = await asyncio.gather(
-                self._history(request_id, head), self._fields(request_id, head)
-            )
+            history, fields = await self._whole(request_id, head)
             fields[EVENTS_KEY] = [msgspec.Raw(event) for event in history]
             return ParsedRecord(revision, fields, self._source(request_id))
 
@@ -350,9 +364,7 @@ class NatsRecordStore:
 
         async def load() -> bytes:
             head, _ = await self._head(request_id)
-            history, fields = await asyncio.gather(
-                self._history(request_id, head), self._fields(request_id, head)
-            )
+            history, fields = await self._whole(request_id, head)
             return render_record(fields, history).data
 
         data: bytes = self.connection.call(load, what="a record read")
@@ -576,6 +588,14 @@ class _Append:
             parts = await self._parts_after(new_head, new_revision)
             return Appended(revision, parts, new_head.count)
 
+    async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
+        """What is stored now: this append's events (the last ``HEAD_TAIL`` of them) and
+        spilled values from the bytes in hand, the rest read."""
+        known = dict(zip(self.published, self.prepared.formatted, strict=True))
+        known.update((seq, data) for (_, data), seq in self.spills.items())
+        tail = min(len(self.published), HEAD_TAIL)
+        return await self.store._parts(self.request_id, head, revision, tail, known=known)
+
     def _headers(self, value: _Value) -> dict[str, str]:
         headers = {HEADER_APPEND: self.id}
         if value.field:
@@ -775,28 +795,4 @@ class _Append:
             f"{self.source}: the record head would be {len(encode_head(new_head))} bytes even "
             f"with its large fields apart, more than the NATS server's max_payload leaves for "
             f"it ({room} bytes); shorten the names of the record's top-level fields."
-        )
-
-    async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
-        """What is stored now, from the bytes in hand plus the values of roles this append
-        did not touch and of fields spilled before."""
-        new = dict(zip(self.published, self.prepared.formatted, strict=True))
-        missing = sorted({seq for _, seq in head.evidence.values()} - set(new))
-        known = {seq: data for (_, data), seq in self.spills.items()}
-        fetched, fields = await asyncio.gather(
-            asyncio.gather(*(self.store._value(seq) for seq in missing)),
-            self.store._fields(self.request_id, head, known=known),
-        )
-        by_seq = {**new, **dict(zip(missing, fetched, strict=True))}
-        return IndexedParts(
-            version=revision,
-            fields=fields,
-            count=head.count,
-            history_bytes=head.history_bytes,
-            tail=[msgspec.Raw(new[seq]) for seq in self.published],
-            evidence={
-                role: (position, msgspec.Raw(by_seq[seq]))
-                for role, (position, seq) in head.evidence.items()
-            },
-            source=self.source,
         )
