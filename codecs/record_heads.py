@@ -32,7 +32,10 @@ __all__ = [
 
 HEAD_TAIL = 256  # stream sequences of the last events a head keeps (as the file index does)
 HEAD_RECENT = 64  # ids of the last appends a head keeps: a retried append finds its own
-_SCHEMA = 2  # 1: `keys` held the keys themselves (read as their digests)
+# 1: `keys` held the keys themselves (read as their digests). Kept: main ran schema 1 from the
+# merge of the backend until the merge of fix13a, through four merges, any of which a team may
+# have run against its server.
+_SCHEMA = 2
 
 
 class RecordHead(msgspec.Struct, kw_only=True):
@@ -49,7 +52,6 @@ class RecordHead(msgspec.Struct, kw_only=True):
     # `key_digest` of each append key on the last events -> the count after its newest event
     keys: list[tuple[str, int]] = []
     void: list[tuple[int, int]] = []  # stream sequence ranges of abandoned appends (never events)
-    append: str = ""  # the id of the append (or create) that wrote this revision
     recent: list[tuple[str, int]] = []  # ids of the last appends -> count after each
     spilled: dict[str, int] = {}  # top-level field -> sequence of the message holding its value
 
@@ -70,7 +72,8 @@ def encode_head(head: RecordHead) -> bytes:
 
 
 def decode_head(data: bytes) -> RecordHead:
-    """Decode a KV value written by ``encode_head``; ``msgspec.DecodeError`` if it is not one."""
+    """Decode a KV value written by ``encode_head``; ``msgspec.DecodeError`` if it is not one.
+    Fields it no longer has (``append``: the id of the append that wrote it) are ignored."""
     head = _DECODER.decode(data)
     head.fields = msgspec.Raw(bytes(head.fields))  # do not pin the whole value
     if head.schema < _SCHEMA:

@@ -28,7 +28,6 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Hashable, Mapping
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -426,13 +425,11 @@ class NatsRecordStore:
         appended: Appended = self.connection.call(writer.run, what="an append")
         return appended
 
-    def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
+    def _stray_age(self, key: str, seq: int) -> float:
         """How old a message past a head's tip is: how long this process has known of it, on
         its own monotonic clock. Never a timestamp against this host's clock: a host whose
         clock runs ahead would take a live writer's fresh messages for a dead one's and set
-        them aside while it still writes (an outside attack interleaved two long appends so).
-        ``stamp`` (the server's) is not used for that reason."""
-        del stamp
+        them aside while it still writes (an outside attack interleaved two long appends so)."""
         now = time.monotonic()
         with self._seen_lock:
             if len(self._strays) >= _MAX_STRAYS:
@@ -696,7 +693,7 @@ class _Append:
         if last.seq is None or last.seq <= head.tip:
             return False
         ours = (last.headers or {}).get(HEADER_APPEND) == self.id
-        age = self.store._stray_age(self.kv_key, last.seq, last.time)
+        age = self.store._stray_age(self.kv_key, last.seq)
         if not ours and age < ABANDONED_SECONDS:
             raise _Retry(None if age + _MAX_DELAY < ABANDONED_SECONDS else ABANDONED_SECONDS - age)
         if self.creating:  # no head yet to mark them in: the new one will
@@ -756,7 +753,6 @@ class _Append:
             evidence=evidence,
             keys=[(digest, after) for digest, after in latest.items() if after - 1 >= oldest],
             void=head.void,
-            append=self.id,
             recent=[*head.recent, (self.id, new_count)][-HEAD_RECENT:],
             spilled=spilled,
         )
