@@ -561,14 +561,12 @@ class _Append:
                     head,
                 )
         while True:  # commit; a fields-only writer in between only costs a re-check
-            new_head = await self._advanced(head)
+            new_head, data = await self._advanced(head)
             try:
                 if self.creating:
-                    new_revision = await self.store._kv.create(self.kv_key, encode_head(new_head))
+                    new_revision = await self.store._kv.create(self.kv_key, data)
                 else:
-                    new_revision = await self.store._kv.update(
-                        self.kv_key, encode_head(new_head), last=revision
-                    )
+                    new_revision = await self.store._kv.update(self.kv_key, data, last=revision)
             except nats.js.errors.KeyWrongLastSequenceError:
                 head, revision = await self._read()
                 if self.creating:  # someone else made it meanwhile
@@ -720,14 +718,16 @@ class _Append:
             except nats.js.errors.KeyWrongLastSequenceError:
                 continue
 
-    async def _advanced(self, head: RecordHead) -> RecordHead:
-        """The head after this append: fields updated, events counted; fields too large for
-        the head spilled (published after the events)."""
-        values = field_values(head.fields)
-        spilled = dict(head.spilled)
-        for name, value in self.updates.items():
-            values[name] = value
-            spilled.pop(name, None)
+    async def _advanced(self, head: RecordHead) -> tuple[RecordHead, bytes]:
+        """The head after this append, and its KV value: fields updated, events counted;
+        fields too large for the head spilled (published after the events)."""
+        fields, spilled = head.fields, dict(head.spilled)
+        if self.updates:  # else the fields stay as they are, bytes and all
+            values = field_values(head.fields)
+            for name, value in self.updates.items():
+                values[name] = value
+                spilled.pop(name, None)
+            fields = msgspec.Raw(encode_json(values))
         count = head.count
         new_count = count + len(self.published)
         evidence = dict(head.evidence)
@@ -744,7 +744,7 @@ class _Append:
                 latest[digest] = count + offset + 1
         oldest = new_count - IDEMPOTENCY_WINDOW  # keys of events older than the window go
         new_head = RecordHead(
-            fields=msgspec.Raw(encode_json(values)),
+            fields=fields,
             count=new_count,
             history_bytes=head.history_bytes + sum(len(f) for f in prepared.formatted),
             last_seq=self.published[-1] if self.published else head.last_seq,
@@ -756,39 +756,38 @@ class _Append:
             recent=[*head.recent, (self.id, new_count)][-HEAD_RECENT:],
             spilled=spilled,
         )
-        await self._fit(new_head, values, head)
-        return new_head
+        return new_head, await self._fit(new_head, head)
 
-    async def _fit(
-        self, new_head: RecordHead, values: dict[str, msgspec.Raw], head: RecordHead
-    ) -> None:
-        """Spill the largest fields until the head fits in one message."""
+    async def _fit(self, new_head: RecordHead, head: RecordHead) -> bytes:
+        """Spill the largest fields until the head fits in one message; its KV value."""
         room = self.store._room()
-        size = len(encode_head(new_head))
-        if size <= room:
-            return
+        encoded = encode_head(new_head)
+        if len(encoded) <= room:
+            return encoded
+        values = field_values(new_head.fields)
         largest = sorted(
             (name for name in values if name != EVENTS_KEY and name not in new_head.spilled),
             key=lambda name: len(values[name]),
             reverse=True,
         )
         for name in largest:
-            data = bytes(values[name])
-            if len(data) <= len(b"null"):
+            value = bytes(values[name])
+            if len(value) <= len(b"null"):
                 break
-            seq = self.spills.get((name, data))
+            seq = self.spills.get((name, value))
             if seq is None:
                 subject = self.names.event_subject(self.request_id, None)
-                [seq] = await self._publish_or_clear([_Value(subject, data, field=True)], head)
-                self.spills[(name, data)] = seq
+                [seq] = await self._publish_or_clear([_Value(subject, value, field=True)], head)
+                self.spills[(name, value)] = seq
             values[name] = msgspec.Raw(b"null")
             new_head.spilled[name] = seq
             new_head.fields = msgspec.Raw(encode_json(values))
             new_head.tip = self.end
-            if len(encode_head(new_head)) <= room:
-                return
+            encoded = encode_head(new_head)
+            if len(encoded) <= room:
+                return encoded
         raise RecordError(
-            f"{self.source}: the record head would be {len(encode_head(new_head))} bytes even "
+            f"{self.source}: the record head would be {len(encoded)} bytes even "
             f"with its large fields apart, more than the NATS server's max_payload leaves for "
             f"it ({room} bytes); shorten the names of the record's top-level fields."
         )
