@@ -6,11 +6,14 @@ events that count are. The head is the commit point of every write: an append pu
 events first and then replaces the head with a revision-checked update, so a head names only
 events whose append completed.
 
-A head must fit in one message whatever the record holds, so what it keeps is bounded: the
-sequences of the last ``HEAD_TAIL`` events, digests (not the text) of the keys on the last
-events, the ids of the last ``HEAD_RECENT`` appends; a top-level field too large to stand in
-the head is ``spilled``: its value is a message of its own and the head keeps ``null`` in its
-place (so the fields keep their order) and the message's sequence.
+A head must fit in one message whatever the record holds, so most of what it keeps is
+bounded: the sequences of the last ``HEAD_TAIL`` events, digests (not the text) of the keys on
+the last events, the ids of the last ``HEAD_RECENT`` appends; a top-level field too large to
+stand in the head is ``spilled``: its value is a message of its own and the head keeps ``null``
+in its place (so the fields keep their order) and the message's sequence. ``void`` is not
+bounded: it gains a range (two integers) for every append a dead writer left half done and
+never loses one, so a request that sees very many of those grows its head, towards the one
+message it must fit in.
 """
 
 from __future__ import annotations
