@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.backends import open_store
 from teams_runtime.actors.storage.nats_connection import (
     NatsConnection,
     NatsNames,
@@ -19,6 +21,7 @@ from teams_runtime.actors.storage.nats_connection import (
     token_of,
 )
 from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.cli import main
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.messages import MessageEnvelope
@@ -209,3 +212,22 @@ def test_envelope_subjects_give_back_their_role_and_request_token() -> None:
         assert (names.role_of(subject), names.request_token_of(subject)) == ("qa", token)
     assert names.waiting_subject() == "team-1.q.*.*"
     assert names.deferred_subject(token=token) == f"team-1.deferred.*.{token}"
+
+
+def test_a_process_opens_one_record_store_per_connection(tmp_path: Path, nats_server: Any) -> None:
+    settings = nats_server.settings()
+    root = tmp_path / "host"
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    config = root / "team_runtime.yaml"
+    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    try:
+        first = open_store(Workspace(root))
+        assert isinstance(first, NatsRecordStore)
+        assert open_store(Workspace(root)) is first  # one watch of the heads
+        first.connection.close()
+        again = open_store(Workspace(root))  # a new connection, and its own store
+        assert isinstance(again, NatsRecordStore) and again is not first
+        assert again.connection is not first.connection
+        assert again.connection.attached(NatsRecordStore) is again
+    finally:
+        close_shared_connections()

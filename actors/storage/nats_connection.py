@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 import nats
@@ -204,6 +204,8 @@ class NatsConnection:
         self._reconnected: list[Callable[[], None]] = []
         self._connect_errors: list[Exception] = []
         self._closed = False
+        self._attached: dict[Callable[..., Any], Any] = {}
+        self._attached_lock = threading.Lock()
         try:
             self.client: Client = self._submit(
                 self._connect(), timeout=settings.connect_seconds + 5
@@ -279,6 +281,15 @@ class NatsConnection:
             f"the NATS server at {self.settings.shown_url} refused {what} "
             f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
         )
+
+    def attached(self, kind: Callable[[NatsConnection], _T]) -> _T:
+        """The connection's one ``kind(self)``, made on first use: every record store of a
+        process shares one (one watch of the heads), and a new connection (after this one
+        closed) makes its own."""
+        with self._attached_lock:
+            if kind not in self._attached:
+                self._attached[kind] = kind(self)
+            return cast(_T, self._attached[kind])
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop thread) whenever the client reconnects."""
