@@ -140,6 +140,24 @@ def test_counts_per_role(work_queue: WorkQueue) -> None:
     assert work_queue.counts() == dict.fromkeys(ROLES, 0) | {"qa": 2, "planner": 1}
 
 
+def test_waiting_counts_what_no_worker_was_handed_as_the_snapshot_does(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    assert work_queue.waiting() == dict.fromkeys(ROLES, 0) == work_queue.snapshot().waiting
+    for request_id in ("req-1", "req-2", "req-3"):
+        work_queue.put(_envelope(request_id, "qa"))
+    work_queue.put(_envelope("req-1", "planner"))
+    work_queue.put(_envelope("req-2", "developer"))
+    (held,) = work_queue.claim("qa", 1)
+    (released,) = work_queue.claim("developer", 1)
+    work_queue.release(released)
+    expected = dict.fromkeys(ROLES, 0) | {"qa": 2, "planner": 1}
+    assert work_queue.waiting() == expected == work_queue.snapshot().waiting
+    assert queue_backend.new_queue().waiting() == expected  # any worker sees the same
+    work_queue.done(held)
+    assert work_queue.waiting() == expected == work_queue.snapshot().waiting
+
+
 def test_done_removes_the_envelope(queue_backend: QueueBackend, work_queue: WorkQueue) -> None:
     work_queue.put(_envelope("req-1"))
     work_queue.put(_envelope("req-2"))

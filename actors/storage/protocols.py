@@ -225,3 +225,8 @@ class WorkQueue(Protocol):
     def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
         ...
+
+    def waiting(self) -> dict[str, int]:
+        """Envelopes per role no worker was handed (``snapshot().waiting``), read alone: cheap
+        enough for a live view's refresh."""
+        ...

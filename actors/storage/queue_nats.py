@@ -37,6 +37,7 @@ import nats.js.errors
 from loguru import logger
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
 
 from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
 from teams_runtime.actors.storage.nats_values import message_room
@@ -406,20 +407,34 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            waiting, claimed = {}, {}
-            for role in ROLES:
-                info = await self._js.consumer_info(
-                    self.names.queue, self.names.role_consumer(role)
-                )
-                waiting[role] = info.num_pending or 0
-                claimed[role] = info.num_ack_pending or 0
-            deferred = await self._per_role(self.names.every_deferred)
+            consumers = await self._role_consumers()
             return QueueSnapshot(
-                waiting=waiting, claimed=claimed, deferred=deferred, workers=await self._leases()
+                waiting={role: info.num_pending or 0 for role, info in consumers.items()},
+                claimed={role: info.num_ack_pending or 0 for role, info in consumers.items()},
+                deferred=await self._per_role(self.names.every_deferred),
+                workers=await self._leases(),
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
         return snapshot
+
+    def waiting(self) -> dict[str, int]:
+        """The role consumers' undelivered messages (one round of consumer infos at once)."""
+
+        async def look() -> dict[str, int]:
+            consumers = await self._role_consumers()
+            return {role: info.num_pending or 0 for role, info in consumers.items()}
+
+        waiting: dict[str, int] = self.connection.call(look, what="a queue count")
+        return waiting
+
+    async def _role_consumers(self) -> dict[str, ConsumerInfo]:
+        """Each role consumer's state: ``num_pending`` never delivered (waiting),
+        ``num_ack_pending`` delivered and not acked (claimed)."""
+        infos = await asyncio.gather(
+            *(self._js.consumer_info(self.names.queue, self.names.role_consumer(r)) for r in ROLES)
+        )
+        return dict(zip(ROLES, infos, strict=True))
 
     async def _per_role(self, subjects: str) -> dict[str, int]:
         """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
