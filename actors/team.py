@@ -121,8 +121,9 @@ class Team:
         self._progress.set()
 
     async def status(self) -> list[RoleStatus]:
-        """Each served role's work now, outcomes so far and queued envelopes. Reads the queue's
-        counts in a worker thread (a few directory listings), so the roles are not held up;
+        """Each served role's work now, outcomes so far and queued envelopes. Reads only how
+        many envelopes wait per role (``WorkQueue.waiting``: a listing per role folder, or one
+        round of consumer infos on NATS), in a worker thread so the roles are not held up;
         call it at a human pace (a live view: a few times a second)."""
         # What the roles hold is taken before the queue is read: an envelope is claimed (out
         # of `waiting`) before its role gets it, so one shown at work is never counted queued.
@@ -130,14 +131,14 @@ class Team:
             role: (actor.working(), self._handled[role], self._failed[role])
             for role, actor in self.roles.items()
         }
-        snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
+        waiting = await anyio.to_thread.run_sync(self.queue.waiting)
         return [
             RoleStatus(
                 role=role,
                 working=working,
                 handled=handled,
                 failed=failed,
-                queued=snapshot.waiting.get(role, 0),
+                queued=waiting.get(role, 0),
             )
             for role, (working, handled, failed) in now.items()
         ]

@@ -6,11 +6,14 @@ events that count are. The head is the commit point of every write: an append pu
 events first and then replaces the head with a revision-checked update, so a head names only
 events whose append completed.
 
-A head must fit in one message whatever the record holds, so what it keeps is bounded: the
-sequences of the last ``HEAD_TAIL`` events, digests (not the text) of the keys on the last
-events, the ids of the last ``HEAD_RECENT`` appends; a top-level field too large to stand in
-the head is ``spilled``: its value is a message of its own and the head keeps ``null`` in its
-place (so the fields keep their order) and the message's sequence.
+A head must fit in one message whatever the record holds, so most of what it keeps is
+bounded: the sequences of the last ``HEAD_TAIL`` events, digests (not the text) of the keys on
+the last events, the ids of the last ``HEAD_RECENT`` appends; a top-level field too large to
+stand in the head is ``spilled``: its value is a message of its own and the head keeps ``null``
+in its place (so the fields keep their order) and the message's sequence. ``void`` is not
+bounded: it gains a range (two integers) for every append a dead writer left half done and
+never loses one, so a request that sees very many of those grows its head, towards the one
+message it must fit in.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ __all__ = [
 
 HEAD_TAIL = 256  # stream sequences of the last events a head keeps (as the file index does)
 HEAD_RECENT = 64  # ids of the last appends a head keeps: a retried append finds its own
-_SCHEMA = 2  # 1: `keys` held the keys themselves (read as their digests)
+# 1: `keys` held the keys themselves (read as their digests). Kept: main ran schema 1 from the
+# merge of the backend until the merge of fix13a, through four merges, any of which a team may
+# have run against its server.
+_SCHEMA = 2
 
 
 class RecordHead(msgspec.Struct, kw_only=True):
@@ -49,7 +55,6 @@ class RecordHead(msgspec.Struct, kw_only=True):
     # `key_digest` of each append key on the last events -> the count after its newest event
     keys: list[tuple[str, int]] = []
     void: list[tuple[int, int]] = []  # stream sequence ranges of abandoned appends (never events)
-    append: str = ""  # the id of the append (or create) that wrote this revision
     recent: list[tuple[str, int]] = []  # ids of the last appends -> count after each
     spilled: dict[str, int] = {}  # top-level field -> sequence of the message holding its value
 
@@ -70,7 +75,8 @@ def encode_head(head: RecordHead) -> bytes:
 
 
 def decode_head(data: bytes) -> RecordHead:
-    """Decode a KV value written by ``encode_head``; ``msgspec.DecodeError`` if it is not one."""
+    """Decode a KV value written by ``encode_head``; ``msgspec.DecodeError`` if it is not one.
+    Fields it no longer has (``append``: the id of the append that wrote it) are ignored."""
     head = _DECODER.decode(data)
     head.fields = msgspec.Raw(bytes(head.fields))  # do not pin the whole value
     if head.schema < _SCHEMA:

@@ -370,6 +370,23 @@ class NatsServer:
 
         asyncio.run(make())
 
+    def limit_queue(self, prefix: str, max_bytes: int) -> None:
+        """Give the queue stream of the team ``prefix`` (made by a connection of that team) a
+        byte limit, as an operator may. ``-1``: no limit."""
+
+        async def change() -> None:
+            client = await nats.connect(self.url)
+            try:
+                js = client.jetstream()
+                config = (await js.stream_info(f"{prefix}_queue")).config
+                config.max_bytes = max_bytes
+                config.discard = DiscardPolicy.NEW
+                await js.update_stream(config)
+            finally:
+                await client.close()
+
+        asyncio.run(change())
+
     def settings(self, **overrides: Any) -> NatsSettings:
         """Settings for a team of its own on this server (a fresh prefix)."""
         prefix = overrides.pop("prefix", f"t{uuid.uuid4().hex[:12]}")

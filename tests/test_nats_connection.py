@@ -5,16 +5,30 @@ a cluster, nobody there)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage.nats_connection import NatsConnection
+from teams_runtime.actors.storage import Workspace
+from teams_runtime.actors.storage.backends import open_store
+from teams_runtime.actors.storage.nats_connection import (
+    NatsConnection,
+    NatsNames,
+    close_shared_connections,
+    token_of,
+)
 from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+from teams_runtime.actors.storage.record_nats import NatsRecordStore
+from teams_runtime.cli import main
 from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
+
+from .cli_in_process import run_cli
 
 
 def _ack_waits(connection: NatsConnection) -> dict[str, float]:
@@ -138,3 +152,82 @@ def test_an_unreachable_cluster_names_every_url_without_credentials() -> None:
         "cannot reach the NATS server at nats://***@127.0.0.1:9,nats://***@127.0.0.1:7 ("
     )
     assert "pw1" not in message and "pw2" not in message and "u1" not in message
+
+
+# --- the server refusing a call ------------------------------------------------------------------
+
+
+def test_a_put_into_a_full_queue_is_refused_at_once_with_one_line(
+    nats_server: Any, connections: list[NatsConnection]
+) -> None:
+    # 503 with err_code 10077 (a limit of the stream reached): waiting would not help, so it
+    # is not retried for retry_seconds (here 5 s: then a raw APIError came out of the queue).
+    settings = nats_server.settings(retry_seconds=5.0)
+    connection = NatsConnection(settings)
+    connections.append(connection)
+    queue = NatsWorkQueue(connection)
+    nats_server.limit_queue(settings.prefix, 100)
+    envelope = MessageEnvelope(request_id="req-1", sender="planner", target="qa")
+    with pytest.raises(BackendError) as refused:
+        queue.put(envelope)
+    assert re.fullmatch(
+        rf"the NATS server at {re.escape(settings.url)} refused a queue put \(.+, err_code "
+        r"10077\)\.",
+        str(refused.value),
+    )
+    assert queue.counts() == dict.fromkeys(ROLES, 0)
+    nats_server.limit_queue(settings.prefix, -1)
+    queue.put(envelope)
+    assert queue.counts()["qa"] == 1
+
+
+def test_submit_to_a_full_queue_fails_with_one_line_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
+    settings = nats_server.settings()
+    root = tmp_path / "host"
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    config = root / "team_runtime.yaml"
+    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    where = ["--workspace", str(root)]
+    try:
+        assert run_cli(capsys, "status", *where)[0] == 0  # the team's streams exist now
+        nats_server.limit_queue(settings.prefix, 100)
+        status, out, err = run_cli(capsys, "submit", "--role", "planner", "--scope", "x", *where)
+    finally:
+        close_shared_connections()
+    assert (status, out) == (2, "")
+    assert err.startswith(f"teams-runtime: error: the NATS server at {settings.url} refused a ")
+    assert "err_code 10077" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_envelope_subjects_give_back_their_role_and_request_token() -> None:
+    names = NatsNames("team-1")
+    token = token_of("요청.1")
+    for subject in (
+        names.waiting_subject("qa", token),
+        names.deferred_subject("qa", token),
+        names.rejected_subject("qa", token),
+    ):
+        assert (names.role_of(subject), names.request_token_of(subject)) == ("qa", token)
+    assert names.waiting_subject() == "team-1.q.*.*"
+    assert names.deferred_subject(token=token) == f"team-1.deferred.*.{token}"
+
+
+def test_a_process_opens_one_record_store_per_connection(tmp_path: Path, nats_server: Any) -> None:
+    settings = nats_server.settings()
+    root = tmp_path / "host"
+    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    config = root / "team_runtime.yaml"
+    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    try:
+        first = open_store(Workspace(root))
+        assert isinstance(first, NatsRecordStore)
+        assert open_store(Workspace(root)) is first  # one watch of the heads
+        first.connection.close()
+        again = open_store(Workspace(root))  # a new connection, and its own store
+        assert isinstance(again, NatsRecordStore) and again is not first
+        assert again.connection is not first.connection
+        assert again.connection.attached(NatsRecordStore) is again
+    finally:
+        close_shared_connections()

@@ -35,10 +35,15 @@ from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_t
 from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.record_heads import decode_head
+from teams_runtime.codecs.record_heads import HEAD_TAIL, decode_head
 from teams_runtime.codecs.records import encode_json
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.exceptions import BackendError, RecordError, UnsafeRequestIdError
+from teams_runtime.exceptions import (
+    BackendError,
+    RecordError,
+    UnknownRequestError,
+    UnsafeRequestIdError,
+)
 from teams_runtime.prompts import build_prompt
 
 from .conftest import SMALL_MAX_PAYLOAD
@@ -390,6 +395,7 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     subject = connection.names.event_subject("req-1", None)
     connection.call(lambda: connection.js.publish(subject, b'{"type": "pending"}', headers=headers))
     other = NatsRecordStore(connection)
+    assert other.exists("req-1")  # its head seen: version() says its revision
     before = other.version("req-1")
     # Its writer may still commit it: an append waits (here it gives up, nothing written).
     monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 0.5)
@@ -491,7 +497,7 @@ def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     # the same append again. Another writer's append in between must not make it write twice.
     store = NatsRecordStore(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
-    prepared = record_nats._prepare([_raw({"type": "mine"})])
+    prepared = record_nats._prepare([_raw({"type": "mine"})], "an appended event")
     append = record_nats._Append(store, "req-1", prepared, {"status": "x"}, "", {})
     first = connection.call(append.run)
     store.append("req-1", [_raw({"type": "other"})], {})
@@ -563,3 +569,58 @@ def test_an_id_typed_in_nfd_or_nfc_is_one_record(connection: NatsConnection) -> 
     read = store.read(nfd, tail=16)
     assert isinstance(read, IndexedParts) and read.count == 3
     assert json.loads(store.load(nfd)) == json.loads(store.load(nfc))
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def test_version_of_an_unseen_request_asks_no_server(own_nats_server: Any) -> None:
+    # The actor asks version() on the event loop per projection: it must never wait on the
+    # server (here a call would retry for retry_seconds, then raise BackendError).
+    connection = NatsConnection(own_nats_server.settings(retry_seconds=1.0))
+    try:
+        store = NatsRecordStore(connection)
+        store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+        assert not store.exists("req-gone")
+        created = store.version("req-1")
+        own_nats_server.stop()
+        unseen = store.version("req-2")
+        assert unseen is record_nats.UNSEEN and unseen != created and unseen is not None
+        assert store.version("req-1") == created  # seen: what this store wrote
+        assert store.version("req-gone") is None  # looked for: none
+        with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
+            store.read("req-2", tail=16)  # the read, in a worker thread, waits on the server
+    finally:
+        connection.close()
+
+
+def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection) -> None:
+    writer, reader = NatsRecordStore(connection), NatsRecordStore(connection)
+    writer.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+    assert reader.version("req-1") in (record_nats.UNSEEN, writer.version("req-1"))
+    read = reader.read("req-1", tail=16)
+    assert reader.version("req-1") == read.version == writer.version("req-1")
+    with pytest.raises(UnknownRequestError, match=r"^no request 'req-2'"):
+        reader.read("req-2", tail=16)
+    assert reader.version("req-2") is None
+    writer.create("req-2", {"request_id": "req-2", "events": []})  # the watch brings it...
+    assert writer.version("req-2") is not None
+    assert reader.exists("req-2")  # ...or the next look-up does
+    assert reader.version("req-2") == writer.version("req-2")
+
+
+def test_an_appends_answer_holds_at_most_the_heads_tail_of_its_events(
+    connection: NatsConnection,
+) -> None:
+    # An import-sized append answers as a read does: the last HEAD_TAIL events, not all.
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+    events = [{"type": "note", "summary": str(number)} for number in range(HEAD_TAIL + 44)]
+    appended = store.append("req-1", [_raw(event) for event in events], {"status": "x"})
+    parts = appended.parts
+    assert parts is not None and parts.count == 1 + len(events)
+    assert [json.loads(bytes(raw)) for raw in parts.tail] == events[-HEAD_TAIL:]
+    assert parts == store.read("req-1", tail=HEAD_TAIL)
+    fields_only = store.append("req-1", [], {"status": "y"}).parts
+    assert fields_only is not None and fields_only.tail == []
+    assert fields_only.fields["status"] == "y" and fields_only.count == parts.count

@@ -135,6 +135,7 @@ def test_list_ids_is_sorted(record_store: RecordStore) -> None:
 
 
 def test_version_changes_on_every_append_and_only_then(record_store: RecordStore) -> None:
+    assert not record_store.exists("req-1")  # a NATS store knows no more before it looks
     assert record_store.version("req-1") is None
     record_store.create("req-1", sample_record(5, "req-1"))
     versions: list[Hashable] = [record_store.version("req-1")]
@@ -224,6 +225,15 @@ def test_append_adds_events_and_sets_fields_in_one_write(record_store: RecordSto
     assert [key for key in stored if key in source] == list(source)  # keys keep their places
     count, held = _held_events(record_store.read("req-1", tail=16))
     assert count == 32 and held[-2:] == new
+
+
+def test_an_event_that_cannot_be_laid_out_is_refused_by_position(record_store: RecordStore) -> None:
+    record_store.create("req-1", sample_record(3, "req-1"))
+    before = record_store.load("req-1")
+    events = [_raw(_note("w", 0)), msgspec.Raw(b'{"type": ')]
+    with pytest.raises(RecordError, match=r"^an appended event: event 1 cannot be laid out again"):
+        record_store.append("req-1", events, {"status": "x"})
+    assert record_store.load("req-1") == before
 
 
 def test_appends_to_an_empty_history(record_store: RecordStore) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,24 @@ def test_counts_per_role(work_queue: WorkQueue) -> None:
     assert work_queue.counts() == dict.fromkeys(ROLES, 0) | {"qa": 2, "planner": 1}
 
 
+def test_waiting_counts_what_no_worker_was_handed_as_the_snapshot_does(
+    queue_backend: QueueBackend, work_queue: WorkQueue
+) -> None:
+    assert work_queue.waiting() == dict.fromkeys(ROLES, 0) == work_queue.snapshot().waiting
+    for request_id in ("req-1", "req-2", "req-3"):
+        work_queue.put(_envelope(request_id, "qa"))
+    work_queue.put(_envelope("req-1", "planner"))
+    work_queue.put(_envelope("req-2", "developer"))
+    (held,) = work_queue.claim("qa", 1)
+    (released,) = work_queue.claim("developer", 1)
+    work_queue.release(released)
+    expected = dict.fromkeys(ROLES, 0) | {"qa": 2, "planner": 1}
+    assert work_queue.waiting() == expected == work_queue.snapshot().waiting
+    assert queue_backend.new_queue().waiting() == expected  # any worker sees the same
+    work_queue.done(held)
+    assert work_queue.waiting() == expected == work_queue.snapshot().waiting
+
+
 def test_done_removes_the_envelope(queue_backend: QueueBackend, work_queue: WorkQueue) -> None:
     work_queue.put(_envelope("req-1"))
     work_queue.put(_envelope("req-2"))
@@ -200,6 +219,19 @@ def test_drop_takes_waiting_and_deferred_envelopes_and_leaves_held_ones(
     assert other.claim("planner", 10) == [] and _ids(other.claim("qa", 10)) == ["req-2"]
     work_queue.done(held)  # the holder finishes its call
     assert work_queue.counts()["qa"] == 1
+
+
+def test_an_id_put_in_nfd_is_queued_under_its_nfc_form(work_queue: WorkQueue) -> None:
+    nfc = "요청-é.1"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    work_queue.put(_envelope(nfd))
+    assert work_queue.drop(nfc) == 1  # a cancel names the request in NFC (as records do)
+    work_queue.put(_envelope(nfd, "planner"))
+    (claim,) = work_queue.claim("planner", 10)
+    assert claim.envelope is not None and claim.envelope.request_id == nfc
+    assert [lease.holds for lease in work_queue.snapshot().workers] == [[f"planner:{nfc}"]]
+    work_queue.done(claim)
 
 
 def test_a_retiring_workers_claims_wait_again_for_anyone(

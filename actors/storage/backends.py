@@ -7,7 +7,6 @@ what is local (logs, attempts). Every command and the Team open their store and 
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 from teams_runtime.actors.storage.protocols import RecordStore, WorkQueue
@@ -19,12 +18,8 @@ from teams_runtime.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from teams_runtime.actors.storage.nats_connection import NatsConnection
-    from teams_runtime.actors.storage.record_nats import NatsRecordStore
 
 __all__ = ["open_queue", "open_store", "workspace_config"]
-
-_STORES: dict[int, NatsRecordStore] = {}
-_STORES_LOCK = threading.Lock()
 
 
 def workspace_config(workspace: Workspace) -> TeamConfig:
@@ -42,12 +37,7 @@ def open_store(workspace: Workspace, config: TeamConfig | None = None) -> Record
     if config.backend.kind == "nats":
         from teams_runtime.actors.storage.record_nats import NatsRecordStore
 
-        connection = _connection(config)
-        with _STORES_LOCK:  # one store (one watch of the heads) per connection
-            store = _STORES.get(id(connection))
-            if store is None or store.connection is not connection:
-                store = _STORES[id(connection)] = NatsRecordStore(connection)
-            return store
+        return _connection(config).attached(NatsRecordStore)  # one watch of the heads
     return FileRecordStore(workspace)
 
 

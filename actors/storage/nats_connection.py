@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 import nats
@@ -46,6 +46,7 @@ from teams_runtime.exceptions import BackendError
 __all__ = [
     "NatsConnection",
     "NatsNames",
+    "busy",
     "close_shared_connections",
     "id_of_token",
     "shared_connection",
@@ -67,6 +68,9 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     nats.js.errors.ServiceUnavailableError,
 )
 _WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
+# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
+# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
+_STORE_FAILED = 10077
 _STREAM_NAME_IN_USE = 10058  # the stream exists (with another config): keep it as it is
 _CONSUMER_EXISTS = 10148  # the consumer exists with another config: keep it as it is
 _STREAM_NOT_FOUND = 10059
@@ -102,7 +106,11 @@ def id_of_token(token: str) -> str:
 
 
 class NatsNames(msgspec.Struct, frozen=True):
-    """The streams, buckets, consumers and subjects of one team on the server (by prefix)."""
+    """The streams, buckets, consumers and subjects of one team on the server (by prefix).
+
+    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
+    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
+    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
 
     prefix: str
 
@@ -132,14 +140,38 @@ class NatsNames(msgspec.Struct, frozen=True):
     def request_events(self, request_id: str) -> str:
         return f"{self.prefix}.req.{token_of(request_id)}.ev.*"
 
-    def waiting_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.q.{role}.{token_of(request_id)}"
+    @property
+    def every_event(self) -> str:
+        return f"{self.prefix}.req.*.ev.*"
 
-    def deferred_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.deferred.{role}.{token_of(request_id)}"
+    def waiting_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.q.{role}.{token}"
 
-    def rejected_subject(self, role: str, request_id: str) -> str:
-        return f"{self.prefix}.rejected.{role}.{token_of(request_id)}"
+    def deferred_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.deferred.{role}.{token}"
+
+    def rejected_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.rejected.{role}.{token}"
+
+    @property
+    def every_waiting(self) -> str:
+        return f"{self.prefix}.q.>"
+
+    @property
+    def every_deferred(self) -> str:
+        return f"{self.prefix}.deferred.>"
+
+    @property
+    def every_rejected(self) -> str:
+        return f"{self.prefix}.rejected.>"
+
+    def role_of(self, subject: str) -> str:
+        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
+        return subject.split(".", 3)[2]
+
+    def request_token_of(self, subject: str) -> str:
+        """The request token of an envelope's subject."""
+        return subject.split(".", 3)[3]
 
     def role_consumer(self, role: str) -> str:
         return f"{self.prefix}_q_{role}"
@@ -172,6 +204,8 @@ class NatsConnection:
         self._reconnected: list[Callable[[], None]] = []
         self._connect_errors: list[Exception] = []
         self._closed = False
+        self._attached: dict[Callable[..., Any], Any] = {}
+        self._attached_lock = threading.Lock()
         try:
             self.client: Client = self._submit(
                 self._connect(), timeout=settings.connect_seconds + 5
@@ -206,7 +240,9 @@ class NatsConnection:
     ) -> _T:
         """Run ``make()`` on the connection's loop and wait for it; retry while the server is
         away, for up to ``patience`` seconds (``retry_seconds`` unless given). Raises
-        ``BackendError`` when it stays away. ``make`` must be safe to run again."""
+        ``BackendError`` naming ``what`` when it stays away, and when the server refuses (an
+        ``APIError`` or another client error escaping ``make()``: one a coroutine catches
+        itself is its own business). ``make`` must be safe to run again."""
         patience = self.settings.retry_seconds if patience is None else patience
         deadline = time.monotonic() + patience
         delay = 0.05
@@ -218,21 +254,42 @@ class NatsConnection:
             try:
                 return self._submit(run(), timeout=self.settings.retry_seconds + 10)
             except _TRANSIENT as exc:
+                if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
+                    raise self._refusal(exc, what) from None
                 if self._closed or time.monotonic() > deadline:
                     raise BackendError(
                         f"the NATS server at {self.settings.shown_url} did not answer {what} "
                         f"for {patience:g} s ({_reason(exc)}); is it running?"
                     ) from None
                 logger.debug("NATS {} failed ({}); retrying", what, type(exc).__name__)
-            except nats.js.errors.APIError as exc:
-                if exc.code != 503 or time.monotonic() > deadline:
-                    raise
+            except nats.js.errors.APIError as exc:  # a refusal, not the server being away
+                raise self._refusal(exc, what) from None
             except nats.errors.ConnectionClosedError:
                 raise BackendError(
                     f"the connection to the NATS server at {self.settings.shown_url} is closed."
                 ) from None
+            except nats.errors.Error as exc:
+                raise BackendError(
+                    f"{what} on the NATS server at {self.settings.shown_url} failed "
+                    f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
+                ) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _refusal(self, exc: nats.js.errors.APIError, what: str) -> BackendError:
+        return BackendError(
+            f"the NATS server at {self.settings.shown_url} refused {what} "
+            f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
+        )
+
+    def attached(self, kind: Callable[[NatsConnection], _T]) -> _T:
+        """The connection's one ``kind(self)``, made on first use: every record store of a
+        process shares one (one watch of the heads), and a new connection (after this one
+        closed) makes its own."""
+        with self._attached_lock:
+            if kind not in self._attached:
+                self._attached[kind] = kind(self)
+            return cast(_T, self._attached[kind])
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop thread) whenever the client reconnects."""
@@ -300,7 +357,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.events,
-                    subjects=[f"{names.prefix}.req.*.ev.*"],
+                    subjects=[names.every_event],
                     storage=StorageType.FILE,
                     num_replicas=replicas,
                     allow_direct=True,
@@ -309,7 +366,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.queue,
-                    subjects=[f"{names.prefix}.q.>", f"{names.prefix}.deferred.>"],
+                    subjects=[names.every_waiting, names.every_deferred],
                     retention=RetentionPolicy.WORK_QUEUE,
                     storage=StorageType.FILE,
                     num_replicas=replicas,
@@ -318,7 +375,7 @@ class NatsConnection:
             await self._ensure_stream(
                 StreamConfig(
                     name=names.rejected,
-                    subjects=[f"{names.prefix}.rejected.>"],
+                    subjects=[names.every_rejected],
                     storage=StorageType.FILE,
                     num_replicas=replicas,
                 )
@@ -327,10 +384,10 @@ class NatsConnection:
                 await self._ensure_bucket(bucket)
             ack_waits = await asyncio.gather(
                 *(
-                    self._ensure_consumer(names.role_consumer(role), f"{names.prefix}.q.{role}.*")
+                    self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
                     for role in ROLES
                 ),
-                self._ensure_consumer(names.deferred_consumer, f"{names.prefix}.deferred.>"),
+                self._ensure_consumer(names.deferred_consumer, names.every_deferred),
             )
         except nats.js.errors.APIError as exc:
             if exc.code == 503:
@@ -470,6 +527,13 @@ async def _cancel_leftover_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def busy(exc: nats.js.errors.APIError) -> bool:
+    """Whether JetStream turned a request away for now (503: no leader yet, catching up), which
+    ``call`` retries, rather than refused it (a limit reached, a bad request: 503 too for a
+    full stream)."""
+    return exc.code == 503 and exc.err_code != _STORE_FAILED
 
 
 def wrong_last_sequence(exc: BaseException) -> bool:

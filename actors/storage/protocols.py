@@ -89,7 +89,9 @@ class RecordStore(Protocol):
         ...
 
     def version(self, request_id: str) -> Hashable | None:
-        """The record's current version, ``None`` if there is none; cheap (no read)."""
+        """The record's current version, ``None`` if there is none; cheap (no read, no round
+        trip: it is asked on the event loop). A store that learns versions from elsewhere (NATS)
+        answers one that equals no other for a request it has not seen yet."""
         ...
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
@@ -222,4 +224,9 @@ class WorkQueue(Protocol):
 
     def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
+        ...
+
+    def waiting(self) -> dict[str, int]:
+        """Envelopes per role no worker was handed (``snapshot().waiting``), read alone: cheap
+        enough for a live view's refresh."""
         ...

@@ -274,7 +274,7 @@ class FileWorkQueue:
     def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
         now = time.time()
-        waiting = {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
+        waiting = self.waiting()
         deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
         claimed = dict.fromkeys(ROLES, 0)
         leases = {n.removesuffix(".lease") for n in self._lease_names()}
@@ -289,6 +289,10 @@ class FileWorkQueue:
             alive = age is not None and age <= self.lease_seconds
             workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
         return QueueSnapshot(waiting=waiting, claimed=claimed, deferred=deferred, workers=workers)
+
+    def waiting(self) -> dict[str, int]:
+        """A listing of each role's queue folder."""
+        return {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
 
     def _lease_names(self) -> list[str]:
         try:

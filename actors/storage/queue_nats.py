@@ -28,6 +28,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -36,6 +37,7 @@ import nats.js.errors
 from loguru import logger
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
 
 from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
 from teams_runtime.actors.storage.nats_values import message_room
@@ -43,7 +45,7 @@ from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerL
 from teams_runtime.actors.storage.queue_files import decode_envelope, new_worker_id
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 
@@ -93,12 +95,13 @@ class NatsWorkQueue:
 
     async def _listen_for_puts(self) -> None:
         async def rung(msg: Msg) -> None:
-            role = msg.subject.split(".")[2]
+            role = self.names.role_of(msg.subject)
             if role in self._maybe_work:
                 self._maybe_work[role] = True
 
-        subject = f"{self.names.prefix}.q.*.*"
-        self._doorbell = await self.connection.client.subscribe(subject, cb=rung)
+        self._doorbell = await self.connection.client.subscribe(
+            self.names.waiting_subject(), cb=rung
+        )
 
     @property
     def lease_seconds(self) -> float:
@@ -116,12 +119,12 @@ class NatsWorkQueue:
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope (durable once the server acknowledged it); one without an
         ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
-        check_request_id(envelope.request_id)
+        envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
         check_role(envelope.target)
         if not envelope.envelope_id:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
-        subject = self.names.waiting_subject(envelope.target, envelope.request_id)
+        subject = self.names.waiting_subject(envelope.target, token_of(envelope.request_id))
         data = _fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
         ack = self.connection.call(
@@ -168,7 +171,7 @@ class NatsWorkQueue:
         for msg in messages:
             seq = msg.metadata.sequence.stream
             ticket = f"{self.names.queue}/{seq}"
-            request_token = msg.subject.rsplit(".", 1)[-1]
+            request_token = self.names.request_token_of(msg.subject)
             with self._held_lock:
                 self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
             try:
@@ -184,48 +187,57 @@ class NatsWorkQueue:
         with self._held_lock:
             return self._held.pop(claim.ticket, None)
 
-    async def _ack(self, held: _Held) -> None:
+    async def _ack(self, reply: str) -> None:
         # A request, not a publish: when it returns, the server has removed the envelope.
-        await self.connection.client.request(held.reply, b"+ACK", timeout=5)
+        await self.connection.client.request(reply, b"+ACK", timeout=5)
 
-    def done(self, claim: Claim) -> None:
+    def _finish(
+        self,
+        claim: Claim,
+        what: str,
+        to: Callable[[str, str], str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Ack the claim's delivery and write the lease without it; first, with ``to`` (a
+        subject builder of ``NatsNames``), publish its envelope there. A claim this worker
+        does not hold (finished before) is left alone."""
         held = self._take(claim)
         if held is None:
             return
 
         async def finish() -> None:
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
+            if to is not None:
+                subject = to(held.role, held.request_token)
+                await self._js.publish(subject, held.data, headers=headers)
+            await asyncio.gather(self._ack(held.reply), self._publish_lease(must=False))
 
-        self.connection.call(finish, what="a queue ack")
+        self.connection.call(finish, what=what)
+
+    def done(self, claim: Claim) -> None:
+        self._finish(claim, "a queue ack")
 
     def release(self, claim: Claim) -> None:
-        held = self._take(claim)
-        if held is None:
-            return
-        subject = f"{self.names.prefix}.deferred.{held.role}.{held.request_token}"
-
-        async def defer() -> None:  # a retry after a lost answer puts it there once
-            await self._js.publish(subject, held.data, headers=_once("deferred", claim.ticket))
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
-
-        self.connection.call(defer, what="a queue release")
+        # A retry after a lost answer puts it there once.
+        headers = _once("deferred", claim.ticket)
+        self._finish(claim, "a queue release", self.names.deferred_subject, headers)
 
     def reject(self, claim: Claim, reason: str) -> None:
-        held = self._take(claim)
-        if held is None:
-            return
-        subject = f"{self.names.prefix}.rejected.{held.role}.{held.request_token}"
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
             _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
             **_once("rejected", claim.ticket),
         }
+        self._finish(claim, "a queue reject", self.names.rejected_subject, headers)
 
-        async def set_aside() -> None:
-            await self._js.publish(subject, held.data, headers=headers)
-            await asyncio.gather(self._ack(held), self._publish_lease(must=False))
-
-        self.connection.call(set_aside, what="a queue reject")
+    async def _queue_again(
+        self, role: str, token: str, data: bytes, *, step: str, ticket: str, reply: str
+    ) -> None:
+        """Queue the envelope ``data`` a delivery (``reply``) carried for ``role`` again, as a
+        new message (once, should a retry after a lost answer repeat ``step`` on ``ticket``),
+        then ack that delivery."""
+        subject = self.names.waiting_subject(role, token)
+        await self._js.publish(subject, data, headers=_once(step, ticket))
+        await self._ack(reply)
 
     def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many.
@@ -234,18 +246,18 @@ class NatsWorkQueue:
         envelope a worker holds stays with it, as a claimed file does, and its role finds the
         request cancelled when it records the outcome."""
         token = token_of(check_request_id(request_id))
-        prefix = self.names.prefix
+        names = self.names
 
         async def remove() -> int:
             stream = await self._js.stream_info(
-                self.names.queue, subjects_filter=f"{prefix}.q.*.{token}"
+                names.queue, subjects_filter=names.waiting_subject("*", token)
             )
-            roles = sorted({subject.split(".")[2] for subject in stream.state.subjects or {}})
+            roles = sorted({names.role_of(subject) for subject in stream.state.subjects or {}})
             dropped = 0
             for role in roles:
                 dropped += await self._drop_waiting(role, token)
             answer = await self.connection.api(
-                f"STREAM.PURGE.{self.names.queue}", {"filter": f"{prefix}.deferred.*.{token}"}
+                f"STREAM.PURGE.{names.queue}", {"filter": names.deferred_subject("*", token)}
             )
             return dropped + int(answer.get("purged", 0))
 
@@ -257,7 +269,7 @@ class NatsWorkQueue:
         queue = self.names.queue
         info = await self._js.consumer_info(queue, self.names.role_consumer(role))
         seq = (info.delivered.stream_seq if info.delivered else 0) + 1
-        subject = f"{self.names.prefix}.q.{role}.{token}"
+        subject = self.names.waiting_subject(role, token)
         dropped = 0
         while True:
             try:
@@ -334,14 +346,14 @@ class NatsWorkQueue:
             while True:
                 messages = await self._pull(self.names.deferred_consumer, 100)
                 for msg in messages:
-                    _, _, role, token = msg.subject.split(".", 3)
-                    ticket = f"{self.names.queue}/{msg.metadata.sequence.stream}"
-                    await self._js.publish(
-                        f"{self.names.prefix}.q.{role}.{token}",
+                    await self._queue_again(
+                        self.names.role_of(msg.subject),
+                        self.names.request_token_of(msg.subject),
                         msg.data,
-                        headers=_once("restored", ticket),
+                        step="restored",
+                        ticket=f"{self.names.queue}/{msg.metadata.sequence.stream}",
+                        reply=msg.reply,
                     )
-                    await self.connection.client.request(msg.reply, b"+ACK", timeout=5)
                     restored += 1
                 if len(messages) < 100:
                     return restored
@@ -362,10 +374,14 @@ class NatsWorkQueue:
 
         async def retire() -> None:
             for ticket, item in held:
-                subject = f"{self.names.prefix}.q.{item.role}.{item.request_token}"
-                # A retry after a lost answer queues it once (the id is this delivery's).
-                await self._js.publish(subject, item.data, headers=_once("returned", ticket))
-                await self._ack(item)
+                await self._queue_again(
+                    item.role,
+                    item.request_token,
+                    item.data,
+                    step="returned",
+                    ticket=ticket,
+                    reply=item.reply,
+                )
             if self._doorbell is not None:
                 await self._doorbell.unsubscribe()
                 self._doorbell = None
@@ -381,7 +397,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            return await self._per_role(f"{self.names.prefix}.>")
+            return await self._per_role(">")  # the stream holds waiting and deferred ones
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -391,28 +407,41 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            waiting, claimed = {}, {}
-            for role in ROLES:
-                info = await self._js.consumer_info(
-                    self.names.queue, self.names.role_consumer(role)
-                )
-                waiting[role] = info.num_pending or 0
-                claimed[role] = info.num_ack_pending or 0
-            deferred = await self._per_role(f"{self.names.prefix}.deferred.>")
+            consumers = await self._role_consumers()
             return QueueSnapshot(
-                waiting=waiting, claimed=claimed, deferred=deferred, workers=await self._leases()
+                waiting={role: info.num_pending or 0 for role, info in consumers.items()},
+                claimed={role: info.num_ack_pending or 0 for role, info in consumers.items()},
+                deferred=await self._per_role(self.names.every_deferred),
+                workers=await self._leases(),
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
         return snapshot
 
+    def waiting(self) -> dict[str, int]:
+        """The role consumers' undelivered messages (one round of consumer infos at once)."""
+
+        async def look() -> dict[str, int]:
+            consumers = await self._role_consumers()
+            return {role: info.num_pending or 0 for role, info in consumers.items()}
+
+        waiting: dict[str, int] = self.connection.call(look, what="a queue count")
+        return waiting
+
+    async def _role_consumers(self) -> dict[str, ConsumerInfo]:
+        """Each role consumer's state: ``num_pending`` never delivered (waiting),
+        ``num_ack_pending`` delivered and not acked (claimed)."""
+        infos = await asyncio.gather(
+            *(self._js.consumer_info(self.names.queue, self.names.role_consumer(r)) for r in ROLES)
+        )
+        return dict(zip(ROLES, infos, strict=True))
+
     async def _per_role(self, subjects: str) -> dict[str, int]:
-        """The queue stream's messages on ``subjects`` per role (``PREFIX.<kind>.<role>.<id>``:
-        waiting ``q`` or ``deferred``)."""
+        """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
         counts = dict.fromkeys(ROLES, 0)
         stream = await self._js.stream_info(self.names.queue, subjects_filter=subjects)
         for subject, count in (stream.state.subjects or {}).items():
-            role = subject.split(".")[2]
+            role = self.names.role_of(subject)
             if role in counts:
                 counts[role] += count
         return counts

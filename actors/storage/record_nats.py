@@ -27,18 +27,17 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Collection, Hashable, Mapping
+from typing import Any
 
 import msgspec
-import nats.errors
 import nats.js.errors
 from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 
 from teams_runtime.actors.storage.nats_connection import (
     NatsConnection,
+    busy,
     id_of_token,
     token_of,
     wrong_last_sequence,
@@ -60,7 +59,11 @@ from teams_runtime.actors.storage.protocols import (
     ParsedRecord,
     RecordRead,
 )
-from teams_runtime.actors.storage.record_writes import checked_updates, field_holds
+from teams_runtime.actors.storage.record_writes import (
+    checked_updates,
+    field_holds,
+    format_history,
+)
 from teams_runtime.codecs.evidence import append_key_of, role_of_raw
 from teams_runtime.codecs.record_heads import (
     HEAD_RECENT,
@@ -78,15 +81,13 @@ from teams_runtime.codecs.records import (
     decode_record,
     encode_field,
     encode_json,
-    format_event,
     render_record,
 )
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestError
 
-__all__ = ["ABANDONED_SECONDS", "NatsRecordStore"]
+__all__ = ["ABANDONED_SECONDS", "UNSEEN", "NatsRecordStore"]
 
-_T = TypeVar("_T")
 
 ABANDONED_SECONDS = 30.0  # an append's messages not committed after this belong to a dead writer
 _APPEND_SECONDS = 60.0  # how long an append keeps retrying against other writers
@@ -97,11 +98,18 @@ _MAX_STRAYS = 10_000  # messages past a tip this process remembers first seeing
 _BUSY_DELAY = 0.002  # first wait after losing to another writer; doubles with each loss...
 _MAX_DELAY = 0.5  # ...up to this (half-done appends of live writers are waited for too)
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
-# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
-# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
-_STORE_FAILED = 10077
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 _LISTING_TRIES = 5  # listings of the heads bucket before an empty one is believed
+
+
+class _Unseen:
+    """The version of a request whose head this store has not seen: equal to no other."""
+
+    def __repr__(self) -> str:
+        return "UNSEEN"
+
+
+UNSEEN: Hashable = _Unseen()
 
 
 class _Prepared(msgspec.Struct, frozen=True):
@@ -112,17 +120,13 @@ class _Prepared(msgspec.Struct, frozen=True):
     keys: list[str | None]
 
 
-def _prepare(events: list[msgspec.Raw]) -> _Prepared:
-    formatted = []
-    for raw in events:
-        try:
-            formatted.append(format_event(raw))
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise RecordError(
-                f"an appended event cannot be laid out again ({exc}); fix that event by hand."
-            ) from exc
+def _prepare(events: list[msgspec.Raw], source: str) -> _Prepared:
+    """Lay ``events`` out as the record file does (``RecordError`` naming ``source`` for one
+    that cannot be), with the role and append key of each."""
     return _Prepared(
-        formatted, [role_of_raw(raw) for raw in events], [append_key_of(raw) for raw in events]
+        format_history(events, source),
+        [role_of_raw(raw) for raw in events],
+        [append_key_of(raw) for raw in events],
     )
 
 
@@ -133,8 +137,9 @@ class NatsRecordStore:
         self.connection = connection
         self.names = connection.names
         self._kv: KeyValue = connection.call(lambda: connection.js.key_value(self.names.heads))
-        # Newest head revision seen per request (kept by a KV watch, so `version` costs no
-        # round trip): revisions only grow, so a late answer never moves one back.
+        # Newest head revision seen per request (kept by a KV watch and by every head this
+        # store reads or writes, so `version` costs no round trip): revisions only grow, so a
+        # late answer never moves one back.
         self._seen: dict[str, int] = {}
         self._seen_lock = threading.Lock()
         # (request token, sequence) of messages found past a head's tip -> when first found
@@ -168,10 +173,11 @@ class NatsRecordStore:
         )
 
     def _note(self, key: str, revision: int) -> None:
+        """Remember the newest head revision seen of ``key`` (0: looked for, none found)."""
         with self._seen_lock:
-            if revision > self._seen.get(key, 0):
+            if key not in self._seen or revision > self._seen[key]:
                 if len(self._seen) >= _MAX_SEEN:
-                    self._seen.clear()  # forgetting is safe: `version` then asks the server
+                    self._seen.clear()  # forgetting is safe: `version` then says UNSEEN
                 self._seen[key] = revision
 
     def _forget_seen(self) -> None:
@@ -179,18 +185,18 @@ class NatsRecordStore:
             self._seen.clear()
 
     def version(self, request_id: str) -> Hashable | None:
-        """The head's revision: from the watch when seen, else one KV read."""
+        """The head's revision the watch (or this store's own reads and writes) last saw;
+        ``None`` once the store found no head. Never a round trip: it is asked on the event
+        loop per projection ask, where a KV read would hold every actor up (for up to
+        ``retry_seconds`` with the server away). A request not seen yet answers ``UNSEEN``,
+        which equals no cached version, so the actor reads it in a worker thread (that read
+        records the revision, or raises ``UnknownRequestError``)."""
         key = token_of(check_request_id(request_id))
         with self._seen_lock:
             revision = self._seen.get(key)
-        if revision is not None:
-            return revision
-        found = self._call(lambda: self._get_head(key), "a record head read")
-        if found is None:
-            return None
-        self._note(key, found[1])
-        with self._seen_lock:  # a newer revision the watch brought meanwhile wins
-            return self._seen.get(key, found[1])
+        if revision is None:
+            return UNSEEN
+        return revision or None  # 0: looked for and not found
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -203,31 +209,21 @@ class NatsRecordStore:
             f"(bucket {self.names.heads}); check the id and backend.nats in team_runtime.yaml."
         )
 
-    def _call(self, make: Callable[[], Awaitable[_T]], what: str) -> _T:
-        try:
-            return self.connection.call(make, what=what)
-        except nats.js.errors.APIError as exc:  # a refusal, not the server being away
-            raise BackendError(
-                f"the NATS server at {self.connection.settings.shown_url} refused {what} "
-                f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
-            ) from None
-        except nats.errors.Error as exc:
-            raise BackendError(
-                f"{what} on the NATS server at {self.connection.settings.shown_url} failed "
-                f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
-            ) from None
-
     def _room(self) -> int:
         """Bytes of data one message may carry now (the connected server's max_payload)."""
         return message_room(self.connection.client.max_payload)
 
     async def _get_head(self, key: str) -> tuple[RecordHead, int] | None:
+        """The head of ``key`` and its revision (``None``: there is none); noted for
+        ``version``."""
         try:
             entry = await self._kv.get(key)
         except nats.js.errors.KeyNotFoundError:
+            entry = None
+        if entry is None or entry.value is None or entry.revision is None:
+            self._note(key, 0)
             return None
-        if entry.value is None or entry.revision is None:
-            return None
+        self._note(key, entry.revision)
         try:
             return decode_head(entry.value), entry.revision
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -267,16 +263,25 @@ class NatsRecordStore:
         return decode_record(joined, source)
 
     async def _parts(
-        self, request_id: str, head: RecordHead, revision: int, tail: int
+        self,
+        request_id: str,
+        head: RecordHead,
+        revision: int,
+        tail: int,
+        *,
+        known: Mapping[int, bytes] | None = None,
     ) -> IndexedParts:
-        """The head and the values it points at: the last ``tail`` events and evidence."""
+        """The head and the values it points at: the last ``tail`` events (at most
+        ``HEAD_TAIL``), each role's newest evidence and the spilled fields; only those not in
+        ``known`` (values by sequence already in hand: an append's own) are read."""
         tail_seqs = head.tail[-tail:] if tail else []
-        wanted = sorted(set(tail_seqs) | {seq for _, seq in head.evidence.values()})
+        by_seq = dict(known or {})
+        wanted = sorted((set(tail_seqs) | {seq for _, seq in head.evidence.values()}) - set(by_seq))
         data, fields = await asyncio.gather(
             asyncio.gather(*(self._value(seq) for seq in wanted)),
-            self._fields(request_id, head),
+            self._fields(request_id, head, known=by_seq),
         )
-        by_seq = dict(zip(wanted, data, strict=True))
+        by_seq.update(zip(wanted, data, strict=True))
         return IndexedParts(
             version=revision,
             fields=fields,
@@ -328,6 +333,13 @@ class NatsRecordStore:
             )
         return events
 
+    async def _whole(self, request_id: str, head: RecordHead) -> tuple[list[bytes], RecordFields]:
+        """Every event and every field of the record at ``head`` (read at once)."""
+        history, fields = await asyncio.gather(
+            self._history(request_id, head), self._fields(request_id, head)
+        )
+        return history, fields
+
     def reads_quickly(self, version: Hashable) -> bool:
         return False  # every read is a round trip to the server: a worker thread's job
 
@@ -338,14 +350,11 @@ class NatsRecordStore:
             head, revision = await self._head(request_id)
             if tail is not None and tail <= HEAD_TAIL:
                 return await self._parts(request_id, head, revision, tail)
-            history, fields = await asyncio.gather(
-                self._history(request_id, head), self._fields(request_id, head)
-            )
+            history, fields = await self._whole(request_id, head)
             fields[EVENTS_KEY] = [msgspec.Raw(event) for event in history]
             return ParsedRecord(revision, fields, self._source(request_id))
 
-        read_: RecordRead = self._call(read, "a record read")
-        self._note(token_of(request_id), int(read_.version))  # type: ignore[call-overload]
+        read_: RecordRead = self.connection.call(read, what="a record read")
         return read_
 
     def load(self, request_id: str) -> bytes:
@@ -354,17 +363,17 @@ class NatsRecordStore:
 
         async def load() -> bytes:
             head, _ = await self._head(request_id)
-            history, fields = await asyncio.gather(
-                self._history(request_id, head), self._fields(request_id, head)
-            )
+            history, fields = await self._whole(request_id, head)
             return render_record(fields, history).data
 
-        data: bytes = self._call(load, "a record read")
+        data: bytes = self.connection.call(load, what="a record read")
         return data
 
     def exists(self, request_id: str) -> bool:
         key = token_of(check_request_id(request_id))
-        return self._call(lambda: self._get_head(key), "a record head read") is not None
+        return (
+            self.connection.call(lambda: self._get_head(key), what="a record head read") is not None
+        )
 
     def list_ids(self) -> list[str]:
         async def keys() -> list[str]:
@@ -380,7 +389,9 @@ class NatsRecordStore:
                         return []
             return []
 
-        return sorted(id_of_token(key) for key in self._call(keys, "a listing of records"))
+        return sorted(
+            id_of_token(key) for key in self.connection.call(keys, what="a listing of records")
+        )
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -393,9 +404,9 @@ class NatsRecordStore:
         if not isinstance(events, list):
             raise RecordError("a new request record needs `events` to be a list.")
         fields[EVENTS_KEY] = []
-        prepared = _prepare([encode_field(event) for event in events])
+        prepared = _prepare([encode_field(event) for event in events], self._source(request_id))
         writer = _Append(self, request_id, prepared, fields, "", {}, creating=True)
-        created: Appended = self._call(writer.run, "a record create")
+        created: Appended = self.connection.call(writer.run, what="a record create")
         return created.applied
 
     def append(
@@ -409,20 +420,16 @@ class NatsRecordStore:
     ) -> Appended:
         request_id = check_request_id(request_id)
         changes = checked_updates(updates)
-        prepared = _prepare(events)
+        prepared = _prepare(events, "an appended event")  # as the file store says
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
-        appended: Appended = self._call(writer.run, "an append")
-        if appended.parts is not None:
-            self._note(token_of(request_id), int(appended.parts.version))  # type: ignore[call-overload]
+        appended: Appended = self.connection.call(writer.run, what="an append")
         return appended
 
-    def _stray_age(self, key: str, seq: int, stamp: datetime | None) -> float:
+    def _stray_age(self, key: str, seq: int) -> float:
         """How old a message past a head's tip is: how long this process has known of it, on
         its own monotonic clock. Never a timestamp against this host's clock: a host whose
         clock runs ahead would take a live writer's fresh messages for a dead one's and set
-        them aside while it still writes (an outside attack interleaved two long appends so).
-        ``stamp`` (the server's) is not used for that reason."""
-        del stamp
+        them aside while it still writes (an outside attack interleaved two long appends so)."""
         now = time.monotonic()
         with self._seen_lock:
             if len(self._strays) >= _MAX_STRAYS:
@@ -554,14 +561,12 @@ class _Append:
                     head,
                 )
         while True:  # commit; a fields-only writer in between only costs a re-check
-            new_head = await self._advanced(head)
+            new_head, data = await self._advanced(head)
             try:
                 if self.creating:
-                    new_revision = await self.store._kv.create(self.kv_key, encode_head(new_head))
+                    new_revision = await self.store._kv.create(self.kv_key, data)
                 else:
-                    new_revision = await self.store._kv.update(
-                        self.kv_key, encode_head(new_head), last=revision
-                    )
+                    new_revision = await self.store._kv.update(self.kv_key, data, last=revision)
             except nats.js.errors.KeyWrongLastSequenceError:
                 head, revision = await self._read()
                 if self.creating:  # someone else made it meanwhile
@@ -574,8 +579,17 @@ class _Append:
                     await self._abandon()
                     return answered
                 continue
+            self.store._note(self.kv_key, new_revision)
             parts = await self._parts_after(new_head, new_revision)
             return Appended(revision, parts, new_head.count)
+
+    async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
+        """What is stored now: this append's events (the last ``HEAD_TAIL`` of them) and
+        spilled values from the bytes in hand, the rest read."""
+        known = dict(zip(self.published, self.prepared.formatted, strict=True))
+        known.update((seq, data) for (_, data), seq in self.spills.items())
+        tail = min(len(self.published), HEAD_TAIL)
+        return await self.store._parts(self.request_id, head, revision, tail, known=known)
 
     def _headers(self, value: _Value) -> dict[str, str]:
         headers = {HEADER_APPEND: self.id}
@@ -592,9 +606,7 @@ class _Append:
             return await self._publish_all(values)
         except BaseException as exc:
             self.base = -1  # what stands after the tip is no whole append: start again
-            if isinstance(exc, nats.js.errors.APIError) and (
-                exc.code != 503 or exc.err_code == _STORE_FAILED
-            ):
+            if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
                 raise BackendError(
                     f"{self.source}: the NATS server at {self.store.connection.settings.shown_url}"
                     f" refused a message of this write ({exc.description or 'no reason given'},"
@@ -679,7 +691,7 @@ class _Append:
         if last.seq is None or last.seq <= head.tip:
             return False
         ours = (last.headers or {}).get(HEADER_APPEND) == self.id
-        age = self.store._stray_age(self.kv_key, last.seq, last.time)
+        age = self.store._stray_age(self.kv_key, last.seq)
         if not ours and age < ABANDONED_SECONDS:
             raise _Retry(None if age + _MAX_DELAY < ABANDONED_SECONDS else ABANDONED_SECONDS - age)
         if self.creating:  # no head yet to mark them in: the new one will
@@ -706,14 +718,16 @@ class _Append:
             except nats.js.errors.KeyWrongLastSequenceError:
                 continue
 
-    async def _advanced(self, head: RecordHead) -> RecordHead:
-        """The head after this append: fields updated, events counted; fields too large for
-        the head spilled (published after the events)."""
-        values = field_values(head.fields)
-        spilled = dict(head.spilled)
-        for name, value in self.updates.items():
-            values[name] = value
-            spilled.pop(name, None)
+    async def _advanced(self, head: RecordHead) -> tuple[RecordHead, bytes]:
+        """The head after this append, and its KV value: fields updated, events counted;
+        fields too large for the head spilled (published after the events)."""
+        fields, spilled = head.fields, dict(head.spilled)
+        if self.updates:  # else the fields stay as they are, bytes and all
+            values = field_values(head.fields)
+            for name, value in self.updates.items():
+                values[name] = value
+                spilled.pop(name, None)
+            fields = msgspec.Raw(encode_json(values))
         count = head.count
         new_count = count + len(self.published)
         evidence = dict(head.evidence)
@@ -730,7 +744,7 @@ class _Append:
                 latest[digest] = count + offset + 1
         oldest = new_count - IDEMPOTENCY_WINDOW  # keys of events older than the window go
         new_head = RecordHead(
-            fields=msgspec.Raw(encode_json(values)),
+            fields=fields,
             count=new_count,
             history_bytes=head.history_bytes + sum(len(f) for f in prepared.formatted),
             last_seq=self.published[-1] if self.published else head.last_seq,
@@ -739,67 +753,41 @@ class _Append:
             evidence=evidence,
             keys=[(digest, after) for digest, after in latest.items() if after - 1 >= oldest],
             void=head.void,
-            append=self.id,
             recent=[*head.recent, (self.id, new_count)][-HEAD_RECENT:],
             spilled=spilled,
         )
-        await self._fit(new_head, values, head)
-        return new_head
+        return new_head, await self._fit(new_head, head)
 
-    async def _fit(
-        self, new_head: RecordHead, values: dict[str, msgspec.Raw], head: RecordHead
-    ) -> None:
-        """Spill the largest fields until the head fits in one message."""
+    async def _fit(self, new_head: RecordHead, head: RecordHead) -> bytes:
+        """Spill the largest fields until the head fits in one message; its KV value."""
         room = self.store._room()
-        size = len(encode_head(new_head))
-        if size <= room:
-            return
+        encoded = encode_head(new_head)
+        if len(encoded) <= room:
+            return encoded
+        values = field_values(new_head.fields)
         largest = sorted(
             (name for name in values if name != EVENTS_KEY and name not in new_head.spilled),
             key=lambda name: len(values[name]),
             reverse=True,
         )
         for name in largest:
-            data = bytes(values[name])
-            if len(data) <= len(b"null"):
+            value = bytes(values[name])
+            if len(value) <= len(b"null"):
                 break
-            seq = self.spills.get((name, data))
+            seq = self.spills.get((name, value))
             if seq is None:
                 subject = self.names.event_subject(self.request_id, None)
-                [seq] = await self._publish_or_clear([_Value(subject, data, field=True)], head)
-                self.spills[(name, data)] = seq
+                [seq] = await self._publish_or_clear([_Value(subject, value, field=True)], head)
+                self.spills[(name, value)] = seq
             values[name] = msgspec.Raw(b"null")
             new_head.spilled[name] = seq
             new_head.fields = msgspec.Raw(encode_json(values))
             new_head.tip = self.end
-            if len(encode_head(new_head)) <= room:
-                return
+            encoded = encode_head(new_head)
+            if len(encoded) <= room:
+                return encoded
         raise RecordError(
-            f"{self.source}: the record head would be {len(encode_head(new_head))} bytes even "
+            f"{self.source}: the record head would be {len(encoded)} bytes even "
             f"with its large fields apart, more than the NATS server's max_payload leaves for "
             f"it ({room} bytes); shorten the names of the record's top-level fields."
-        )
-
-    async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
-        """What is stored now, from the bytes in hand plus the values of roles this append
-        did not touch and of fields spilled before."""
-        new = dict(zip(self.published, self.prepared.formatted, strict=True))
-        missing = sorted({seq for _, seq in head.evidence.values()} - set(new))
-        known = {seq: data for (_, data), seq in self.spills.items()}
-        fetched, fields = await asyncio.gather(
-            asyncio.gather(*(self.store._value(seq) for seq in missing)),
-            self.store._fields(self.request_id, head, known=known),
-        )
-        by_seq = {**new, **dict(zip(missing, fetched, strict=True))}
-        return IndexedParts(
-            version=revision,
-            fields=fields,
-            count=head.count,
-            history_bytes=head.history_bytes,
-            tail=[msgspec.Raw(new[seq]) for seq in self.published],
-            evidence={
-                role: (position, msgspec.Raw(by_seq[seq]))
-                for role, (position, seq) in head.evidence.items()
-            },
-            source=self.source,
         )

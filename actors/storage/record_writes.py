@@ -60,12 +60,20 @@ from teams_runtime.codecs.records import (
 )
 from teams_runtime.exceptions import RecordError
 
-__all__ = ["append_to_record", "checked_updates", "create_record", "field_holds"]
+__all__ = [
+    "append_to_record",
+    "checked_updates",
+    "create_record",
+    "field_holds",
+    "format_history",
+]
 
 _RACE_RETRIES = 20  # read-modify-write rounds before giving up on a record others keep replacing
 
 
-def _format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
+def format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
+    """Each event as the record file lays it out; ``RecordError`` naming ``source`` and the
+    event's position for one that cannot be."""
     formatted = []
     for position, raw in enumerate(history):
         try:
@@ -122,7 +130,7 @@ def _commit_all(
     unless: Callable[[], bool],
 ) -> IndexedParts:
     """Lay out every event afresh (no usable index) and commit the record with a new index."""
-    formatted = _format_history(history, str(paths.record))
+    formatted = format_history(history, str(paths.record))
     rendered = render_record(fields, formatted)
     roles = [role_of_raw(raw) for raw in history]
     evidence = evidence_spans(roles, rendered.spans)
@@ -157,7 +165,7 @@ def _append_indexed(
     body_end = index.events_end - len(EVENTS_CLOSE)  # where the old last event ends
     layout = render_record(fields, [])  # the other fields, laid out around an empty list
     new_header = layout.data[: layout.events_start]
-    new = _format_history(events, "an appended event")
+    new = format_history(events, "an appended event")
     # One join copies the old events' bytes once: [ old events , new events ] around them.
     opening: bytes | memoryview = b""
     if index.count:
