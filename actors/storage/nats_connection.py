@@ -38,6 +38,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
+from nats.js.kv import KeyValue
 
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.roles import ROLES
@@ -77,6 +78,7 @@ _STREAM_NOT_FOUND = 10059
 _CONSUMER_NOT_FOUND = 10014
 _REPLICAS_NEED_A_CLUSTER = 10074  # "replicas > 1 not supported in non-clustered mode"
 _JETSTREAM_NOT_ENABLED = (10039, 10076)  # for the account; on the server
+_LISTING_TRIES = 5  # listings of a KV bucket before an empty one is believed
 
 
 _TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -290,6 +292,19 @@ class NatsConnection:
             if kind not in self._attached:
                 self._attached[kind] = kind(self)
             return cast(_T, self._attached[kind])
+
+    async def bucket_keys(self, kv: KeyValue, bucket: str) -> list[str]:
+        """Every key of the KV ``bucket``. nats-py's ``keys()`` watches the bucket and can end
+        its listing before the first entry arrives (seen under load): an empty answer for a
+        bucket that holds messages is asked again before it is believed."""
+        for _ in range(_LISTING_TRIES):
+            try:
+                return await kv.keys()
+            except nats.js.errors.NoKeysError:
+                info = await self.js.stream_info(f"KV_{bucket}")
+                if not info.state.messages:
+                    return []
+        return []
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop thread) whenever the client reconnects."""

@@ -447,10 +447,7 @@ class NatsWorkQueue:
         return counts
 
     async def _leases(self) -> list[WorkerLease]:
-        try:
-            keys = await self._workers.keys()
-        except nats.js.errors.NoKeysError:
-            return []
+        keys = await self.connection.bucket_keys(self._workers, self.names.workers)
         now = time.time()
         leases = []
         for key in sorted(keys):

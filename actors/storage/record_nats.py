@@ -99,7 +99,6 @@ _BUSY_DELAY = 0.002  # first wait after losing to another writer; doubles with e
 _MAX_DELAY = 0.5  # ...up to this (half-done appends of live writers are waited for too)
 _EXPECTED_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _EXPECTED_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
-_LISTING_TRIES = 5  # listings of the heads bucket before an empty one is believed
 
 
 class _Unseen:
@@ -377,17 +376,7 @@ class NatsRecordStore:
 
     def list_ids(self) -> list[str]:
         async def keys() -> list[str]:
-            # nats-py's keys() watches the bucket and can end its listing before the first
-            # entry arrives (seen under load): an empty answer for a bucket that holds
-            # messages is asked again before it is believed.
-            for _ in range(_LISTING_TRIES):
-                try:
-                    return await self._kv.keys()
-                except nats.js.errors.NoKeysError:
-                    info = await self.connection.js.stream_info(f"KV_{self.names.heads}")
-                    if not info.state.messages:
-                        return []
-            return []
+            return await self.connection.bucket_keys(self._kv, self.names.heads)
 
         return sorted(
             id_of_token(key) for key in self.connection.call(keys, what="a listing of records")
