@@ -185,6 +185,7 @@ class ContextActor:
             if not self.store.reads_quickly(version):
                 return None
             cached = self._read(request_id)
+            self._remember(request_id, cached)
         return cached.digest.project()  # computed once per version, then shared (immutable)
 
     async def _project(self, request_id: str) -> Projection:
@@ -193,15 +194,20 @@ class ContextActor:
         # process's edit visible to the very next ask. A worker thread would cost 50x more.
         answer = self.answer_now(request_id)
         if answer is None:
-            # A large record (or none: the read raises the store's own error).
-            answer = (await anyio.to_thread.run_sync(self._read, request_id)).digest.project()
+            # A large record (or none: the read raises the store's own error). The thread only
+            # reads; the cache changes here on the loop, where answer_now reads and changes it.
+            cached = await anyio.to_thread.run_sync(self._read, request_id)
+            self._remember(request_id, cached)
+            answer = cached.digest.project()
         return answer
 
     def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (blocking: a worker thread's job unless it is small)."""
+        """Read and summarise the record (blocking: a worker thread's job unless it is small).
+
+        Changes nothing shared: the caller remembers the result, on the event loop.
+        """
         cached = _digest_of(self.store.read(request_id, tail=self._tail), self.config)
         logger.debug("read {} ({} events)", request_id, cached.digest.count)
-        self._remember(request_id, cached)
         return cached
 
     async def _append(
@@ -218,16 +224,18 @@ class ContextActor:
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> tuple[StoreAppended, _Cached | None]:
+        def write() -> tuple[StoreAppended, _Cached | None, bool]:
+            """The store's write and, when it takes a build or a read, the new digest (the
+            worker thread's part); True when the loop is to update the cached digest instead."""
             appended = self.store.append(
                 request_id, raw_events, raw_updates, key=key, unless=refuse_if
             )
             parts = appended.parts
             if parts is None:  # done before, or refused: nothing changed, the cache stays
-                return appended, None
+                return appended, None, False
             if self._tail is not None and parts.covers(self._tail):
                 # What was just written, as written: exact whoever wrote before us.
-                return appended, _Cached(parts.version, digest_from_parts(parts, config))
+                return appended, _Cached(parts.version, digest_from_parts(parts, config)), False
             if (
                 cached is not None
                 and cached.version == appended.read_version
@@ -235,12 +243,15 @@ class ContextActor:
             ):
                 # Every event kept (compaction off): nobody else wrote since we summarised and
                 # the old events kept their bytes, so update in place, no re-read.
-                cached.digest.append(raw_events, raw_updates)
-                return appended, _Cached(parts.version, cached.digest)
+                return appended, None, True
             read = self.store.read(request_id, tail=self._tail)
-            return appended, _digest_of(read, config)
+            return appended, _digest_of(read, config), False
 
-        stored, fresh = await anyio.to_thread.run_sync(write)
+        stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+        if in_place and cached is not None and stored.parts is not None:
+            # On the loop, not in the thread: answer_now may be projecting this very digest.
+            cached.digest.append(raw_events, raw_updates)
+            fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
         return Appended(count=stored.count, applied=stored.applied, refused=stored.refused)
