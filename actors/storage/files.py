@@ -86,19 +86,36 @@ def _refused(path: Path) -> RecordError:
     )
 
 
+_WALKS = 10  # walks of a folder path another program keeps removing parts of, then give up
+
+
 def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
     """A descriptor of ``path``, a folder inside the ``runtime`` folder, opened one component
     at a time without following links (``create``: making missing ones). The workspace folder
     itself (``runtime``'s parent) is the user's and may be a link.
 
+    With ``create``, a folder another program removes between our ``mkdir`` and our ``open``
+    (someone tidying the index folder away) is made again: the walk starts over, a few times,
+    rather than failing the write that needs it.
+
     Raises ``RecordError`` naming the component that is a link or not a folder, and
     ``FileNotFoundError`` for a missing one when not ``create``.
     """
     parts = path.relative_to(runtime.parent).parts
+    for _ in range(_WALKS if create else 1):
+        try:
+            return _walk(runtime.parent, parts, create)
+        except FileNotFoundError:
+            if not create:
+                raise
+    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
+
+
+def _walk(top: Path, parts: tuple[str, ...], create: bool) -> int:
     if create:
-        runtime.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(runtime.parent, os.O_RDONLY | os.O_DIRECTORY)
-    current = runtime.parent
+        top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    current = top
     try:
         for part in parts:
             current = current / part
@@ -112,20 +129,15 @@ def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
 
 
 def _open_child(fd: int, part: str, current: Path, create: bool) -> int:
-    for _ in range(10):  # someone may remove a folder between our mkdir and our open
-        if create:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, dir_fd=fd)
-        try:
-            return os.open(part, _FOLDER, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                raise
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _refused(current) from exc
-            raise
-    raise RecordError(f"{current}: keeps disappearing while it is opened; retry.")
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, dir_fd=fd)
+    try:
+        return os.open(part, _FOLDER, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refused(current) from exc
+        raise
 
 
 @contextlib.contextmanager
@@ -147,21 +159,9 @@ def folder(path: Path, runtime: Path, *, create: bool = True) -> Iterator[int]:
 
 
 def ensure_folder(path: Path, runtime: Path) -> None:
-    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link.
-
-    A folder another program removes right after it was made (someone tidying the index
-    folder away) is made again, a few times, rather than failing the write that needs it."""
-    for _ in range(5):
-        try:
-            os.close(open_folder(path, runtime, create=True))
-            return
-        except FileNotFoundError:
-            continue
-        except RecordError:
-            raise
-        except OSError as exc:
-            raise RecordError(f"{path}: cannot open the folder ({exc.strerror}).") from exc
-    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
+    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link."""
+    with folder(path, runtime):
+        pass
 
 
 class Raced(Exception):
