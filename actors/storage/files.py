@@ -32,6 +32,7 @@ from teams_runtime.exceptions import RecordError
 __all__ = [
     "TEMP_SUFFIX",
     "FileVersion",
+    "NotRegularFile",
     "Raced",
     "ensure_folder",
     "file_version",
@@ -268,13 +269,21 @@ def write_atomic(
                 os.close(fd)
 
 
-def open_regular(path: Path | str, *, dir_fd: int | None = None) -> int:
-    """Open a regular file for reading, never through a link and never blocking on something
-    else planted in its place (a FIFO, a device): ``OSError`` (``EINVAL``) for those."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+class NotRegularFile(OSError):
+    """What ``open_regular`` raises when something else is in the file's place (``errno``
+    ``EISDIR`` for a folder, ``EINVAL`` for a FIFO, a device, a socket)."""
+
+
+def open_regular(path: Path | str, *, dir_fd: int | None = None, follow_links: bool = False) -> int:
+    """Open a regular file for reading, never blocking on something else planted in its place
+    (``NotRegularFile`` for those) and, unless ``follow_links``, never through a link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
+        kind = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise NotRegularFile(kind, "not a regular file", str(path))
     os.set_blocking(fd, True)
     return fd
 
