@@ -265,13 +265,13 @@ class ContextHandle:
         mailbox: Mailbox[ContextAsk],
         ask_timeout: float,
         answer_now: Callable[[str], Projection | None],
-        write_timeout: float | None = None,
+        write_timeout: float,
     ) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
         # Appends and creates: a store may retry one for a while (NATS: other writers holding
         # the request, the server away) and then says why better than a timeout would.
-        self.write_timeout = ask_timeout if write_timeout is None else write_timeout
+        self.write_timeout = write_timeout
         self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:
