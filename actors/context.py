@@ -172,9 +172,11 @@ class ContextActor:
         the record is at the version it answers (one ``stat``), or a small record read in place.
         ``None``: ask, the read needs a worker thread (or the record is gone: the ask says so).
 
-        Synchronous, with no await, so on the event loop nothing interleaves with it: handles
-        call it themselves and skip the inbox's scheduling round trip. Writes still go through
-        the inbox; a write that lands meanwhile changes the version, so the next call re-reads.
+        Synchronous, with no await, so on the event loop nothing interleaves with it (worker
+        threads change neither the cache nor a digest: their results are filed on the loop):
+        handles call it themselves and skip the inbox's scheduling round trip. Writes still go
+        through the inbox; a write that lands meanwhile changes the version, so the next call
+        re-reads.
         """
         version = self.store.version(request_id)
         if version is None:
