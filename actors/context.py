@@ -172,9 +172,11 @@ class ContextActor:
         the record is at the version it answers (one ``stat``), or a small record read in place.
         ``None``: ask, the read needs a worker thread (or the record is gone: the ask says so).
 
-        Synchronous, with no await, so on the event loop nothing interleaves with it: handles
-        call it themselves and skip the inbox's scheduling round trip. Writes still go through
-        the inbox; a write that lands meanwhile changes the version, so the next call re-reads.
+        Synchronous, with no await, so on the event loop nothing interleaves with it (worker
+        threads change neither the cache nor a digest: their results are filed on the loop):
+        handles call it themselves and skip the inbox's scheduling round trip. Writes still go
+        through the inbox; a write that lands meanwhile changes the version, so the next call
+        re-reads.
         """
         version = self.store.version(request_id)
         if version is None:
@@ -185,6 +187,7 @@ class ContextActor:
             if not self.store.reads_quickly(version):
                 return None
             cached = self._read(request_id)
+            self._remember(request_id, cached)
         return cached.digest.project()  # computed once per version, then shared (immutable)
 
     async def _project(self, request_id: str) -> Projection:
@@ -193,15 +196,20 @@ class ContextActor:
         # process's edit visible to the very next ask. A worker thread would cost 50x more.
         answer = self.answer_now(request_id)
         if answer is None:
-            # A large record (or none: the read raises the store's own error).
-            answer = (await anyio.to_thread.run_sync(self._read, request_id)).digest.project()
+            # A large record (or none: the read raises the store's own error). The thread only
+            # reads; the cache changes here on the loop, where answer_now reads and changes it.
+            cached = await anyio.to_thread.run_sync(self._read, request_id)
+            self._remember(request_id, cached)
+            answer = cached.digest.project()
         return answer
 
     def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (blocking: a worker thread's job unless it is small)."""
+        """Read and summarise the record (blocking: a worker thread's job unless it is small).
+
+        Changes nothing shared: the caller remembers the result, on the event loop.
+        """
         cached = _digest_of(self.store.read(request_id, tail=self._tail), self.config)
         logger.debug("read {} ({} events)", request_id, cached.digest.count)
-        self._remember(request_id, cached)
         return cached
 
     async def _append(
@@ -218,16 +226,18 @@ class ContextActor:
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> tuple[StoreAppended, _Cached | None]:
+        def write() -> tuple[StoreAppended, _Cached | None, bool]:
+            """The store's write and, when it takes a build or a read, the new digest (the
+            worker thread's part); True when the loop is to update the cached digest instead."""
             appended = self.store.append(
                 request_id, raw_events, raw_updates, key=key, unless=refuse_if
             )
             parts = appended.parts
             if parts is None:  # done before, or refused: nothing changed, the cache stays
-                return appended, None
+                return appended, None, False
             if self._tail is not None and parts.covers(self._tail):
                 # What was just written, as written: exact whoever wrote before us.
-                return appended, _Cached(parts.version, digest_from_parts(parts, config))
+                return appended, _Cached(parts.version, digest_from_parts(parts, config)), False
             if (
                 cached is not None
                 and cached.version == appended.read_version
@@ -235,12 +245,15 @@ class ContextActor:
             ):
                 # Every event kept (compaction off): nobody else wrote since we summarised and
                 # the old events kept their bytes, so update in place, no re-read.
-                cached.digest.append(raw_events, raw_updates)
-                return appended, _Cached(parts.version, cached.digest)
+                return appended, None, True
             read = self.store.read(request_id, tail=self._tail)
-            return appended, _digest_of(read, config)
+            return appended, _digest_of(read, config), False
 
-        stored, fresh = await anyio.to_thread.run_sync(write)
+        stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+        if in_place and cached is not None and stored.parts is not None:
+            # On the loop, not in the thread: answer_now may be projecting this very digest.
+            cached.digest.append(raw_events, raw_updates)
+            fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
         return Appended(count=stored.count, applied=stored.applied, refused=stored.refused)
@@ -254,13 +267,13 @@ class ContextHandle:
         mailbox: Mailbox[ContextAsk],
         ask_timeout: float,
         answer_now: Callable[[str], Projection | None],
-        write_timeout: float | None = None,
+        write_timeout: float,
     ) -> None:
         self._mailbox = mailbox
         self.ask_timeout = ask_timeout
         # Appends and creates: a store may retry one for a while (NATS: other writers holding
         # the request, the server away) and then says why better than a timeout would.
-        self.write_timeout = ask_timeout if write_timeout is None else write_timeout
+        self.write_timeout = write_timeout
         self._answer_now = answer_now  # the actor's answer when it costs no worker thread
 
     async def _ask(self, message: ContextAsk) -> ContextReply:

@@ -150,10 +150,9 @@ def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -
     over the events' heads where they decode as heads (else one at a time)."""
     events = fields.get(EVENTS_KEY)
     history: list[msgspec.Raw] = events if isinstance(events, list) else []
-    joined = b",".join(history)  # one buffer: its length gives the history's size at once
     evidence: dict[str, tuple[int, msgspec.Raw]] = {}
     if config.enabled:  # appends may grow it past max_events: older evidence is needed then
-        newest = _newest(history, joined)
+        newest = _newest(history)
         evidence = {role: (index, history[index]) for role, index in newest.items()}
     return RequestDigest(
         config=config,
@@ -161,14 +160,15 @@ def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -
         count=len(history),
         recent=history[-config.max_events :] if history else [],
         evidence=evidence,
-        history_bytes=len(joined) - max(len(history) - 1, 0),  # less the commas
+        history_bytes=sum(map(len, history)),
         history=history if not config.enabled else None,
     )
 
 
-def _newest(history: list[msgspec.Raw], joined: bytes) -> dict[str, int]:
+def _newest(history: list[msgspec.Raw]) -> dict[str, int]:
     try:
-        return history_evidence(b"[" + joined + b"]")[1]
+        # The events as one array again (one copy: Raw parts are written as they are).
+        return history_evidence(encode_json(history))[1]
     except (msgspec.DecodeError, RecursionError):  # an event the head view cannot read
         return {role: index for index, raw in enumerate(history) if (role := role_of_raw(raw))}
 

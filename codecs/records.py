@@ -31,6 +31,7 @@ __all__ = [
     "encode_record",
     "format_event",
     "iter_pretty_record",
+    "not_utf8_at",
     "render_record",
     "split_raw_list",
 ]
@@ -67,21 +68,35 @@ _ANY_DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
 
 
+def not_utf8_at(data: bytes) -> int | None:
+    """The offset of the first byte of ``data`` that is not UTF-8, ``None`` if every one is.
+
+    The whole buffer is checked, as every reader of a record must: an event left out of a
+    prompt must not carry bad bytes into the next rewrite either. Most records are ASCII, which
+    one C pass tells at about 60 GB/s without the copy a decode makes."""
+    if data.isascii():
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
+
+
 def decode_record(data: bytes, source: str) -> RecordFields:
     """Decode the bytes of a record file in one pass; ``source`` names the file in errors.
 
     Raises ``RecordError`` for bytes that are not UTF-8, not JSON, not an object, hold a value
     that cannot be read (a number out of range) or a top-level key twice.
     """
-    try:
-        # The decoder skips over event bytes without looking inside strings; check UTF-8 once
-        # here so a bad byte is a clear error now, not a failure when a prompt is built.
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
+    # The decoder skips over event bytes without looking inside strings; check UTF-8 once
+    # here so a bad byte is a clear error now, not a failure when a prompt is built.
+    bad = not_utf8_at(data)
+    if bad is not None:
         raise RecordError(
-            f"{source}: not valid UTF-8 at byte {exc.start}; "
+            f"{source}: not valid UTF-8 at byte {bad}; "
             "restore the file from a backup or fix it by hand."
-        ) from exc
+        )
     try:
         fields = _RECORD_DECODER.decode(data)
     except msgspec.ValidationError as exc:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -789,5 +790,23 @@ def test_a_folder_named_like_the_config_is_said_to_be_a_folder(
         "cfg/team_runtime.yaml: a folder, not a file; it must be the YAML file (move the folder "
         "away, then run `teams-runtime init cfg` to write a default one)."
     )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        load_team_config("cfg")
+
+
+def test_a_config_that_is_a_link_is_read_through_it(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("prompt_context:\n  max_events: 30\n", encoding="utf-8")
+    (tmp_path / "team_runtime.yaml").symlink_to(shared)  # the user's file, wherever it lives
+    assert load_team_config(tmp_path).prompt_context.max_events == 30
+
+
+def test_a_fifo_in_place_of_the_config_is_refused_without_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cfg").mkdir()
+    os.mkfifo(tmp_path / "cfg" / "team_runtime.yaml")  # no writer: a blocking open would hang
+    monkeypatch.chdir(tmp_path)
+    message = "cfg/team_runtime.yaml: not a regular file; it must be the YAML file."
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         load_team_config("cfg")

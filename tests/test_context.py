@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 import unicodedata
 from datetime import datetime
 from pathlib import Path
@@ -402,3 +404,67 @@ async def test_an_id_in_nfd_is_answered_from_the_nfc_ids_cache(tmp_path: Path) -
         assert await handle.project(unicodedata.normalize("NFD", nfc)) == first
         assert reads == [nfc]
         actor.stop()
+
+
+class _LingeringCache(dict[str, Any]):
+    """The actor's cache, lingering in every change made off the event loop's thread (as a
+    thread that loses the GIL there would), so a change on the loop lands inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop_thread = threading.get_ident()
+        self.changed_off_loop = 0
+
+    def _linger(self) -> None:
+        if threading.get_ident() != self.loop_thread:
+            self.changed_off_loop += 1
+            time.sleep(0.001)  # lets the loop run: the GIL is free while we sleep
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._linger()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._linger()
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._linger()
+        return super().pop(key, *default)
+
+
+async def test_worker_threads_leave_the_cache_to_the_event_loop(tmp_path: Path) -> None:
+    # A large record is read in a worker thread while small ones are read in place on the loop,
+    # every read evicting another (one request cached). The cache is the loop's alone: a thread
+    # that evicted too would delete what the loop had just deleted (KeyError), or iterate
+    # while the loop resized it.
+    large = _write(tmp_path, "large", sample_record(400, "large"))
+    assert large.stat().st_size > SMALL_RECORD
+    for n in range(2):
+        _write(tmp_path, f"small-{n}", sample_record(3, f"small-{n}"))
+    actor = ContextActor(FileRecordStore(Workspace(tmp_path)), PromptContextConfig(), max_cached=1)
+    cache = actor._cache = _LingeringCache()
+    expected = project_request(large.read_bytes())
+    reading = True
+
+    async def read_large() -> None:
+        nonlocal reading
+        for _ in range(40):
+            assert await handle.project("large") == expected
+        reading = False
+        actor.stop()
+
+    async def read_small() -> None:
+        turn = 0
+        while reading:
+            assert (await handle.project(f"small-{turn % 2}")).total_events == 3
+            turn += 1
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(actor.serve)
+            handle = actor.handle(30)
+            group.start_soon(read_large)
+            group.start_soon(read_small)
+    assert actor.statistics().served >= 20  # the large reads did go to worker threads
+    assert cache.changed_off_loop == 0

@@ -32,6 +32,7 @@ from teams_runtime.exceptions import RecordError
 __all__ = [
     "TEMP_SUFFIX",
     "FileVersion",
+    "NotRegularFile",
     "Raced",
     "ensure_folder",
     "file_version",
@@ -86,19 +87,36 @@ def _refused(path: Path) -> RecordError:
     )
 
 
+_WALKS = 10  # walks of a folder path another program keeps removing parts of, then give up
+
+
 def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
     """A descriptor of ``path``, a folder inside the ``runtime`` folder, opened one component
     at a time without following links (``create``: making missing ones). The workspace folder
     itself (``runtime``'s parent) is the user's and may be a link.
 
+    With ``create``, a folder another program removes between our ``mkdir`` and our ``open``
+    (someone tidying the index folder away) is made again: the walk starts over, a few times,
+    rather than failing the write that needs it.
+
     Raises ``RecordError`` naming the component that is a link or not a folder, and
     ``FileNotFoundError`` for a missing one when not ``create``.
     """
     parts = path.relative_to(runtime.parent).parts
+    for _ in range(_WALKS if create else 1):
+        try:
+            return _walk(runtime.parent, parts, create)
+        except FileNotFoundError:
+            if not create:
+                raise
+    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
+
+
+def _walk(top: Path, parts: tuple[str, ...], create: bool) -> int:
     if create:
-        runtime.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(runtime.parent, os.O_RDONLY | os.O_DIRECTORY)
-    current = runtime.parent
+        top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    current = top
     try:
         for part in parts:
             current = current / part
@@ -112,20 +130,15 @@ def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
 
 
 def _open_child(fd: int, part: str, current: Path, create: bool) -> int:
-    for _ in range(10):  # someone may remove a folder between our mkdir and our open
-        if create:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, dir_fd=fd)
-        try:
-            return os.open(part, _FOLDER, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                raise
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _refused(current) from exc
-            raise
-    raise RecordError(f"{current}: keeps disappearing while it is opened; retry.")
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, dir_fd=fd)
+    try:
+        return os.open(part, _FOLDER, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refused(current) from exc
+        raise
 
 
 @contextlib.contextmanager
@@ -147,21 +160,9 @@ def folder(path: Path, runtime: Path, *, create: bool = True) -> Iterator[int]:
 
 
 def ensure_folder(path: Path, runtime: Path) -> None:
-    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link.
-
-    A folder another program removes right after it was made (someone tidying the index
-    folder away) is made again, a few times, rather than failing the write that needs it."""
-    for _ in range(5):
-        try:
-            os.close(open_folder(path, runtime, create=True))
-            return
-        except FileNotFoundError:
-            continue
-        except RecordError:
-            raise
-        except OSError as exc:
-            raise RecordError(f"{path}: cannot open the folder ({exc.strerror}).") from exc
-    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
+    """Create ``path`` (inside ``runtime``) and its missing parents, refusing any link."""
+    with folder(path, runtime):
+        pass
 
 
 class Raced(Exception):
@@ -268,13 +269,21 @@ def write_atomic(
                 os.close(fd)
 
 
-def open_regular(path: Path | str, *, dir_fd: int | None = None) -> int:
-    """Open a regular file for reading, never through a link and never blocking on something
-    else planted in its place (a FIFO, a device): ``OSError`` (``EINVAL``) for those."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+class NotRegularFile(OSError):
+    """What ``open_regular`` raises when something else is in the file's place (``errno``
+    ``EISDIR`` for a folder, ``EINVAL`` for a FIFO, a device, a socket)."""
+
+
+def open_regular(path: Path | str, *, dir_fd: int | None = None, follow_links: bool = False) -> int:
+    """Open a regular file for reading, never blocking on something else planted in its place
+    (``NotRegularFile`` for those) and, unless ``follow_links``, never through a link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
+        kind = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+        raise NotRegularFile(kind, "not a regular file", str(path))
     os.set_blocking(fd, True)
     return fd
 

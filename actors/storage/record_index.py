@@ -1,8 +1,10 @@
 """The record index: where things are in one version of a record file (a checked cache).
 
-Next to each record a writer keeps an index (``.teams_runtime/index/<id>.idx``): where the
-events array, the last events and the newest evidence of every role are. It is a cache, never
-the truth, and what it says is checked before it is used:
+An index says where, in one version of a record, the events array, the last events and the
+newest evidence of every role are. A writer lays one down next to each record it writes
+(``.teams_runtime/index/<id>.idx``); a read of a record that has none usable derives one from
+the file's bytes in one pass (``index_from_bytes``) and keeps it there when the record is large.
+It is a cache, never the truth, and what it says is checked before it is used:
 
 - the file starts with a BLAKE2b digest of the rest, so a changed, truncated or random index
   is refused;
@@ -11,10 +13,11 @@ the truth, and what it says is checked before it is used:
   array's brackets, the separators between events), and the events it points at must split and
   classify as it says.
 
-Whatever fails a check costs a full parse of the record, never a wrong answer or a crash; the
-next write lays a correct index down. With it, a cold projection reads a few kilobytes instead
-of parsing the whole history, and an append copies the old events' bytes instead of
-re-formatting them.
+Whatever fails a check is never a wrong answer or a crash: the index is derived from the
+bytes again, or the record parsed whole when it is not laid out as teams-runtime writes it, and
+the next write lays a correct index down. With an index, a cold projection reads a few
+kilobytes instead of parsing the whole history, and an append copies the old events' bytes
+instead of re-formatting them.
 """
 
 from __future__ import annotations
@@ -288,7 +291,9 @@ _SUFFIX_TRIES = 3  # guesses at where the needed events start, then the whole ar
 def index_from_bytes(
     paths: RecordPaths, data: bytes, version: FileVersion, *, tail: int = INDEX_TAIL
 ) -> RecordIndex | None:
-    """The index of a record file that has none (another program wrote it), from its bytes.
+    """An index of a record file derived from its bytes: for a record with no usable index
+    (another program wrote it, or the index is lost or fails its checks), and for every record
+    under 128 KiB, which ``FileRecordStore.read`` reads this way without opening its index.
 
     One C pass classifies every event (``history_evidence``); only the last ``tail``
     events and each role's newest evidence are split out, from a suffix of the array, and

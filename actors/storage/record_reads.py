@@ -23,6 +23,7 @@ from teams_runtime.actors.storage.record_index import (
     write_index,
 )
 from teams_runtime.actors.storage.workspace import RecordPaths
+from teams_runtime.codecs.records import not_utf8_at
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 
 __all__ = [
@@ -119,7 +120,7 @@ def parts_from_unindexed(
     is an indexed one. ``None`` when the file is not laid out as teams-runtime writes it, or an
     byte of it is not UTF-8: then parse it (which names what is wrong).
     """
-    if not _utf8(data):
+    if not_utf8_at(data) is not None:  # the whole file, as a full parse checks it
         return None
     index = index_from_bytes(paths, data, version, tail=max(tail, INDEX_TAIL if keep else 0))
     if index is None:
@@ -130,16 +131,3 @@ def parts_from_unindexed(
     if keep:  # a cache, so a failure is left alone (``write_index``): the next read derives it
         write_index(paths, index)  # (making the index folder if it is missing)
     return parts
-
-
-def _utf8(data: bytes) -> bool:
-    """Whether the whole file is UTF-8, as a full parse checks it: an event left out of the
-    prompt must not carry bad bytes into the next rewrite either. Most records are ASCII,
-    which one C pass tells at about 60 GB/s."""
-    if data.isascii():
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

@@ -248,7 +248,8 @@ def append_to_record(
     # on disk (no lock file, no index folder).
     if not paths.record.exists():
         raise unknown_request(paths)
-    ensure_folder(paths.record.parent, paths.runtime)  # the index folder only when writing
+    # `locked` opens the record's folder (refusing a link); the index folder is made only
+    # when writing (`_commit`).
     source = str(paths.record)
     for _ in range(_RACE_RETRIES):
         with locked(paths.lock, paths.runtime) as held:
@@ -308,15 +309,11 @@ def _append_locked(
     return Appended(read_version, parts, parts.count, relaid=True)
 
 
-def _ensure_folders(paths: RecordPaths) -> None:
-    # Before anything is written: a linked folder is refused, never written through.
-    ensure_folder(paths.record.parent, paths.runtime)
-    ensure_folder(paths.index.parent, paths.runtime)
-
-
 def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts | None:
-    """Write a new record file (and its index) unless one exists; ``None`` if it existed."""
-    _ensure_folders(paths)
+    """Write a new record file (and its index) unless one exists; ``None`` if it existed.
+
+    A linked folder is refused before anything is written through it: the record's by
+    ``locked``, the index's by ``_commit`` before the record is written."""
     fields = dict(record)
     events = fields.get(EVENTS_KEY, [])
     if not isinstance(events, list):

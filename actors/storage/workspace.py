@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import stat
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 
+from teams_runtime.actors.storage.files import NotRegularFile, open_regular
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, TeamConfig, parse_team_config
 from teams_runtime.codecs.request_ids import REQUESTS_FOLDER, check_request_id
 from teams_runtime.codecs.roles import check_role
@@ -113,20 +113,16 @@ def load_team_config(workspace: str | Path) -> TeamConfig:
     """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``."""
     path = Path(workspace) / CONFIG_FILE_NAME
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place never blocks
-        try:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise ConfigError(
-                    f"{path}: a folder, not a file; it must be the YAML file (move the folder "
-                    f"away, then run `teams-runtime init {workspace}` to write a default one)."
-                )
-            if not stat.S_ISREG(mode):
-                raise ConfigError(f"{path}: not a regular file; it must be the YAML file.")
-            with open(fd, "rb", closefd=False) as handle:
-                text = handle.read().decode("utf-8")
-        finally:
-            os.close(fd)
+        fd = open_regular(path, follow_links=True)  # the user's file: it may be a link
+        with open(fd, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except NotRegularFile as exc:
+        if exc.errno == errno.EISDIR:
+            raise ConfigError(
+                f"{path}: a folder, not a file; it must be the YAML file (move the folder "
+                f"away, then run `teams-runtime init {workspace}` to write a default one)."
+            ) from exc
+        raise ConfigError(f"{path}: not a regular file; it must be the YAML file.") from exc
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{path}: no such file; run `teams-runtime init {workspace}` to create one."
