@@ -18,11 +18,7 @@ from teams_runtime.actors.storage.protocols import (
 )
 from teams_runtime.actors.storage.queue_files import FileWorkQueue
 from teams_runtime.actors.storage.record_files import FileRecordStore
-from teams_runtime.actors.storage.workspace import (
-    Workspace,
-    find_workspace,
-    load_team_config,
-)
+from teams_runtime.actors.storage.workspace import Workspace, load_team_config
 
 __all__ = [
     "IDEMPOTENCY_WINDOW",
@@ -38,6 +34,5 @@ __all__ = [
     "WorkQueue",
     "WorkerLease",
     "Workspace",
-    "find_workspace",
     "load_team_config",
 ]

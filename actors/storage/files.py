@@ -32,6 +32,7 @@ from teams_runtime.exceptions import RecordError
 __all__ = [
     "TEMP_SUFFIX",
     "FileVersion",
+    "FolderKeepsVanishing",
     "NotRegularFile",
     "Raced",
     "ensure_folder",
@@ -90,6 +91,10 @@ def _refused(path: Path) -> RecordError:
 _WALKS = 10  # walks of a folder path another program keeps removing parts of, then give up
 
 
+class FolderKeepsVanishing(RecordError):
+    """A folder another program removed every time it was made again."""
+
+
 def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
     """A descriptor of ``path``, a folder inside the ``runtime`` folder, opened one component
     at a time without following links (``create``: making missing ones). The workspace folder
@@ -109,7 +114,9 @@ def open_folder(path: Path, runtime: Path, *, create: bool = True) -> int:
         except FileNotFoundError:
             if not create:
                 raise
-    raise RecordError(f"{path}: another program keeps removing the folder; nothing was written.")
+    raise FolderKeepsVanishing(
+        f"{path}: another program keeps removing the folder; nothing was written."
+    )
 
 
 def _walk(top: Path, parts: tuple[str, ...], create: bool) -> int:

@@ -95,8 +95,10 @@ class RecordStore(Protocol):
         ...
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
-        """The record, through an index if one holds the last ``tail`` events (``None``: every
-        event is needed), else parsed whole. Raises ``UnknownRequestError``, ``RecordError``."""
+        """The record: ``IndexedParts`` (fields, count, the last ``tail`` events, each role's
+        newest evidence) when the store can give them without parsing the whole history (for
+        files: an index, kept or derived from the file's bytes), else a ``ParsedRecord``;
+        ``tail=None``: every event is needed. Raises ``UnknownRequestError``, ``RecordError``."""
         ...
 
     def reads_quickly(self, version: Hashable) -> bool:

@@ -24,6 +24,7 @@ import msgspec
 
 from teams_runtime.actors.storage.files import (
     FileVersion,
+    FolderKeepsVanishing,
     Raced,
     ensure_folder,
     file_version,
@@ -98,8 +99,11 @@ def _commit(
     """Write the record (if ``unless()`` still holds right before: else ``Raced``), then its
     index; return the parts of what was written."""
     # Made (and a linked one refused) before the record is written, and only then: an append
-    # refused for a record it cannot read leaves no folder behind.
-    ensure_folder(paths.index.parent, paths.runtime)
+    # refused for a record it cannot read leaves no folder behind. The index is a cache: a
+    # folder someone keeps removing costs the record its index (the next read derives one),
+    # never the append.
+    with contextlib.suppress(FolderKeepsVanishing):
+        ensure_folder(paths.index.parent, paths.runtime)
     with contextlib.suppress(OSError):
         paths.index.unlink()  # never leave an index that could outlive its record version
     remove_stale_temps(paths.record, paths.runtime)

@@ -12,7 +12,7 @@ from teams_runtime.codecs.request_ids import REQUESTS_FOLDER, check_request_id
 from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["RecordPaths", "Workspace", "find_workspace", "load_team_config"]
+__all__ = ["RecordPaths", "Workspace", "load_team_config"]
 
 
 @dataclass(frozen=True)
@@ -92,21 +92,6 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
-
-
-def find_workspace() -> Path | None:
-    """The workspace around the current folder, as git finds a repository, or ``None``.
-
-    The current folder or the nearest parent holding ``team_runtime.yaml`` (so a command run
-    inside ``.teams_runtime/`` finds its workspace). The answer is relative to the current
-    folder (``.``, ``..``, ``../..``), so messages name files as the user sees them.
-    """
-    here = Path.cwd()
-    for up, folder in enumerate([here, *here.parents]):
-        candidate = folder / CONFIG_FILE_NAME
-        if candidate.exists() or candidate.is_symlink():  # a bad one is loading's error
-            return Path(*([".."] * up)) if up else Path(".")
-    return None
 
 
 def load_team_config(workspace: str | Path) -> TeamConfig:
