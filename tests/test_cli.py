@@ -16,7 +16,7 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
 
-from .cli_in_process import run_cli
+from .cli_in_process import init_nats_workspace, run_cli
 
 
 @pytest.fixture
@@ -407,11 +407,9 @@ def test_replicas_a_single_nats_server_cannot_keep_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
 ) -> None:
     settings = nats_server.settings()
-    root = tmp_path / "host"
-    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
+    root = init_nats_workspace(tmp_path / "host", settings)
     config = root / "team_runtime.yaml"
-    text = config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}")
-    config.write_text(text.replace("replicas: 1", "replicas: 3"))
+    config.write_text(config.read_text().replace("replicas: 1", "replicas: 3"))
     capsys.readouterr()
     try:
         status, out, err = run_cli(capsys, "status", "--workspace", str(root))

@@ -21,7 +21,7 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.records import encode_record
 from teams_runtime.demo import sample_record
 
-from .cli_in_process import run_cli
+from .cli_in_process import init_nats_workspace, run_cli
 
 FAKE_MODEL = Path(__file__).with_name("fake_model.py")
 
@@ -30,14 +30,6 @@ FAKE_MODEL = Path(__file__).with_name("fake_model.py")
 def _close_connections() -> Iterator[None]:
     yield
     close_shared_connections()  # the CLI runs in-process here: leave no client behind
-
-
-def _nats_workspace(root: Path, server: Any) -> Path:
-    settings = server.settings()
-    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
-    config = root / "team_runtime.yaml"
-    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
-    return root
 
 
 @pytest.fixture
@@ -111,7 +103,7 @@ def test_an_unreachable_server_is_one_line_naming_the_url(
 def test_a_request_moves_file_to_nats_to_file_byte_for_byte(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     capsys.readouterr()
     status, out, _ = run_cli(capsys, "import", str(record_file), "--workspace", str(host))
     assert status == 0 and out.startswith("Imported req-1 (40 events).\n")
@@ -135,7 +127,7 @@ def test_a_request_moves_file_to_nats_to_file_byte_for_byte(
 def test_import_checks_every_file_before_writing_any(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     misnamed = record_file.with_name("req-2.json")
     misnamed.write_bytes(record_file.read_bytes())  # says request_id req-1
     capsys.readouterr()
@@ -165,7 +157,7 @@ def test_every_command_answers_the_same_on_both_backends(
 ) -> None:
     file_host = tmp_path / "file-host"
     assert main(["init", str(file_host)]) == 0
-    nats_host = _nats_workspace(tmp_path / "nats-host", nats_server)
+    nats_host = init_nats_workspace(tmp_path / "nats-host", nats_server.settings())
     lines = tmp_path / "events.jsonl"  # timestamps given: `append` would stamp the time
     lines.write_text('{"timestamp": "T", "type": "note", "actor": "me", "summary": "hi"}\n')
     outputs: dict[Path, list[str]] = {}
@@ -203,7 +195,7 @@ def test_every_command_answers_the_same_on_both_backends(
 def test_submit_run_status_cancel_on_nats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     where = ["--workspace", str(host)]
     status, out, _ = run_cli(capsys, "submit", "--role", "planner", "--scope", "Add CSV export",
                              "--request-id", "req-a", *where)  # fmt: skip
@@ -255,7 +247,7 @@ def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
     file_host = tmp_path / "file-host"
     assert main(["init", str(file_host)]) == 0
     reports = []
-    for host in (file_host, _nats_workspace(tmp_path / "nats-host", nats_server)):
+    for host in (file_host, init_nats_workspace(tmp_path / "nats-host", nats_server.settings())):
         where = ["--workspace", str(host)]
         state = _with_model(host, "long_summary:600000")
         assert (
@@ -279,7 +271,7 @@ def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
 def test_append_and_import_of_events_larger_than_a_message_on_nats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     where = ["--workspace", str(host)]
     big = tmp_path / "big.jsonl"
     big.write_text(json.dumps({"timestamp": "T", "type": "note", "summary": "s" * 1_100_000}))
@@ -307,8 +299,9 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     # The events stream of the team holds 300 KB (an operator's limit): the second request
     # does not fit. No head without its events is left: the same import works once the limit
     # is raised, the first request left as it is.
-    host = _nats_workspace(tmp_path / "host", nats_server)
-    prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
+    settings = nats_server.settings()
+    host = init_nats_workspace(tmp_path / "host", settings)
+    prefix = settings.prefix
     nats_server.limit_events(prefix, 300_000)
     where = ["--workspace", str(host)]
     record = sample_record(10, "req-2")
@@ -342,7 +335,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
 def test_a_request_id_in_any_script_on_nats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     where = ["--workspace", str(host)]
     nfc = "요청-1.ü"
     nfd = unicodedata.normalize("NFD", nfc)
@@ -365,7 +358,7 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     record_file: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    host = _nats_workspace(tmp_path / "host", nats_server)
+    host = init_nats_workspace(tmp_path / "host", nats_server.settings())
     where = ["--workspace", str(host)]
     assert main(["import", str(record_file), *where]) == 0
     handles: list[Any] = []
@@ -413,7 +406,7 @@ def test_project_on_nats_reads_the_head_and_the_events_it_selects(
     record_path.write_bytes(encode_record(sample_record(300, "req-1")))
     file_host = tmp_path / "file-host"
     assert main(["init", str(file_host)]) == 0
-    nats_host = _nats_workspace(tmp_path / "nats-host", nats_server)
+    nats_host = init_nats_workspace(tmp_path / "nats-host", nats_server.settings())
     outputs: dict[Path, list[str]] = {}
     for host in (file_host, nats_host):
         where = ["--workspace", str(host)]
@@ -445,7 +438,7 @@ def test_a_worker_with_another_lease_says_so_when_its_team_starts(
     """The team's queue keeps the ack wait it was made with; a worker configured otherwise
     says so in its log when it starts (it was logged before logging was set up, so never
     shown: found by an outside attack)."""
-    first = _nats_workspace(tmp_path / "host-1", nats_server)
+    first = init_nats_workspace(tmp_path / "host-1", nats_server.settings())
     config = first / "team_runtime.yaml"
     config.write_text(config.read_text() + "queue:\n  lease_seconds: 30\n")
     assert run_cli(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s

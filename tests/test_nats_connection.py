@@ -22,13 +22,12 @@ from teams_runtime.actors.storage.nats_connection import (
 )
 from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
 from teams_runtime.actors.storage.record_nats import NatsRecordStore
-from teams_runtime.cli import main
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 
-from .cli_in_process import run_cli
+from .cli_in_process import init_nats_workspace, run_cli
 
 
 def _ack_waits(connection: NatsConnection) -> dict[str, float]:
@@ -185,10 +184,7 @@ def test_submit_to_a_full_queue_fails_with_one_line_and_no_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
 ) -> None:
     settings = nats_server.settings()
-    root = tmp_path / "host"
-    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
-    config = root / "team_runtime.yaml"
-    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    root = init_nats_workspace(tmp_path / "host", settings)
     where = ["--workspace", str(root)]
     try:
         assert run_cli(capsys, "status", *where)[0] == 0  # the team's streams exist now
@@ -215,11 +211,7 @@ def test_envelope_subjects_give_back_their_role_and_request_token() -> None:
 
 
 def test_a_process_opens_one_record_store_per_connection(tmp_path: Path, nats_server: Any) -> None:
-    settings = nats_server.settings()
-    root = tmp_path / "host"
-    assert main(["init", str(root), "--backend", "nats", "--nats-url", settings.url]) == 0
-    config = root / "team_runtime.yaml"
-    config.write_text(config.read_text().replace("prefix: teams", f"prefix: {settings.prefix}"))
+    root = init_nats_workspace(tmp_path / "host", nats_server.settings())
     try:
         first = open_store(Workspace(root))
         assert isinstance(first, NatsRecordStore)
