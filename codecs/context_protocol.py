@@ -13,8 +13,10 @@ import msgspec
 
 from teams_runtime.codecs.projected import Projection
 from teams_runtime.exceptions import (
+    BackendError,
     ConfigError,
     RecordError,
+    TeamsRuntimeError,
     UnknownRequestError,
     UnsafeRequestIdError,
 )
@@ -113,7 +115,9 @@ class Recalled(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     events: list[bytes]
 
 
-FailureKind = Literal["unknown_request", "unsafe_request_id", "record", "config", "internal"]
+FailureKind = Literal[
+    "unknown_request", "unsafe_request_id", "record", "config", "backend", "runtime", "internal"
+]
 
 
 class Failed(msgspec.Struct, tag=True, frozen=True, kw_only=True):
@@ -131,6 +135,8 @@ _KINDS: tuple[tuple[type[Exception], FailureKind], ...] = (
     (UnsafeRequestIdError, "unsafe_request_id"),
     (RecordError, "record"),
     (ConfigError, "config"),
+    (BackendError, "backend"),  # the store's server refused or is away
+    (TeamsRuntimeError, "runtime"),  # any other error the runtime explains in one line
 )
 _ERRORS: dict[FailureKind, type[Exception]] = {kind: error for error, kind in _KINDS}
 

@@ -27,8 +27,10 @@ from teams_runtime.codecs.context_protocol import (
 )
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import (
+    BackendError,
     ConfigError,
     RecordError,
+    TeamsRuntimeError,
     UnknownRequestError,
     UnsafeRequestIdError,
 )
@@ -129,6 +131,12 @@ def test_an_unknown_failure_kind_is_refused() -> None:
         ),
         pytest.param(RecordError("r.json: not valid JSON"), "record", id="record"),
         pytest.param(ConfigError("team_runtime.yaml model: bad"), "config", id="config"),
+        pytest.param(
+            BackendError("the NATS server at nats://h:4222 refused an append"),
+            "backend",
+            id="backend",
+        ),
+        pytest.param(TeamsRuntimeError("any other one-line error"), "runtime", id="runtime"),
     ],
 )
 def test_failures_stand_for_the_error_they_were_made_from(error: Exception, kind: str) -> None:

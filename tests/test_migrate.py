@@ -450,3 +450,26 @@ def test_a_worker_with_another_lease_says_so_when_its_team_starts(
         "queue.lease_seconds is 3 here, but the team's queue was created with an ack wait of "
         "30 s: this worker uses 30 s (renewing every 10 s)" in err
     )
+
+
+def test_writes_the_server_refuses_through_the_actor_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any, record_file: Path
+) -> None:
+    # The events stream is full (an operator's limit): an append, a submit and a cancel go
+    # through the ContextActor, whose answer must stay the store's own one-line error.
+    settings = nats_server.settings()
+    host = init_nats_workspace(tmp_path / "host", settings)
+    where = ["--workspace", str(host)]
+    assert main(["import", str(record_file), *where]) == 0
+    nats_server.limit_events(settings.prefix, 1)
+    note = ["--type", "note", "--actor", "me", "--summary", "s"]
+    for argv in (
+        ["append", "req-1", *note],
+        ["submit", "--role", "qa", "--scope", "x", "--request-id", "req-9"],
+        ["cancel", "req-1"],
+    ):
+        capsys.readouterr()
+        status, out, err = run_cli(capsys, *argv, *where)
+        assert (status, out) == (2, ""), argv
+        assert err.startswith("teams-runtime: error: ") and "the NATS server at " in err
+        assert "Traceback" not in err and err.count("\n") == 1, err
