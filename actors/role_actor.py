@@ -45,7 +45,13 @@ from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import count_of, now_iso
 from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.exceptions import ActorStopped, AskTimeout, ModelFailure, TeamsRuntimeError
+from teams_runtime.exceptions import (
+    ActorStopped,
+    AskTimeout,
+    BackendError,
+    ModelFailure,
+    TeamsRuntimeError,
+)
 from teams_runtime.prompts import (
     PromptBundle,
     PromptKind,
@@ -157,8 +163,8 @@ class RoleActor:
         try:
             outcome = await self._outcome_of(claim)
         except Exception as exc:  # a bug must not take the team down: keep the envelope
-            self._log.opt(exception=exc).error(
-                "{}: envelope {} left queued", self.role, claim.ticket
+            self._log.bind(request_id=request_id).opt(exception=exc).error(
+                "{}: envelope {} of request {} left queued", self.role, claim.ticket, request_id
             )
             outcome = await self._release(claim)
         finally:
@@ -187,8 +193,8 @@ class RoleActor:
                 return await self._handle(envelope, claim)
             except ModelFailure as exc:
                 return await self._model_failed(envelope, claim, str(exc))
-            except (_NotSaved, AskTimeout, ActorStopped) as exc:
-                # Transient (the store was busy or stopping): another attempt may succeed.
+            except (_NotSaved, AskTimeout, ActorStopped, BackendError) as exc:
+                # Transient (the store was busy, away or stopping): another attempt may succeed.
                 if not isinstance(exc, _NotSaved):
                     self._log.bind(request_id=envelope.request_id).warning(
                         "{}: request {}: {}; its envelope stays queued",

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
+from teams_runtime.actors.storage import FileRecordStore, FileWorkQueue, Workspace
 from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.exceptions import BackendError
 
 pytestmark = pytest.mark.anyio
 
@@ -230,3 +231,23 @@ async def test_a_second_delivery_after_the_whole_chain_ran_queues_nothing_again(
     again = await run_once(workspace)
     assert (again.handled, again.prompts_sent) == (1, 0)
     assert len(read_record(workspace, "req-1")["events"]) == events
+
+
+async def test_a_store_that_is_away_leaves_the_envelope_queued_not_rejected(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    # A backend's server away (BackendError from every read) is passing trouble: the envelope
+    # stays queued for the next run, it is never set aside as bad.
+    workspace = team_workspace()
+    seed(workspace, "req-1", "planner", events=3)
+
+    class AwayStore(FileRecordStore):
+        def read(self, request_id: str, *, tail: int | None) -> Any:
+            raise BackendError("the NATS server at nats://127.0.0.1:9 did not answer a read")
+
+    summary = await run_once(workspace, store=AwayStore(workspace))
+    assert (summary.handled, summary.rejected, summary.deferred) == (0, 0, 1)
+    assert FileWorkQueue(workspace).counts()["planner"] == 1
+    assert not list(workspace.queue_dir.glob("rejected/*.json"))
