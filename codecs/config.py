@@ -6,6 +6,7 @@ Reading the file from a workspace is ``actors.storage.workspace.load_team_config
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args
@@ -292,6 +293,16 @@ _NATS_URL = re.compile(
 _NATS_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 
 
+def _is_nats_host(host: str) -> bool:
+    """A name or IPv4 address, or a bracketed IPv6 address that is one (``[abc]`` is not)."""
+    if not host.startswith("["):
+        return True
+    try:
+        return ipaddress.ip_address(host[1:-1]).version == 6
+    except ValueError:
+        return False
+
+
 def _shown(url: str) -> str:
     """``url`` for messages, logs and output: the user and password of each of its URLs (a
     cluster's are comma-separated) replaced by ``***``."""
@@ -322,7 +333,7 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         for part in self.url.split(","):
             match = _NATS_URL.fullmatch(part.strip())
-            if match is None:
+            if match is None or not _is_nats_host(match.group(2)):
                 raise ConfigError(
                     f"team_runtime.yaml backend.nats.url {_shown(self.url)!r} is not a NATS "
                     "URL; write it as nats://HOST:PORT (or tls://HOST:PORT; several, "

@@ -513,6 +513,12 @@ def test_backend_nats_is_read() -> None:
             id="url-host",
         ),
         pytest.param(
+            "backend: {kind: nats, nats: {url: 'nats://[abc]:4222'}}",
+            "team_runtime.yaml backend.nats.url 'nats://[abc]:4222' is not a NATS URL; write it "
+            "as nats://HOST:PORT (or tls://HOST:PORT; several, comma-separated, for a cluster).",
+            id="url-ipv6-not-an-address",
+        ),
+        pytest.param(
             "backend: {kind: nats, nats: {url: 'nats://u:pw@h:99999'}}",
             "team_runtime.yaml backend.nats.url 'nats://***@h:99999' names port 99999, which no "
             "server can listen on; a port is between 1 and 65535.",
