@@ -6,17 +6,10 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.intake import submit
-from teams_runtime.actors.storage import (
-    FileRecordStore,
-    FileWorkQueue,
-    RecordStore,
-    WorkQueue,
-    load_team_config,
-)
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.projected import Backfill, Projection
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
@@ -28,8 +21,15 @@ from teams_runtime.exceptions import (
     UnknownRequestError,
     UnsafeRequestIdError,
 )
-from teams_runtime.projection import notice_text, project_request
-from teams_runtime.prompts import PromptBundle, build_prompt
+from teams_runtime.policy.projection import notice_text, project_request
+from teams_runtime.policy.prompts import PromptBundle, build_prompt
+from teams_runtime.storage import (
+    FileRecordStore,
+    FileWorkQueue,
+    RecordStore,
+    WorkQueue,
+    load_team_config,
+)
 
 # A library adds no log sinks and stays quiet until the application enables it (the CLI does).
 logger.disable("teams_runtime")

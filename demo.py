@@ -25,14 +25,14 @@ import anyio
 
 from teams_runtime.actors.context import open_context
 from teams_runtime.actors.intake import submit_with
-from teams_runtime.actors.storage import FileWorkQueue, Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
+from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
 
 __all__ = ["run", "sample_event", "sample_record"]
 

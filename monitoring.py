@@ -31,8 +31,6 @@ import msgspec
 from loguru import logger
 
 from teams_runtime.actors.prompt_log import RECORD_KEY
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage.files import ensure_folder
 from teams_runtime.codecs.prompt_records import (
     PROMPT_RECORD_SCHEMA,
     PromptRecord,
@@ -40,6 +38,8 @@ from teams_runtime.codecs.prompt_records import (
 )
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import RecordError
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.local_files import ensure_folder
 
 __all__ = [
     "GROUP_KEYS",

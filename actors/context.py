@@ -20,23 +20,7 @@ from anyio.abc import TaskStatus
 from anyio.lowlevel import checkpoint
 from loguru import logger
 
-from teams_runtime.actors.digest import (
-    RequestDigest,
-    digest_from_fields,
-    digest_from_parts,
-)
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.actors.storage import (
-    IDEMPOTENCY_WINDOW,
-    IndexedParts,
-    RecordRead,
-    RecordStore,
-    Workspace,
-)
-from teams_runtime.actors.storage import (
-    Appended as StoreAppended,
-)
-from teams_runtime.actors.storage.backends import open_store
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
@@ -55,16 +39,30 @@ from teams_runtime.codecs.context_protocol import (
     raise_failure,
 )
 from teams_runtime.codecs.evidence import append_key_of
-from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import (
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
+from teams_runtime.codecs.request_records import (
     EVENTS_KEY,
     RecordFields,
     decode_record,
     encode_event,
     encode_json,
 )
-from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.policy.digest import (
+    RequestDigest,
+    digest_from_fields,
+    digest_from_parts,
+)
+from teams_runtime.storage import (
+    IDEMPOTENCY_WINDOW,
+    AppendOutcome,
+    IndexedParts,
+    RecordRead,
+    RecordStore,
+    Workspace,
+)
+from teams_runtime.storage.backends import open_store
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
@@ -226,7 +224,7 @@ class ContextActor:
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> tuple[StoreAppended, _Cached | None, bool]:
+        def write() -> tuple[AppendOutcome, _Cached | None, bool]:
             """The store's write and, when it takes a build or a read, the new digest (the
             worker thread's part); True when the loop is to update the cached digest instead."""
             appended = self.store.append(

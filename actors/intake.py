@@ -12,13 +12,13 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
-from teams_runtime.actors.outcomes import plan_cancel, status_of
-from teams_runtime.actors.storage import RecordStore, WorkQueue, Workspace
-from teams_runtime.actors.storage.backends import open_queue, open_store, workspace_config
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import PUBLIC_ROLES
+from teams_runtime.policy.outcomes import plan_cancel, status_of
+from teams_runtime.storage import RecordStore, WorkQueue, Workspace
+from teams_runtime.storage.backends import open_queue, open_store, workspace_config
 
 __all__ = [
     "Cancellation",

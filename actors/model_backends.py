@@ -32,7 +32,7 @@ from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
 from teams_runtime.codecs.model_replies import ModelReply
 from teams_runtime.exceptions import ModelFailure
-from teams_runtime.prompts import PromptBundle
+from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = [
     "DRAIN_SECONDS",

@@ -43,7 +43,7 @@ from teams_runtime.codecs.openai_wire import (
     retry_after_seconds,
 )
 from teams_runtime.exceptions import ConfigError, ModelFailure
-from teams_runtime.prompts import PromptBundle
+from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
 

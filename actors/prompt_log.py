@@ -10,8 +10,8 @@ from loguru import logger
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model_replies import TokenUsage
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
-from teams_runtime.codecs.records import EVENT_SEPARATOR, EVENTS_KEY
-from teams_runtime.prompts import PromptBundle
+from teams_runtime.codecs.request_records import EVENT_SEPARATOR, EVENTS_KEY
+from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["RECORD_KEY", "log_prompt", "prompt_record"]
 

@@ -23,7 +23,22 @@ from loguru import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
-from teams_runtime.actors.outcomes import (
+from teams_runtime.actors.prompt_log import log_prompt
+from teams_runtime.actors.request_locks import RequestLocks
+from teams_runtime.codecs.attempt_records import AttemptRecord
+from teams_runtime.codecs.config import ModelConfig
+from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.formats import count_of, now_iso
+from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.exceptions import (
+    ActorStopped,
+    AskTimeout,
+    BackendError,
+    ModelFailure,
+    TeamsRuntimeError,
+)
+from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
     OutcomePlan,
     as_cancelled,
@@ -35,30 +50,15 @@ from teams_runtime.actors.outcomes import (
     research_result,
     status_of,
 )
-from teams_runtime.actors.prompt_log import log_prompt
-from teams_runtime.actors.request_locks import RequestLocks
-from teams_runtime.actors.storage import Claim, WorkQueue, Workspace
-from teams_runtime.actors.storage.attempts import save_attempt
-from teams_runtime.codecs.attempts import AttemptRecord
-from teams_runtime.codecs.config import ModelConfig
-from teams_runtime.codecs.contract import validate_answer
-from teams_runtime.codecs.formats import count_of, now_iso
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.exceptions import (
-    ActorStopped,
-    AskTimeout,
-    BackendError,
-    ModelFailure,
-    TeamsRuntimeError,
-)
-from teams_runtime.prompts import (
+from teams_runtime.policy.prompts import (
     PromptBundle,
     PromptKind,
     answer_kind_of,
     build_prompt,
     kind_for_role,
 )
+from teams_runtime.storage import Claim, WorkQueue, Workspace
+from teams_runtime.storage.attempt_files import save_attempt
 
 __all__ = ["Outcome", "RoleActor", "Working"]
 

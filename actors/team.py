@@ -19,19 +19,19 @@ from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, ope
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
-from teams_runtime.actors.storage import (
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.codecs.roles import ROLES, check_role
+from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage import (
     Claim,
     RecordStore,
     WorkQueue,
     Workspace,
     load_team_config,
 )
-from teams_runtime.actors.storage.backends import open_queue, open_store
-from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.codecs.roles import ROLES, check_role
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage.backends import open_queue, open_store
 
 __all__ = ["RoleStatus", "RunSummary", "Team"]
 

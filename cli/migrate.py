@@ -8,14 +8,14 @@ import os
 import sys
 from pathlib import Path
 
-from teams_runtime.actors.storage import RecordStore, Workspace
-from teams_runtime.actors.storage.backends import open_store
 from teams_runtime.cli.output import UserError
 from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.records import EVENTS_KEY, RecordFields
 from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
+from teams_runtime.storage import RecordStore, Workspace
+from teams_runtime.storage.backends import open_store
 
 __all__ = ["cmd_export", "cmd_import"]
 

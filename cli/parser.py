@@ -13,9 +13,9 @@ from typing import Any, NoReturn
 
 from teams_runtime.cli.migrate import cmd_export, cmd_import
 from teams_runtime.cli.output import PROG
-from teams_runtime.cli.records import cmd_append, cmd_explain, cmd_project, cmd_prompt
+from teams_runtime.cli.record_commands import cmd_append, cmd_explain, cmd_project, cmd_prompt
 from teams_runtime.cli.status import cmd_cancel, cmd_status
-from teams_runtime.cli.team import (
+from teams_runtime.cli.team_commands import (
     cmd_config,
     cmd_demo,
     cmd_init,
@@ -26,7 +26,7 @@ from teams_runtime.cli.team import (
 from teams_runtime.codecs.config import BACKEND_KINDS, EVENT_COUNT_LIMIT, event_count_problem
 from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
 from teams_runtime.monitoring import GROUP_KEYS
-from teams_runtime.prompts import KIND_NAMES, PURPOSES, PromptKind
+from teams_runtime.policy.prompts import KIND_NAMES, PURPOSES, PromptKind
 
 __all__ = ["build_parser"]
 
@@ -172,7 +172,7 @@ def _add_json(parser: argparse.ArgumentParser, what: str = _JSON_HELP) -> None:
     parser.add_argument("--json", action="store_true", help=what)
 
 
-# Where a command works when --workspace is not given (cli/workspace.py finds it).
+# Where a command works when --workspace is not given (cli/workspace_option.py finds it).
 _FOUND_WORKSPACE = "the current folder or the nearest one above it holding team_runtime.yaml"
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teams_runtime.actors.storage.files import open_regular
-from teams_runtime.codecs.records import RecordFields, decode_record
+from teams_runtime.codecs.request_records import RecordFields, decode_record
 from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.local_files import open_regular
 
 __all__ = ["read_record_file"]
 

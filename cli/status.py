@@ -8,18 +8,18 @@ from typing import Any
 import anyio
 
 from teams_runtime.actors.intake import cancel
-from teams_runtime.actors.storage import (
+from teams_runtime.cli.output import write_json
+from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage import (
     IndexedParts,
     RecordStore,
     Workspace,
     load_team_config,
 )
-from teams_runtime.actors.storage.backends import open_queue, open_store
-from teams_runtime.cli.output import write_json
-from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.records import EVENTS_KEY, decode_any
-from teams_runtime.codecs.roles import ROLES
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage.backends import open_queue, open_store
 
 __all__ = ["cmd_cancel", "cmd_status", "status_report"]
 

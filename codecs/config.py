@@ -1,6 +1,6 @@
 """The shape of ``team_runtime.yaml``: its sections, their checks and the parser of its text.
 
-Reading the file from a workspace is ``actors.storage.workspace.load_team_config``.
+Reading the file from a workspace is ``storage.workspace.load_team_config``.
 """
 
 from __future__ import annotations

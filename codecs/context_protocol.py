@@ -11,7 +11,7 @@ from typing import Literal, NoReturn
 
 import msgspec
 
-from teams_runtime.codecs.projected import Projection
+from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import (
     BackendError,
     ConfigError,

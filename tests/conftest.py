@@ -27,14 +27,14 @@ import yaml
 from loguru import logger
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
-from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
-from teams_runtime.projection import project_request
-from teams_runtime.prompts import PromptBundle, PromptKind, build_prompt
+from teams_runtime.policy.projection import project_request
+from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
+from teams_runtime.storage import FileWorkQueue, Workspace
+from teams_runtime.storage.files.file_store import create_record
 
 from .fake_openai_server import FakeOpenAIServer
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from teams_runtime import RecordError, UnsafeRequestIdError, open_context, project_request
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage import record_files as store
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
-from teams_runtime.codecs.records import encode_record
 from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES, check_request_id
+from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.files import file_store as store
 
 pytestmark = pytest.mark.anyio
 

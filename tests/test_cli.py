@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage.nats_connection import close_shared_connections
 from teams_runtime.cli import main
-from teams_runtime.codecs.records import encode_record
+from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.nats.connection import close_shared_connections
 
 from .cli_in_process import init_nats_workspace, run_cli
 

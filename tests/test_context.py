@@ -27,11 +27,11 @@ from teams_runtime import (
     project_request,
 )
 from teams_runtime.actors.context import ContextActor
-from teams_runtime.actors.storage import FileRecordStore, Workspace
-from teams_runtime.actors.storage.record_files import SMALL_RECORD
 from teams_runtime.codecs.context_protocol import Failed, Project
-from teams_runtime.codecs.records import encode_record
+from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import FileRecordStore, Workspace
+from teams_runtime.storage.files.file_store import SMALL_RECORD
 
 from .reference import reference_select
 from .strategies import configs, event, events, record

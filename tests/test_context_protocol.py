@@ -34,7 +34,7 @@ from teams_runtime.exceptions import (
     UnknownRequestError,
     UnsafeRequestIdError,
 )
-from teams_runtime.projection import project_request
+from teams_runtime.policy.projection import project_request
 
 Encode = Callable[[Any], bytes]
 Decode = Callable[..., Any]

@@ -22,7 +22,7 @@ from teams_runtime.codecs.contract import (
     validate_answer,
 )
 from teams_runtime.codecs.roles import ROLES
-from teams_runtime.prompts import PromptBundle, PromptKind
+from teams_runtime.policy.prompts import PromptBundle, PromptKind
 
 pytestmark = pytest.mark.anyio
 

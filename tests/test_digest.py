@@ -11,12 +11,12 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.digest import digest_from_fields
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import decode_record, encode_record
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.request_records import decode_record, encode_record
 from teams_runtime.demo import sample_record
-from teams_runtime.projection import project_request
+from teams_runtime.policy.digest import digest_from_fields
+from teams_runtime.policy.projection import project_request
 
 from .strategies import configs, event, events, record
 

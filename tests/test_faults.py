@@ -17,12 +17,12 @@ import anyio
 import pytest
 
 from teams_runtime import RecordError
-from teams_runtime.actors.storage import FileWorkQueue, ParsedRecord, Workspace
-from teams_runtime.actors.storage import record_files as store
-from teams_runtime.actors.storage.files import TEMP_SUFFIX
 from teams_runtime.actors.team import RunSummary
-from teams_runtime.codecs.records import encode_event
+from teams_runtime.codecs.request_records import encode_event
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import FileWorkQueue, ParsedRecord, Workspace
+from teams_runtime.storage.files import file_store as store
+from teams_runtime.storage.local_files import TEMP_SUFFIX
 
 from .scripts import APPENDER
 

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from teams_runtime import RecordError, project_request
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage import record_files as store
-from teams_runtime.codecs.records import decode_record, encode_record
+from teams_runtime.codecs.request_records import decode_record, encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.files import file_store as store
 
 EXAMPLES = int(os.environ.get("TEAMS_RUNTIME_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from teams_runtime.actors.intake import new_request_id, submit
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import UnsafeRequestIdError
+from teams_runtime.storage import FileWorkQueue, Workspace
 
 pytestmark = pytest.mark.anyio
 

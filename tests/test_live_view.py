@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from teams_runtime.actors.storage import Workspace
+from teams_runtime.storage import Workspace
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -14,12 +14,13 @@ import pytest
 import yaml
 
 from teams_runtime.actors.context import ContextActor
-from teams_runtime.actors.storage import load_team_config, record_nats
-from teams_runtime.actors.storage.nats_connection import NatsConnection, close_shared_connections
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.cli import main
-from teams_runtime.codecs.records import encode_record
+from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import load_team_config
+from teams_runtime.storage.nats import nats_store as record_nats
+from teams_runtime.storage.nats.connection import NatsConnection, close_shared_connections
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from .cli_in_process import init_nats_workspace, run_cli
 

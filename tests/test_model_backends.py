@@ -27,13 +27,13 @@ from teams_runtime.actors.model_backends import (
     DryRunBackend,
     make_backend,
 )
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import ModelFailure
 from teams_runtime.monitoring import configure_logging, stop_logging
-from teams_runtime.prompts import PromptBundle, build_prompt
+from teams_runtime.policy.prompts import PromptBundle, build_prompt
+from teams_runtime.storage import FileWorkQueue, Workspace
 
 pytestmark = pytest.mark.anyio
 

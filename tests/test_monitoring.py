@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.monitoring import (
     PROMPT_LOG_NAME,
@@ -24,6 +23,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
+from teams_runtime.storage import FileWorkQueue, Workspace
 
 pytestmark = pytest.mark.anyio
 

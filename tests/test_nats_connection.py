@@ -12,20 +12,20 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage.backends import open_store
-from teams_runtime.actors.storage.nats_connection import (
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import BackendError
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.backends import open_store
+from teams_runtime.storage.nats.connection import (
     NatsConnection,
     NatsNames,
     close_shared_connections,
     token_of,
 )
-from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
-from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.roles import ROLES
-from teams_runtime.exceptions import BackendError
+from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from .cli_in_process import init_nats_workspace, run_cli
 

@@ -22,13 +22,13 @@ import pytest
 from teams_runtime.actors import openai_backend
 from teams_runtime.actors.model_backends import make_backend
 from teams_runtime.actors.openai_backend import KEPT_CHARS, OpenAIBackend
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.config import ModelConfig, OpenAIConfig
 from teams_runtime.codecs.model_replies import TokenUsage
 from teams_runtime.codecs.openai_wire import event_line_limit
 from teams_runtime.exceptions import ConfigError, ModelFailure
-from teams_runtime.prompts import PromptBundle
+from teams_runtime.policy.prompts import PromptBundle
+from teams_runtime.storage import FileWorkQueue, Workspace
 
 from .fake_model import answer_for
 from .fake_openai_server import (

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.outcomes import (
+from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
     as_cancelled,
     contract_failure,
@@ -16,8 +18,6 @@ from teams_runtime.actors.outcomes import (
     plan_outcome,
     research_result,
 )
-from teams_runtime.codecs.contract import validate_answer
-from teams_runtime.codecs.messages import MessageEnvelope
 
 NOW = "2026-11-30T09:00:00+01:00"
 ENVELOPE = MessageEnvelope(

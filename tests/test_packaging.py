@@ -31,8 +31,13 @@ def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
     )  # fmt: skip
     (wheel,) = tmp_path.glob("teams_runtime-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "teams_runtime/projection.py" in names
-    assert "teams_runtime/codecs/records.py" in names
-    assert "teams_runtime/actors/__init__.py" in names
+    # Every module of the package ships (a sub-package missing from pyproject's list would not).
+    modules = {
+        f"teams_runtime/{path.relative_to(ROOT).as_posix()}"
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] not in {"tests", "build", ".git"}
+    }
+    assert modules - set(names) == set()
+    assert "teams_runtime/py.typed" in names
     stray = [name for name in names if "/tests/" in name or name.startswith(("tests/", "codecs/"))]
     assert stray == []

@@ -11,10 +11,10 @@ import pytest
 
 from teams_runtime.actors.prompt_log import RECORD_KEY, log_prompt, prompt_record
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import decode_prompt_record
-from teams_runtime.projection import project_request
-from teams_runtime.prompts import PromptBundle, build_prompt
+from teams_runtime.policy.projection import project_request
+from teams_runtime.policy.prompts import PromptBundle, build_prompt
 
 MakeBundle = Callable[..., PromptBundle]
 ENVELOPE = MessageEnvelope(request_id="req-1", sender="planner", target="qa", scope="Ünï scope")

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 
 from teams_runtime import PromptContextConfig, project_request
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
-from teams_runtime.prompts import PROMPT_KINDS, PromptKind, build_prompt
+from teams_runtime.policy.prompts import PROMPT_KINDS, PromptKind, build_prompt
 
 from .strategies import configs, events, record
 

@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage import record_files as store
-from teams_runtime.codecs.records import encode_record
+from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.files import file_store as store
 
 from .scripts import APPENDER
 

@@ -12,24 +12,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.digest import digest_from_fields, digest_from_parts
-from teams_runtime.actors.storage import record_files as store
-from teams_runtime.actors.storage.files import file_version
-from teams_runtime.actors.storage.protocols import IndexedParts
-from teams_runtime.actors.storage.record_index import (
+from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.request_records import decode_any, encode_event, encode_record
+from teams_runtime.demo import sample_record
+from teams_runtime.exceptions import RecordError
+from teams_runtime.policy.digest import digest_from_fields, digest_from_parts
+from teams_runtime.policy.projection import project_request
+from teams_runtime.storage.files import file_store as store
+from teams_runtime.storage.files.index import (
     INDEX_TAIL,
     RecordIndex,
     encode_index,
     index_from_bytes,
     load_index,
 )
-from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
-from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.projected import Projection
-from teams_runtime.codecs.records import decode_any, encode_event, encode_record
-from teams_runtime.demo import sample_record
-from teams_runtime.exceptions import RecordError
-from teams_runtime.projection import project_request
+from teams_runtime.storage.local_files import file_version
+from teams_runtime.storage.protocols import IndexedParts
+from teams_runtime.storage.workspace import RecordPaths, Workspace
 
 from .reference import reference_role
 from .strategies import configs, event, events

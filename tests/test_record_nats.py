@@ -24,27 +24,27 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from teams_runtime.actors.context import open_context
-from teams_runtime.actors.storage import (
-    FileRecordStore,
-    IndexedParts,
-    RecordStore,
-    Workspace,
-    record_nats,
-)
-from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.record_heads import HEAD_TAIL, decode_head
-from teams_runtime.codecs.records import encode_json
 from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_records import encode_json
 from teams_runtime.exceptions import (
     BackendError,
     RecordError,
     UnknownRequestError,
     UnsafeRequestIdError,
 )
-from teams_runtime.prompts import build_prompt
+from teams_runtime.policy.prompts import build_prompt
+from teams_runtime.storage import (
+    FileRecordStore,
+    IndexedParts,
+    RecordStore,
+    Workspace,
+)
+from teams_runtime.storage.nats import nats_store as record_nats
+from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from .conftest import SMALL_MAX_PAYLOAD
 from .strategies import configs, event
@@ -298,9 +298,9 @@ def test_append_keys_of_any_length_are_answered_as_the_file_store_answers_them(
 
 _WRITER = """
 import sys, msgspec
-from teams_runtime.actors.storage.nats_connection import NatsConnection
-from teams_runtime.actors.storage import record_nats
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats import nats_store as record_nats
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings
 settings = msgspec.json.decode(sys.argv[1].encode(), type=NatsSettings)
 name, appends = sys.argv[2], int(sys.argv[3])

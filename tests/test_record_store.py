@@ -14,7 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from teams_runtime.actors.storage import (
+from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES
+from teams_runtime.codecs.request_records import decode_any
+from teams_runtime.demo import sample_record
+from teams_runtime.exceptions import RecordError, UnknownRequestError, UnsafeRequestIdError
+from teams_runtime.storage import (
     FileRecordStore,
     IndexedParts,
     ParsedRecord,
@@ -22,12 +26,8 @@ from teams_runtime.actors.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.actors.storage.nats_connection import NatsConnection
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
-from teams_runtime.codecs.records import decode_any
-from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES
-from teams_runtime.demo import sample_record
-from teams_runtime.exceptions import RecordError, UnknownRequestError, UnsafeRequestIdError
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from .reference import reference_role
 

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.storage import Workspace
-from teams_runtime.actors.storage.record_writes import create_record
 from teams_runtime.codecs.request_ids import (
     MAX_REQUEST_ID_BYTES,
     check_request_id,
     notice_request_id,
 )
 from teams_runtime.exceptions import UnsafeRequestIdError
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.files.writes import create_record
 
 KOREAN = "요청-1"  # NFC: two precomposed Hangul syllables
 KOREAN_NFD = unicodedata.normalize("NFD", KOREAN)  # the same id as six conjoining jamo

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import FileRecordStore, FileWorkQueue, Workspace
-from teams_runtime.actors.storage.record_files import create_record
 from teams_runtime.actors.team import RunSummary
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.exceptions import BackendError
+from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
+from teams_runtime.storage.files.file_store import create_record
 
 pytestmark = pytest.mark.anyio
 

@@ -14,11 +14,11 @@ import anyio
 import pytest
 
 from teams_runtime.actors.model_backends import DryRunBackend
-from teams_runtime.actors.storage import FileWorkQueue, Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import DryRunConfig, PromptContextConfig
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
+from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
 
 pytestmark = pytest.mark.anyio
 

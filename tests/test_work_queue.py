@@ -15,12 +15,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from teams_runtime.actors.storage import Claim, FileWorkQueue, WorkQueue, Workspace
-from teams_runtime.actors.storage.nats_connection import NatsConnection
-from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
+from teams_runtime.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 
 from .conftest import SMALL_MAX_PAYLOAD
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.actors.storage import FileWorkQueue, Workspace
-from teams_runtime.actors.storage.nats_connection import NatsConnection
-from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.messages import MessageEnvelope
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
+from teams_runtime.storage import FileWorkQueue, Workspace
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers

@@ -31,26 +31,26 @@ from typing import Any
 import anyio
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
-from teams_runtime.actors.storage import (
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.codecs.request_records import encode_record
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.demo import sample_record
+from teams_runtime.monitoring import PROMPT_LOG_NAME, Filters, aggregate, log_files
+from teams_runtime.policy.prompts import build_prompt
+from teams_runtime.storage import (
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
     WorkQueue,
     Workspace,
 )
-from teams_runtime.actors.storage.nats_connection import NatsConnection
-from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
-from teams_runtime.actors.storage.record_files import create_record
-from teams_runtime.actors.storage.record_index import INDEX_TAIL
-from teams_runtime.actors.storage.record_nats import NatsRecordStore
-from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
-from teams_runtime.codecs.records import encode_record
-from teams_runtime.codecs.roles import ROLES
-from teams_runtime.demo import sample_record
-from teams_runtime.monitoring import PROMPT_LOG_NAME, Filters, aggregate, log_files
-from teams_runtime.prompts import build_prompt
+from teams_runtime.storage.files.file_store import create_record
+from teams_runtime.storage.files.index import INDEX_TAIL
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 
 def _load_reference() -> Callable[..., list[int] | None]:

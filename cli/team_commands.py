@@ -16,7 +16,6 @@ from loguru import logger
 
 from teams_runtime import demo
 from teams_runtime.actors.intake import submit
-from teams_runtime.actors.storage import Workspace, load_team_config
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import PROG, UserError, write_json
@@ -35,6 +34,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
+from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
 

@@ -8,7 +8,7 @@ Every writer (the ContextActor, ``teams-runtime append``, other processes) goes 
   writer checks the lock and the record are still as it found them (else it reads again);
 - the new bytes replace the file atomically (``files.write_atomic``): a crash leaves the old
   file or the new one, never a torn one;
-- the record's index (``record_index``) is rewritten after it, and checked before any use;
+- the record's index (``index``) is rewritten after it, and checked before any use;
 - an append with a key already among the last events is not written again.
 """
 
@@ -22,18 +22,21 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.storage.files import (
-    FileVersion,
-    FolderKeepsVanishing,
-    Raced,
-    ensure_folder,
-    file_version,
-    locked,
-    remove_stale_temps,
-    write_atomic,
+from teams_runtime.codecs.evidence import append_key_of, role_of_raw
+from teams_runtime.codecs.request_records import (
+    EVENT_SEPARATOR,
+    EVENTS_CLOSE,
+    EVENTS_KEY,
+    EVENTS_OPEN,
+    RecordFields,
+    RenderedRecord,
+    decode_record,
+    encode_field,
+    render_record,
 )
-from teams_runtime.actors.storage.protocols import IDEMPOTENCY_WINDOW, Appended, IndexedParts
-from teams_runtime.actors.storage.record_index import (
+from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.append_checks import checked_updates, field_holds, format_history
+from teams_runtime.storage.files.index import (
     RecordIndex,
     Span,
     evidence_spans,
@@ -43,48 +46,26 @@ from teams_runtime.actors.storage.record_index import (
     parts_from_index,
     write_index,
 )
-from teams_runtime.actors.storage.record_reads import read_bytes, unknown_request
-from teams_runtime.actors.storage.workspace import RecordPaths
-from teams_runtime.codecs.evidence import append_key_of, role_of_raw
-from teams_runtime.codecs.records import (
-    EVENT_SEPARATOR,
-    EVENTS_CLOSE,
-    EVENTS_KEY,
-    EVENTS_OPEN,
-    RecordFields,
-    RenderedRecord,
-    decode_any,
-    decode_record,
-    encode_field,
-    format_event,
-    render_record,
+from teams_runtime.storage.files.reads import read_bytes, unknown_request
+from teams_runtime.storage.local_files import (
+    FileVersion,
+    FolderKeepsVanishing,
+    Raced,
+    ensure_folder,
+    file_version,
+    locked,
+    remove_stale_temps,
+    write_atomic,
 )
-from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.protocols import IDEMPOTENCY_WINDOW, AppendOutcome, IndexedParts
+from teams_runtime.storage.workspace import RecordPaths
 
 __all__ = [
     "append_to_record",
-    "checked_updates",
     "create_record",
-    "field_holds",
-    "format_history",
 ]
 
 _RACE_RETRIES = 20  # read-modify-write rounds before giving up on a record others keep replacing
-
-
-def format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
-    """Each event as the record file lays it out; ``RecordError`` naming ``source`` and the
-    event's position for one that cannot be."""
-    formatted = []
-    for position, raw in enumerate(history):
-        try:
-            formatted.append(format_event(raw))
-        except (msgspec.DecodeError, RecursionError) as exc:
-            raise RecordError(
-                f"{source}: event {position} cannot be laid out again ({exc}); "
-                "fix that event by hand."
-            ) from exc
-    return formatted
 
 
 def _commit(
@@ -141,13 +122,6 @@ def _commit_all(
     return _commit(paths, rendered, fields, len(history), rendered.spans, evidence, unless)
 
 
-def checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
-    """The updates of an append as a dict; ``RecordError`` if they try to set ``events``."""
-    if EVENTS_KEY in updates:
-        raise RecordError("`events` cannot be set directly; append events instead.")
-    return dict(updates)
-
-
 def _keyed_count(last: list[msgspec.Raw], first_position: int, key: str) -> int | None:
     """The event count just after the newest event of ``last`` carrying ``key``, if any."""
     for offset in range(len(last) - 1, -1, -1):
@@ -201,14 +175,6 @@ def _append_indexed(
     return _commit(paths, rendered, fields, count, old_tail + spans, evidence, unless)
 
 
-def field_holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool:
-    """Whether a top-level field holds the value ``refuse_if`` names for it."""
-    return any(
-        key in fields and decode_any(encode_field(fields[key])) == value
-        for key, value in refuse_if.items()
-    )
-
-
 def _count_fits(data: bytes, index: RecordIndex) -> bool:
     """Whether the index's event count is the file's: an append has every byte in hand, so it
     counts the separators between events (a deeper `,` newline is indented further) rather
@@ -239,7 +205,7 @@ def append_to_record(
     *,
     key: str = "",
     unless: Mapping[str, Any] | None = None,
-) -> Appended:
+) -> AppendOutcome:
     """Append ``events`` and set ``updates`` (top-level fields) in one locked write.
 
     Events other processes appended before the lock was taken are kept: the file is always
@@ -282,7 +248,7 @@ def _append_locked(
     key: str,
     refuse_if: Mapping[str, Any],
     unless: Callable[[], bool],
-) -> Appended:
+) -> AppendOutcome:
     source = str(paths.record)
     index = load_index(paths, read_version)
     current = None
@@ -293,24 +259,24 @@ def _append_locked(
     if index is not None and current is not None:
         done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
         if done is not None:
-            return Appended(read_version, None, done, applied=False)
+            return AppendOutcome(read_version, None, done, applied=False)
         if field_holds(current.fields, refuse_if):
-            return Appended(read_version, None, current.count, applied=False, refused=True)
+            return AppendOutcome(read_version, None, current.count, applied=False, refused=True)
         parts = _append_indexed(paths, data, index, {**current.fields, **updates}, events, unless)
-        return Appended(read_version, parts, parts.count)
+        return AppendOutcome(read_version, parts, parts.count)
     fields = decode_record(data, source)
     history = _history_of(fields, source)
     if key:
         last = history[-IDEMPOTENCY_WINDOW:]
         done = _keyed_count(last, len(history) - len(last), key)
         if done is not None:
-            return Appended(read_version, None, done, applied=False)
+            return AppendOutcome(read_version, None, done, applied=False)
     if field_holds(fields, refuse_if):
-        return Appended(read_version, None, len(history), applied=False, refused=True)
+        return AppendOutcome(read_version, None, len(history), applied=False, refused=True)
     fields.update(updates)
     fields[EVENTS_KEY] = []
     parts = _commit_all(paths, fields, history + events, unless)
-    return Appended(read_version, parts, parts.count, relaid=True)
+    return AppendOutcome(read_version, parts, parts.count, relaid=True)
 
 
 def create_record(paths: RecordPaths, record: Mapping[str, Any]) -> IndexedParts | None:

@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 
 from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.messages import CompactionNotice
-from teams_runtime.codecs.records import decode_any, iter_pretty_record
+from teams_runtime.codecs.envelopes import CompactionNotice
 from teams_runtime.codecs.request_ids import canonical_request_ref
+from teams_runtime.codecs.request_records import decode_any, iter_pretty_record
 
 __all__ = ["SELECTION", "Backfill", "Projection"]
 

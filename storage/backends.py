@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from teams_runtime.actors.storage.protocols import RecordStore, WorkQueue
-from teams_runtime.actors.storage.queue_files import FileWorkQueue
-from teams_runtime.actors.storage.record_files import FileRecordStore
-from teams_runtime.actors.storage.workspace import Workspace, load_team_config
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage.files.file_queue import FileWorkQueue
+from teams_runtime.storage.files.file_store import FileRecordStore
+from teams_runtime.storage.protocols import RecordStore, WorkQueue
+from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
-    from teams_runtime.actors.storage.nats_connection import NatsConnection
+    from teams_runtime.storage.nats.connection import NatsConnection
 
 __all__ = ["open_queue", "open_store", "workspace_config"]
 
@@ -35,7 +35,7 @@ def open_store(workspace: Workspace, config: TeamConfig | None = None) -> Record
     and the server cannot be reached)."""
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind == "nats":
-        from teams_runtime.actors.storage.record_nats import NatsRecordStore
+        from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
         return _connection(config).attached(NatsRecordStore)  # one watch of the heads
     return FileRecordStore(workspace)
@@ -47,7 +47,7 @@ def open_queue(
     """The work queue the workspace's ``backend`` names, for one worker."""
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind == "nats":
-        from teams_runtime.actors.storage.queue_nats import NatsWorkQueue
+        from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
         return NatsWorkQueue(_connection(config), worker_id=worker_id)
@@ -57,7 +57,7 @@ def open_queue(
 def _connection(config: TeamConfig) -> NatsConnection:
     # nats-py is an optional extra: the file backend (the default) never imports it.
     try:
-        from teams_runtime.actors.storage.nats_connection import shared_connection
+        from teams_runtime.storage.nats.connection import shared_connection
     except ImportError as exc:
         raise ConfigError(
             f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "

@@ -14,10 +14,10 @@ from typing import Literal
 import msgspec
 
 from teams_runtime.codecs.contract import AnswerKind, contract_shape
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.projected import Projection
-from teams_runtime.projection import notice_text
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.policy.projection import notice_text
 
 __all__ = [
     "KIND_NAMES",

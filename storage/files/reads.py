@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import os
 
-from teams_runtime.actors.storage.files import (
-    FileVersion,
-    open_regular,
-    version_of,
-)
-from teams_runtime.actors.storage.protocols import IndexedParts
-from teams_runtime.actors.storage.record_index import (
+from teams_runtime.codecs.request_records import not_utf8_at
+from teams_runtime.exceptions import RecordError, UnknownRequestError
+from teams_runtime.storage.files.index import (
     INDEX_TAIL,
     index_from_bytes,
     load_index,
@@ -22,9 +18,13 @@ from teams_runtime.actors.storage.record_index import (
     parts_from_index,
     write_index,
 )
-from teams_runtime.actors.storage.workspace import RecordPaths
-from teams_runtime.codecs.records import not_utf8_at
-from teams_runtime.exceptions import RecordError, UnknownRequestError
+from teams_runtime.storage.local_files import (
+    FileVersion,
+    open_regular,
+    version_of,
+)
+from teams_runtime.storage.protocols import IndexedParts
+from teams_runtime.storage.workspace import RecordPaths
 
 __all__ = [
     "parts_from_unindexed",

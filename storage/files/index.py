@@ -28,11 +28,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from teams_runtime.actors.storage.files import FileVersion, open_regular, write_atomic
-from teams_runtime.actors.storage.protocols import IndexedParts
-from teams_runtime.actors.storage.workspace import RecordPaths
 from teams_runtime.codecs.evidence import history_evidence, role_of_raw
-from teams_runtime.codecs.records import (
+from teams_runtime.codecs.request_records import (
     EVENT_SEPARATOR,
     EVENTS_CLOSE,
     EVENTS_HEAD,
@@ -43,6 +40,9 @@ from teams_runtime.codecs.records import (
     split_raw_list,
 )
 from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.local_files import FileVersion, open_regular, write_atomic
+from teams_runtime.storage.protocols import IndexedParts
+from teams_runtime.storage.workspace import RecordPaths
 
 __all__ = [
     "INDEX_TAIL",

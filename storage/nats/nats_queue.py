@@ -39,15 +39,15 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from teams_runtime.actors.storage.nats_connection import NatsConnection, id_of_token, token_of
-from teams_runtime.actors.storage.nats_values import message_room
-from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerLease
-from teams_runtime.actors.storage.queue_files import decode_envelope, new_worker_id
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
-from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
+from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
+from teams_runtime.storage.nats.values import message_room
+from teams_runtime.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 
 __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
 

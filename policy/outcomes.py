@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 
 from teams_runtime.codecs.contract import ContractFailure, RoleResult
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.projected import Projection
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.projection_reply import Projection
 
 __all__ = [
     "MAX_REPAIRS",

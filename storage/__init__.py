@@ -4,9 +4,11 @@ file implementations (the embedded default). Blocking code: actors call it from 
 
 from __future__ import annotations
 
-from teams_runtime.actors.storage.protocols import (
+from teams_runtime.storage.files.file_queue import FileWorkQueue
+from teams_runtime.storage.files.file_store import FileRecordStore
+from teams_runtime.storage.protocols import (
     IDEMPOTENCY_WINDOW,
-    Appended,
+    AppendOutcome,
     Claim,
     IndexedParts,
     ParsedRecord,
@@ -16,13 +18,11 @@ from teams_runtime.actors.storage.protocols import (
     WorkerLease,
     WorkQueue,
 )
-from teams_runtime.actors.storage.queue_files import FileWorkQueue
-from teams_runtime.actors.storage.record_files import FileRecordStore
-from teams_runtime.actors.storage.workspace import Workspace, load_team_config
+from teams_runtime.storage.workspace import Workspace, load_team_config
 
 __all__ = [
     "IDEMPOTENCY_WINDOW",
-    "Appended",
+    "AppendOutcome",
     "Claim",
     "FileRecordStore",
     "FileWorkQueue",

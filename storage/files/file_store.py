@@ -1,8 +1,8 @@
 """Request records as files: ``FileRecordStore``, the ``RecordStore`` of the file backend
 (the embedded default): one JSON file per request under ``.teams_runtime/requests/``.
 
-Reading is ``record_reads``, writing ``record_writes``, the index that makes both cheap
-``record_index``; this module puts them behind the protocol.
+Reading is ``reads``, writing ``writes``, the index that makes both cheap
+``index``; this module puts them behind the protocol.
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.storage.files import FileVersion, file_version
-from teams_runtime.actors.storage.protocols import Appended, ParsedRecord, RecordRead
-from teams_runtime.actors.storage.record_index import INDEX_TAIL
-from teams_runtime.actors.storage.record_reads import (
+from teams_runtime.codecs.request_records import decode_record
+from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.files.index import INDEX_TAIL
+from teams_runtime.storage.files.reads import (
     parts_from_unindexed,
     read_bytes,
     read_indexed_parts,
     unknown_request,
 )
-from teams_runtime.actors.storage.record_writes import append_to_record, create_record
-from teams_runtime.actors.storage.workspace import RecordPaths, Workspace
-from teams_runtime.codecs.records import decode_record
-from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.files.writes import append_to_record, create_record
+from teams_runtime.storage.local_files import FileVersion, file_version
+from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead
+from teams_runtime.storage.workspace import RecordPaths, Workspace
 
 __all__ = [
     "FileRecordStore",
@@ -103,7 +103,7 @@ class FileRecordStore:
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
-    ) -> Appended:
+    ) -> AppendOutcome:
         return append_to_record(self.paths(request_id), events, updates, key=key, unless=unless)
 
     def exists(self, request_id: str) -> bool:

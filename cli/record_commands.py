@@ -12,20 +12,18 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import open_context
-from teams_runtime.actors.storage import RecordStore, Workspace, load_team_config
-from teams_runtime.actors.storage.backends import open_store, workspace_config
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.projected import Projection
+from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
-from teams_runtime.projection import explain_decisions, notice_text, project_fields
-from teams_runtime.prompts import (
+from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
+from teams_runtime.policy.prompts import (
     PURPOSES,
     PromptBundle,
     PromptKind,
@@ -33,6 +31,8 @@ from teams_runtime.prompts import (
     build_prompt,
     kind_for_role,
 )
+from teams_runtime.storage import RecordStore, Workspace, load_team_config
+from teams_runtime.storage.backends import open_store, workspace_config
 
 __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
 

@@ -6,11 +6,11 @@ import errno
 from dataclasses import dataclass
 from pathlib import Path
 
-from teams_runtime.actors.storage.files import NotRegularFile, open_regular
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, TeamConfig, parse_team_config
 from teams_runtime.codecs.request_ids import REQUESTS_FOLDER, check_request_id
 from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage.local_files import NotRegularFile, open_regular
 
 __all__ = ["RecordPaths", "Workspace", "load_team_config"]
 

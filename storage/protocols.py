@@ -2,7 +2,7 @@
 
 ``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
 Both are blocking (the actors call them from worker threads) and both have a file
-implementation (``record_files``, ``queue_files``); the test suites of ``tests/`` run against
+implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/`` run against
 every implementation. A store's version is any hashable value that changes whenever the record
 does; only the store that made it compares it.
 """
@@ -14,12 +14,17 @@ from typing import Any, Protocol
 
 import msgspec
 
-from teams_runtime.codecs.messages import MessageEnvelope
-from teams_runtime.codecs.records import RecordFields
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.stored_records import (
+    AppendOutcome,
+    IndexedParts,
+    ParsedRecord,
+    RecordRead,
+)
 
 __all__ = [
     "IDEMPOTENCY_WINDOW",
-    "Appended",
+    "AppendOutcome",
     "Claim",
     "IndexedParts",
     "ParsedRecord",
@@ -32,50 +37,6 @@ __all__ = [
 
 
 IDEMPOTENCY_WINDOW = 256  # how many of the last events a keyed append is looked for among
-
-
-class IndexedParts(msgspec.Struct, frozen=True):
-    """A record as an index lets one read it: the other fields plus the few events needed."""
-
-    version: Hashable
-    fields: RecordFields  # every top-level field; `events` is an empty list here
-    count: int
-    history_bytes: int
-    tail: list[msgspec.Raw]  # the last events (all of them when there are few)
-    evidence: dict[str, tuple[int, msgspec.Raw]]  # role -> (position, event): newest evidence
-    source: str  # names the record in errors (its file, for the file store)
-
-    def covers(self, events: int) -> bool:
-        """Whether ``tail`` holds the last ``events`` events (or the whole history)."""
-        return len(self.tail) >= min(events, self.count)
-
-
-class ParsedRecord(msgspec.Struct, frozen=True):
-    """A whole record, decoded once: top-level fields, events as undecoded ``Raw``."""
-
-    version: Hashable
-    fields: RecordFields
-    source: str  # names the record in errors (its file, for the file store)
-
-
-RecordRead = IndexedParts | ParsedRecord
-
-
-class Appended(msgspec.Struct, frozen=True):
-    """The outcome of one append: the version it replaced and what is stored now.
-
-    ``applied`` is ``False`` when an append with the same key was already stored (nothing was
-    written); ``count`` is then the event count that append left, as it answered the first time.
-    """
-
-    read_version: Hashable
-    parts: IndexedParts | None  # None when not applied
-    count: int
-    applied: bool = True
-    refused: bool = False  # an `unless` field held its value: nothing was written
-    # Every event was laid out anew (the record was in another layout): bytes read before
-    # this append are not the record's bytes any more.
-    relaid: bool = False
 
 
 class RecordStore(Protocol):
@@ -122,7 +83,7 @@ class RecordStore(Protocol):
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
-    ) -> Appended:
+    ) -> AppendOutcome:
         """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
         never loses an event another writer appended first. Nothing is written (``refused``)
         if a top-level field named in ``unless`` holds the value given there at that moment.

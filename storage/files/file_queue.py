@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import socket
 import time
@@ -31,25 +30,17 @@ from pathlib import Path
 
 import msgspec
 
-from teams_runtime.actors.storage.files import folder, read_file, write_atomic
-from teams_runtime.actors.storage.protocols import Claim, QueueSnapshot, WorkerLease
-from teams_runtime.actors.storage.workspace import Workspace
+from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
-from teams_runtime.codecs.messages import MessageEnvelope
 from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
+from teams_runtime.storage.local_files import folder, read_file, write_atomic
+from teams_runtime.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
+from teams_runtime.storage.workspace import Workspace
 
-__all__ = ["FileWorkQueue", "decode_envelope", "new_worker_id"]
-
-_DECODER = msgspec.json.Decoder(MessageEnvelope)
-_NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def new_worker_id() -> str:
-    """A worker name unique across hosts and restarts: host, pid and a random part."""
-    host = _NOT_ID.sub("-", socket.gethostname())[:40] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+__all__ = ["FileWorkQueue"]
 
 
 def _request_of(name: str) -> str:
@@ -316,25 +307,3 @@ def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:
     except OSError as exc:
         raise EnvelopeError(f"{shown}: cannot be read ({exc.strerror}).") from None
     return decode_envelope(data, role, str(shown), f"env-{path.stem}")
-
-
-def decode_envelope(data: bytes, role: str, shown: str, default_id: str) -> MessageEnvelope:
-    """Decode queued envelope bytes for ``role``; ``EnvelopeError`` names the envelope (as
-    ``shown``) and the kind of problem, never a value from it (the text goes to logs). An
-    envelope without an id gets ``default_id``."""
-    try:
-        envelope = _DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        # msgspec names the field and the expected type, never the value.
-        raise EnvelopeError(f"{shown}: not a valid envelope ({exc}).") from None
-    except (msgspec.DecodeError, RecursionError):
-        raise EnvelopeError(f"{shown}: not valid JSON.") from None
-    if envelope.target != role:
-        raise EnvelopeError(f"{shown}: its target is not the {role} role of this folder.")
-    try:
-        envelope = with_checked_request_id(envelope)  # written by hand in NFD: records are NFC
-    except TeamsRuntimeError:
-        raise EnvelopeError(f"{shown}: its request id is not a safe file name.") from None
-    if not envelope.envelope_id:  # queued before envelopes had ids: its name is one
-        envelope = msgspec.structs.replace(envelope, envelope_id=default_id)
-    return envelope

@@ -19,12 +19,12 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.storage.protocols import IndexedParts
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.evidence import history_evidence, role_of_raw
-from teams_runtime.codecs.projected import Backfill, Projection
-from teams_runtime.codecs.records import EVENTS_KEY, encode_json, format_event
+from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.codecs.request_ids import notice_request_id
+from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json, format_event
+from teams_runtime.codecs.stored_records import IndexedParts
 
 __all__ = ["RequestDigest", "digest_from_fields", "digest_from_parts"]
 

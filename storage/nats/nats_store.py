@@ -4,7 +4,7 @@ backend (docs/scaling.md has the design and the names it creates).
 - Every event is a value on ``<prefix>.req.<id>.ev.<role or _>`` in the events stream, its
   bytes exactly as the record file lays the event out (``codecs.records.format_event``), so
   tails, evidence, history sizes and ``load`` bytes equal the file backend's. A value is one
-  message, or several when it is larger than the server's ``max_payload`` (``nats_values``).
+  message, or several when it is larger than the server's ``max_payload`` (``values``).
 - The record's head (``codecs.record_heads``) is one KV value: the top-level fields and the
   stream sequences of the last events and of each role's newest evidence. A cold projection
   reads the head and ``max_events`` values by sequence, whatever the history's length. A
@@ -35,35 +35,6 @@ import nats.js.errors
 from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 
-from teams_runtime.actors.storage.nats_connection import (
-    NatsConnection,
-    busy,
-    id_of_token,
-    token_of,
-    wrong_last_sequence,
-)
-from teams_runtime.actors.storage.nats_values import (
-    HEADER_APPEND,
-    HEADER_FIELD,
-    HEADER_PART,
-    HEADER_PARTS,
-    HistoryParts,
-    message_room,
-    read_value,
-    split_value,
-)
-from teams_runtime.actors.storage.protocols import (
-    IDEMPOTENCY_WINDOW,
-    Appended,
-    IndexedParts,
-    ParsedRecord,
-    RecordRead,
-)
-from teams_runtime.actors.storage.record_writes import (
-    checked_updates,
-    field_holds,
-    format_history,
-)
 from teams_runtime.codecs.evidence import append_key_of, role_of_raw
 from teams_runtime.codecs.record_heads import (
     HEAD_RECENT,
@@ -75,7 +46,8 @@ from teams_runtime.codecs.record_heads import (
     join_fields,
     key_digest,
 )
-from teams_runtime.codecs.records import (
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_records import (
     EVENTS_KEY,
     RecordFields,
     decode_record,
@@ -83,8 +55,36 @@ from teams_runtime.codecs.records import (
     encode_json,
     render_record,
 )
-from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestError
+from teams_runtime.storage.append_checks import (
+    checked_updates,
+    field_holds,
+    format_history,
+)
+from teams_runtime.storage.nats.connection import (
+    NatsConnection,
+    busy,
+    id_of_token,
+    token_of,
+    wrong_last_sequence,
+)
+from teams_runtime.storage.nats.values import (
+    HEADER_APPEND,
+    HEADER_FIELD,
+    HEADER_PART,
+    HEADER_PARTS,
+    HistoryParts,
+    message_room,
+    read_value,
+    split_value,
+)
+from teams_runtime.storage.protocols import (
+    IDEMPOTENCY_WINDOW,
+    AppendOutcome,
+    IndexedParts,
+    ParsedRecord,
+    RecordRead,
+)
 
 __all__ = ["ABANDONED_SECONDS", "UNSEEN", "NatsRecordStore"]
 
@@ -395,7 +395,7 @@ class NatsRecordStore:
         fields[EVENTS_KEY] = []
         prepared = _prepare([encode_field(event) for event in events], self._source(request_id))
         writer = _Append(self, request_id, prepared, fields, "", {}, creating=True)
-        created: Appended = self.connection.call(writer.run, what="a record create")
+        created: AppendOutcome = self.connection.call(writer.run, what="a record create")
         return created.applied
 
     def append(
@@ -406,12 +406,12 @@ class NatsRecordStore:
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
-    ) -> Appended:
+    ) -> AppendOutcome:
         request_id = check_request_id(request_id)
         changes = checked_updates(updates)
         prepared = _prepare(events, "an appended event")  # as the file store says
         writer = _Append(self, request_id, prepared, changes, key, unless or {})
-        appended: Appended = self.connection.call(writer.run, what="an append")
+        appended: AppendOutcome = self.connection.call(writer.run, what="an append")
         return appended
 
     def _stray_age(self, key: str, seq: int) -> float:
@@ -483,7 +483,7 @@ class _Append:
         self.spills: dict[tuple[str, bytes], int] = {}  # spilled values published after `base`
         self.virtual_tip = 0  # creating: messages up to here are abandoned ones, never events
 
-    async def run(self) -> Appended:
+    async def run(self) -> AppendOutcome:
         deadline = time.monotonic() + _APPEND_SECONDS
         losses = 0
         while True:
@@ -514,25 +514,27 @@ class _Append:
         tip = self.virtual_tip
         return RecordHead(fields=msgspec.Raw(b"{}"), tip=tip, void=[(1, tip)] if tip else []), 0
 
-    async def _answer_without_writing(self, head: RecordHead, revision: int) -> Appended | None:
-        """A keyed append already stored, or a refusal: ``Appended`` with nothing written."""
+    async def _answer_without_writing(
+        self, head: RecordHead, revision: int
+    ) -> AppendOutcome | None:
+        """A keyed append already stored, or a refusal: ``AppendOutcome`` with nothing written."""
         if self.key:
             for stored_key, count in reversed(head.keys):
                 if stored_key == self.key:
-                    return Appended(revision, None, count, applied=False)
+                    return AppendOutcome(revision, None, count, applied=False)
         if self.refuse_if:
             fields = await self.store._fields(self.request_id, head, names=self.refuse_if)
             if field_holds(fields, self.refuse_if):
-                return Appended(revision, None, head.count, applied=False, refused=True)
+                return AppendOutcome(revision, None, head.count, applied=False, refused=True)
         return None
 
-    async def _attempt(self, head: RecordHead, revision: int) -> Appended:
+    async def _attempt(self, head: RecordHead, revision: int) -> AppendOutcome:
         for append_id, count in head.recent:
             if append_id == self.id:  # this append committed, but its answer was lost
                 parts = await self.store._parts(self.request_id, head, revision, HEAD_TAIL)
-                return Appended(-1, parts, count)  # -1: no cached version ever matches
+                return AppendOutcome(-1, parts, count)  # -1: no cached version ever matches
         if self.creating and revision:  # someone else made it
-            return Appended(revision, None, head.count, applied=False)
+            return AppendOutcome(revision, None, head.count, applied=False)
         answered = await self._answer_without_writing(head, revision)
         if answered is not None:
             return answered
@@ -560,7 +562,7 @@ class _Append:
                 head, revision = await self._read()
                 if self.creating:  # someone else made it meanwhile
                     await self._abandon()
-                    return Appended(revision, None, head.count, applied=False)
+                    return AppendOutcome(revision, None, head.count, applied=False)
                 if head.tip != self.base:
                     raise _Retry(0) from None  # ours were set aside (or none): start again
                 answered = await self._answer_without_writing(head, revision)
@@ -570,7 +572,7 @@ class _Append:
                 continue
             self.store._note(self.kv_key, new_revision)
             parts = await self._parts_after(new_head, new_revision)
-            return Appended(revision, parts, new_head.count)
+            return AppendOutcome(revision, parts, new_head.count)
 
     async def _parts_after(self, head: RecordHead, revision: int) -> IndexedParts:
         """What is stored now: this append's events (the last ``HEAD_TAIL`` of them) and

@@ -16,9 +16,9 @@ import msgspec
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.evidence import role_of_event, role_of_raw
 from teams_runtime.codecs.formats import pretty_json
-from teams_runtime.codecs.projected import Backfill, Projection
-from teams_runtime.codecs.records import EVENTS_KEY, decode_record, encode_json
+from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.codecs.request_ids import notice_request_id
+from teams_runtime.codecs.request_records import EVENTS_KEY, decode_record, encode_json
 
 __all__ = [
     "explain_decisions",

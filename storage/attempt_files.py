@@ -11,11 +11,11 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from teams_runtime.actors.storage.files import write_atomic
-from teams_runtime.actors.storage.workspace import Workspace
-from teams_runtime.codecs.attempts import AttemptRecord, encode_attempt
+from teams_runtime.codecs.attempt_records import AttemptRecord, encode_attempt
 from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import RecordError
+from teams_runtime.storage.local_files import write_atomic
+from teams_runtime.storage.workspace import Workspace
 
 __all__ = ["save_attempt"]
 

@@ -1,0 +1,43 @@
+"""What every record store checks and lays out in an append, whatever keeps the record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any, encode_field, format_event
+from teams_runtime.exceptions import RecordError
+
+__all__ = ["checked_updates", "field_holds", "format_history"]
+
+
+def format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
+    """Each event as the record file lays it out; ``RecordError`` naming ``source`` and the
+    event's position for one that cannot be."""
+    formatted = []
+    for position, raw in enumerate(history):
+        try:
+            formatted.append(format_event(raw))
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise RecordError(
+                f"{source}: event {position} cannot be laid out again ({exc}); "
+                "fix that event by hand."
+            ) from exc
+    return formatted
+
+
+def checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
+    """The updates of an append as a dict; ``RecordError`` if they try to set ``events``."""
+    if EVENTS_KEY in updates:
+        raise RecordError("`events` cannot be set directly; append events instead.")
+    return dict(updates)
+
+
+def field_holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool:
+    """Whether a top-level field holds the value ``refuse_if`` names for it."""
+    return any(
+        key in fields and decode_any(encode_field(fields[key])) == value
+        for key, value in refuse_if.items()
+    )
