@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_codecs_never_shadows_the_standard_library() -> None:
     assert codecs.lookup("utf-8").name == "utf-8"
     assert Path(codecs.__file__).parent != ROOT
-    assert Path(teams_runtime.codecs.__file__).parent == ROOT / "codecs"
+    assert Path(teams_runtime.codecs.__file__).resolve().parent == ROOT / "codecs"
 
 
 def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
