@@ -12,7 +12,7 @@ import msgspec
 
 from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.cli.output import PROG, write_json
-from teams_runtime.codecs.config import ModelConfig, TeamConfig, section_notes
+from teams_runtime.codecs.config import TeamConfig, section_notes
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
@@ -20,20 +20,14 @@ from teams_runtime.storage import Workspace, load_team_config
 __all__ = ["cmd_config", "shown_config"]
 
 
-def _shown_model(model: ModelConfig) -> dict[str, Any]:
-    shown: dict[str, Any] = msgspec.to_builtins(model)
-    shown["structured_output"] = model.structured_output_form  # the default, said out loud
-    return shown
-
-
 def shown_config(config: TeamConfig) -> dict[str, Any]:
     """``config`` as ``config`` prints it: every default filled in, each role's model as the
     role runs with it, and nothing secret (a NATS URL's user and password are ``***``)."""
     shown: dict[str, Any] = msgspec.to_builtins(config)
     shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
-    shown["model"] = _shown_model(config.model)
+    # Every role, also in a config built in code without them (model_for's fallback).
     shown["roles"] = {
-        role: {**shown["roles"].get(role, {}), "model": _shown_model(config.model_for(role))}
+        role: {**shown["roles"].get(role, {}), "model": msgspec.to_builtins(config.model_for(role))}
         for role in ROLES
     }
     return shown

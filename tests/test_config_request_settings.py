@@ -56,7 +56,8 @@ def test_request_settings_left_out_send_nothing() -> None:
     ],
 )
 def test_structured_output_defaults_by_backend(text: str, form: str) -> None:
-    assert _model(text).structured_output_form == form
+    model = _model(text)
+    assert model.structured_output == model.structured_output_form == form  # filled in
 
 
 @pytest.mark.parametrize(

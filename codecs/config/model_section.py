@@ -48,7 +48,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     max_output_bytes: int = 1_048_576
     dry_run: DryRunConfig = DryRunConfig()
     openai: OpenAIConfig | None = None
-    # None: the backend's default (structured_output_form says which).
+    # Left out (None): the backend's default, filled in when the config is built (json_schema
+    # for openai, else off), so the field always holds the form the calls use.
     structured_output: StructuredOutput | None = None
     # The command backend's `{model}` and `{reasoning}` (and TEAMS_RUNTIME_MODEL,
     # TEAMS_RUNTIME_REASONING); the openai backend's are openai.model, openai.reasoning_effort.
@@ -57,13 +58,16 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     @property
     def structured_output_form(self) -> StructuredOutput:
-        """The form of structured output this backend's calls use: ``structured_output``, or
-        when it is not set the backend's default (``json_schema`` for openai, else ``off``)."""
+        """The form of structured output this backend's calls use: ``structured_output``
+        (never ``None`` once built: this is the same value, typed without it)."""
         if self.structured_output is not None:
             return self.structured_output
         return "json_schema" if self.backend == "openai" else "off"
 
     def __post_init__(self) -> None:
+        # A frozen Struct: filled in once, here. (A copy made with `structs.replace` keeps it:
+        # a role's model is merged from what was written, never from a built config.)
+        msgspec.structs.force_setattr(self, "structured_output", self.structured_output_form)
         if self.backend == "openai" and self.openai is None:
             raise ConfigError(
                 "team_runtime.yaml model.openai must be set when model.backend is openai "
