@@ -15,8 +15,10 @@ Each is laid over the one before it key by key, mappings (``openai``, ``env``,
 one below it. The result is checked as a whole ``model`` section would be, and an error
 names where the bad value was written.
 
-A setting of a role beside ``model`` is a field of ``RoleConfig``: its keys are checked from
-there, and it reaches ``config --json`` with no change here.
+A role setting beside ``model`` (``rules``, ``hands_to``, ...) is a field of ``RoleConfig``,
+whose fields are also the keys ``check_role_keys`` accepts under ``roles.<role>`` (and, when
+the field is a Struct, inside it), plus its value read in ``roles_from_blocks``; ``config``
+prints every field as it is.
 """
 
 from __future__ import annotations
