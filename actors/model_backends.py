@@ -1,7 +1,9 @@
 """Model backends: what turns a prompt into the model's answer text.
 
 - ``CommandBackend`` runs any CLI that reads the prompt on stdin and prints the answer on
-  stdout, as an argument list (never through a shell), with the prompt streamed in. It runs in
+  stdout, as an argument list (never through a shell), with the prompt streamed in; the
+  role's model name and reasoning level replace ``{model}`` and ``{reasoning}`` in it and
+  are in its environment (``TEAMS_RUNTIME_MODEL``, ``TEAMS_RUNTIME_REASONING``). It runs in
   the workspace root, in a process group of its own, and after every call (answered, failed,
   timed out or cancelled) the whole group is ended: nothing the model started outlives it.
 - ``OpenAIBackend`` (its own module, ``openai_backend``) talks to an OpenAI-compatible
@@ -27,6 +29,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 from loguru import logger
 
+from teams_runtime.actors.backend_checks import command_argv
 from teams_runtime.actors.openai_backend import OpenAIBackend
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
@@ -189,11 +192,7 @@ class CommandBackend:
     def __init__(self, config: ModelConfig, workspace_root: str | Path) -> None:
         self._config = config
         self._root = Path(os.path.abspath(workspace_root))
-        program = config.command[0]
-        # `./my-model-cli` or `bin/model` live in the workspace; a bare name is found on PATH.
-        if "/" in program and not os.path.isabs(program):
-            program = str(self._root / program)
-        self._command = [program, *config.command[1:]]
+        self._command = command_argv(config, self._root)
 
     def _environment(self, bundle: PromptBundle) -> dict[str, str]:
         return {
@@ -203,6 +202,9 @@ class CommandBackend:
             "TEAMS_RUNTIME_ROLE": bundle.role,
             "TEAMS_RUNTIME_REQUEST_ID": bundle.request_id,
             "TEAMS_RUNTIME_PURPOSE": bundle.purpose,
+            # Set even when empty, so a value inherited from this process never stands in.
+            "TEAMS_RUNTIME_MODEL": self._config.name,
+            "TEAMS_RUNTIME_REASONING": self._config.reasoning,
         }
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:
@@ -357,7 +359,8 @@ async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> Mod
 
 
 def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:
-    """The backend the ``model`` section asks for; a model command runs in ``workspace_root``."""
+    """The backend a model config asks for (a role's: ``TeamConfig.model_for``); a model
+    command runs in ``workspace_root``."""
     match config.backend:
         case "command":
             return CommandBackend(config, workspace_root)

@@ -15,6 +15,7 @@ import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
+from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
 from teams_runtime.actors.request_locks import RequestLocks
@@ -23,7 +24,7 @@ from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.storage import (
     Claim,
     RecordStore,
@@ -80,12 +81,10 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.backend = (
-            backend if backend is not None else make_backend(self.config.model, self.workspace.root)
-        )
+        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
+        self.backends = self._role_backends(backend)
         self.store = store if store is not None else open_store(self.workspace, self.config)
         self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
-        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
         self._concurrency = concurrency
@@ -98,6 +97,25 @@ class Team:
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
         self.summary = RunSummary()
+
+    def _role_backends(self, backend: ModelBackend | None) -> dict[str, ModelBackend]:
+        """Each served role's backend: ``backend`` for all, or one made from each role's model
+        (roles whose models are the same share one). Raises ``ConfigError`` if a role's model
+        cannot answer on this host (its command missing, its key's variable unset)."""
+        if backend is not None:
+            return dict.fromkeys(self.served, backend)
+        models = [(role, self.config.model_for(role)) for role in self.served]
+        problem = start_problem(models, self.workspace.root)
+        if problem is not None:
+            raise ConfigError(problem)
+        made: dict[bytes, ModelBackend] = {}
+        backends = {}
+        for role, model in models:
+            same = msgspec.json.encode(model)
+            if same not in made:
+                made[same] = make_backend(model, self.workspace.root)
+            backends[role] = made[same]
+        return backends
 
     def _prompt_sent(self, record: PromptRecord) -> None:
         self.summary.prompts_sent += 1
@@ -164,11 +182,11 @@ class Team:
         for role in self.served:
             actor = RoleActor(
                 role,
-                model=self.config.model,
+                model=self.config.model_for(role),
                 max_hops=self.config.team.max_hops,
                 workspace=self.workspace,
                 context=context,
-                backend=self.backend,
+                backend=self.backends[role],
                 queue=self.queue,
                 locks=locks,
                 on_finished=self._finished,
@@ -226,7 +244,7 @@ class Team:
             "enabled={} recent_events={} max_events={})",
             self.workspace.root,
             getattr(self.queue, "worker_id", "-"),
-            self.backend.name,
+            ",".join(sorted({backend.name for backend in self.backends.values()})),
             ",".join(self.served),
             str(context_config.enabled).lower(),
             context_config.recent_events,

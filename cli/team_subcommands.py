@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from teams_runtime.cli.common_flags import FOUND_WORKSPACE, Commands, add_json, add_workspace
+from teams_runtime.cli.config_command import cmd_config
 from teams_runtime.cli.flag_types import hours, not_empty, role_list, timestamp
 from teams_runtime.cli.status import cmd_status
 from teams_runtime.cli.team_commands import (
-    cmd_config,
     cmd_demo,
     cmd_init,
     cmd_metrics,
@@ -60,9 +60,20 @@ def add_init(commands: Commands) -> None:
 def add_config(commands: Commands) -> None:
     """Declare ``config`` and its flags."""
     check = commands.add_parser(
-        "config", help="check team_runtime.yaml and print the configuration in force"
+        "config",
+        help="check team_runtime.yaml and print the configuration in force",
+        description="Check team_runtime.yaml and what each role's model needs on this host "
+        "(its command, its key's variable), then print the configuration in force as JSON, "
+        "each role's model as it runs under roles.",
     )
     add_workspace(check)
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="send one tiny request to each model server the roles use and say what it "
+        "answered (its model name, usage, response_format) instead",
+    )
+    add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
     check.set_defaults(handler=cmd_config)
 
 

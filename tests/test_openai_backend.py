@@ -146,9 +146,10 @@ def test_run_without_the_key_is_a_user_error_that_changes_nothing(
     env = {name: value for name, value in os.environ.items() if name != KEY_ENV}
     done = _cli("run", "--once", "--workspace", str(workspace.root), env=env)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (
-        f"teams-runtime: error: the environment variable {KEY_ENV} (model.openai.api_key_env) "
-        "is not set; export the model server's key in it, then start again.\n"
+    assert done.stderr == (  # found before the backends are made: it names the roles
+        f"teams-runtime: error: every role (8 roles): the environment variable {KEY_ENV} "
+        "(model.openai.api_key_env) is not set; export the model server's key in it, then start "
+        "again.\n"
     )
     assert read_record(workspace, "req-1") == before
     assert sum(FileWorkQueue(workspace).counts().values()) == 1
@@ -617,7 +618,9 @@ def test_run_with_a_key_no_header_can_carry_is_a_user_error(
         "run", "--once", "--workspace", str(workspace.root), env={**os.environ, KEY_ENV: bad}
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith(f"teams-runtime: error: the environment variable {KEY_ENV} ")
+    assert done.stderr.startswith(
+        f"teams-runtime: error: every role (8 roles): the environment variable {KEY_ENV} "
+    )
     assert "Traceback" not in done.stderr and bad not in done.stderr
     assert read_record(workspace, "req-1") == before
     assert sum(FileWorkQueue(workspace).counts().values()) == 1

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import get_args
+from types import UnionType
+from typing import Union, get_args, get_origin
 
 import msgspec
 
@@ -19,8 +20,10 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
     """The keys a section accepts, each with its own section type if it is a section too."""
     keys: dict[str, type[msgspec.Struct] | None] = {}
     for field in msgspec.structs.fields(section):
-        # A section may be optional (`OpenAIConfig | None`): look inside the union too.
-        kinds = [field.type, *get_args(field.type)]
+        # A section may be optional (`OpenAIConfig | None`): look inside the union too (not
+        # inside a `dict[str, ...]`: its keys are names, checked by the section's own code).
+        union = get_origin(field.type) in (Union, UnionType)
+        kinds = [field.type, *(get_args(field.type) if union else ())]
         nested = [
             kind for kind in kinds if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
         ]
