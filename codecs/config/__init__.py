@@ -1,17 +1,24 @@
 """The shape of ``team_runtime.yaml``: its sections, their checks and the parser of its text.
 
 One module per job: a section each (``prompt_context_section``, ``model_section``,
-``team_section``, ``queue_section``, ``backend_section``), the whole file and its parser
-(``team_config``), the refusal of unknown keys (``unknown_keys``), the checks several sections
-share (``setting_checks``), the YAML reader (``strict_yaml``) and the text ``init`` writes
-(``init_text``). Reading the file from a workspace is ``storage.workspace.load_team_config``.
+``openai_section``, ``team_section``, ``queue_section``, ``backend_section``), the whole file
+and its parser (``team_config``), the refusal of unknown keys (``unknown_keys``), the checks
+several sections share (``setting_checks``), the YAML reader (``strict_yaml``) and the text
+``init`` writes (``init_text``). Reading the file from a workspace is
+``storage.workspace.load_team_config``.
 """
 
 from __future__ import annotations
 
 from teams_runtime.codecs.config.backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
 from teams_runtime.codecs.config.init_text import DEFAULT_CONFIG_TEXT, backend_block_text
-from teams_runtime.codecs.config.model_section import DryRunConfig, ModelConfig, OpenAIConfig
+from teams_runtime.codecs.config.model_section import (
+    STRUCTURED_OUTPUT_FORMS,
+    DryRunConfig,
+    ModelConfig,
+    StructuredOutput,
+)
+from teams_runtime.codecs.config.openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
 from teams_runtime.codecs.config.prompt_context_section import PromptContextConfig
 from teams_runtime.codecs.config.queue_section import QueueConfig
 from teams_runtime.codecs.config.setting_checks import (
@@ -27,6 +34,8 @@ __all__ = [
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
     "EVENT_COUNT_LIMIT",
+    "RUNTIME_BODY_KEYS",
+    "STRUCTURED_OUTPUT_FORMS",
     "BackendConfig",
     "DryRunConfig",
     "ModelConfig",
@@ -34,6 +43,7 @@ __all__ = [
     "OpenAIConfig",
     "PromptContextConfig",
     "QueueConfig",
+    "StructuredOutput",
     "TeamConfig",
     "TeamSection",
     "backend_block_text",

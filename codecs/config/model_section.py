@@ -2,111 +2,38 @@
 
 from __future__ import annotations
 
-import re
-from typing import Literal
-from urllib.parse import urlsplit
+from typing import Literal, get_args
 
 import msgspec
 
+from teams_runtime.codecs.config.openai_section import OpenAIConfig
 from teams_runtime.codecs.config.setting_checks import (
-    HIGHEST_PORT,
     LONGEST_CALL_SECONDS,
     MOST_ATTEMPTS,
     MOST_OUTPUT_BYTES,
     check_at_most,
-    is_port,
 )
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["DryRunConfig", "ModelConfig", "OpenAIConfig"]
+__all__ = [
+    "STRUCTURED_OUTPUT_FORMS",
+    "DryRunConfig",
+    "ModelConfig",
+    "OpenAIConfig",
+    "StructuredOutput",
+]
+
+# How a call asks for an answer in the contract's shape: a JSON schema in the request
+# (`response_format`), JSON alone, or nothing (the prompt's own words).
+StructuredOutput = Literal["json_schema", "json_object", "off"]
+STRUCTURED_OUTPUT_FORMS: tuple[str, ...] = get_args(StructuredOutput)
 
 
 class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The built-in dry-run backend: valid results, no model, a fixed route of roles."""
 
     route: list[str] = msgspec.field(default_factory=lambda: ["planner", "developer", "qa"])
-
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A host name (letters, digits, `-`, `.`), an IPv4 address or a bracketed IPv6 one (as
-# urlsplit gives it, without brackets).
-_URL_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%A-Za-z]*")
-_OPENAI = "team_runtime.yaml model.openai"
-
-
-def _not_a_host() -> ConfigError:
-    return ConfigError(
-        f"{_OPENAI}.base_url has a host that is not a name or an address (letters, digits, '-' "
-        "and '.', or an IP address)."
-    )
-
-
-class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The ``openai`` backend: an OpenAI-compatible chat-completions server.
-
-    ``api_key_env`` names the environment variable that holds the key; the key itself is read
-    at call time and is never part of the config (so never printed with it).
-    """
-
-    base_url: str
-    model: str
-    api_key_env: str = ""  # "" = send no key (Ollama, llama.cpp and LM Studio need none)
-    timeout_seconds: float = 300.0
-    max_retries: int = 3  # extra requests after a 429 or a 5xx answer
-
-    def __post_init__(self) -> None:
-        scheme, _, rest = self.base_url.partition("://")
-        host = rest.split("/", 1)[0]
-        if scheme not in ("http", "https") or not host:
-            raise ConfigError(
-                f"{_OPENAI}.base_url must be an http:// or https:// URL "
-                "(for example: http://127.0.0.1:11434/v1)."
-            )
-        if "@" in host:  # printed by `config` and in errors: no place for a secret
-            raise ConfigError(
-                f"{_OPENAI}.base_url must not hold credentials; put the key in the variable "
-                "named by api_key_env."
-            )
-        # Checked here, or a bad host or port would fail only the run's first call, as a crash.
-        try:
-            parts = urlsplit(self.base_url)
-        except ValueError:  # a broken [IPv6] host: a bracket unclosed, or no address inside
-            if "[" in host and "]" not in host:
-                raise ConfigError(
-                    f"{_OPENAI}.base_url has an IPv6 host without its closing bracket (write "
-                    "it as http://[::1]:8080/v1)."
-                ) from None
-            raise _not_a_host() from None
-        try:
-            bad_port = parts.port is not None and not is_port(parts.port)
-        except ValueError:  # not a number, or beyond 65535
-            bad_port = True
-        if bad_port:
-            raise ConfigError(
-                f"{_OPENAI}.base_url has a port that is not a number from 1 to {HIGHEST_PORT}."
-            )
-        if "?" in self.base_url or "#" in self.base_url:
-            # `/chat/completions` is added to the path: after a `?` or `#` it would be lost.
-            raise ConfigError(
-                f"{_OPENAI}.base_url must not hold a query or fragment (`?...`, `#...`); give "
-                "the API's root, for example http://127.0.0.1:11434/v1."
-            )
-        if not _URL_HOST.fullmatch(parts.hostname or ""):
-            raise _not_a_host()
-        if not self.model.strip():
-            raise ConfigError(f"{_OPENAI}.model must be a non-empty model name.")
-        # Never echo the value: a key pasted here by mistake must not reach an error message.
-        if self.api_key_env and not _ENV_NAME.fullmatch(self.api_key_env):
-            raise ConfigError(
-                f"{_OPENAI}.api_key_env must be the name of an environment variable (letters, "
-                "digits and _, for example OPENAI_API_KEY), not the key itself."
-            )
-        if not self.timeout_seconds > 0:
-            raise ConfigError(f"{_OPENAI}.timeout_seconds must be greater than 0.")
-        check_at_most("model.openai.timeout_seconds", self.timeout_seconds, LONGEST_CALL_SECONDS)
-        if not 0 <= self.max_retries <= 100:
-            raise ConfigError(f"{_OPENAI}.max_retries must be between 0 and 100.")
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -121,6 +48,20 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     max_output_bytes: int = 1_048_576
     dry_run: DryRunConfig = DryRunConfig()
     openai: OpenAIConfig | None = None
+    # None: the backend's default (structured_output_form says which).
+    structured_output: StructuredOutput | None = None
+    # The command backend's `{model}` and `{reasoning}` (and TEAMS_RUNTIME_MODEL,
+    # TEAMS_RUNTIME_REASONING); the openai backend's are openai.model, openai.reasoning_effort.
+    name: str = ""
+    reasoning: str = ""
+
+    @property
+    def structured_output_form(self) -> StructuredOutput:
+        """The form of structured output this backend's calls use: ``structured_output``, or
+        when it is not set the backend's default (``json_schema`` for openai, else ``off``)."""
+        if self.structured_output is not None:
+            return self.structured_output
+        return "json_schema" if self.backend == "openai" else "off"
 
     def __post_init__(self) -> None:
         if self.backend == "openai" and self.openai is None:
@@ -144,6 +85,11 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         check_at_most("model.timeout_seconds", self.timeout_seconds, LONGEST_CALL_SECONDS)
         check_at_most("model.attempts", self.attempts, MOST_ATTEMPTS)
         check_at_most("model.max_output_bytes", self.max_output_bytes, MOST_OUTPUT_BYTES)
+        for setting, value in (("name", self.name), ("reasoning", self.reasoning)):
+            if value != value.strip():
+                raise ConfigError(
+                    f"team_runtime.yaml model.{setting} must not start or end with a space."
+                )
         unknown = [role for role in self.dry_run.route if role not in ROLES]
         if unknown:
             raise ConfigError(
