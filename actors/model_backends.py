@@ -27,7 +27,9 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 from loguru import logger
 
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.openai_backend import OpenAIBackend
+from teams_runtime.actors.schema_files import schema_file
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
 from teams_runtime.codecs.model_replies import ModelReply
@@ -46,6 +48,7 @@ __all__ = [
     "OpenAIBackend",
     "complete_reporting",
     "make_backend",
+    "server_away",
 ]
 
 # Between SIGTERM to the model's process group and SIGKILL to whatever is left of it.
@@ -195,7 +198,8 @@ class CommandBackend:
             program = str(self._root / program)
         self._command = [program, *config.command[1:]]
 
-    def _environment(self, bundle: PromptBundle) -> dict[str, str]:
+    def _environment(self, bundle: PromptBundle, schema: str) -> dict[str, str]:
+        schema_env = {"TEAMS_RUNTIME_RESULT_SCHEMA": schema} if schema else {}
         return {
             **os.environ,
             **self._config.env,
@@ -203,12 +207,21 @@ class CommandBackend:
             "TEAMS_RUNTIME_ROLE": bundle.role,
             "TEAMS_RUNTIME_REQUEST_ID": bundle.request_id,
             "TEAMS_RUNTIME_PURPOSE": bundle.purpose,
+            **schema_env,
         }
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Run the command once; waits for its answer (at most ``timeout_seconds``), then for
         its process group to end (at most ``GRACE_SECONDS`` more). Raises
-        ``ModelFailure``; when cancelled, ends the group before the cancellation goes on."""
+        ``ModelFailure``; when cancelled, ends the group before the cancellation goes on.
+        Unless ``structured_output`` is ``off``, the contract's schema is a file for the call,
+        named by ``TEAMS_RUNTIME_RESULT_SCHEMA``."""
+        if self._config.structured_output == "off":
+            return await self._complete(bundle, "")
+        async with schema_file(bundle) as schema:
+            return await self._complete(bundle, schema)
+
+    async def _complete(self, bundle: PromptBundle, schema: str) -> ModelReply:
         config = self._config
         try:
             process = await anyio.open_process(
@@ -217,7 +230,7 @@ class CommandBackend:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self._root,
-                env=self._environment(bundle),
+                env=self._environment(bundle, schema),
                 start_new_session=True,  # its own process group, which can be ended whole
             )
         except OSError as exc:
@@ -356,13 +369,27 @@ async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> Mod
     return reply
 
 
-def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:
-    """The backend the ``model`` section asks for; a model command runs in ``workspace_root``."""
+def make_backend(
+    config: ModelConfig, workspace_root: str | Path, *, servers: ModelServers | None = None
+) -> ModelBackend:
+    """The backend the ``model`` section asks for; a model command runs in ``workspace_root``.
+    ``servers``: the model servers of the worker, shared by its backends."""
     match config.backend:
         case "command":
             return CommandBackend(config, workspace_root)
         case "openai":
             assert config.openai is not None  # the config's own check
-            return OpenAIBackend(config.openai, max_output_bytes=config.max_output_bytes)
+            return OpenAIBackend(
+                config.openai,
+                max_output_bytes=config.max_output_bytes,
+                structured_output=config.structured_output_form,
+                servers=servers,
+            )
         case _:
             return DryRunBackend(config.dry_run)
+
+
+def server_away(backend: ModelBackend) -> bool:
+    """Whether ``backend``'s model server is away: its calls wait, so no new work should be
+    taken for it (only the ``openai`` backend has a server to lose)."""
+    return isinstance(backend, OpenAIBackend) and backend.is_away()

@@ -37,6 +37,7 @@ from teams_runtime.exceptions import (
     AskTimeout,
     BackendError,
     ModelFailure,
+    PromptTooLarge,
     TeamsRuntimeError,
 )
 from teams_runtime.policy.outcomes import (
@@ -285,8 +286,8 @@ class RoleActor:
                         answer=exc.output,
                     )
                 )
-                if call == self._model.attempts:
-                    raise
+                if call == self._model.attempts or isinstance(exc, PromptTooLarge):
+                    raise  # (a prompt beyond the server's context is not sent unchanged again)
                 self._log.bind(request_id=bundle.request_id).warning(
                     "{}: model attempt {} of {} failed for request {}: {}",
                     self.role,

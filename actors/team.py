@@ -16,7 +16,8 @@ from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.model_backends import ModelBackend, make_backend
+from teams_runtime.actors.model_backends import ModelBackend, make_backend, server_away
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
 from teams_runtime.codecs.config import TeamConfig
@@ -80,8 +81,11 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
+        self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.backend = (
-            backend if backend is not None else make_backend(self.config.model, self.workspace.root)
+            backend
+            if backend is not None
+            else make_backend(self.config.model, self.workspace.root, servers=self.servers)
         )
         self.store = store if store is not None else open_store(self.workspace, self.config)
         self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
@@ -147,6 +151,8 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
+            if server_away(self.backend):  # its calls wait for the server: no new work for it
+                continue
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
             room = self._concurrency - self._busy[role]
@@ -275,6 +281,7 @@ class Team:
         finally:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
+                await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead

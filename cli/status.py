@@ -8,13 +8,16 @@ from typing import Any
 import anyio
 
 from teams_runtime.actors.intake import cancel
+from teams_runtime.actors.model_servers import servers_away
 from teams_runtime.cli.output import write_json
+from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
+    QueueSnapshot,
     RecordStore,
     Workspace,
     load_team_config,
@@ -52,6 +55,21 @@ def _request_row(store: RecordStore, request_id: str) -> dict[str, Any]:
     }
 
 
+def _servers_away(
+    workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
+) -> list[dict[str, Any]]:
+    """The model servers a running worker waits for (``model_servers``' files), each with the
+    envelopes of the roles it serves that wait for it (queued or held by a worker)."""
+    openai = config.model.openai if config.model.backend == "openai" else None
+    served = list(ROLES) if openai is not None else []
+    rows = []
+    for away in servers_away(workspace):
+        roles = served if openai is not None and openai.base_url == away.base_url else []
+        waiting = sum(snapshot.waiting[role] + snapshot.claimed[role] for role in roles)
+        rows.append({"base_url": away.base_url, "away_since": away.away_since, "waiting": waiting})
+    return rows
+
+
 def status_report(workspace: Workspace) -> dict[str, Any]:
     """Every request's state, every role's envelopes, every worker's lease: one object."""
     config = load_team_config(workspace.root)
@@ -68,6 +86,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for role in ROLES
         },
+        "model_servers_away": _servers_away(workspace, config, snapshot),
         "workers": [
             {
                 "worker": worker.worker,
@@ -98,6 +117,11 @@ def _print_report(report: dict[str, Any]) -> None:
     print("envelopes: " + (", ".join(
         f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
         for role, c in busy.items()) or "none queued"))  # fmt: skip
+    for server in report["model_servers_away"]:
+        print(
+            f"model server {server['base_url']} away since {server['away_since']} "
+            f"({count_of(server['waiting'], 'envelope')} waiting)"
+        )
     for worker in report["workers"]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
