@@ -59,6 +59,7 @@ class ModelServer:
         self.base_url = base_url
         self._files = files
         self.form: ResponseFormat | None = None  # the response_format form it took
+        self.refused: set[ResponseFormat] = set()  # forms it refused (each logged once)
         self._away_since: str | None = None
         self._away_at = 0.0
         self._probes = 0  # probes sent since it went away: the backoff's exponent

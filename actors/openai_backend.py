@@ -211,13 +211,15 @@ class OpenAIBackend:
     def _refused(
         self, forms: tuple[ResponseFormat, ...], status: int
     ) -> tuple[ResponseFormat, ...]:
-        logger.info(
-            "model server {} answered {} to response_format {}; trying {}",
-            self._config.base_url,
-            status,
-            forms[0],
-            forms[1] if len(forms) > 1 else "none",
-        )
+        if forms[0] not in self._server.refused:  # once, however many calls were refused
+            self._server.refused.add(forms[0])
+            logger.info(
+                "model server {} answered {} to response_format {}; trying {}",
+                self._config.base_url,
+                status,
+                forms[0],
+                forms[1] if len(forms) > 1 else "none",
+            )
         return forms[1:] if len(forms) > 1 else ("none",)
 
     def _settle(self, form: ResponseFormat) -> None:
