@@ -17,7 +17,8 @@ from loguru import logger
 
 from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.model_backends import ModelBackend, make_backend
+from teams_runtime.actors.model_backends import ModelBackend, make_backend, server_away
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
 from teams_runtime.codecs.config import TeamConfig
@@ -82,6 +83,7 @@ class Team:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
         self.served = tuple(check_role(role) for role in roles) if roles else ROLES
+        self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.backends = self._role_backends(backend)
         self.store = store if store is not None else open_store(self.workspace, self.config)
         self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
@@ -113,7 +115,7 @@ class Team:
         for role, model in models:
             same = msgspec.json.encode(model)
             if same not in made:
-                made[same] = make_backend(model, self.workspace.root)
+                made[same] = make_backend(model, self.workspace.root, servers=self.servers)
             backends[role] = made[same]
         return backends
 
@@ -165,6 +167,10 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
+            if server_away(
+                self.backends[role]
+            ):  # its calls wait for the server: no new work for it
+                continue
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
             room = self._concurrency - self._busy[role]
@@ -293,6 +299,7 @@ class Team:
         finally:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
+                await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead

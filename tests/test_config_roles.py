@@ -85,12 +85,14 @@ def test_role_defaults_set_a_commands_model_and_reasoning() -> None:
 
 def test_a_role_may_use_another_backend() -> None:
     config = _parse(
-        SERVER + "roles:\n  developer:\n    model: {backend: command, command: [my-cli]}\n"
+        SERVER
+        + "roles:\n  developer:\n    model: {backend: command, command: [my-cli]}\n"
+        + "  qa:\n    model: {backend: dry_run}\n"
     )
     developer = config.model_for("developer")
     assert developer.backend == "command" and developer.command == ["my-cli"]
-    assert developer.structured_output_form == "off"  # the default of its own backend
-    assert config.model_for("qa").structured_output_form == "json_schema"
+    assert config.model_for("qa").structured_output_form == "off"  # its own backend's default
+    assert config.model_for("planner").structured_output_form == "json_schema"
 
 
 def test_a_list_replaces_the_one_below_it() -> None:

@@ -49,7 +49,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     dry_run: DryRunConfig = DryRunConfig()
     openai: OpenAIConfig | None = None
     # Left out (None): the backend's default, filled in when the config is built (json_schema
-    # for openai, else off), so the field always holds the form the calls use.
+    # for openai and command: a command gets the schema as a file, a cheap offer a CLI may
+    # take or ignore; off for the dry run), so the field always holds the form the calls use.
     structured_output: StructuredOutput | None = None
     # The command backend's `{model}` and `{reasoning}` (and TEAMS_RUNTIME_MODEL,
     # TEAMS_RUNTIME_REASONING); the openai backend's are openai.model, openai.reasoning_effort.
@@ -62,7 +63,7 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         (never ``None`` once built: this is the same value, typed without it)."""
         if self.structured_output is not None:
             return self.structured_output
-        return "json_schema" if self.backend == "openai" else "off"
+        return "off" if self.backend == "dry_run" else "json_schema"
 
     def __post_init__(self) -> None:
         # A frozen Struct: filled in once, here. (A copy made with `structs.replace` keeps it:
