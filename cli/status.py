@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import anyio
-
-from teams_runtime.actors.intake import cancel
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
@@ -114,6 +111,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    # Imported here: `status` needs neither anyio nor the actors, and starts faster without.
+    import anyio
+
+    from teams_runtime.actors.intake import cancel
+
     load_team_config(args.workspace)  # a broken or missing config is an error before any write
     done = anyio.run(cancel, args.workspace, args.request_id)
     dropped = count_of(done.dropped, "queued envelope")
