@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
+    BackendError,
     ConfigError,
     EnvelopeError,
     ModelFailure,
@@ -46,6 +47,7 @@ keep_library_logs_quiet()
 __all__ = [
     "ActorStopped",
     "AskTimeout",
+    "BackendError",
     "Backfill",
     "ConfigError",
     "ContextHandle",
