@@ -12,7 +12,8 @@ The Team claims no new work for a role whose server is away (``is_away``).
 One log line when a server goes away, one when it is back. The away state is also a file,
 ``.teams_runtime/servers/<key>.json`` (``codecs.server_records``), one per worker waiting,
 removed when the server is back or the worker stops: ``status`` runs in another process and
-reads them (``servers_away``), dropping those of workers no longer running on this host.
+reads them (``storage.server_files.servers_away``), dropping those of workers no longer
+running on this host.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import socket
 from pathlib import Path
 
 import anyio
-import msgspec
 from loguru import logger
 
 from teams_runtime.codecs.formats import now_iso
@@ -32,12 +32,11 @@ from teams_runtime.codecs.openai_wire import ResponseFormat
 from teams_runtime.codecs.server_records import (
     SERVERS_FOLDER,
     ServerAway,
-    decode_server_away,
     encode_server_away,
     file_key,
 )
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.storage.local_files import read_file, write_atomic
+from teams_runtime.storage.local_files import write_atomic
 from teams_runtime.storage.workspace import Workspace
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "PROBE_MAX_SECONDS",
     "ModelServer",
     "ModelServers",
-    "servers_away",
 ]
 
 PROBE_FIRST_SECONDS = 1.0
@@ -55,7 +53,7 @@ PROBE_MAX_SECONDS = 60.0
 class ModelServer:
     """One server (one ``base_url``) as this worker sees it."""
 
-    def __init__(self, base_url: str, files: _AwayFiles | None) -> None:
+    def __init__(self, base_url: str, files: AwayFiles | None) -> None:
         self.base_url = base_url
         self._files = files
         self.form: ResponseFormat | None = None  # the response_format form it took
@@ -148,7 +146,31 @@ class ModelServer:
             self._notify()
 
 
-class _AwayFiles:
+class ModelServers:
+    """The model servers of one worker (a Team), by ``base_url``: shared by every role's
+    backend, so a server that one role found away is away for all of them. ``workspace``:
+    where the away files go (``None``: none are written)."""
+
+    def __init__(self, workspace: Workspace | None = None) -> None:
+        self._files = AwayFiles(workspace) if workspace is not None else None
+        self._servers: dict[str, ModelServer] = {}
+
+    def server(self, base_url: str) -> ModelServer:
+        """The one ``ModelServer`` of ``base_url``."""
+        found = self._servers.get(base_url)
+        if found is None:
+            found = self._servers[base_url] = ModelServer(base_url, self._files)
+        return found
+
+    def close(self) -> None:
+        """The worker stops: its away files go (blocking; nothing waits for the servers)."""
+        if self._files is not None:
+            for server in self._servers.values():
+                if server.is_away():
+                    self._files.remove(server.base_url)
+
+
+class AwayFiles:
     """This worker's away files in one workspace (blocking: called from worker threads)."""
 
     def __init__(self, workspace: Workspace) -> None:
@@ -169,67 +191,3 @@ class _AwayFiles:
     def remove(self, base_url: str) -> None:
         with contextlib.suppress(OSError):
             self._path(base_url).unlink()
-
-
-class ModelServers:
-    """The model servers of one worker (a Team), by ``base_url``: shared by every role's
-    backend, so a server that one role found away is away for all of them. ``workspace``:
-    where the away files go (``None``: none are written)."""
-
-    def __init__(self, workspace: Workspace | None = None) -> None:
-        self._files = _AwayFiles(workspace) if workspace is not None else None
-        self._servers: dict[str, ModelServer] = {}
-
-    def server(self, base_url: str) -> ModelServer:
-        """The one ``ModelServer`` of ``base_url``."""
-        found = self._servers.get(base_url)
-        if found is None:
-            found = self._servers[base_url] = ModelServer(base_url, self._files)
-        return found
-
-    def close(self) -> None:
-        """The worker stops: its away files go (blocking; nothing waits for the servers)."""
-        if self._files is not None:
-            for server in self._servers.values():
-                if server.is_away():
-                    self._files.remove(server.base_url)
-
-
-def _running_here(record: ServerAway, host: str) -> bool:
-    """Whether the worker that wrote ``record`` may still be running (one on another host
-    sharing the folder cannot be checked: it counts)."""
-    if record.host != host:
-        return True
-    try:
-        os.kill(record.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it is running
-        return True
-    return True
-
-
-def servers_away(workspace: Workspace) -> list[ServerAway]:
-    """The servers some running worker of this workspace is waiting for, one entry per
-    server (the earliest ``away_since``), by URL. Files that cannot be read, or whose
-    worker is gone (a worker killed while waiting), are skipped."""
-    folder = workspace.runtime_dir / SERVERS_FOLDER
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    host = socket.gethostname()
-    earliest: dict[str, ServerAway] = {}
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            record = decode_server_away(read_file(folder / name, workspace.runtime_dir))
-        except (OSError, msgspec.DecodeError):
-            continue
-        if not _running_here(record, host):
-            continue
-        known = earliest.get(record.base_url)
-        if known is None or record.away_since < known.away_since:
-            earliest[record.base_url] = record
-    return [earliest[url] for url in sorted(earliest)]

@@ -11,8 +11,8 @@ import unicodedata
 from datetime import datetime
 
 from teams_runtime.codecs.config import EVENT_COUNT_LIMIT, event_count_problem
+from teams_runtime.codecs.prompt_names import KIND_NAMES, PURPOSES, PromptKind
 from teams_runtime.codecs.roles import ROLES
-from teams_runtime.policy.prompts import KIND_NAMES, PURPOSES, PromptKind
 
 __all__ = ["event_count", "hours", "not_empty", "prompt_kind", "role_list", "timestamp"]
 

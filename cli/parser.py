@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import metadata
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.request_subcommands import (
@@ -60,10 +59,37 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
+    # Imported here: reading the installed metadata costs ~10 ms, paid only by --version.
+    from importlib import metadata
+
     try:
         return metadata.version("teams-runtime")
     except metadata.PackageNotFoundError:  # running from a source tree without installing
         return "unknown"
+
+
+class _PrintVersion(argparse.Action):
+    """--version, as argparse's own action prints it, with the version looked up only when
+    the flag is given rather than each time the parser is built."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Start with `teams-runtime demo`, then `teams-runtime init DIR`. Docs: docs/cli.md. "
         "Exit status 2 means the command was used wrongly.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_PrintVersion)
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )

@@ -12,9 +12,7 @@ from teams_runtime.cli.common_flags import (
     add_workspace,
 )
 from teams_runtime.cli.flag_types import not_empty, prompt_kind
-from teams_runtime.cli.migrate import cmd_export, cmd_import
-from teams_runtime.cli.record_commands import cmd_append, cmd_explain, cmd_project, cmd_prompt
-from teams_runtime.cli.status import cmd_cancel
+from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.roles import ROLES
 
 __all__ = [
@@ -35,7 +33,7 @@ def add_project(commands: Commands) -> None:
     )
     add_selector(project)
     add_json(project, "print one JSON object with the notice, counts and record")
-    project.set_defaults(handler=cmd_project)
+    project.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_project"))
 
 
 def add_explain(commands: Commands) -> None:
@@ -45,7 +43,7 @@ def add_explain(commands: Commands) -> None:
     )
     add_selector(explain)
     add_json(explain)
-    explain.set_defaults(handler=cmd_explain)
+    explain.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_explain"))
 
 
 def add_append(commands: Commands) -> None:
@@ -79,7 +77,7 @@ def add_append(commands: Commands) -> None:
         "events are not written twice",
     )
     add_json(append)
-    append.set_defaults(handler=cmd_append)
+    append.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_append"))
 
 
 def add_cancel(commands: Commands) -> None:
@@ -94,7 +92,7 @@ def add_cancel(commands: Commands) -> None:
     cancel.add_argument("request_id", metavar="REQUEST_ID")
     add_workspace(cancel)
     add_json(cancel)
-    cancel.set_defaults(handler=cmd_cancel)
+    cancel.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_cancel"))
 
 
 def add_prompt(commands: Commands) -> None:
@@ -117,7 +115,7 @@ def add_prompt(commands: Commands) -> None:
     add_workspace(prompt)
     add_overrides(prompt)
     add_json(prompt, "print the prompt text, the notice and the counts as JSON")
-    prompt.set_defaults(handler=cmd_prompt)
+    prompt.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_prompt"))
 
 
 def add_export(commands: Commands) -> None:
@@ -131,7 +129,7 @@ def add_export(commands: Commands) -> None:
         "--out", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
     )
     add_workspace(export)
-    export.set_defaults(handler=cmd_export)
+    export.set_defaults(handler=LazyCommand("teams_runtime.cli.migrate", "cmd_export"))
 
 
 def add_import(commands: Commands) -> None:
@@ -144,4 +142,4 @@ def add_import(commands: Commands) -> None:
         "files", nargs="+", type=Path, metavar="FILE", help="record files (<request id>.json)"
     )
     add_workspace(load)
-    load.set_defaults(handler=cmd_import)
+    load.set_defaults(handler=LazyCommand("teams_runtime.cli.migrate", "cmd_import"))

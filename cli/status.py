@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import anyio
-
-from teams_runtime.actors.intake import cancel
-from teams_runtime.actors.model_servers import servers_away
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
@@ -23,6 +19,7 @@ from teams_runtime.storage import (
     load_team_config,
 )
 from teams_runtime.storage.backends import open_queue, open_store
+from teams_runtime.storage.server_files import servers_away
 
 __all__ = ["cmd_cancel", "cmd_status", "status_report"]
 
@@ -141,6 +138,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    # Imported here: `status` needs neither anyio nor the actors, and starts faster without.
+    import anyio
+
+    from teams_runtime.actors.intake import cancel
+
     load_team_config(args.workspace)  # a broken or missing config is an error before any write
     done = anyio.run(cancel, args.workspace, args.request_id)
     dropped = count_of(done.dropped, "queued envelope")

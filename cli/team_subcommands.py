@@ -5,20 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from teams_runtime.cli.common_flags import FOUND_WORKSPACE, Commands, add_json, add_workspace
-from teams_runtime.cli.config_command import cmd_config
 from teams_runtime.cli.flag_types import hours, not_empty, role_list, timestamp
-from teams_runtime.cli.status import cmd_status
-from teams_runtime.cli.team_commands import (
-    cmd_demo,
-    cmd_init,
-    cmd_metrics,
-    cmd_run,
-    cmd_submit,
-)
+from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.config import BACKEND_KINDS
+from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
-from teams_runtime.monitoring import GROUP_KEYS
-from teams_runtime.policy.prompts import PURPOSES
 
 __all__ = [
     "add_config",
@@ -54,7 +45,7 @@ def add_init(commands: Commands) -> None:
         metavar="URL",
         help="the NATS server for --backend nats (default: nats://127.0.0.1:4222)",
     )
-    init.set_defaults(handler=cmd_init)
+    init.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_init"))
 
 
 def add_config(commands: Commands) -> None:
@@ -74,7 +65,7 @@ def add_config(commands: Commands) -> None:
         "answered (its model name, usage, response_format) instead",
     )
     add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
-    check.set_defaults(handler=cmd_config)
+    check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 
 def add_submit(commands: Commands) -> None:
@@ -106,7 +97,7 @@ def add_submit(commands: Commands) -> None:
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
     )
     add_json(submit)
-    submit.set_defaults(handler=cmd_submit)
+    submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
 
 
 def add_run(commands: Commands) -> None:
@@ -138,7 +129,7 @@ def add_run(commands: Commands) -> None:
         help="plain log lines on stderr even on a terminal (no live view)",
     )
     add_json(run, "print the final summary as one JSON object (see docs/cli.md)")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_run"))
 
 
 def add_status(commands: Commands) -> None:
@@ -152,7 +143,7 @@ def add_status(commands: Commands) -> None:
     )
     add_workspace(status)
     add_json(status, "print one JSON object")
-    status.set_defaults(handler=cmd_status)
+    status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
 
 
 def add_metrics(commands: Commands) -> None:
@@ -196,7 +187,7 @@ def add_metrics(commands: Commands) -> None:
         "(default: --by role --by purpose)",
     )
     add_json(metrics, "print the report as JSON")
-    metrics.set_defaults(handler=cmd_metrics)
+    metrics.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_metrics"))
 
 
 def add_demo(commands: Commands) -> None:
@@ -215,4 +206,4 @@ def add_demo(commands: Commands) -> None:
         action="store_true",
         help="no live view on stderr even on a terminal",
     )
-    run_demo.set_defaults(handler=cmd_demo)
+    run_demo.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_demo"))

@@ -47,7 +47,9 @@ def test_request_settings_left_out_send_nothing() -> None:
     ("text", "form"),
     [
         pytest.param(_openai(""), "json_schema", id="openai-default"),
-        pytest.param("model: {backend: command, command: [m]}", "json_schema", id="command-default"),
+        pytest.param(
+            "model: {backend: command, command: [m]}", "json_schema", id="command-default"
+        ),
         pytest.param("model: {}", "off", id="dry-run-default"),
         pytest.param(
             "model:\n  structured_output: json_object\n  " + _SERVER, "json_object", id="set"

@@ -17,12 +17,13 @@ import anyio
 import pytest
 
 from teams_runtime.actors import model_servers
-from teams_runtime.actors.model_servers import ModelServers, servers_away
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.openai_backend import OpenAIBackend
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import OpenAIConfig
 from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import FileWorkQueue, Workspace
+from teams_runtime.storage.server_files import servers_away
 
 from .fake_openai_server import FakeOpenAIServer, Status
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from types import UnionType
 from typing import Union, get_args, get_origin
@@ -32,6 +31,8 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
 
 
 def _unknown_key(key: object, path: str, valid: list[str]) -> ConfigError:
+    import difflib  # only for a mistake: every command's start-up is spared its import
+
     written = written_key(key)  # `null:` is reported as null, not as Python's None
     dotted = f"{path}.{written}" if path else written
     close = difflib.get_close_matches(written, valid, n=1)
