@@ -2,9 +2,9 @@
 
 ``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
 Both are blocking (the actors call them from worker threads) and both have a file
-implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/`` run against
-every implementation. A store's version is any hashable value that changes whenever the record
-does; only the store that made it compares it.
+implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/`` run
+against every implementation. A store's version is any hashable value that changes whenever the
+record does; only the store that made it compares it.
 """
 
 from __future__ import annotations
@@ -83,10 +83,14 @@ class RecordStore(Protocol):
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> AppendOutcome:
         """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
         never loses an event another writer appended first. Nothing is written (``refused``)
-        if a top-level field named in ``unless`` holds the value given there at that moment.
+        if a top-level field named in ``unless`` holds the value given there at that moment,
+        or one named in ``expect`` does not hold exactly the value given there (an absent
+        field holds ``None``): decided on what the write replaces, so it is a compare-and-set.
+        A refusal answers those fields as they were (``AppendOutcome.fields``).
 
         With a ``key`` (its events carry it as ``append_key``), an append whose key is on one
         of the last ``IDEMPOTENCY_WINDOW`` events is not written again (``applied`` False)."""

@@ -778,8 +778,15 @@ async def test_a_conditional_append_is_refused_when_the_field_holds_the_value(
         )  # fmt: skip
         assert (reply.refused, reply.applied, reply.count) == (True, False, 4)
         assert path.read_bytes() == before
+        assert reply.fields == {"status": b'"cancelled"'}  # what it held instead
         reply = await ctx.append_keyed("req-1", [{"type": "x"}], unless={"status": "queued"})
         assert (reply.refused, reply.applied, reply.count) == (False, True, 5)
+        reply = await ctx.append_keyed(
+            "req-1", [{"type": "y"}], expect={"status": "cancelled", "hops": 2}
+        )
+        assert (reply.refused, reply.count, reply.fields) == (True, 5, {"status": b'"cancelled"'})
+        reply = await ctx.append_keyed("req-1", [{"type": "y"}], expect={"hops": None})
+        assert (reply.refused, reply.applied, reply.count) == (False, True, 6)
 
 
 @pytest.mark.parametrize(
