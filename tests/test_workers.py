@@ -529,3 +529,77 @@ def test_hosts_ride_out_a_nats_server_restart(
     for request_id, record in _nats_records(settings, ids).items():
         assert _reports(record, 3) == ROUTE, request_id  # every role reported once
         assert record["status"] == "completed"
+
+
+# --- limits across workers: three real workers on requests submitted three times -------------
+
+
+_PING_PONG = """
+import json, os, sys
+prompt = sys.stdin.read()
+start = prompt.index("Current request:\\n") + len("Current request:\\n")
+shown, _ = json.JSONDecoder().raw_decode(prompt, start)  # the record this prompt was built on
+role, request_id = os.environ["TEAMS_RUNTIME_ROLE"], os.environ["TEAMS_RUNTIME_REQUEST_ID"]
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"request_id": request_id, "status": shown.get("status")}) + "\\n")
+print(json.dumps({"request_id": request_id, "role": role, "status": "completed",
+                  "summary": "back to you", "next_role": "developer" if role == "qa" else "qa"}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_three_workers_keep_the_hop_limit_of_requests_submitted_three_times(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    request: pytest.FixtureRequest,
+    backend: str,
+) -> None:
+    model, calls = tmp_path / "ping_pong.py", tmp_path / "calls.log"
+    model.write_text(_PING_PONG)
+    sections: dict[str, Any] = {"team": {"max_hops": 8}}
+    if backend == "nats":
+        settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+        nats = {"url": settings.url, "prefix": settings.prefix}
+        sections["backend"] = {"kind": "nats", "nats": nats}
+        roots = [tmp_path / f"host-{n}" for n in range(3)]  # three hosts, no folder shared
+    else:
+        roots = [tmp_path / "ws"] * 3
+    hosts = [
+        team_workspace(
+            command=[sys.executable, str(model), str(calls)], root=root, sections=sections
+        )
+        for root in roots
+    ]
+    ids = ["req-1", "req-2"]
+    for _ in range(3):  # as roles.md shows: more work on the same request
+        for request_id in ids:
+            subprocess.run(
+                [sys.executable, "-m", "teams_runtime", "submit", "--role", "qa", "--scope",
+                 "ping", "--request-id", request_id, "--workspace", str(hosts[0].root)],
+                capture_output=True, check=True, timeout=60,
+            )  # fmt: skip
+    workers = [_worker(host, "--once") for host in hosts]
+    for worker in workers:
+        _, err = worker.communicate(timeout=180)
+        assert worker.returncode == 0, err
+    if backend == "nats":
+        records = _nats_records(settings, ids)
+    else:
+        records = {request_id: _record(hosts[0], request_id) for request_id in ids}
+        assert sum(FileWorkQueue(hosts[0]).counts().values()) == 0
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert {entry["status"] for entry in seen} <= {"queued", "in_progress"}  # none after it ended
+    for request_id, record in records.items():
+        events = record["events"]
+        hand_offs = [e for e in events if e["type"] == "delegated" and e["actor"] != "orchestrator"]
+        stops = [n for n, e in enumerate(events) if e["type"] == "hop_limit"]
+        reports = [n for n, e in enumerate(events) if e["type"] == "role_report"]
+        assert len(hand_offs) == record["hops"] == 8, request_id  # never more than max_hops
+        assert len(stops) == 1 and record["status"] == "failed", request_id
+        assert len(reports) == sum(entry["request_id"] == request_id for entry in seen)
+        assert len([n for n in reports if n > stops[0]]) <= 2  # only calls under way then
+
+
+def _record(workspace: Workspace, request_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(workspace.request_path(request_id).read_bytes())
+    return record
