@@ -32,7 +32,7 @@ MAX_RACES = 64
 
 
 class NotSaved(Exception):
-    """The outcome could not be persisted: the envelope stays queued for another try."""
+    """The outcome could not be persisted: the envelope is deferred for another try."""
 
 
 def outcome_key(role: str, envelope: MessageEnvelope) -> str:
@@ -72,7 +72,7 @@ class OutcomeWriter:
                 await anyio.to_thread.run_sync(self._queue.done, claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
-                "{}: outcome for request {} not saved ({}); its envelope stays queued",
+                "{}: outcome for request {} not saved ({}); its envelope is deferred",
                 self.role,
                 envelope.request_id,
                 exc,

@@ -10,6 +10,7 @@ another worker's outcome) is dropped without a model call.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -136,7 +137,7 @@ class RoleActor:
             outcome = await self._outcome_of(claim)
         except Exception as exc:  # a bug must not take the team down: keep the envelope
             self._log.bind(request_id=request_id).opt(exception=exc).error(
-                "{}: envelope {} of request {} left queued", self.role, claim.ticket, request_id
+                "{}: envelope {} of request {} deferred", self.role, claim.ticket, request_id
             )
             outcome = await self._release(claim)
         finally:
@@ -149,7 +150,15 @@ class RoleActor:
         return "rejected"
 
     async def _release(self, claim: Claim) -> Outcome:
-        await anyio.to_thread.run_sync(self._queue.release, claim)
+        """Defer the envelope; any worker takes it again when its next attempt is due."""
+        due = await anyio.to_thread.run_sync(self._queue.release, claim)
+        request_id = claim.envelope.request_id if claim.envelope is not None else "-"
+        self._log.bind(request_id=request_id).info(
+            "{}: envelope of request {} deferred; next attempt in {:.0f} s",
+            self.role,
+            request_id,
+            max(due - time.time(), 0.0),
+        )
         return "deferred"
 
     async def _outcome_of(self, claim: Claim) -> Outcome:
@@ -178,7 +187,7 @@ class RoleActor:
                 # Transient (the store was busy, away or stopping): another attempt may succeed.
                 if not isinstance(exc, NotSaved):
                     self._log.bind(request_id=envelope.request_id).warning(
-                        "{}: request {}: {}; its envelope stays queued",
+                        "{}: request {}: {}; its envelope is deferred",
                         self.role,
                         envelope.request_id,
                         exc,
@@ -214,16 +223,11 @@ class RoleActor:
         return "done"
 
     async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
-        log = self._log.bind(request_id=envelope.request_id)
-        log.warning("{}: model failed for request {}: {}", self.role, envelope.request_id, reason)
+        self._log.bind(request_id=envelope.request_id).warning(
+            "{}: model failed for request {}: {}", self.role, envelope.request_id, reason
+        )
         if self._model.on_failure == "requeue":
-            log.warning(
-                "{}: envelope of request {} left in the queue for the next run: {}",
-                self.role,
-                envelope.request_id,
-                claim.ticket,
-            )
-            return await self._release(claim)
+            return await self._release(claim)  # on_failure: requeue
         failure = plan_model_failure(self.role, reason, now_iso())
         state = state_of(await self._context.project(envelope.request_id))
         try:

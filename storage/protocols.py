@@ -26,6 +26,7 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AppendOutcome",
     "Claim",
+    "DeferredEnvelope",
     "IndexedParts",
     "ParsedRecord",
     "QueueSnapshot",
@@ -127,13 +128,25 @@ class WorkerLease(msgspec.Struct, frozen=True, kw_only=True):
     holds: list[str]  # "<role>:<request id>" of each envelope it has claimed
 
 
+class DeferredEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """One deferred envelope: whose, how often deferred, and when it is due again."""
+
+    role: str
+    request_id: str
+    envelope_id: str
+    deferrals: int  # how many times it was deferred (0: by a version that did not count)
+    next_attempt: float  # when any worker takes it again (Unix time)
+
+
 class QueueSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """Envelopes per role (waiting, claimed, deferred to the next run) and the workers."""
+    """Envelopes per role (waiting, claimed, deferred until their next attempt), each deferred
+    envelope, and the workers."""
 
     waiting: dict[str, int]
     claimed: dict[str, int]
     deferred: dict[str, int]
     workers: list[WorkerLease]
+    deferred_envelopes: list[DeferredEnvelope] = msgspec.field(default_factory=list)
 
 
 class WorkQueue(Protocol):
@@ -160,8 +173,10 @@ class WorkQueue(Protocol):
         """Remove a handled envelope (its outcome is persisted)."""
         ...
 
-    def release(self, claim: Claim) -> None:
-        """Leave the envelope for the next run (``restore_deferred``), not this one."""
+    def release(self, claim: Claim) -> float:
+        """Defer the envelope: it waits until its next attempt (``storage.deferrals``: a few
+        seconds the first time, growing each time), then ``restore_deferred`` queues it again.
+        Returns when that is (Unix time)."""
         ...
 
     def reject(self, claim: Claim, reason: str) -> None:
@@ -178,7 +193,8 @@ class WorkQueue(Protocol):
         ...
 
     def restore_deferred(self) -> int:
-        """Put the envelopes released by earlier runs back in the queue; returns how many."""
+        """Queue again the deferred envelopes whose next attempt is due (any worker's; those
+        of older versions, which kept no time, at once); returns how many."""
         ...
 
     def retire(self) -> None:

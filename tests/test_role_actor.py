@@ -185,8 +185,11 @@ async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(
     seed(workspace, "req-1", "qa")
     summary = await run_once(workspace)
     assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
-    next_run = FileWorkQueue(workspace)
-    assert next_run.restore_deferred() == 1  # left for the next run
+    assert summary.left_deferred == 1  # with no wait for its next attempt (the fixture's)
+    (deferred,) = FileWorkQueue(workspace).snapshot().deferred_envelopes
+    assert deferred.request_id == "req-odd" and deferred.next_attempt == summary.next_attempt
+    next_run = FileWorkQueue(workspace, clock=lambda: deferred.next_attempt)
+    assert next_run.restore_deferred() == 1  # due: any worker takes it again
     claims = next_run.claim("qa", 100)
     assert [claim.envelope.request_id for claim in claims if claim.envelope] == ["req-odd"]
     assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'

@@ -394,7 +394,7 @@ async def test_a_projection_timeout_leaves_the_envelope_queued(tmp_path: Path) -
     _create(workspace, "req-1", 3)
     FileWorkQueue(workspace).put(MessageEnvelope(request_id="req-1", sender="u", target="qa"))
     slow = _Slow(FileRecordStore(workspace), seconds=0.5)
-    team = Team(tmp_path, store=slow, ask_timeout=0.1)  # type: ignore[arg-type]
+    team = Team(tmp_path, store=slow, ask_timeout=0.1, deferred_wait=0)  # type: ignore[arg-type]
     with anyio.fail_after(60):
         summary = await team.run(once=True)
     assert (summary.rejected, summary.deferred) == (0, 1)

@@ -18,7 +18,7 @@ import pytest
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
-from teams_runtime.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.storage import Claim, DeferredEnvelope, FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 
@@ -30,7 +30,7 @@ class QueueBackend:
     """What the suite needs of a backend: queue objects on the same envelopes, and a way to
     queue bytes that are not an envelope (as a crash or another program might)."""
 
-    new_queue: Callable[[], WorkQueue]
+    new_queue: Callable[..., WorkQueue]  # keyword arguments go to the queue (``clock=``)
     put_bytes: Callable[[str, bytes], None]
 
 
@@ -42,7 +42,7 @@ def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{time.time_ns():020d}-corrupt.json").write_bytes(data)
 
-    return QueueBackend(lambda: FileWorkQueue(workspace), put_bytes)
+    return QueueBackend(lambda **options: FileWorkQueue(workspace, **options), put_bytes)
 
 
 def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
@@ -54,7 +54,7 @@ def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
         subject = f"{settings.prefix}.q.{role}.corrupt"
         connection.call(lambda: connection.js.publish(subject, data))
 
-    return QueueBackend(lambda: NatsWorkQueue(connection), put_bytes)
+    return QueueBackend(lambda **options: NatsWorkQueue(connection, **options), put_bytes)
 
 
 # Each entry makes a backend on a test's own empty folder (or server prefix).
@@ -172,20 +172,61 @@ def test_done_removes_the_envelope(queue_backend: QueueBackend, work_queue: Work
     assert queue_backend.new_queue().claim("qa", 10) == []
 
 
-def test_a_released_envelope_stays_queued_for_a_later_run(
-    queue_backend: QueueBackend, work_queue: WorkQueue
+class _Clock:
+    """A clock the test moves: when deferred envelopes are due, without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_released_envelope_waits_for_its_next_attempt_then_any_worker_takes_it(
+    queue_backend: QueueBackend,
 ) -> None:
-    envelope = _envelope("req-1")
+    clock = _Clock()
+    work_queue = queue_backend.new_queue(clock=clock)
+    envelope = _envelope("req-1", envelope_id="env-1")
     work_queue.put(envelope)
     (claim,) = work_queue.claim("qa", 10)
-    work_queue.release(claim)
+    due = work_queue.release(claim)
+    assert clock.now + 0.75 * 3 <= due <= clock.now + 3  # a few seconds, jittered
     assert work_queue.counts()["qa"] == 1
-    assert work_queue.claim("qa", 10) == []  # not retried in this run, by any worker
-    assert queue_backend.new_queue().claim("qa", 10) == []
-    next_run = queue_backend.new_queue()
-    assert next_run.restore_deferred() == 1  # a run starts: it is queued again
-    (again,) = next_run.claim("qa", 10)
-    assert again.envelope == claim.envelope
+    assert work_queue.restore_deferred() == 0  # not due yet, for any worker
+    other = queue_backend.new_queue(clock=clock)
+    assert other.restore_deferred() == 0 and other.claim("qa", 10) == []
+    (deferred,) = other.snapshot().deferred_envelopes
+    assert deferred == DeferredEnvelope(
+        role="qa",
+        request_id="req-1",
+        envelope_id="env-1",
+        deferrals=1,
+        next_attempt=deferred.next_attempt,
+    )
+    assert abs(deferred.next_attempt - due) < 0.01
+    clock.now = due
+    assert other.restore_deferred() == 1 and work_queue.restore_deferred() == 0
+    assert other.snapshot().deferred_envelopes == []
+    (again,) = other.claim("qa", 10)
+    assert again.envelope == claim.envelope  # as put: its count is the queue's business
+
+
+def test_each_deferral_waits_longer_whichever_worker_defers_it(queue_backend: QueueBackend) -> None:
+    clock = _Clock()
+    queue_backend.new_queue(clock=clock).put(_envelope("req-1"))
+    waits = []
+    for _ in range(4):
+        worker = queue_backend.new_queue(clock=clock)  # another worker each time
+        (claim,) = worker.claim("qa", 10)
+        due = worker.release(claim)
+        waits.append(due - clock.now)
+        (deferred,) = worker.snapshot().deferred_envelopes
+        assert deferred.deferrals == len(waits)
+        clock.now = due
+        assert worker.restore_deferred() == 1
+    for number, wait in enumerate(waits):  # 3 s, 6 s, 12 s, 24 s, each cut by up to a quarter
+        assert 0.75 * 3 * 2**number <= wait <= 3 * 2**number
 
 
 def test_a_rejected_envelope_is_set_aside(

@@ -4,7 +4,8 @@
 
     queue/<role>/<name>.json                      waiting
     queue/claimed/<worker>/<role>/<name>.json     claimed by a worker (its lease below)
-    queue/deferred/<role>/<name>.json             released: waits for the next run
+    queue/deferred/<role>/<name>.json             released: waits until its mtime (its next
+                                                  attempt; ``storage.deferrals``)
     queue/rejected/<role>-<name>.json (+.reason)  set aside for a person
     queue/workers/<worker>.lease                  a worker's lease: renewed while it lives
 
@@ -26,6 +27,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -35,8 +37,9 @@ from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
+from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
-from teams_runtime.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 from teams_runtime.storage.workspace import Workspace
 
@@ -57,10 +60,14 @@ class FileWorkQueue:
         *,
         worker_id: str | None = None,
         lease_seconds: float = 60.0,
+        retry: RetrySchedule | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.workspace = workspace
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
+        self._retry = retry or RetrySchedule()
+        self._clock = clock  # when deferred envelopes are due (file times are Unix times)
         self._runtime = workspace.runtime_dir
         self._root = workspace.queue_dir
         self._claimed = self._root / "claimed"
@@ -116,9 +123,23 @@ class FileWorkQueue:
         ):
             os.unlink(ticket.name, dir_fd=dfd)
 
-    def release(self, claim: Claim) -> None:
-        ticket = Path(claim.ticket)  # recovered meanwhile: it waits again, nothing to move
+    def release(self, claim: Claim) -> float:
+        """Defer the envelope: its bytes count the deferral, its mtime is set to its next
+        attempt, then it moves to ``deferred/`` (rewritten in the claim folder first, so a
+        crash at any point leaves one copy)."""
+        ticket = Path(claim.ticket)
+        now = self._clock()
+        try:
+            data = read_file(ticket, self._runtime)
+        except FileNotFoundError:
+            return now  # recovered meanwhile: it waits again, nothing to move
+        _, deferrals = deferral_view(data)
+        next_attempt = now + self._retry.delay(deferrals + 1)
+        write_atomic(ticket, with_deferrals(data, deferrals + 1), runtime=self._runtime)
+        with folder(ticket.parent, self._runtime, create=False) as dfd:
+            os.utime(ticket.name, (next_attempt, next_attempt), dir_fd=dfd, follow_symlinks=False)
         self._move(ticket.parent, ticket.name, self._deferred(claim.role))
+        return next_attempt
 
     def reject(self, claim: Claim, reason: str) -> None:
         ticket = Path(claim.ticket)
@@ -163,13 +184,24 @@ class FileWorkQueue:
         return True
 
     def restore_deferred(self) -> int:
-        """Put released envelopes back in the waiting folders (a run starts); how many."""
+        """Move the deferred envelopes whose next attempt (their mtime) has come back to the
+        waiting folders; how many. A rename keeps the mtime, which is past by then."""
         restored = 0
+        now = self._clock()
         for role in ROLES:
             deferred = self._deferred(role)
             for name in self._names(deferred):
-                restored += self._move(deferred, name, self.workspace.role_queue(role))
+                due = self._mtime(deferred, name)
+                if due is not None and due <= now:
+                    restored += self._move(deferred, name, self.workspace.role_queue(role))
         return restored
+
+    def _mtime(self, place: Path, name: str) -> float | None:
+        try:
+            with folder(place, self._runtime, create=False) as dfd:
+                return os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            return None  # taken meanwhile
 
     def retire(self) -> None:
         """Stop working: this worker's claims wait again, its lease goes."""
@@ -279,7 +311,36 @@ class FileWorkQueue:
             age = self._lease_age(name, now)
             alive = age is not None and age <= self.lease_seconds
             workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
-        return QueueSnapshot(waiting=waiting, claimed=claimed, deferred=deferred, workers=workers)
+        return QueueSnapshot(
+            waiting=waiting,
+            claimed=claimed,
+            deferred=deferred,
+            workers=workers,
+            deferred_envelopes=self._deferred_envelopes(),
+        )
+
+    def _deferred_envelopes(self) -> list[DeferredEnvelope]:
+        found = []
+        for role in ROLES:
+            place = self._deferred(role)
+            for name in self._names(place):
+                due = self._mtime(place, name)
+                try:
+                    envelope_id, deferrals = deferral_view(read_file(place / name, self._runtime))
+                except OSError:
+                    continue  # taken meanwhile, or not a file a worker can read
+                if due is None:
+                    continue
+                found.append(
+                    DeferredEnvelope(
+                        role=role,
+                        request_id=_request_of(name),
+                        envelope_id=envelope_id or f"env-{name.removesuffix('.json')}",
+                        deferrals=deferrals,
+                        next_attempt=due,
+                    )
+                )
+        return sorted(found, key=lambda envelope: envelope.next_attempt)
 
     def waiting(self) -> dict[str, int]:
         """A listing of each role's queue folder."""
