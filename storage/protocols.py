@@ -206,7 +206,8 @@ class WorkQueue(Protocol):
         ...
 
     def snapshot(self) -> QueueSnapshot:
-        """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
+        """Waiting, claimed and deferred envelopes per role, each deferred envelope, and the
+        workers' leases (a dead worker's at most until its claims go back to the queue)."""
         ...
 
     def waiting(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ file queue promises: its folders, rejected files with their reasons, the problem
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import unicodedata
@@ -402,6 +403,44 @@ def test_file_queue_refuses_unsafe_ids_and_unknown_roles(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"^unknown role 'boss'"):
         queue.put(_envelope("req-1", target="boss"))
     assert list(tmp_path.iterdir()) == []  # nothing written for either
+
+
+def _lease_aged(workspace: Workspace, worker: str, seconds: float) -> Path:
+    """A lease file of ``worker`` last renewed ``seconds`` ago (a killed worker's)."""
+    FileWorkQueue(workspace, worker_id=worker).renew()
+    lease = workspace.queue_dir / "workers" / f"{worker}.lease"
+    then = time.time() - seconds
+    os.utime(lease, (then, then))
+    return lease
+
+
+def test_file_status_shows_live_workers_and_dead_ones_only_while_they_hold_claims(
+    tmp_path: Path,
+) -> None:
+    workspace = Workspace(tmp_path)
+    FileWorkQueue(workspace, worker_id="live").renew()
+    _lease_aged(workspace, "idle-dead", 5)  # died holding nothing: lease 2.5 leases old
+    holder = FileWorkQueue(workspace, worker_id="holder-dead", lease_seconds=2)
+    holder.put(_envelope("req-1"))
+    holder.claim("qa", 1)
+    _lease_aged(workspace, "holder-dead", 5)
+    snapshot = FileWorkQueue(workspace, lease_seconds=2).snapshot()
+    shown = [(lease.worker, lease.alive, lease.holds) for lease in snapshot.workers]
+    assert shown == [("holder-dead", False, ["qa:req-1"]), ("live", True, [])]
+
+
+def test_file_leases_long_past_are_removed_by_the_next_worker_looking_for_work(
+    tmp_path: Path,
+) -> None:
+    workspace = Workspace(tmp_path)
+    stale = _lease_aged(workspace, "long-dead", 6.5)  # past STALE_LEASES x 2 s
+    recent = _lease_aged(workspace, "just-dead", 3)  # expired, not long past: kept a while
+    stray = workspace.queue_dir / "workers" / "notes.txt"
+    stray.write_text("not a lease")
+    worker = FileWorkQueue(workspace, lease_seconds=2)
+    assert worker.claim("qa", 1) == []  # looking for work tidies up
+    assert not stale.exists() and recent.exists() and stray.exists()
+    assert [lease.worker for lease in worker.snapshot().workers] == [worker.worker_id]
 
 
 # --- the nats queue -----------------------------------------------------------------------------

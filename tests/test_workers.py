@@ -606,3 +606,31 @@ def test_three_workers_keep_the_hop_limit_of_requests_submitted_three_times(
 def _record(workspace: Workspace, request_id: str) -> dict[str, Any]:
     record: dict[str, Any] = json.loads(workspace.request_path(request_id).read_bytes())
     return record
+
+
+def test_status_after_killing_workers_shows_only_the_live_ones(
+    team_workspace: Callable[..., Workspace],
+) -> None:
+    workspace = team_workspace(sections={"queue": {"lease_seconds": 1}})
+    workers = [_worker(workspace) for _ in range(3)]  # serving, idle
+    leases = workspace.queue_dir / "workers"
+    try:
+
+        def live() -> list[str]:
+            return [lease["worker"] for lease in _cli_json(workspace, "status")["workers"]]
+
+        _wait_for(lambda: len(live()) == 3, 60, "three live workers")
+        for worker in workers[:2]:
+            worker.send_signal(signal.SIGKILL)
+            worker.communicate(timeout=30)
+        (survivor,) = [lease for lease in leases.iterdir() if f"-{workers[2].pid}-" in lease.name]
+        # Dead once their lease (1 s) has passed: not listed; their files removed by the live
+        # worker once it has long passed (3 leases).
+        _wait_for(lambda: live() == [survivor.stem], 30, "only the live worker listed")
+        _wait_for(lambda: list(leases.iterdir()) == [survivor], 30, "the dead leases removed")
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                worker.communicate(timeout=60)
+    assert workers[2].returncode == 0

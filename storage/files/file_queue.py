@@ -14,7 +14,8 @@ outcome is persisted (at least once, never lost). A claim is an atomic rename in
 worker's claim folder, so exactly one worker gets each envelope, on one machine or several
 sharing the folder. A worker renews its lease (the lease file's mtime) while it works; the
 claims of a worker whose lease is older than ``lease_seconds`` go back to the waiting folders,
-where any worker takes them. Every folder is opened without following links and every file is
+where any worker takes them, and a lease ``STALE_LEASES`` times older than that (a worker
+long dead) is removed. Every folder is opened without following links and every file is
 moved relative to its folder's descriptor (``files.folder``): nothing is ever read, moved or
 removed outside the workspace through a planted link. Blocking code: callers in coroutines use
 a worker thread.
@@ -43,7 +44,11 @@ from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapsh
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 from teams_runtime.storage.workspace import Workspace
 
-__all__ = ["FileWorkQueue"]
+__all__ = ["STALE_LEASES", "FileWorkQueue"]
+
+# A lease file this many `lease_seconds` old belongs to a worker long dead: it is removed (a
+# worker that was only paused writes its lease again at its next renewal).
+STALE_LEASES = 3
 
 
 def _request_of(name: str) -> str:
@@ -220,11 +225,19 @@ class FileWorkQueue:
         for worker in self._subfolders(self._claimed):
             if worker != self.worker_id and self._expired(worker, now):
                 self._return_claims(self._claimed / worker)
-                with (
-                    contextlib.suppress(OSError, TeamsRuntimeError),
-                    folder(self._workers, self._runtime, create=False) as dfd,
-                ):
-                    os.unlink(f"{worker}.lease", dir_fd=dfd)
+                self._remove_lease(worker)
+        for name in self._lease_names():  # dead workers that held nothing
+            worker = name.removesuffix(".lease")
+            age = self._lease_age(worker, now)
+            if worker != self.worker_id and (age or 0) > STALE_LEASES * self.lease_seconds:
+                self._remove_lease(worker)
+
+    def _remove_lease(self, worker: str) -> None:
+        with (
+            contextlib.suppress(OSError, TeamsRuntimeError),
+            folder(self._workers, self._runtime, create=False) as dfd,
+        ):
+            os.unlink(f"{worker}.lease", dir_fd=dfd)
 
     def _expired(self, worker: str, now: float) -> bool:
         try:
@@ -295,7 +308,8 @@ class FileWorkQueue:
         }
 
     def snapshot(self) -> QueueSnapshot:
-        """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
+        """Waiting, claimed and deferred envelopes per role, each deferred envelope, and the
+        workers: every live one, and a dead one while its claims wait to be returned."""
         now = time.time()
         waiting = self.waiting()
         deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
@@ -310,7 +324,10 @@ class FileWorkQueue:
                     holds.append(f"{role}:{_request_of(envelope)}")
             age = self._lease_age(name, now)
             alive = age is not None and age <= self.lease_seconds
-            workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
+            # A dead worker is shown only while its claims wait to be returned (by the next
+            # worker that looks for work): a lease that is only a leftover is not a worker.
+            if alive or holds:
+                workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
         return QueueSnapshot(
             waiting=waiting,
             claimed=claimed,
