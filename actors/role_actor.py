@@ -213,10 +213,13 @@ class RoleActor:
             request_id,
         )
         follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso())
-        # The crash may have come before it was queued; once it is handled, it is not. (Its
-        # id is derived from this envelope's: a copy queued twice is recorded once.)
-        if follow_up is not None and not await self._context.recall(
-            request_id, outcome_key(follow_up.target, follow_up)
+        # The crash may have come before it was queued; once it is handled, or the request
+        # has ended, it is not. (Its id is derived from this envelope's: a copy queued twice
+        # is recorded once.)
+        if (
+            follow_up is not None
+            and not state_of(await self._context.project(request_id)).ended
+            and not await self._context.recall(request_id, outcome_key(follow_up.target, follow_up))
         ):
             await anyio.to_thread.run_sync(self._queue.put, follow_up)
         await anyio.to_thread.run_sync(self._queue.done, claim)
@@ -231,7 +234,7 @@ class RoleActor:
         failure = plan_model_failure(self.role, reason, now_iso())
         state = state_of(await self._context.project(envelope.request_id))
         try:
-            await self._writer.persist(envelope, claim, lambda now: plan_for(now, failure), state)
+            await self._writer.persist(envelope, claim, lambda at: plan_for(at, failure), state)
             return "failed"
         except NotSaved:
             return await self._release(claim)
@@ -250,11 +253,12 @@ class RoleActor:
         # Decided from the state now (handed on meanwhile?); the write expects it unchanged.
         state = state_of(await self._context.project(request_id))
         plan, state = await self._writer.persist(envelope, claim, decide, state)
+        handed_to = plan.follow_up.target if plan.follow_up is not None else ""
         self._log.bind(request_id=request_id).info(
             "{}: request {}: {} -> {}",
             self.role,
             request_id,
             result["status"],
-            state.ended or result["next_role"] or plan.updates["status"],
+            state.ended or handed_to or plan.updates["status"],  # failed at the hop limit
         )
         return "failed" if result["status"] == "failed" and not result["next_role"] else "done"
