@@ -253,7 +253,9 @@ class Team:
             logger.warning("deferred envelopes not looked at ({}); trying again", exc)
             return
         if restored:
-            logger.info("{} deferred queued again: due now", count_of(restored, "envelope"))
+            logger.info(
+                "{} queued again: next attempt due", count_of(restored, "deferred envelope")
+            )
 
     async def _renew_lease(self) -> None:
         if not await anyio.to_thread.run_sync(self.queue.renew):
