@@ -133,9 +133,14 @@ class ContextActor:
             case Project(request_id=request_id):
                 return await self._project(request_id)
             case Append(
-                request_id=request_id, events=events, updates=updates, key=key, unless=unless
+                request_id=request_id,
+                events=events,
+                updates=updates,
+                key=key,
+                unless=unless,
+                expect=expect,
             ):
-                return await self._append(request_id, events, updates, key, unless)
+                return await self._append(request_id, events, updates, key, unless, expect)
             case Load(request_id=request_id):
                 record = await anyio.to_thread.run_sync(self.store.load, request_id)
                 return Loaded(record=record)
@@ -217,10 +222,12 @@ class ContextActor:
         updates: dict[str, bytes],
         key: str,
         unless: dict[str, bytes],
+        expect: dict[str, bytes],
     ) -> Appended:
         raw_events = [msgspec.Raw(event) for event in events]
         raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
         refuse_if = {name: msgspec.json.decode(value) for name, value in unless.items()}
+        expected = {name: msgspec.json.decode(value) for name, value in expect.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
@@ -228,7 +235,7 @@ class ContextActor:
             """The store's write and, when it takes a build or a read, the new digest (the
             worker thread's part); True when the loop is to update the cached digest instead."""
             appended = self.store.append(
-                request_id, raw_events, raw_updates, key=key, unless=refuse_if
+                request_id, raw_events, raw_updates, key=key, unless=refuse_if, expect=expected
             )
             parts = appended.parts
             if parts is None:  # done before, or refused: nothing changed, the cache stays
@@ -254,7 +261,10 @@ class ContextActor:
             fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
-        return Appended(count=stored.count, applied=stored.applied, refused=stored.refused)
+        held = {name: encode_json(value) for name, value in stored.fields.items()}
+        return Appended(
+            count=stored.count, applied=stored.applied, refused=stored.refused, fields=held
+        )
 
 
 class ContextHandle:
@@ -341,10 +351,13 @@ class ContextHandle:
         updates: Mapping[str, Any] | None = None,
         key: str | None = None,
         unless: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> Appended:
         """``append_events``, answering also whether this call wrote (``applied``) or found
         its key stored already. With ``unless`` (field -> value), nothing is written
-        (``refused``) if the record holds one of those values when the write comes."""
+        (``refused``) if the record holds one of those values when the write comes; with
+        ``expect``, unless it holds exactly each of those (an absent field holds ``None``).
+        A refusal's ``fields`` say what the record held instead."""
         check_request_id(request_id)
         stamped = [{**event, "append_key": key} for event in events] if key else events
         message = Append(
@@ -353,6 +366,7 @@ class ContextHandle:
             updates={name: encode_json(value) for name, value in (updates or {}).items()},
             key=key or "",
             unless={name: encode_json(value) for name, value in (unless or {}).items()},
+            expect={name: encode_json(value) for name, value in (expect or {}).items()},
         )
         reply = await self._ask(message)
         assert isinstance(reply, Appended)

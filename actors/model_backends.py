@@ -5,7 +5,9 @@
   role's model name and reasoning level replace ``{model}`` and ``{reasoning}`` in it and
   are in its environment (``TEAMS_RUNTIME_MODEL``, ``TEAMS_RUNTIME_REASONING``). It runs in
   the workspace root, in a process group of its own, and after every call (answered, failed,
-  timed out or cancelled) the whole group is ended: nothing the model started outlives it.
+  timed out or cancelled) the whole group is ended: nothing the model started outlives it. On
+  Linux the model's process also gets SIGKILL from the kernel when its worker dies (even by
+  ``kill -9``, when nothing of the worker can end the group): ``model_processes``.
 - ``OpenAIBackend`` (its own module, ``openai_backend``) talks to an OpenAI-compatible
   chat-completions server over HTTP.
 - ``DryRunBackend`` answers valid results without any model, handing each request along a
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +31,7 @@ from anyio.lowlevel import checkpoint
 from loguru import logger
 
 from teams_runtime.actors.backend_checks import command_argv
+from teams_runtime.actors.model_processes import GRACE_SECONDS, end_group, start_model
 from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.openai_backend import OpenAIBackend
 from teams_runtime.actors.schema_files import schema_file
@@ -54,15 +56,12 @@ __all__ = [
     "server_away",
 ]
 
-# Between SIGTERM to the model's process group and SIGKILL to whatever is left of it.
-GRACE_SECONDS = 2.0
 # Once the model's own process has exited, how long its pipes may still be read. A process it
 # left in the background can hold stdout open forever; what the model printed is in the pipe
 # already, so a short wait reads it all.
 DRAIN_SECONDS = 0.3
 # How much of the model's stderr is kept (its end: where errors are).
 STDERR_TAIL_BYTES = 8 * 1024
-_POLL_FIRST, _POLL_MAX = 0.005, 0.1  # seconds between checks that the group has ended
 
 
 PROGRESS_SECONDS = 10.0  # how often a running model call is reported (--verbose)
@@ -144,39 +143,6 @@ async def _feed(stdin: ByteSendStream, bundle: PromptBundle) -> None:
         pass  # the model stopped reading early; its exit status and output decide
 
 
-def _signal_group(group: int, signum: int) -> bool:
-    """Send ``signum`` to the process group; whether any process of it was there to get it."""
-    try:
-        os.killpg(group, signum)
-    except OSError:  # ProcessLookupError: the group is gone; PermissionError: none is ours
-        return False
-    return True
-
-
-async def _group_ended(group: int) -> None:
-    """Wait until no process of the group is left (there is no event to wait on: poll)."""
-    delay = _POLL_FIRST
-    while _signal_group(group, 0):
-        await anyio.sleep(delay)
-        delay = min(delay * 2, _POLL_MAX)
-
-
-async def _end_group(process: Process) -> None:
-    """End every process of the model's group: SIGTERM, then SIGKILL to what is left after
-    ``GRACE_SECONDS``; then reap the model. Shielded: it runs to the end even while the call
-    is being cancelled, and never raises for a process that is already gone."""
-    group = process.pid  # started with a new session: the model leads its own group
-    with anyio.CancelScope(shield=True):
-        if _signal_group(group, signal.SIGTERM):
-            with anyio.move_on_after(GRACE_SECONDS):
-                await _group_ended(group)
-            # Cannot be caught or ignored: no need to wait for it. (A process that exited but
-            # was not reaped yet also counts as in the group: SIGKILL is then a no-op.)
-            _signal_group(group, signal.SIGKILL)
-        with anyio.move_on_after(GRACE_SECONDS):
-            await process.aclose()
-
-
 def _exit_reason(returncode: int, call: _Call) -> str:
     if returncode < 0:
         try:
@@ -226,14 +192,9 @@ class CommandBackend:
     async def _complete(self, bundle: PromptBundle, schema: str) -> ModelReply:
         config = self._config
         try:
-            process = await anyio.open_process(
-                self._command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self._root,
-                env=self._environment(bundle, schema),
-                start_new_session=True,  # its own process group, which can be ended whole
+            # Its own process group, which can be ended whole; killed if its worker dies.
+            process = await start_model(
+                self._command, cwd=self._root, env=self._environment(bundle, schema)
             )
         except OSError as exc:
             raise ModelFailure(
@@ -243,7 +204,7 @@ class CommandBackend:
         try:
             await self._converse(process, bundle, call)
         finally:
-            await _end_group(process)
+            await end_group(process)
         if call.timed_out:
             raise call.failure(
                 f"no answer within {config.timeout_seconds:g} s (timeout_seconds); "

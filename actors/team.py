@@ -1,11 +1,15 @@
 """The Team supervisor: the ContextActor and one role actor per role, in one task group.
 
 It loads ``team_runtime.yaml`` once (a restart picks up changes), hands the same config to
-every role actor and to the ContextActor, and feeds queued envelopes to their roles.
+every role actor and to the ContextActor, and feeds queued envelopes to their roles. Deferred
+envelopes (``storage.deferrals``) come back by themselves: every ``RESTORE_SECONDS`` the Team
+queues again those whose next attempt is due, whichever worker deferred them; ``run --once``
+waits for the ones it deferred itself, at most ``DEFERRED_WAIT_SECONDS`` in all.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +39,10 @@ from teams_runtime.storage import (
 )
 from teams_runtime.storage.backends import open_queue, open_store
 
-__all__ = ["RoleStatus", "RunSummary", "Team"]
+__all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary", "Team"]
+
+RESTORE_SECONDS = 1.0  # how often a worker looks for deferred envelopes that are due
+DEFERRED_WAIT_SECONDS = 60.0  # how long `run --once` waits in all for envelopes it deferred
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -43,9 +50,13 @@ class RunSummary(msgspec.Struct, kw_only=True):
 
     handled: int = 0
     failed: int = 0
-    deferred: int = 0
+    deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
     rejected: int = 0
     prompts_sent: int = 0
+    # `once`: envelopes this run deferred and left (not due within its wait), and when the
+    # first of them is due (Unix time); any worker takes them then.
+    left_deferred: int = 0
+    next_attempt: float | None = None
     # The records themselves only when the Team is asked to keep them (a service that runs
     # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)
@@ -79,6 +90,7 @@ class Team:
         queue: WorkQueue | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
+        deferred_wait: float | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -98,6 +110,11 @@ class Team:
         self._inbox_size = 256
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
+        # `run --once`: how long it waits in all for envelopes it deferred to come due.
+        self._deferred_wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
+        self._mine_deferred: set[str] = set()  # ids of envelopes this run deferred, not handled
+        self._wait_until: float | None = None  # `once`: the end of its wait for them
+        self._last_restore = -RESTORE_SECONDS
         self.summary = RunSummary()
 
     def _role_backends(self, backend: ModelBackend | None) -> dict[str, ModelBackend]:
@@ -138,6 +155,11 @@ class Team:
                 self.summary.deferred += 1
             case "rejected":
                 self.summary.rejected += 1
+        if claim.envelope is not None:
+            if outcome == "deferred":
+                self._mine_deferred.add(claim.envelope.envelope_id)
+            else:
+                self._mine_deferred.discard(claim.envelope.envelope_id)
         self._progress.set()
 
     async def status(self) -> list[RoleStatus]:
@@ -204,21 +226,60 @@ class Team:
             await group.start(actor.serve)
 
     async def _feed_roles(self, once: bool) -> None:
+        due_soon = False  # `once` waited for an envelope it deferred: restore it now
         while True:
             self._progress = anyio.Event()
+            await self._restore_due(force=due_soon)
             given = await self._dispatch_pending()
-            if once and not given and self._in_flight == 0 and await self._team_is_idle():
-                return
             if once and self._in_flight:
                 await self._progress.wait()
-            else:  # new work may come from other workers (or, for a service, from anyone)
-                with anyio.move_on_after(self._poll_interval):
-                    await self._progress.wait()
+                continue
+            # New work may come from other workers (or, for a service, from anyone).
+            wait, due_soon = self._poll_interval, False
+            if once and not given:
+                until_due = await self._once_wait()
+                if until_due is None:
+                    return
+                wait, due_soon = until_due or self._poll_interval, bool(until_due)
+            with anyio.move_on_after(wait):
+                await self._progress.wait()
 
-    async def _team_is_idle(self) -> bool:
-        """No envelope waits or is claimed for any role, by any worker (`run --once`)."""
+    async def _once_wait(self) -> float | None:
+        """What `run --once` waits for now: ``0`` other workers' envelopes (waiting or
+        claimed: one may come its way), else the seconds until the first envelope it deferred
+        itself is due, if that is within its ``deferred_wait`` (in all); ``None``: done."""
         snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
-        return not any(snapshot.waiting.values()) and not any(snapshot.claimed.values())
+        if any(snapshot.waiting.values()) or any(snapshot.claimed.values()):
+            return 0.0
+        mine = [e for e in snapshot.deferred_envelopes if e.envelope_id in self._mine_deferred]
+        if not mine:
+            return None
+        now = time.time()
+        if self._wait_until is None:
+            self._wait_until = now + self._deferred_wait
+        due = min(envelope.next_attempt for envelope in mine)
+        if due > self._wait_until:
+            self.summary.left_deferred, self.summary.next_attempt = len(mine), due
+            return None
+        return max(due - now, 0.0) + 0.01  # then restored (a file's mtime may round up)
+
+    async def _restore_due(self, *, force: bool = False) -> None:
+        """Queue again the deferred envelopes whose next attempt has come (every
+        ``RESTORE_SECONDS``, or now when `once` waited for one). A queue that cannot be read
+        now is tried again next time: it never stops the team."""
+        now = anyio.current_time()
+        if not force and now - self._last_restore < RESTORE_SECONDS:
+            return
+        self._last_restore = now
+        try:
+            restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
+        except (TeamsRuntimeError, OSError) as exc:
+            logger.warning("deferred envelopes not looked at ({}); trying again", exc)
+            return
+        if restored:
+            logger.info(
+                "{} queued again: next attempt due", count_of(restored, "deferred envelope")
+            )
 
     async def _renew_lease(self) -> None:
         if not await anyio.to_thread.run_sync(self.queue.renew):
@@ -239,9 +300,6 @@ class Team:
         lease: anyio.CancelScope,
     ) -> None:
         await self._renew_lease()
-        restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
-        if restored:
-            logger.info("{} left by earlier runs queued again", count_of(restored, "envelope"))
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)
         context_config = self.config.prompt_context

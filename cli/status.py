@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -75,6 +76,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     config = load_team_config(workspace.root)
     store = open_store(workspace, config)
     snapshot = open_queue(workspace, config).snapshot()
+    now = time.time()
     return {
         "workspace": str(workspace.root.resolve()),
         "requests": [_request_row(store, request_id) for request_id in store.list_ids()],
@@ -87,6 +89,17 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             for role in ROLES
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
+        "deferred": [
+            {
+                "role": deferred.role,
+                "request_id": deferred.request_id,
+                "envelope_id": deferred.envelope_id,
+                "deferrals": deferred.deferrals,
+                "next_attempt_at": iso_of(deferred.next_attempt),
+                "due_in_seconds": round(max(deferred.next_attempt - now, 0.0), 1),
+            }
+            for deferred in snapshot.deferred_envelopes
+        ],
         "workers": [
             {
                 "worker": worker.worker,
@@ -121,6 +134,13 @@ def _print_report(report: dict[str, Any]) -> None:
         print(
             f"model server {server['base_url']} away since {server['away_since']} "
             f"({count_of(server['waiting'], 'envelope')} waiting)"
+        )
+    for deferred in report["deferred"]:
+        due = deferred["due_in_seconds"]
+        print(
+            f"deferred {deferred['role']}:{deferred['request_id']} "
+            f"({count_of(deferred['deferrals'], 'deferral')}): next attempt at "
+            f"{deferred['next_attempt_at']} ({f'in {due:g} s' if due else 'due now'})"
         )
     for worker in report["workers"]:
         state = "alive" if worker["alive"] else "lease expired"

@@ -25,7 +25,7 @@ from teams_runtime.codecs.config import (
     NatsSettings,
     backend_block_text,
 )
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.monitoring import (
     Filters,
     aggregate,
@@ -126,6 +126,7 @@ async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) ->
 def _print_summary(team: Team, *, once: bool, stopped: bool, as_json: bool) -> None:
     summary = team.summary
     queued = sum(team.queue.counts().values()) if stopped or not once else None
+    next_attempt = None if summary.next_attempt is None else iso_of(summary.next_attempt)
     if as_json:
         write_json(
             {
@@ -136,14 +137,21 @@ def _print_summary(team: Team, *, once: bool, stopped: bool, as_json: bool) -> N
                 "prompts_sent": summary.prompts_sent,
                 "stopped": stopped or not once,
                 "queued": queued,
+                "left_deferred": summary.left_deferred,
+                "next_attempt_at": next_attempt,
             }
         )
         return
     if once:
         print(
             f"Handled {count_of(summary.handled, 'envelope')}: {summary.failed} failed, "
-            f"{summary.deferred} left queued, {summary.rejected} rejected; "
+            f"{summary.left_deferred} left queued, {summary.rejected} rejected; "
             f"{count_of(summary.prompts_sent, 'prompt')} sent."
+        )
+    if summary.left_deferred:
+        print(
+            f"Left {count_of(summary.left_deferred, 'deferred envelope')}; the next is due at "
+            f"{next_attempt}, when any running worker takes it (`status` lists them)."
         )
     if queued is not None:
         print(f"Stopped; {count_of(queued, 'envelope')} queued for the next run.")

@@ -61,6 +61,9 @@ class Append(msgspec.Struct, tag=True, frozen=True, kw_only=True):
     # Write nothing if a top-level field now holds one of these values (JSON bytes): checked
     # under the record's lock, so a concurrent change (a cancel) cannot slip in between.
     unless: dict[str, bytes] = {}
+    # Write nothing unless each of these fields now holds exactly this value (JSON bytes; an
+    # absent field holds null): a compare-and-set on what the writer decided from.
+    expect: dict[str, bytes] = {}
 
 
 class Load(msgspec.Struct, tag=True, frozen=True, kw_only=True):
@@ -94,7 +97,10 @@ class Appended(msgspec.Struct, tag=True, frozen=True, kw_only=True):
 
     count: int
     applied: bool = True
-    refused: bool = False  # an `unless` field held its value: nothing was written
+    refused: bool = False  # the condition (`unless`, `expect`) failed: nothing was written
+    # Refused: the JSON of each field the condition named, as the record held it (absent ones
+    # left out), so the asker can decide again without reading the record.
+    fields: dict[str, bytes] = {}
 
 
 class Loaded(msgspec.Struct, tag=True, frozen=True, kw_only=True):

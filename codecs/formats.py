@@ -28,6 +28,11 @@ def now_iso() -> str:
     return datetime.now().astimezone().isoformat()
 
 
+def iso_of(unix_time: float) -> str:
+    """A Unix time as local ISO-8601 with its UTC offset, to the second (as ``now_iso``)."""
+    return datetime.fromtimestamp(unix_time).astimezone().isoformat(timespec="seconds")
+
+
 def count_of(count: int, noun: str) -> str:
     """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``."""
     return f"{count} {noun if count == 1 else noun + 's'}"

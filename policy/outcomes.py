@@ -2,11 +2,17 @@
 
 The role actor persists the plan in one append and then queues the follow-up envelope; keeping
 the plan pure keeps routing rules testable without a model, a store or a clock.
+
+A plan is decided from the request's state (``RequestState``: its ``hops`` and ``status``), and
+written only if the record still holds that state (a compare-and-set): several workers on one
+request each decide from what the write replaces, so ``hops`` never counts a hand-off twice,
+the hop limit fails the request once, and a request that ended meanwhile gets only the report.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -16,21 +22,54 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
 
 __all__ = [
+    "ENDED",
     "MAX_REPAIRS",
     "OutcomePlan",
-    "as_cancelled",
+    "RequestState",
+    "as_ended",
     "contract_failure",
     "follow_up_id",
     "hops_of",
     "plan_cancel",
+    "plan_for",
     "plan_model_failure",
     "plan_outcome",
     "recorded_follow_up",
     "research_result",
+    "state_of",
     "status_of",
 ]
 
 MAX_REPAIRS = 2
+ENDED = ("cancelled", "failed")  # statuses after which a request's envelopes are not handled
+
+
+class RequestState(msgspec.Struct, frozen=True, kw_only=True):
+    """What an outcome is decided from: the record's ``hops`` and ``status`` as read (any JSON
+    value; ``None``: absent). The write that carries the decision expects them unchanged."""
+
+    hops: Any = None
+    status: Any = None
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> RequestState:
+        """The state in decoded top-level fields (a projection's values, a refusal's fields)."""
+        return cls(hops=fields.get("hops"), status=fields.get("status"))
+
+    @property
+    def count(self) -> int:
+        """How many hand-offs the record counts (0 if ``hops`` is no valid count)."""
+        hops = self.hops
+        return hops if type(hops) is int and hops >= 0 else 0
+
+    @property
+    def ended(self) -> str:
+        """The status if the request has ended (cancelled or failed), else ``""``."""
+        return self.status if isinstance(self.status, str) and self.status in ENDED else ""
+
+    def expected(self) -> dict[str, Any]:
+        """What the write expects the record to hold (``RecordStore.append(expect=...)``)."""
+        return {"hops": self.hops, "status": self.status}
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,11 +222,17 @@ def _hop_limit(
     return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
 
 
-def as_cancelled(plan: OutcomePlan) -> OutcomePlan:
-    """``plan`` for a request cancelled meanwhile: its first event (the report, or the model
-    failure) and the result, the status left as the cancel set it, nothing handed on."""
+def as_ended(plan: OutcomePlan) -> OutcomePlan:
+    """``plan`` for a request that ended meanwhile (cancelled, or failed by another worker's
+    outcome): its first event (the report, or the model failure) and the result, the status
+    left as it is, nothing handed on, nothing counted."""
     keep = {key: value for key, value in plan.updates.items() if key in ("result", "updated_at")}
     return OutcomePlan(events=plan.events[:1], updates=keep)
+
+
+def plan_for(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
+    """``plan`` as a request in ``state`` takes it: only its report if the request ended."""
+    return as_ended(plan) if state.ended else plan
 
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
@@ -223,8 +268,12 @@ def status_of(projection: Projection) -> str:
 
 def hops_of(projection: Projection) -> int:
     """How many hand-offs the record counts (``hops``; 0 if it has no valid count)."""
-    hops = projection.value("hops")
-    return hops if type(hops) is int and hops >= 0 else 0
+    return state_of(projection).count
+
+
+def state_of(projection: Projection) -> RequestState:
+    """The state an outcome is decided from, as ``projection`` shows it."""
+    return RequestState(hops=projection.value("hops"), status=projection.value("status"))
 
 
 _HAND_OFFS = ("delegated", "version_control_requested")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -10,7 +10,7 @@ import msgspec
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any, encode_field, format_event
 from teams_runtime.exceptions import RecordError
 
-__all__ = ["checked_updates", "field_holds", "format_history"]
+__all__ = ["checked_updates", "condition_fields", "field_holds", "fields_are", "format_history"]
 
 
 def format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
@@ -41,3 +41,29 @@ def field_holds(fields: Mapping[str, Any], refuse_if: Mapping[str, Any]) -> bool
         key in fields and decode_any(encode_field(fields[key])) == value
         for key, value in refuse_if.items()
     )
+
+
+def _same(left: Any, right: Any) -> bool:
+    """JSON equality that tells ``true`` from ``1`` and ``1.0`` from ``1`` (Python does not)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(_same, left, right))
+    return bool(left == right)
+
+
+def _value(fields: Mapping[str, Any], key: str) -> Any:
+    return decode_any(encode_field(fields[key])) if key in fields else None
+
+
+def fields_are(fields: Mapping[str, Any], expect: Mapping[str, Any]) -> bool:
+    """Whether every field ``expect`` names holds exactly that value (absent: ``None``)."""
+    return all(_same(_value(fields, key), value) for key, value in expect.items())
+
+
+def condition_fields(fields: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The values of the fields a condition named, as the record holds them (absent ones
+    left out): what a refused append answers, so the writer decides again without a read."""
+    return {key: _value(fields, key) for key in names if key in fields}

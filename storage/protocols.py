@@ -26,6 +26,7 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AppendOutcome",
     "Claim",
+    "DeferredEnvelope",
     "IndexedParts",
     "ParsedRecord",
     "QueueSnapshot",
@@ -83,10 +84,14 @@ class RecordStore(Protocol):
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> AppendOutcome:
         """Append ``events`` (JSON bytes) and set ``updates`` (top-level fields) in one write;
         never loses an event another writer appended first. Nothing is written (``refused``)
-        if a top-level field named in ``unless`` holds the value given there at that moment.
+        if a top-level field named in ``unless`` holds the value given there at that moment,
+        or one named in ``expect`` does not hold exactly the value given there (an absent
+        field holds ``None``): decided on what the write replaces, so it is a compare-and-set.
+        A refusal answers those fields as they were (``AppendOutcome.fields``).
 
         With a ``key`` (its events carry it as ``append_key``), an append whose key is on one
         of the last ``IDEMPOTENCY_WINDOW`` events is not written again (``applied`` False)."""
@@ -123,13 +128,25 @@ class WorkerLease(msgspec.Struct, frozen=True, kw_only=True):
     holds: list[str]  # "<role>:<request id>" of each envelope it has claimed
 
 
+class DeferredEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """One deferred envelope: whose, how often deferred, and when it is due again."""
+
+    role: str
+    request_id: str
+    envelope_id: str
+    deferrals: int  # how many times it was deferred (0: by a version that did not count)
+    next_attempt: float  # when any worker takes it again (Unix time)
+
+
 class QueueSnapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """Envelopes per role (waiting, claimed, deferred to the next run) and the workers."""
+    """Envelopes per role (waiting, claimed, deferred until their next attempt), each deferred
+    envelope, and the workers."""
 
     waiting: dict[str, int]
     claimed: dict[str, int]
     deferred: dict[str, int]
     workers: list[WorkerLease]
+    deferred_envelopes: list[DeferredEnvelope] = msgspec.field(default_factory=list)
 
 
 class WorkQueue(Protocol):
@@ -156,8 +173,10 @@ class WorkQueue(Protocol):
         """Remove a handled envelope (its outcome is persisted)."""
         ...
 
-    def release(self, claim: Claim) -> None:
-        """Leave the envelope for the next run (``restore_deferred``), not this one."""
+    def release(self, claim: Claim) -> float:
+        """Defer the envelope: it waits until its next attempt (``storage.deferrals``: a few
+        seconds the first time, growing each time), then ``restore_deferred`` queues it again.
+        Returns when that is (Unix time)."""
         ...
 
     def reject(self, claim: Claim, reason: str) -> None:
@@ -174,7 +193,8 @@ class WorkQueue(Protocol):
         ...
 
     def restore_deferred(self) -> int:
-        """Put the envelopes released by earlier runs back in the queue; returns how many."""
+        """Queue again the deferred envelopes whose next attempt is due (any worker's; those
+        of older versions, which kept no time, at once); returns how many."""
         ...
 
     def retire(self) -> None:
@@ -186,7 +206,8 @@ class WorkQueue(Protocol):
         ...
 
     def snapshot(self) -> QueueSnapshot:
-        """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
+        """Waiting, claimed and deferred envelopes per role, each deferred envelope, and the
+        workers' leases (a dead worker's at most until its claims go back to the queue)."""
         ...
 
     def waiting(self) -> dict[str, int]:

@@ -186,9 +186,11 @@ def read_record() -> Callable[[Workspace, str], dict[str, Any]]:
 @pytest.fixture
 def run_once() -> Callable[..., Awaitable[RunSummary]]:
     """Run the workspace's Team until its queue is empty, keeping the prompt records;
-    keyword arguments go to ``Team``."""
+    keyword arguments go to ``Team``. An envelope the run defers is left at once (no wait
+    for its next attempt) unless ``deferred_wait`` says otherwise."""
 
     async def run(workspace: Workspace, **kwargs: Any) -> RunSummary:
+        kwargs.setdefault("deferred_wait", 0.0)
         with anyio.fail_after(60):
             return await Team(workspace.root, keep_prompt_records=True, **kwargs).run(once=True)
 

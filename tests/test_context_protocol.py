@@ -55,6 +55,17 @@ ASKS = [
         id="append",
     ),
     pytest.param(Append(request_id="req-1", events=[]), id="append-nothing"),
+    pytest.param(
+        Append(
+            request_id="req-1",
+            events=[b"{}"],
+            updates={"hops": b"4"},
+            key="qa/env-1",
+            unless={"status": b'"cancelled"'},
+            expect={"hops": b"3", "status": b'"in_progress"'},
+        ),
+        id="append-conditional",
+    ),
     pytest.param(Load(request_id="req-1"), id="load"),
     pytest.param(
         Create(request_id="req-1", record=b'{"request_id":"req-1","events":[]}'), id="create"
@@ -68,6 +79,9 @@ REPLIES = [
     pytest.param(_COMPACTED, id="projection"),
     pytest.param(project_request(sample_record(3, "req-1")), id="projection-whole"),
     pytest.param(Appended(count=41), id="appended"),
+    pytest.param(
+        Appended(count=41, applied=False, refused=True, fields={"hops": b"4"}), id="refused"
+    ),
     pytest.param(Loaded(record=b'{"request_id": "req-1", "events": []}\n'), id="loaded"),
     pytest.param(Created(created=True), id="created"),
     pytest.param(Created(created=False), id="not-created"),

@@ -44,8 +44,10 @@ def _hint_in(target: Path) -> str:
     """The hint as the package installed in ``target`` gives it (its own code and metadata
     first on the path; its dependencies from this environment)."""
     env = {**os.environ, "PYTHONPATH": str(target)}
+    # -P: the current folder (a checkout holding the editable install's egg-info) is not put
+    # first on the path, where its metadata would stand in for the installed wheel's.
     done = subprocess.run(
-        [sys.executable, "-c", _SHOW], env=env, check=True, capture_output=True, text=True
+        [sys.executable, "-P", "-c", _SHOW], env=env, check=True, capture_output=True, text=True
     )
     return done.stdout.strip()
 

@@ -3,6 +3,7 @@ the working folder and environment a model gets; the attempts folder; progress l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,7 +21,7 @@ import pytest
 from loguru import logger
 
 from teams_runtime import PromptContextConfig, project_request
-from teams_runtime.actors import model_backends
+from teams_runtime.actors import model_backends, model_processes
 from teams_runtime.actors.model_backends import (
     STDERR_TAIL_BYTES,
     CommandBackend,
@@ -162,7 +163,7 @@ async def test_a_timeout_ends_the_whole_process_group(tmp_path: Path, command: l
 async def test_processes_that_ignore_sigterm_are_killed_after_the_grace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model_backends, "GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(model_processes, "GRACE_SECONDS", 0.5)
     pid_file = tmp_path / "pids"
     backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file), "ignore"], 1)
     with anyio.fail_after(15):
@@ -281,6 +282,38 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
     assert (counts["qa"], sum(counts.values())) == (1, 1)  # still queued for the next run
     _eventually_sync(lambda: not _group_alive(pids[0]))
     assert not any(_running(pid) for pid in pids)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
+def test_kill_9_of_run_during_a_call_takes_the_model_process_with_it(
+    tmp_path: Path, seed: Callable[..., None]
+) -> None:
+    # Nothing of a worker killed with SIGKILL runs: it cannot end the model's group. The
+    # kernel then kills the model's process (its parent-death signal), within moments.
+    root = tmp_path / "ws"
+    pid_file = tmp_path / "pids"
+    _command_workspace(root, [sys.executable, "-c", FAMILY, str(pid_file)])
+    seed(Workspace(root), "req-1", "qa", events=5)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
+        assert runner.poll() is None, runner.communicate()
+        model = int(pid_file.read_text().split()[0])
+        assert _running(model)
+        runner.send_signal(signal.SIGKILL)
+        runner.communicate(timeout=30)
+        _eventually_sync(lambda: not _running(model), 2.0)  # gone within a second or two
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for pid in pid_file.read_text().split() if pid_file.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)  # what the model started itself lives on
 
 
 def test_a_relative_command_runs_from_the_workspace_whatever_the_folder(

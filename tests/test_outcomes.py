@@ -11,9 +11,11 @@ from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
-    as_cancelled,
+    RequestState,
+    as_ended,
     contract_failure,
     follow_up_id,
+    plan_for,
     plan_model_failure,
     plan_outcome,
     research_result,
@@ -205,11 +207,46 @@ def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> No
 
 def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:
     result = _result(next_role="qa")
-    plan = as_cancelled(plan_outcome("developer", ENVELOPE, result, NOW))
+    plan = as_ended(plan_outcome("developer", ENVELOPE, result, NOW))
     (report,) = plan.events
     assert report["type"] == "role_report"
     assert plan.updates == {"result": result, "updated_at": NOW}
     assert plan.follow_up is None
+
+
+@pytest.mark.parametrize("status", ["cancelled", "failed"])
+def test_a_request_that_ended_meanwhile_gets_only_the_report(status: str) -> None:
+    state = RequestState(hops=7, status=status)
+    assert state.ended == status
+    result = _result(next_role="qa")
+    plan = plan_for(state, plan_outcome("developer", ENVELOPE, result, NOW, hops=state.count))
+    assert [event["type"] for event in plan.events] == ["role_report"]
+    assert plan.updates == {"result": result, "updated_at": NOW}  # hops and status untouched
+    assert (plan.follow_up, plan.drop_queued) == (None, False)
+    failure = plan_for(state, plan_model_failure("developer", "exit 1", NOW))
+    assert [event["type"] for event in failure.events] == ["model_failed"]
+    assert "status" not in failure.updates
+
+
+@pytest.mark.parametrize(
+    ("hops", "status", "count", "ended"),
+    [
+        pytest.param(None, None, 0, "", id="absent"),
+        pytest.param(3, "in_progress", 3, "", id="live"),
+        pytest.param(True, "completed", 0, "", id="bool-is-no-count"),
+        pytest.param(-2, "queued", 0, "", id="negative"),
+        pytest.param(8, "failed", 8, "failed", id="failed"),
+        pytest.param("8", ["cancelled"], 0, "", id="odd-values"),
+    ],
+)
+def test_the_state_an_outcome_is_decided_from(
+    hops: Any, status: Any, count: int, ended: str
+) -> None:
+    state = RequestState.of({"hops": hops, "status": status, "other": 1})
+    assert (state.count, state.ended) == (count, ended)
+    assert state.expected() == {"hops": hops, "status": status}  # exactly as read
+    live = plan_for(state, plan_outcome("developer", ENVELOPE, _result(), NOW))
+    assert ("status" in live.updates) == (not ended)
 
 
 def test_follow_up_ids_are_the_same_on_every_delivery_and_differ_by_role() -> None:

@@ -81,6 +81,7 @@ _append = st.fixed_dictionaries(
         ),
         "key": st.sampled_from(["", "", "k1", "k2"]),
         "unless": st.sampled_from([{}, {}, {"status": "cancelled"}]),
+        "expect": st.sampled_from([{}, {}, {"status": None}, {"current_role": 1, "new_key": "a"}]),
     }
 )
 
@@ -118,15 +119,17 @@ def _check_same_as_the_file_store(
                     step["updates"],
                     key=step["key"],
                     unless=step["unless"],
+                    expect=step.get("expect"),
                 )
                 for store in stores
             ]
             file_answer, nats_answer = answers
-            assert (nats_answer.count, nats_answer.applied, nats_answer.refused) == (
-                file_answer.count,
-                file_answer.applied,
-                file_answer.refused,
-            )
+            assert (
+                nats_answer.count,
+                nats_answer.applied,
+                nats_answer.refused,
+                nats_answer.fields,
+            ) == (file_answer.count, file_answer.applied, file_answer.refused, file_answer.fields)
         file_store, nats_store = stores
         assert nats_store.load(request_id) == file_store.load(request_id)  # export bytes
         reads = [store.read(request_id, tail=config.max_events) for store in stores]

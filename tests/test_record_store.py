@@ -280,6 +280,67 @@ def test_writers_never_lose_each_others_events(
     assert _held_events(record_store.read("req-1", tail=16))[0] == 5 + writers * appends
 
 
+def test_expect_writes_only_while_the_fields_hold_exactly_those_values(
+    record_store: RecordStore,
+) -> None:
+    record_store.create("req-1", {**sample_record(3, "req-1"), "status": "in_progress", "hops": 1})
+    before = record_store.load("req-1")
+    for expect in (
+        {"hops": 2},  # another writer moved it on
+        {"hops": True},  # JSON true is not 1
+        {"hops": 1.0},  # nor is 1.0
+        {"hops": 1, "status": "failed"},
+        {"hops": 1, "owner": "qa"},  # absent: null
+    ):
+        refused = record_store.append("req-1", [_raw(_note("qa", 1))], {"hops": 2}, expect=expect)
+        assert (refused.refused, refused.applied, refused.parts) == (True, False, None), expect
+        assert refused.count == 3
+        named = {"hops": 1, "status": "in_progress"}
+        assert refused.fields == {key: named[key] for key in expect if key in named}
+    assert record_store.load("req-1") == before  # nothing of any of them was written
+    written = record_store.append(
+        "req-1",
+        [_raw(_note("qa", 1))],
+        {"hops": 2},
+        expect={"hops": 1, "status": "in_progress", "owner": None},
+    )
+    assert (written.refused, written.applied, written.count, written.fields) == (False, True, 4, {})
+    assert _stored(record_store, "req-1")["hops"] == 2
+
+
+def test_compare_and_set_writers_never_lose_an_increment(
+    record_store: RecordStore, new_store: NewStore
+) -> None:
+    # Each writer reads the count once, then writes count + 1 expecting what it read; a refusal
+    # answers the count now, so it decides again without reading. No increment is lost, none
+    # is counted twice: the count ends equal to the events written.
+    record_store.create("req-1", sample_record(2, "req-1"))
+    writers, increments = 4, 12
+    start = threading.Barrier(writers)
+    refusals = [0] * writers
+
+    def write(number: int) -> None:
+        store = new_store()  # another writer: its own store object
+        start.wait(timeout=10)
+        hops = None
+        for step in range(increments):
+            while True:
+                event = _raw(_note(f"w{number}", step))
+                appended = store.append("req-1", [event], {"hops": (hops or 0) + 1},
+                                        expect={"hops": hops})  # fmt: skip
+                if not appended.refused:
+                    hops = (hops or 0) + 1
+                    break
+                refusals[number] += 1
+                hops = appended.fields.get("hops")
+
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(write, range(writers)))
+    stored = _stored(record_store, "req-1")
+    assert stored["hops"] == writers * increments == len(stored["events"]) - 2
+    assert sum(refusals) >= writers - 1  # all expected no count at first: one wrote it
+
+
 # --- ids ----------------------------------------------------------------------------------------
 
 CALLS = [

@@ -12,6 +12,7 @@ import pytest
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.exceptions import BackendError
+from teams_runtime.policy.outcomes import plan_outcome
 from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
 from teams_runtime.storage.files.file_store import create_record
 
@@ -185,8 +186,11 @@ async def test_an_outcome_that_cannot_be_saved_keeps_its_envelope(
     seed(workspace, "req-1", "qa")
     summary = await run_once(workspace)
     assert (summary.handled, summary.deferred) == (1, 1)  # the other request was served
-    next_run = FileWorkQueue(workspace)
-    assert next_run.restore_deferred() == 1  # left for the next run
+    assert summary.left_deferred == 1  # with no wait for its next attempt (the fixture's)
+    (deferred,) = FileWorkQueue(workspace).snapshot().deferred_envelopes
+    assert deferred.request_id == "req-odd" and deferred.next_attempt == summary.next_attempt
+    next_run = FileWorkQueue(workspace, clock=lambda: deferred.next_attempt)
+    assert next_run.restore_deferred() == 1  # due: any worker takes it again
     claims = next_run.claim("qa", 100)
     assert [claim.envelope.request_id for claim in claims if claim.envelope] == ["req-odd"]
     assert path.read_text() == '{"request_id": "req-odd", "events": "not a list"}'
@@ -251,3 +255,30 @@ async def test_a_store_that_is_away_leaves_the_envelope_queued_not_rejected(
     assert (summary.handled, summary.rejected, summary.deferred) == (0, 0, 1)
     assert FileWorkQueue(workspace).counts()["planner"] == 1
     assert not list(workspace.queue_dir.glob("rejected/*.json"))
+
+
+@pytest.mark.parametrize("status", ["in_progress", "cancelled"])
+async def test_a_second_delivery_queues_the_missing_follow_up_unless_the_request_ended(
+    team_workspace: Callable[..., Workspace], run_once: RunOnce, status: str
+) -> None:
+    # The planner's outcome (a hand-off to developer) is recorded, but its follow-up was
+    # never queued (its write outlived the ask, or a crash came between). A second delivery
+    # queues that follow-up, asking no model for the planner: unless the request has ended.
+    workspace = team_workspace()
+    first = MessageEnvelope(
+        request_id="req-1", sender="user", target="planner", scope="do it", envelope_id="env-1"
+    )
+    result = {"request_id": "req-1", "role": "planner", "status": "completed",
+              "summary": "planned", "next_role": "developer"}  # fmt: skip
+    plan = plan_outcome("planner", first, result, "2026-11-30T10:00:00+00:00")
+    events = [{**event, "append_key": "planner/env-1"} for event in plan.events]
+    record = {"request_id": "req-1", **plan.updates, "status": status, "events": events}
+    create_record(workspace.record_paths("req-1"), record)
+    FileWorkQueue(workspace).put(first)
+    summary = await run_once(workspace, roles=["planner", "developer", "version_controller", "qa"])
+    asked = [prompt.role for prompt in summary.prompts]
+    if status == "cancelled":
+        assert (summary.handled, asked) == (1, [])  # dropped: nothing handed on
+    else:
+        assert asked == ["developer", "version_controller", "qa"]  # the planner not again
+    assert sum(FileWorkQueue(workspace).counts().values()) == 0

@@ -140,8 +140,8 @@ def test_config_prints_each_roles_model_and_notes_upstreams_sections_on_stderr(
     assert shown["roles"]["qa"]["model"]["name"] == "small"
     assert shown["roles"]["qa"]["model"]["reasoning"] == "low"
     assert shown["roles"]["planner"]["model"]["name"] == ""
-    assert shown["roles"]["planner"]["model"]["structured_output"] == "off"
-    assert shown["model"]["structured_output"] == "off"
+    assert shown["roles"]["planner"]["model"]["structured_output"] == "json_schema"
+    assert shown["model"]["structured_output"] == "json_schema"
     assert err == (
         "teams-runtime: note: team_runtime.yaml sprint is checked but not used: teams-runtime "
         "runs no sprints.\n"

@@ -399,7 +399,7 @@ async def test_a_projection_timeout_leaves_the_envelope_queued(tmp_path: Path) -
     _create(workspace, "req-1", 3)
     FileWorkQueue(workspace).put(MessageEnvelope(request_id="req-1", sender="u", target="qa"))
     slow = _Slow(FileRecordStore(workspace), seconds=0.5)
-    team = Team(tmp_path, store=slow, ask_timeout=0.1)  # type: ignore[arg-type]
+    team = Team(tmp_path, store=slow, ask_timeout=0.1, deferred_wait=0)  # type: ignore[arg-type]
     with anyio.fail_after(60):
         summary = await team.run(once=True)
     assert (summary.rejected, summary.deferred) == (0, 1)
@@ -783,8 +783,15 @@ async def test_a_conditional_append_is_refused_when_the_field_holds_the_value(
         )  # fmt: skip
         assert (reply.refused, reply.applied, reply.count) == (True, False, 4)
         assert path.read_bytes() == before
+        assert reply.fields == {"status": b'"cancelled"'}  # what it held instead
         reply = await ctx.append_keyed("req-1", [{"type": "x"}], unless={"status": "queued"})
         assert (reply.refused, reply.applied, reply.count) == (False, True, 5)
+        reply = await ctx.append_keyed(
+            "req-1", [{"type": "y"}], expect={"status": "cancelled", "hops": 2}
+        )
+        assert (reply.refused, reply.count, reply.fields) == (True, 5, {"status": b'"cancelled"'})
+        reply = await ctx.append_keyed("req-1", [{"type": "y"}], expect={"hops": None})
+        assert (reply.refused, reply.applied, reply.count) == (False, True, 6)
 
 
 @pytest.mark.parametrize(

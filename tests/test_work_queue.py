@@ -4,6 +4,7 @@ file queue promises: its folders, rejected files with their reasons, the problem
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import unicodedata
@@ -18,7 +19,7 @@ import pytest
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
-from teams_runtime.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.storage import Claim, DeferredEnvelope, FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 
@@ -30,7 +31,7 @@ class QueueBackend:
     """What the suite needs of a backend: queue objects on the same envelopes, and a way to
     queue bytes that are not an envelope (as a crash or another program might)."""
 
-    new_queue: Callable[[], WorkQueue]
+    new_queue: Callable[..., WorkQueue]  # keyword arguments go to the queue (``clock=``)
     put_bytes: Callable[[str, bytes], None]
 
 
@@ -42,7 +43,7 @@ def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{time.time_ns():020d}-corrupt.json").write_bytes(data)
 
-    return QueueBackend(lambda: FileWorkQueue(workspace), put_bytes)
+    return QueueBackend(lambda **options: FileWorkQueue(workspace, **options), put_bytes)
 
 
 def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
@@ -54,7 +55,7 @@ def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
         subject = f"{settings.prefix}.q.{role}.corrupt"
         connection.call(lambda: connection.js.publish(subject, data))
 
-    return QueueBackend(lambda: NatsWorkQueue(connection), put_bytes)
+    return QueueBackend(lambda **options: NatsWorkQueue(connection, **options), put_bytes)
 
 
 # Each entry makes a backend on a test's own empty folder (or server prefix).
@@ -172,20 +173,61 @@ def test_done_removes_the_envelope(queue_backend: QueueBackend, work_queue: Work
     assert queue_backend.new_queue().claim("qa", 10) == []
 
 
-def test_a_released_envelope_stays_queued_for_a_later_run(
-    queue_backend: QueueBackend, work_queue: WorkQueue
+class _Clock:
+    """A clock the test moves: when deferred envelopes are due, without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_released_envelope_waits_for_its_next_attempt_then_any_worker_takes_it(
+    queue_backend: QueueBackend,
 ) -> None:
-    envelope = _envelope("req-1")
+    clock = _Clock()
+    work_queue = queue_backend.new_queue(clock=clock)
+    envelope = _envelope("req-1", envelope_id="env-1")
     work_queue.put(envelope)
     (claim,) = work_queue.claim("qa", 10)
-    work_queue.release(claim)
+    due = work_queue.release(claim)
+    assert clock.now + 0.75 * 3 <= due <= clock.now + 3  # a few seconds, jittered
     assert work_queue.counts()["qa"] == 1
-    assert work_queue.claim("qa", 10) == []  # not retried in this run, by any worker
-    assert queue_backend.new_queue().claim("qa", 10) == []
-    next_run = queue_backend.new_queue()
-    assert next_run.restore_deferred() == 1  # a run starts: it is queued again
-    (again,) = next_run.claim("qa", 10)
-    assert again.envelope == claim.envelope
+    assert work_queue.restore_deferred() == 0  # not due yet, for any worker
+    other = queue_backend.new_queue(clock=clock)
+    assert other.restore_deferred() == 0 and other.claim("qa", 10) == []
+    (deferred,) = other.snapshot().deferred_envelopes
+    assert deferred == DeferredEnvelope(
+        role="qa",
+        request_id="req-1",
+        envelope_id="env-1",
+        deferrals=1,
+        next_attempt=deferred.next_attempt,
+    )
+    assert abs(deferred.next_attempt - due) < 0.01
+    clock.now = due
+    assert other.restore_deferred() == 1 and work_queue.restore_deferred() == 0
+    assert other.snapshot().deferred_envelopes == []
+    (again,) = other.claim("qa", 10)
+    assert again.envelope == claim.envelope  # as put: its count is the queue's business
+
+
+def test_each_deferral_waits_longer_whichever_worker_defers_it(queue_backend: QueueBackend) -> None:
+    clock = _Clock()
+    queue_backend.new_queue(clock=clock).put(_envelope("req-1"))
+    waits = []
+    for _ in range(4):
+        worker = queue_backend.new_queue(clock=clock)  # another worker each time
+        (claim,) = worker.claim("qa", 10)
+        due = worker.release(claim)
+        waits.append(due - clock.now)
+        (deferred,) = worker.snapshot().deferred_envelopes
+        assert deferred.deferrals == len(waits)
+        clock.now = due
+        assert worker.restore_deferred() == 1
+    for number, wait in enumerate(waits):  # 3 s, 6 s, 12 s, 24 s, each cut by up to a quarter
+        assert 0.75 * 3 * 2**number <= wait <= 3 * 2**number
 
 
 def test_a_rejected_envelope_is_set_aside(
@@ -361,6 +403,44 @@ def test_file_queue_refuses_unsafe_ids_and_unknown_roles(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"^unknown role 'boss'"):
         queue.put(_envelope("req-1", target="boss"))
     assert list(tmp_path.iterdir()) == []  # nothing written for either
+
+
+def _lease_aged(workspace: Workspace, worker: str, seconds: float) -> Path:
+    """A lease file of ``worker`` last renewed ``seconds`` ago (a killed worker's)."""
+    FileWorkQueue(workspace, worker_id=worker).renew()
+    lease = workspace.queue_dir / "workers" / f"{worker}.lease"
+    then = time.time() - seconds
+    os.utime(lease, (then, then))
+    return lease
+
+
+def test_file_status_shows_live_workers_and_dead_ones_only_while_they_hold_claims(
+    tmp_path: Path,
+) -> None:
+    workspace = Workspace(tmp_path)
+    FileWorkQueue(workspace, worker_id="live").renew()
+    _lease_aged(workspace, "idle-dead", 5)  # died holding nothing: lease 2.5 leases old
+    holder = FileWorkQueue(workspace, worker_id="holder-dead", lease_seconds=2)
+    holder.put(_envelope("req-1"))
+    holder.claim("qa", 1)
+    _lease_aged(workspace, "holder-dead", 5)
+    snapshot = FileWorkQueue(workspace, lease_seconds=2).snapshot()
+    shown = [(lease.worker, lease.alive, lease.holds) for lease in snapshot.workers]
+    assert shown == [("holder-dead", False, ["qa:req-1"]), ("live", True, [])]
+
+
+def test_file_leases_long_past_are_removed_by_the_next_worker_looking_for_work(
+    tmp_path: Path,
+) -> None:
+    workspace = Workspace(tmp_path)
+    stale = _lease_aged(workspace, "long-dead", 6.5)  # past STALE_LEASES x 2 s
+    recent = _lease_aged(workspace, "just-dead", 3)  # expired, not long past: kept a while
+    stray = workspace.queue_dir / "workers" / "notes.txt"
+    stray.write_text("not a lease")
+    worker = FileWorkQueue(workspace, lease_seconds=2)
+    assert worker.claim("qa", 1) == []  # looking for work tidies up
+    assert not stale.exists() and recent.exists() and stray.exists()
+    assert [lease.worker for lease in worker.snapshot().workers] == [worker.worker_id]
 
 
 # --- the nats queue -----------------------------------------------------------------------------

@@ -455,7 +455,10 @@ def test_a_killed_hosts_envelope_is_delivered_again_and_handled_once(
     assert time.monotonic() - started >= 0.5  # it waited for the server to deliver it again
     record = _nats_records(settings, ["req-1"])["req-1"]
     assert _reports(record, 5) == ["qa"]  # finished once, no duplicate report
-    assert _all_calls([first_host, second_host])[("req-1", "qa")] == 2  # the killed call + one
+    # The killed host's call died with it (a parent-death signal): it never finished, so the
+    # calls that answered are the second host's one.
+    assert (first_host.root / "model-state" / "calls-req-1-qa").exists()  # it had started
+    assert _all_calls([first_host, second_host])[("req-1", "qa")] == 1
 
 
 def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
@@ -558,3 +561,105 @@ def test_hosts_ride_out_a_nats_server_restart(
     for request_id, record in _nats_records(settings, ids).items():
         assert _reports(record, 3) == ROUTE, request_id  # every role reported once
         assert record["status"] == "completed"
+
+
+# --- limits across workers: three real workers on requests submitted three times -------------
+
+
+_PING_PONG = """
+import json, os, sys
+prompt = sys.stdin.read()
+start = prompt.index("Current request:\\n") + len("Current request:\\n")
+shown, _ = json.JSONDecoder().raw_decode(prompt, start)  # the record this prompt was built on
+role, request_id = os.environ["TEAMS_RUNTIME_ROLE"], os.environ["TEAMS_RUNTIME_REQUEST_ID"]
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"request_id": request_id, "status": shown.get("status")}) + "\\n")
+print(json.dumps({"request_id": request_id, "role": role, "status": "completed",
+                  "summary": "back to you", "next_role": "developer" if role == "qa" else "qa"}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_three_workers_keep_the_hop_limit_of_requests_submitted_three_times(
+    tmp_path: Path,
+    team_workspace: Callable[..., Workspace],
+    request: pytest.FixtureRequest,
+    backend: str,
+) -> None:
+    model, calls = tmp_path / "ping_pong.py", tmp_path / "calls.log"
+    model.write_text(_PING_PONG)
+    sections: dict[str, Any] = {"team": {"max_hops": 8}}
+    if backend == "nats":
+        settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+        nats = {"url": settings.url, "prefix": settings.prefix}
+        sections["backend"] = {"kind": "nats", "nats": nats}
+        roots = [tmp_path / f"host-{n}" for n in range(3)]  # three hosts, no folder shared
+    else:
+        roots = [tmp_path / "ws"] * 3
+    hosts = [
+        team_workspace(
+            command=[sys.executable, str(model), str(calls)], root=root, sections=sections
+        )
+        for root in roots
+    ]
+    ids = ["req-1", "req-2"]
+    for _ in range(3):  # as roles.md shows: more work on the same request
+        for request_id in ids:
+            subprocess.run(
+                [sys.executable, "-m", "teams_runtime", "submit", "--role", "qa", "--scope",
+                 "ping", "--request-id", request_id, "--workspace", str(hosts[0].root)],
+                capture_output=True, check=True, timeout=60,
+            )  # fmt: skip
+    workers = [_worker(host, "--once") for host in hosts]
+    for worker in workers:
+        _, err = worker.communicate(timeout=180)
+        assert worker.returncode == 0, err
+    if backend == "nats":
+        records = _nats_records(settings, ids)
+    else:
+        records = {request_id: _record(hosts[0], request_id) for request_id in ids}
+        assert sum(FileWorkQueue(hosts[0]).counts().values()) == 0
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert {entry["status"] for entry in seen} <= {"queued", "in_progress"}  # none after it ended
+    for request_id, record in records.items():
+        events = record["events"]
+        hand_offs = [e for e in events if e["type"] == "delegated" and e["actor"] != "orchestrator"]
+        stops = [n for n, e in enumerate(events) if e["type"] == "hop_limit"]
+        reports = [n for n, e in enumerate(events) if e["type"] == "role_report"]
+        assert len(hand_offs) == record["hops"] == 8, request_id  # never more than max_hops
+        assert len(stops) == 1 and record["status"] == "failed", request_id
+        assert len(reports) == sum(entry["request_id"] == request_id for entry in seen)
+        assert len([n for n in reports if n > stops[0]]) <= 2  # only calls under way then
+
+
+def _record(workspace: Workspace, request_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(workspace.request_path(request_id).read_bytes())
+    return record
+
+
+def test_status_after_killing_workers_shows_only_the_live_ones(
+    team_workspace: Callable[..., Workspace],
+) -> None:
+    workspace = team_workspace(sections={"queue": {"lease_seconds": 1}})
+    workers = [_worker(workspace) for _ in range(3)]  # serving, idle
+    leases = workspace.queue_dir / "workers"
+    try:
+
+        def live() -> list[str]:
+            return [lease["worker"] for lease in _cli_json(workspace, "status")["workers"]]
+
+        _wait_for(lambda: len(live()) == 3, 60, "three live workers")
+        for worker in workers[:2]:
+            worker.send_signal(signal.SIGKILL)
+            worker.communicate(timeout=30)
+        (survivor,) = [lease for lease in leases.iterdir() if f"-{workers[2].pid}-" in lease.name]
+        # Dead once their lease (1 s) has passed: not listed; their files removed by the live
+        # worker once it has long passed (3 leases).
+        _wait_for(lambda: live() == [survivor.stem], 30, "only the live worker listed")
+        _wait_for(lambda: list(leases.iterdir()) == [survivor], 30, "the dead leases removed")
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                worker.communicate(timeout=60)
+    assert workers[2].returncode == 0

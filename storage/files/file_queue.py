@@ -4,7 +4,8 @@
 
     queue/<role>/<name>.json                      waiting
     queue/claimed/<worker>/<role>/<name>.json     claimed by a worker (its lease below)
-    queue/deferred/<role>/<name>.json             released: waits for the next run
+    queue/deferred/<role>/<name>.json             released: waits until its mtime (its next
+                                                  attempt; ``storage.deferrals``)
     queue/rejected/<role>-<name>.json (+.reason)  set aside for a person
     queue/workers/<worker>.lease                  a worker's lease: renewed while it lives
 
@@ -13,7 +14,8 @@ outcome is persisted (at least once, never lost). A claim is an atomic rename in
 worker's claim folder, so exactly one worker gets each envelope, on one machine or several
 sharing the folder. A worker renews its lease (the lease file's mtime) while it works; the
 claims of a worker whose lease is older than ``lease_seconds`` go back to the waiting folders,
-where any worker takes them. Every folder is opened without following links and every file is
+where any worker takes them, and a lease ``STALE_LEASES`` times older than that (a worker
+long dead) is removed. Every folder is opened without following links and every file is
 moved relative to its folder's descriptor (``files.folder``): nothing is ever read, moved or
 removed outside the workspace through a planted link. Blocking code: callers in coroutines use
 a worker thread.
@@ -26,6 +28,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -35,12 +38,17 @@ from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
+from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
-from teams_runtime.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 from teams_runtime.storage.workspace import Workspace
 
-__all__ = ["FileWorkQueue"]
+__all__ = ["STALE_LEASES", "FileWorkQueue"]
+
+# A lease file this many `lease_seconds` old belongs to a worker long dead: it is removed (a
+# worker that was only paused writes its lease again at its next renewal).
+STALE_LEASES = 3
 
 
 def _request_of(name: str) -> str:
@@ -57,10 +65,14 @@ class FileWorkQueue:
         *,
         worker_id: str | None = None,
         lease_seconds: float = 60.0,
+        retry: RetrySchedule | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.workspace = workspace
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
+        self._retry = retry or RetrySchedule()
+        self._clock = clock  # when deferred envelopes are due (file times are Unix times)
         self._runtime = workspace.runtime_dir
         self._root = workspace.queue_dir
         self._claimed = self._root / "claimed"
@@ -116,9 +128,23 @@ class FileWorkQueue:
         ):
             os.unlink(ticket.name, dir_fd=dfd)
 
-    def release(self, claim: Claim) -> None:
-        ticket = Path(claim.ticket)  # recovered meanwhile: it waits again, nothing to move
+    def release(self, claim: Claim) -> float:
+        """Defer the envelope: its bytes count the deferral, its mtime is set to its next
+        attempt, then it moves to ``deferred/`` (rewritten in the claim folder first, so a
+        crash at any point leaves one copy)."""
+        ticket = Path(claim.ticket)
+        now = self._clock()
+        try:
+            data = read_file(ticket, self._runtime)
+        except FileNotFoundError:
+            return now  # recovered meanwhile: it waits again, nothing to move
+        _, deferrals = deferral_view(data)
+        next_attempt = now + self._retry.delay(deferrals + 1)
+        write_atomic(ticket, with_deferrals(data, deferrals + 1), runtime=self._runtime)
+        with folder(ticket.parent, self._runtime, create=False) as dfd:
+            os.utime(ticket.name, (next_attempt, next_attempt), dir_fd=dfd, follow_symlinks=False)
         self._move(ticket.parent, ticket.name, self._deferred(claim.role))
+        return next_attempt
 
     def reject(self, claim: Claim, reason: str) -> None:
         ticket = Path(claim.ticket)
@@ -163,13 +189,24 @@ class FileWorkQueue:
         return True
 
     def restore_deferred(self) -> int:
-        """Put released envelopes back in the waiting folders (a run starts); how many."""
+        """Move the deferred envelopes whose next attempt (their mtime) has come back to the
+        waiting folders; how many. A rename keeps the mtime, which is past by then."""
         restored = 0
+        now = self._clock()
         for role in ROLES:
             deferred = self._deferred(role)
             for name in self._names(deferred):
-                restored += self._move(deferred, name, self.workspace.role_queue(role))
+                due = self._mtime(deferred, name)
+                if due is not None and due <= now:
+                    restored += self._move(deferred, name, self.workspace.role_queue(role))
         return restored
+
+    def _mtime(self, place: Path, name: str) -> float | None:
+        try:
+            with folder(place, self._runtime, create=False) as dfd:
+                return os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mtime
+        except FileNotFoundError:
+            return None  # taken meanwhile
 
     def retire(self) -> None:
         """Stop working: this worker's claims wait again, its lease goes."""
@@ -188,11 +225,19 @@ class FileWorkQueue:
         for worker in self._subfolders(self._claimed):
             if worker != self.worker_id and self._expired(worker, now):
                 self._return_claims(self._claimed / worker)
-                with (
-                    contextlib.suppress(OSError, TeamsRuntimeError),
-                    folder(self._workers, self._runtime, create=False) as dfd,
-                ):
-                    os.unlink(f"{worker}.lease", dir_fd=dfd)
+                self._remove_lease(worker)
+        for name in self._lease_names():  # dead workers that held nothing
+            worker = name.removesuffix(".lease")
+            age = self._lease_age(worker, now)
+            if worker != self.worker_id and (age or 0) > STALE_LEASES * self.lease_seconds:
+                self._remove_lease(worker)
+
+    def _remove_lease(self, worker: str) -> None:
+        with (
+            contextlib.suppress(OSError, TeamsRuntimeError),
+            folder(self._workers, self._runtime, create=False) as dfd,
+        ):
+            os.unlink(f"{worker}.lease", dir_fd=dfd)
 
     def _expired(self, worker: str, now: float) -> bool:
         try:
@@ -263,7 +308,8 @@ class FileWorkQueue:
         }
 
     def snapshot(self) -> QueueSnapshot:
-        """Waiting, claimed and deferred envelopes per role, and every worker's lease."""
+        """Waiting, claimed and deferred envelopes per role, each deferred envelope, and the
+        workers: every live one, and a dead one while its claims wait to be returned."""
         now = time.time()
         waiting = self.waiting()
         deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
@@ -278,8 +324,40 @@ class FileWorkQueue:
                     holds.append(f"{role}:{_request_of(envelope)}")
             age = self._lease_age(name, now)
             alive = age is not None and age <= self.lease_seconds
-            workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
-        return QueueSnapshot(waiting=waiting, claimed=claimed, deferred=deferred, workers=workers)
+            # A dead worker is shown only while its claims wait to be returned (by the next
+            # worker that looks for work): a lease that is only a leftover is not a worker.
+            if alive or holds:
+                workers.append(WorkerLease(worker=name, alive=alive, lease_age=age, holds=holds))
+        return QueueSnapshot(
+            waiting=waiting,
+            claimed=claimed,
+            deferred=deferred,
+            workers=workers,
+            deferred_envelopes=self._deferred_envelopes(),
+        )
+
+    def _deferred_envelopes(self) -> list[DeferredEnvelope]:
+        found = []
+        for role in ROLES:
+            place = self._deferred(role)
+            for name in self._names(place):
+                due = self._mtime(place, name)
+                try:
+                    envelope_id, deferrals = deferral_view(read_file(place / name, self._runtime))
+                except OSError:
+                    continue  # taken meanwhile, or not a file a worker can read
+                if due is None:
+                    continue
+                found.append(
+                    DeferredEnvelope(
+                        role=role,
+                        request_id=_request_of(name),
+                        envelope_id=envelope_id or f"env-{name.removesuffix('.json')}",
+                        deferrals=deferrals,
+                        next_attempt=due,
+                    )
+                )
+        return sorted(found, key=lambda envelope: envelope.next_attempt)
 
     def waiting(self) -> dict[str, int]:
         """A listing of each role's queue folder."""

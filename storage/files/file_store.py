@@ -103,8 +103,11 @@ class FileRecordStore:
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> AppendOutcome:
-        return append_to_record(self.paths(request_id), events, updates, key=key, unless=unless)
+        return append_to_record(
+            self.paths(request_id), events, updates, key=key, unless=unless, expect=expect
+        )
 
     def exists(self, request_id: str) -> bool:
         return self.paths(request_id).record.is_file()

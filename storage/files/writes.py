@@ -35,7 +35,13 @@ from teams_runtime.codecs.request_records import (
     render_record,
 )
 from teams_runtime.exceptions import RecordError
-from teams_runtime.storage.append_checks import checked_updates, field_holds, format_history
+from teams_runtime.storage.append_checks import (
+    checked_updates,
+    condition_fields,
+    field_holds,
+    fields_are,
+    format_history,
+)
 from teams_runtime.storage.files.index import (
     RecordIndex,
     Span,
@@ -205,13 +211,17 @@ def append_to_record(
     *,
     key: str = "",
     unless: Mapping[str, Any] | None = None,
+    expect: Mapping[str, Any] | None = None,
 ) -> AppendOutcome:
     """Append ``events`` and set ``updates`` (top-level fields) in one locked write.
 
     Events other processes appended before the lock was taken are kept: the file is always
     re-read under the lock. Untouched events are written from their original bytes. With a
     ``key``, an append already stored with that key is not written again; with ``unless``,
-    nothing is written if one of those top-level fields holds that value now.
+    nothing is written if one of those top-level fields holds that value now; with ``expect``,
+    nothing is written unless each of those fields holds exactly that value now (absent:
+    ``None``). Both are decided on the bytes read under the lock, and the rename happens only
+    if the record is still those bytes: a compare-and-set.
     """
     updates = checked_updates(updates)
     # Before any folder is made: an append to a request that does not exist changes nothing
@@ -225,9 +235,10 @@ def append_to_record(
         with locked(paths.lock, paths.runtime) as held:
             data, read_version = read_bytes(paths)
             unchanged = partial(_still_ours, paths, held, read_version)
+            condition = _Condition(unless or {}, expect or {})
             try:
                 return _append_locked(
-                    paths, data, read_version, events, updates, key, unless or {}, unchanged
+                    paths, data, read_version, events, updates, key, condition, unchanged
                 )
             except Raced:
                 continue  # someone else wrote (a lock file was removed while held): read again
@@ -239,6 +250,24 @@ def _still_ours(paths: RecordPaths, held: Callable[[], bool], read: FileVersion)
     return held() and file_version(paths.record) == read
 
 
+class _Condition:
+    """What an append is conditional on: fields that must not hold (``unless``) or must hold
+    (``expect``) a value."""
+
+    def __init__(self, unless: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
+        self.unless = unless
+        self.expect = expect
+
+    def refusal(
+        self, fields: Mapping[str, Any], version: FileVersion, count: int
+    ) -> AppendOutcome | None:
+        """The answer of a refused append, ``None`` if the condition holds on ``fields``."""
+        if not field_holds(fields, self.unless) and fields_are(fields, self.expect):
+            return None
+        held = condition_fields(fields, [*self.unless, *self.expect])
+        return AppendOutcome(version, None, count, applied=False, refused=True, fields=held)
+
+
 def _append_locked(
     paths: RecordPaths,
     data: bytes,
@@ -246,7 +275,7 @@ def _append_locked(
     events: list[msgspec.Raw],
     updates: dict[str, Any],
     key: str,
-    refuse_if: Mapping[str, Any],
+    condition: _Condition,
     unless: Callable[[], bool],
 ) -> AppendOutcome:
     source = str(paths.record)
@@ -260,8 +289,9 @@ def _append_locked(
         done = _keyed_count(current.tail, current.count - len(current.tail), key) if key else None
         if done is not None:
             return AppendOutcome(read_version, None, done, applied=False)
-        if field_holds(current.fields, refuse_if):
-            return AppendOutcome(read_version, None, current.count, applied=False, refused=True)
+        refused = condition.refusal(current.fields, read_version, current.count)
+        if refused is not None:
+            return refused
         parts = _append_indexed(paths, data, index, {**current.fields, **updates}, events, unless)
         return AppendOutcome(read_version, parts, parts.count)
     fields = decode_record(data, source)
@@ -271,8 +301,9 @@ def _append_locked(
         done = _keyed_count(last, len(history) - len(last), key)
         if done is not None:
             return AppendOutcome(read_version, None, done, applied=False)
-    if field_holds(fields, refuse_if):
-        return AppendOutcome(read_version, None, len(history), applied=False, refused=True)
+    refused = condition.refusal(fields, read_version, len(history))
+    if refused is not None:
+        return refused
     fields.update(updates)
     fields[EVENTS_KEY] = []
     parts = _commit_all(paths, fields, history + events, unless)

@@ -8,9 +8,11 @@ when the outcome is persisted (``done``); a worker that dies stops acking and th
 delivers the envelope again after the consumer's ack wait (the team's lease, read from the
 server); a live worker's ``renew`` tells the server it is still working (an in-progress ack per
 claim).
-Released envelopes wait on ``<prefix>.deferred.<role>.<id>`` for the next run; rejected ones go
-to ``<prefix>_rejected`` with the reason in a header. Worker leases are a KV bucket: each
-worker's entry lists what it holds, written when it claims, finishes and renews.
+Released envelopes wait on ``<prefix>.deferred.<role>.<id>`` until the time in their
+``Tr-Next-Attempt`` header (``storage.deferrals``), when any worker's ``restore_deferred``
+queues them again; rejected ones go to ``<prefix>_rejected`` with the reason in a header.
+Worker leases are a KV bucket: each worker's entry lists what it holds, written when it
+claims, finishes and renews.
 
 What the file queue calls waiting is what no worker was handed: a retiring worker queues its
 envelopes again as new messages (not a nak, which the server would still count as delivered),
@@ -37,16 +39,17 @@ import nats.js.errors
 from loguru import logger
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerInfo
+from nats.js.api import ConsumerInfo, RawStreamMsg
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
+from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
 from teams_runtime.storage.nats.values import message_room
-from teams_runtime.storage.protocols import Claim, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 
 __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
@@ -54,6 +57,7 @@ __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
 RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
 
 _REASON_HEADER = "Tr-Reason"
+_NEXT_ATTEMPT_HEADER = "Tr-Next-Attempt"  # a deferred envelope's next attempt (Unix time)
 _LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
 _NO_MESSAGE_FOUND = 10037  # JetStream: a message get found nothing (at or after that sequence)
 _DELETE_FAILED = 10057  # JetStream: the message to delete is gone (acked meanwhile)
@@ -77,10 +81,19 @@ class _Held(msgspec.Struct, frozen=True):
 class NatsWorkQueue:
     """The team's envelope queue on a NATS server, as seen by one worker."""
 
-    def __init__(self, connection: NatsConnection, *, worker_id: str | None = None) -> None:
+    def __init__(
+        self,
+        connection: NatsConnection,
+        *,
+        worker_id: str | None = None,
+        retry: RetrySchedule | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.connection = connection
         self.names = connection.names
         self.worker_id = worker_id or new_worker_id()
+        self._retry = retry or RetrySchedule()
+        self._clock = clock  # when deferred envelopes are due
         self._host = socket.gethostname()
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
@@ -197,10 +210,12 @@ class NatsWorkQueue:
         what: str,
         to: Callable[[str, str], str] | None = None,
         headers: dict[str, str] | None = None,
+        reshape: Callable[[bytes], bytes] | None = None,
     ) -> None:
         """Ack the claim's delivery and write the lease without it; first, with ``to`` (a
-        subject builder of ``NatsNames``), publish its envelope there. A claim this worker
-        does not hold (finished before) is left alone."""
+        subject builder of ``NatsNames``), publish its envelope there (as ``reshape`` makes
+        its bytes, if given). A claim this worker does not hold (finished before) is left
+        alone."""
         held = self._take(claim)
         if held is None:
             return
@@ -208,7 +223,8 @@ class NatsWorkQueue:
         async def finish() -> None:
             if to is not None:
                 subject = to(held.role, held.request_token)
-                await self._js.publish(subject, held.data, headers=headers)
+                data = held.data if reshape is None else reshape(held.data)
+                await self._js.publish(subject, data, headers=headers)
             await asyncio.gather(self._ack(held.reply), self._publish_lease(must=False))
 
         self.connection.call(finish, what=what)
@@ -216,10 +232,26 @@ class NatsWorkQueue:
     def done(self, claim: Claim) -> None:
         self._finish(claim, "a queue ack")
 
-    def release(self, claim: Claim) -> None:
+    def release(self, claim: Claim) -> float:
+        """Defer the envelope: published on its deferred subject, its bytes counting the
+        deferral, its next attempt in a header."""
+        now = self._clock()
+        with self._held_lock:
+            held = self._held.get(claim.ticket)
+        if held is None:
+            return now  # finished before: nothing to defer
+        _, deferrals = deferral_view(held.data)
+        next_attempt = now + self._retry.delay(deferrals + 1)
         # A retry after a lost answer puts it there once.
-        headers = _once("deferred", claim.ticket)
-        self._finish(claim, "a queue release", self.names.deferred_subject, headers)
+        headers = {**_once("deferred", claim.ticket), _NEXT_ATTEMPT_HEADER: repr(next_attempt)}
+        self._finish(
+            claim,
+            "a queue release",
+            self.names.deferred_subject,
+            headers,
+            reshape=lambda data: with_deferrals(data, deferrals + 1),
+        )
+        return next_attempt
 
     def reject(self, claim: Claim, reason: str) -> None:
         # A header is one line: the reason is content-free, but keep it one line and short.
@@ -339,27 +371,51 @@ class NatsWorkQueue:
             )
 
     def restore_deferred(self) -> int:
-        """Queue the envelopes released by earlier runs again; returns how many."""
+        """Queue the deferred envelopes whose next attempt is due again (those without the
+        header, deferred by an older version, at once); returns how many. Each is published
+        as a waiting envelope (once: two workers restoring it together make one copy), then
+        deleted from its deferred subject; the deferred consumer is not used, so an envelope
+        that is not due yet stays untouched."""
+        now = self._clock()
+        queue = self.names.queue
 
         async def restore() -> int:
             restored = 0
-            while True:
-                messages = await self._pull(self.names.deferred_consumer, 100)
-                for msg in messages:
-                    await self._queue_again(
-                        self.names.role_of(msg.subject),
-                        self.names.request_token_of(msg.subject),
-                        msg.data,
-                        step="restored",
-                        ticket=f"{self.names.queue}/{msg.metadata.sequence.stream}",
-                        reply=msg.reply,
-                    )
-                    restored += 1
-                if len(messages) < 100:
-                    return restored
+            for message in await self._deferred_messages():
+                if _next_attempt(message.headers) > now:
+                    continue
+                subject = message.subject or ""
+                waiting = self.names.waiting_subject(
+                    self.names.role_of(subject), self.names.request_token_of(subject)
+                )
+                headers = _once("restored", f"{queue}/{message.seq}")
+                await self._js.publish(waiting, message.data or b"", headers=headers)
+                try:
+                    await self.connection.api(f"STREAM.MSG.DELETE.{queue}", {"seq": message.seq})
+                except nats.js.errors.APIError as exc:
+                    if exc.err_code != _DELETE_FAILED:  # else another worker restored it
+                        raise
+                restored += 1
+            return restored
 
         restored: int = self.connection.call(restore, what="a restore of deferred envelopes")
         return restored
+
+    async def _deferred_messages(self) -> list[RawStreamMsg]:
+        """Every deferred envelope in the queue stream, oldest first (read, not consumed)."""
+        messages: list[RawStreamMsg] = []
+        seq = 1
+        while True:
+            try:
+                message = await self._js.get_msg(
+                    self.names.queue, seq=seq, subject=self.names.every_deferred, next=True
+                )
+            except nats.js.errors.NotFoundError:
+                return messages
+            if message.seq is None:
+                return messages
+            messages.append(message)
+            seq = message.seq + 1
 
     def retire(self) -> None:
         """Hand this worker's claims back at once and remove its lease: each is queued again
@@ -408,11 +464,13 @@ class NatsWorkQueue:
 
         async def look() -> QueueSnapshot:
             consumers = await self._role_consumers()
+            deferred = [self._deferred_envelope(m) for m in await self._deferred_messages()]
             return QueueSnapshot(
                 waiting={role: info.num_pending or 0 for role, info in consumers.items()},
                 claimed={role: info.num_ack_pending or 0 for role, info in consumers.items()},
                 deferred=await self._per_role(self.names.every_deferred),
                 workers=await self._leases(),
+                deferred_envelopes=sorted(deferred, key=lambda envelope: envelope.next_attempt),
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
@@ -427,6 +485,17 @@ class NatsWorkQueue:
 
         waiting: dict[str, int] = self.connection.call(look, what="a queue count")
         return waiting
+
+    def _deferred_envelope(self, message: RawStreamMsg) -> DeferredEnvelope:
+        subject = message.subject or ""
+        envelope_id, deferrals = deferral_view(message.data or b"")
+        return DeferredEnvelope(
+            role=self.names.role_of(subject),
+            request_id=id_of_token(self.names.request_token_of(subject)),
+            envelope_id=envelope_id,
+            deferrals=deferrals,
+            next_attempt=_next_attempt(message.headers),
+        )
 
     async def _role_consumers(self) -> dict[str, ConsumerInfo]:
         """Each role consumer's state: ``num_pending`` never delivered (waiting),
@@ -467,6 +536,15 @@ class NatsWorkQueue:
                 )
             )
         return leases
+
+
+def _next_attempt(headers: dict[str, str] | None) -> float:
+    """A deferred envelope's next attempt (0: due at once, deferred by an older version or a
+    header that is no time)."""
+    try:
+        return float((headers or {}).get(_NEXT_ATTEMPT_HEADER, 0))
+    except ValueError:
+        return 0.0
 
 
 _CUT_NOTE = (

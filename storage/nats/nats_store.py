@@ -58,7 +58,9 @@ from teams_runtime.codecs.request_records import (
 from teams_runtime.exceptions import BackendError, RecordError, UnknownRequestError
 from teams_runtime.storage.append_checks import (
     checked_updates,
+    condition_fields,
     field_holds,
+    fields_are,
     format_history,
 )
 from teams_runtime.storage.nats.connection import (
@@ -406,11 +408,12 @@ class NatsRecordStore:
         *,
         key: str = "",
         unless: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> AppendOutcome:
         request_id = check_request_id(request_id)
         changes = checked_updates(updates)
         prepared = _prepare(events, "an appended event")  # as the file store says
-        writer = _Append(self, request_id, prepared, changes, key, unless or {})
+        writer = _Append(self, request_id, prepared, changes, key, unless or {}, expect or {})
         appended: AppendOutcome = self.connection.call(writer.run, what="an append")
         return appended
 
@@ -460,6 +463,7 @@ class _Append:
         updates: dict[str, Any],
         key: str,
         refuse_if: Mapping[str, Any],
+        expect: Mapping[str, Any] | None = None,
         *,
         creating: bool = False,
     ) -> None:
@@ -471,6 +475,7 @@ class _Append:
         self.updates = {name: msgspec.Raw(encode_json(value)) for name, value in updates.items()}
         self.key = key_digest(key) if key else ""
         self.refuse_if = refuse_if
+        self.expect = expect or {}
         self.creating = creating
         self.id = uuid.uuid4().hex
         self.kv_key = token_of(request_id)
@@ -522,10 +527,15 @@ class _Append:
             for stored_key, count in reversed(head.keys):
                 if stored_key == self.key:
                     return AppendOutcome(revision, None, count, applied=False)
-        if self.refuse_if:
-            fields = await self.store._fields(self.request_id, head, names=self.refuse_if)
-            if field_holds(fields, self.refuse_if):
-                return AppendOutcome(revision, None, head.count, applied=False, refused=True)
+        # Checked against the head whose revision the commit expects: a compare-and-set.
+        names = [*self.refuse_if, *self.expect]
+        if names:
+            fields = await self.store._fields(self.request_id, head, names=names)
+            if field_holds(fields, self.refuse_if) or not fields_are(fields, self.expect):
+                held = condition_fields(fields, names)
+                return AppendOutcome(
+                    revision, None, head.count, applied=False, refused=True, fields=held
+                )
         return None
 
     async def _attempt(self, head: RecordHead, revision: int) -> AppendOutcome:

@@ -1,0 +1,110 @@
+"""Writing a role's outcome: one compare-and-set append, its follow-up, then the dequeue.
+
+The plan is decided from the request's state (``policy.outcomes.RequestState``: its ``hops``
+and ``status``) and the append expects the record to hold that state still. When another
+worker moved the request on meanwhile (a hand-off counted, the hop limit reached, a cancel),
+the store refuses the append and answers the state it holds now; the plan is decided again
+from that, without a read and without asking the model again. So ``hops`` counts each
+hand-off once, the hop limit fails a request once, and a request that ended gets only the
+role's report, whatever number of workers share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+from loguru import logger
+
+from teams_runtime.actors.context import ContextHandle
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.policy.outcomes import OutcomePlan, RequestState
+from teams_runtime.storage import Claim, WorkQueue
+
+__all__ = ["MAX_RACES", "NotSaved", "OutcomeWriter", "outcome_key"]
+
+# Refusals in a row before the write is given up (the envelope is deferred): each one means
+# another writer changed the request, so this takes that many writers on one request at once.
+MAX_RACES = 64
+
+
+class NotSaved(Exception):
+    """The outcome could not be persisted: the envelope is deferred for another try."""
+
+
+def outcome_key(role: str, envelope: MessageEnvelope) -> str:
+    """What ``role``'s outcome of ``envelope`` is recorded under (``append_key``)."""
+    return f"{role}/{envelope.envelope_id}"
+
+
+class OutcomeWriter:
+    """Persists the outcomes of one role."""
+
+    def __init__(self, role: str, *, context: ContextHandle, queue: WorkQueue) -> None:
+        self.role = role
+        self._context = context
+        self._queue = queue
+        self._log = logger.bind(role=role)
+
+    async def persist(
+        self,
+        envelope: MessageEnvelope,
+        claim: Claim,
+        decide: Callable[[RequestState], OutcomePlan],
+        state: RequestState,
+    ) -> tuple[OutcomePlan, RequestState]:
+        """Write the plan ``decide`` makes of the request's ``state`` (decided again from the
+        state a refused write answers), queue its follow-up, then dequeue: shielded from
+        cancellation. Returns the plan written and the state it was decided from. On failure
+        the envelope stays queued (``NotSaved``)."""
+        try:
+            with anyio.CancelScope(shield=True):
+                plan, state, applied = await self._write(envelope, decide, state)
+                # Not applied: another delivery of this envelope recorded its outcome and
+                # queued its follow-up already (a worker that hung past its lease, say).
+                if plan.follow_up is not None and applied:
+                    await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+                if plan.drop_queued and applied:
+                    await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
+                await anyio.to_thread.run_sync(self._queue.done, claim)
+        except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
+            self._log.bind(request_id=envelope.request_id).error(
+                "{}: outcome for request {} not saved ({}); its envelope is deferred",
+                self.role,
+                envelope.request_id,
+                exc,
+            )
+            raise NotSaved from exc
+        return plan, state
+
+    async def _write(
+        self,
+        envelope: MessageEnvelope,
+        decide: Callable[[RequestState], OutcomePlan],
+        state: RequestState,
+    ) -> tuple[OutcomePlan, RequestState, bool]:
+        for _ in range(MAX_RACES):
+            plan = decide(state)
+            # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
+            # written twice. Expecting the state it was decided from: checked under the
+            # record's lock (the head's revision on NATS), so no other write slips in between.
+            appended = await self._context.append_keyed(
+                envelope.request_id,
+                plan.events,
+                updates=plan.updates,
+                key=outcome_key(self.role, envelope),
+                expect=state.expected(),
+            )
+            if not appended.refused:
+                return plan, state, appended.applied
+            held: dict[str, Any] = {
+                name: msgspec.json.decode(value) for name, value in appended.fields.items()
+            }
+            state = RequestState.of(held)
+        raise TeamsRuntimeError(
+            f"request {envelope.request_id}: other writers changed it {MAX_RACES} times in a "
+            "row while this outcome was being written; nothing was written (retried later)."
+        )
