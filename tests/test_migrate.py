@@ -18,9 +18,9 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import load_team_config
-from teams_runtime.storage.nats import nats_store as record_nats
+from teams_runtime.storage.nats import append_writer
 from teams_runtime.storage.nats.connection import NatsConnection, close_shared_connections
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.record_reader import RecordReader
 
 from .cli_in_process import init_nats_workspace, run_cli
 
@@ -321,7 +321,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == ["req-1"]
     nats_server.limit_events(prefix, -1)
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
     status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
     assert (status, err) == (0, "")
     assert out.splitlines() == [
@@ -385,7 +385,7 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
         connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
     finally:
         connection.close()
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 1.0)
     capsys.readouterr()
     status, out, err = run_cli(capsys, "append", "req-1", *note, *where)
     assert (status, out) == (2, "")
@@ -417,7 +417,7 @@ def test_project_on_nats_reads_the_head_and_the_events_it_selects(
             async def whole_history(*args: Any) -> Any:
                 raise AssertionError("project read the whole history")
 
-            monkeypatch.setattr(NatsRecordStore, "_history", whole_history)
+            monkeypatch.setattr(RecordReader, "history", whole_history)
         capsys.readouterr()
         answers = []
         for argv in (

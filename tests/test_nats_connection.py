@@ -18,14 +18,11 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import open_store
-from teams_runtime.storage.nats.connection import (
-    NatsConnection,
-    NatsNames,
-    close_shared_connections,
-    token_of,
-)
+from teams_runtime.storage.nats.connection import NatsConnection, close_shared_connections
+from teams_runtime.storage.nats.names import NatsNames
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.tokens import token_of
 
 from .cli_in_process import init_nats_workspace, run_cli
 

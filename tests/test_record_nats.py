@@ -42,9 +42,12 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.nats import nats_store as record_nats
-from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats import append_writer
+from teams_runtime.storage.nats.append_writer import AppendWriter
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.head_changes import prepare
+from teams_runtime.storage.nats.nats_store import UNSEEN, NatsRecordStore
+from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 from .conftest import SMALL_MAX_PAYLOAD
 from .strategies import configs, event
@@ -299,7 +302,6 @@ def test_append_keys_of_any_length_are_answered_as_the_file_store_answers_them(
 _WRITER = """
 import sys, msgspec
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats import nats_store as record_nats
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings
 settings = msgspec.json.decode(sys.argv[1].encode(), type=NatsSettings)
@@ -377,7 +379,7 @@ def test_an_append_a_dead_writer_left_half_done_is_set_aside(
     subject = names.event_subject("req-1", None)
     headers = {"Tr-Append": "dead"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "lost"}', headers=headers))
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.3)  # the grace, shortened
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.3)  # the grace, shortened
     appended = store.append("req-1", [_raw({"type": "after"})], {})
     assert appended.count == 2
     stored = json.loads(store.load("req-1"))
@@ -398,7 +400,7 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     assert other.exists("req-1")  # its head seen: version() says its revision
     before = other.version("req-1")
     # Its writer may still commit it: an append waits (here it gives up, nothing written).
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 0.5)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 0.5)
     with pytest.raises(RecordError, match=r"other writers kept the request busy for 0.5 s"):
         other.append("req-1", [_raw({"type": "x"})], {})
     assert other.version("req-1") == before
@@ -416,17 +418,17 @@ def test_a_half_done_append_is_aged_by_the_appenders_own_clock_and_waited_for_ca
     subject = connection.names.event_subject("req-1", None)
     headers = {"Tr-Append": "ahead", "Tr-Time": f"{time.time() + 3600:.3f}"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "lost"}', headers=headers))
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 1.0)
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 20.0)
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 1.0)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 20.0)
     reads = 0
-    get_head = store._get_head
+    get_head = store.reader.get_head
 
     async def counted(key: str) -> Any:
         nonlocal reads
         reads += 1
         return await get_head(key)
 
-    monkeypatch.setattr(store, "_get_head", counted)
+    monkeypatch.setattr(store.reader, "get_head", counted)
     appended = store.append("req-1", [_raw({"type": "after"})], {})
     assert appended.count == 1
     assert [item["type"] for item in json.loads(store.load("req-1"))["events"]] == ["after"]
@@ -446,9 +448,9 @@ def test_an_appender_whose_clock_runs_ahead_never_sets_a_live_writers_messages_a
     headers = {"Tr-Append": "live", "Tr-Time": f"{time.time():.3f}"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "live"}', headers=headers))
     ahead = time.time() + 120
-    monkeypatch.setattr(record_nats.time, "time", lambda: ahead)
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 5.0)
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    monkeypatch.setattr(append_writer.time, "time", lambda: ahead)
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 5.0)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 1.0)
     with pytest.raises(RecordError, match="busy"):
         store.append("req-1", [_raw({"type": "mine"})], {})
 
@@ -469,7 +471,7 @@ def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(
             store.create("req-1", record)
         assert (store.exists("req-1"), store.list_ids()) == (False, [])
         nats_server.limit_events(settings.prefix, -1)
-        monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
+        monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
         assert store.create("req-1", record)
         assert json.loads(store.load("req-1"))["events"] == events
     finally:
@@ -497,8 +499,8 @@ def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     # the same append again. Another writer's append in between must not make it write twice.
     store = NatsRecordStore(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
-    prepared = record_nats._prepare([_raw({"type": "mine"})], "an appended event")
-    append = record_nats._Append(store, "req-1", prepared, {"status": "x"}, "", {})
+    prepared = prepare([_raw({"type": "mine"})], "an appended event")
+    append = AppendWriter(store.reader, "req-1", prepared, {"status": "x"}, "", {})
     first = connection.call(append.run)
     store.append("req-1", [_raw({"type": "other"})], {})
     again = connection.call(append.run)
@@ -585,7 +587,7 @@ def test_version_of_an_unseen_request_asks_no_server(own_nats_server: Any) -> No
         created = store.version("req-1")
         own_nats_server.stop()
         unseen = store.version("req-2")
-        assert unseen is record_nats.UNSEEN and unseen != created and unseen is not None
+        assert unseen is UNSEEN and unseen != created and unseen is not None
         assert store.version("req-1") == created  # seen: what this store wrote
         assert store.version("req-gone") is None  # looked for: none
         with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
@@ -597,7 +599,7 @@ def test_version_of_an_unseen_request_asks_no_server(own_nats_server: Any) -> No
 def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection) -> None:
     writer, reader = NatsRecordStore(connection), NatsRecordStore(connection)
     writer.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
-    assert reader.version("req-1") in (record_nats.UNSEEN, writer.version("req-1"))
+    assert reader.version("req-1") in (UNSEEN, writer.version("req-1"))
     read = reader.read("req-1", tail=16)
     assert reader.version("req-1") == read.version == writer.version("req-1")
     with pytest.raises(UnknownRequestError, match=r"^no request 'req-2'"):

@@ -4,12 +4,8 @@ The stores are blocking (the actors call them from worker threads), and ``nats-p
 asyncio client. A ``NatsConnection`` runs the client on an event loop of its own, in a daemon
 thread, and blocking callers hand it coroutines (``call``). Calls that fail because the server
 is away (restarting, a network blip) are retried until ``retry_seconds`` pass: the client
-reconnects by itself meanwhile, so a worker rides out a server restart.
-
-It also creates what the backend needs on the server (``ensure_layout``) when it is missing, and
-never changes what exists: a host whose config differs (``queue.lease_seconds``, ``replicas``)
-reads the settings the team's queue was made with instead of imposing its own. The names are in
-``NatsNames`` and in docs/scaling.md.
+reconnects by itself meanwhile, so a worker rides out a server restart. Connecting, it makes
+what the backend needs on the server when it is missing (``layout``).
 """
 
 from __future__ import annotations
@@ -23,164 +19,31 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, cast
 
-import msgspec
 import nats
 import nats.errors
 import nats.js.errors
 from loguru import logger
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    DeliverPolicy,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
-)
 from nats.js.kv import KeyValue
 
 from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
+from teams_runtime.storage.nats.layout import ensure_layout
+from teams_runtime.storage.nats.names import NatsNames
+from teams_runtime.storage.nats.server_errors import (
+    JETSTREAM_NOT_ENABLED,
+    TRANSIENT,
+    busy,
+    is_auth_refusal,
+    reason_of,
+)
 
-__all__ = [
-    "NatsConnection",
-    "NatsNames",
-    "busy",
-    "close_shared_connections",
-    "id_of_token",
-    "shared_connection",
-    "token_of",
-    "wrong_last_sequence",
-]
+__all__ = ["NatsConnection", "close_shared_connections", "shared_connection"]
 
 _T = TypeVar("_T")
 
-# Errors that mean "the server is not answering right now", not "the request was wrong".
-_TRANSIENT: tuple[type[BaseException], ...] = (
-    nats.errors.TimeoutError,
-    asyncio.TimeoutError,
-    nats.errors.NoRespondersError,
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.StaleConnectionError,
-    nats.errors.OutboundBufferLimitError,
-    nats.js.errors.NoStreamResponseError,
-    nats.js.errors.ServiceUnavailableError,
-)
-_WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
-# JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
-# or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.
-_STORE_FAILED = 10077
-_STREAM_NAME_IN_USE = 10058  # the stream exists (with another config): keep it as it is
-_CONSUMER_EXISTS = 10148  # the consumer exists with another config: keep it as it is
-_STREAM_NOT_FOUND = 10059
-_CONSUMER_NOT_FOUND = 10014
-_REPLICAS_NEED_A_CLUSTER = 10074  # "replicas > 1 not supported in non-clustered mode"
-_JETSTREAM_NOT_ENABLED = (10039, 10076)  # for the account; on the server
 _LISTING_TRIES = 5  # listings of a KV bucket before an empty one is believed
-
-
-_TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-
-
-def token_of(value: str) -> str:
-    """A request id, role or worker id as one subject token and KV key, reversibly: ASCII
-    letters, digits, ``_`` and ``-`` stay as they are; every other character becomes ``=`` and
-    two hex digits per byte of its UTF-8 (``.`` is ``=2E``, ``요`` is ``=EC=9A=94``). KV keys
-    allow only ``[-/_=.A-Za-z0-9]`` and subject tokens no ``.``, ``*``, ``>`` or whitespace."""
-    return "".join(
-        char
-        if char in _TOKEN_SAFE
-        else "".join(f"={byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-        for char in value
-    )
-
-
-def id_of_token(token: str) -> str:
-    """The id a ``token_of`` token stands for."""
-    parts = token.split("=")
-    data = bytearray(parts[0].encode())
-    for part in parts[1:]:
-        data.append(int(part[:2], 16))
-        data += part[2:].encode()
-    return data.decode("utf-8", "surrogatepass")
-
-
-class NatsNames(msgspec.Struct, frozen=True):
-    """The streams, buckets, consumers and subjects of one team on the server (by prefix).
-
-    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
-    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
-    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
-
-    prefix: str
-
-    @property
-    def events(self) -> str:
-        return f"{self.prefix}_events"
-
-    @property
-    def heads(self) -> str:
-        return f"{self.prefix}_records"
-
-    @property
-    def queue(self) -> str:
-        return f"{self.prefix}_queue"
-
-    @property
-    def rejected(self) -> str:
-        return f"{self.prefix}_rejected"
-
-    @property
-    def workers(self) -> str:
-        return f"{self.prefix}_workers"
-
-    def event_subject(self, request_id: str, role: str | None) -> str:
-        return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"
-
-    def request_events(self, request_id: str) -> str:
-        return f"{self.prefix}.req.{token_of(request_id)}.ev.*"
-
-    @property
-    def every_event(self) -> str:
-        return f"{self.prefix}.req.*.ev.*"
-
-    def waiting_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.q.{role}.{token}"
-
-    def deferred_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.deferred.{role}.{token}"
-
-    def rejected_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.rejected.{role}.{token}"
-
-    @property
-    def every_waiting(self) -> str:
-        return f"{self.prefix}.q.>"
-
-    @property
-    def every_deferred(self) -> str:
-        return f"{self.prefix}.deferred.>"
-
-    @property
-    def every_rejected(self) -> str:
-        return f"{self.prefix}.rejected.>"
-
-    def role_of(self, subject: str) -> str:
-        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
-        return subject.split(".", 3)[2]
-
-    def request_token_of(self, subject: str) -> str:
-        """The request token of an envelope's subject."""
-        return subject.split(".", 3)[3]
-
-    def role_consumer(self, role: str) -> str:
-        return f"{self.prefix}_q_{role}"
-
-    @property
-    def deferred_consumer(self) -> str:
-        return f"{self.prefix}_deferred"
 
 
 class NatsConnection:
@@ -255,13 +118,13 @@ class NatsConnection:
 
             try:
                 return self._submit(run(), timeout=self.settings.retry_seconds + 10)
-            except _TRANSIENT as exc:
+            except TRANSIENT as exc:
                 if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
                     raise self._refusal(exc, what) from None
                 if self._closed or time.monotonic() > deadline:
                     raise BackendError(
                         f"the NATS server at {self.settings.shown_url} did not answer {what} "
-                        f"for {patience:g} s ({_reason(exc)}); is it running?"
+                        f"for {patience:g} s ({reason_of(exc)}); is it running?"
                     ) from None
                 logger.debug("NATS {} failed ({}); retrying", what, type(exc).__name__)
             except nats.js.errors.APIError as exc:  # a refusal, not the server being away
@@ -354,139 +217,25 @@ class NatsConnection:
                 "the nats backend keeps requests and the queue in JetStream."
             ) from None
         except nats.js.errors.APIError as exc:
-            if exc.err_code in _JETSTREAM_NOT_ENABLED:
+            if exc.err_code in JETSTREAM_NOT_ENABLED:
                 raise BackendError(
                     f"the NATS server at {self.settings.shown_url} does not enable JetStream "
                     f"for this account ({exc.description}); enable it for the account the "
                     "credentials in backend.nats.url log in to."
                 ) from None
-        except _TRANSIENT:
+        except TRANSIENT:
             pass  # slow to answer: the layout's calls retry it for retry_seconds
 
     async def _ensure_layout(self) -> None:
-        """Create the streams, buckets and consumers that are missing; never change one that
-        exists (another host made it, maybe with other settings: they stay the team's), and
-        read the ack wait of the role consumers into ``queue_ack_seconds``."""
-        names, replicas = self.names, self.settings.replicas
-        try:
-            await self._ensure_stream(
-                StreamConfig(
-                    name=names.events,
-                    subjects=[names.every_event],
-                    storage=StorageType.FILE,
-                    num_replicas=replicas,
-                    allow_direct=True,
-                )
-            )
-            await self._ensure_stream(
-                StreamConfig(
-                    name=names.queue,
-                    subjects=[names.every_waiting, names.every_deferred],
-                    retention=RetentionPolicy.WORK_QUEUE,
-                    storage=StorageType.FILE,
-                    num_replicas=replicas,
-                )
-            )
-            await self._ensure_stream(
-                StreamConfig(
-                    name=names.rejected,
-                    subjects=[names.every_rejected],
-                    storage=StorageType.FILE,
-                    num_replicas=replicas,
-                )
-            )
-            for bucket in (names.heads, names.workers):
-                await self._ensure_bucket(bucket)
-            ack_waits = await asyncio.gather(
-                *(
-                    self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
-                    for role in ROLES
-                ),
-                self._ensure_consumer(names.deferred_consumer, names.every_deferred),
-            )
-        except nats.js.errors.APIError as exc:
-            if exc.code == 503:
-                raise  # JetStream busy (a cluster electing a leader): `call` retries
-            raise self._refused(exc) from None
-        # The shortest, should a person have edited one role's consumer: renewing within it
-        # keeps every claim.
-        # (A worker whose queue.lease_seconds differs says so when its team starts, once
-        # logging is set up: actors/team.py.)
-        self.queue_ack_seconds = min(ack_waits[: len(ROLES)])
-
-    def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
-        """The one line for the server refusing to create the layout (never a traceback)."""
-        if exc.err_code == _REPLICAS_NEED_A_CLUSTER:
-            return BackendError(
-                f"team_runtime.yaml backend.nats.replicas is {self.settings.replicas}, but the "
-                f"NATS server at {self.settings.shown_url} is not part of a cluster "
-                f"({exc.description}); set replicas: 1, or run a cluster of at least "
-                f"{self.settings.replicas} servers (docs/scaling.md)."
-            )
-        return BackendError(
-            f"the NATS server at {self.settings.shown_url} refused to set up the team's streams "
-            f"(prefix {self.names.prefix}): {exc.description} (JetStream error {exc.err_code}); "
-            "see docs/scaling.md."
+        """Make what is missing on the server; read the team's lease into
+        ``queue_ack_seconds``."""
+        self.queue_ack_seconds = await ensure_layout(
+            self.js, self.api, self.settings, self.wanted_ack_seconds
         )
-
-    async def _ensure_stream(self, config: StreamConfig) -> None:
-        assert config.name is not None
-        try:
-            await self.js.stream_info(config.name)
-            return
-        except nats.js.errors.NotFoundError as exc:
-            if exc.err_code != _STREAM_NOT_FOUND:
-                raise
-        try:
-            await self.js.add_stream(config)
-        except nats.js.errors.APIError as exc:
-            if exc.err_code != _STREAM_NAME_IN_USE:  # made by another host meanwhile
-                raise
-
-    async def _ensure_bucket(self, bucket: str) -> None:
-        try:
-            await self.js.key_value(bucket)
-        except nats.js.errors.BucketNotFoundError:
-            try:
-                await self.js.create_key_value(
-                    bucket=bucket, history=1, replicas=self.settings.replicas
-                )
-            except nats.js.errors.APIError as exc:
-                if exc.err_code != _STREAM_NAME_IN_USE:  # made by another host meanwhile
-                    raise
-
-    async def _ensure_consumer(self, name: str, subject: str) -> float:
-        """Create the durable pull consumer ``name`` unless it exists; its ack wait."""
-        try:
-            info = await self.js.consumer_info(self.names.queue, name)
-            return float(info.config.ack_wait or 0) or self.wanted_ack_seconds
-        except nats.js.errors.NotFoundError as exc:
-            if exc.err_code != _CONSUMER_NOT_FOUND:
-                raise
-        config = ConsumerConfig(
-            durable_name=name,
-            filter_subject=subject,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            ack_wait=self.wanted_ack_seconds,
-            max_deliver=-1,
-            max_ack_pending=-1,
-        )
-        # `action: create`: made only if missing. Without it the server updates an existing
-        # consumer to this config, and the last host to connect would set everyone's ack wait.
-        request = {"stream_name": self.names.queue, "config": config.as_dict(), "action": "create"}
-        try:
-            await self.api(f"CONSUMER.CREATE.{self.names.queue}.{name}", request)
-        except nats.js.errors.APIError as exc:
-            if exc.err_code != _CONSUMER_EXISTS:  # made by another host meanwhile
-                raise
-            info = await self.js.consumer_info(self.names.queue, name)
-            return float(info.config.ack_wait or 0) or self.wanted_ack_seconds
-        return self.wanted_ack_seconds
 
     def _unreachable(self, exc: Exception) -> BackendError:
         """The one line for a connect that failed: refused credentials, or no server."""
-        if any(_is_auth_refusal(error) for error in (exc, *self._connect_errors)):
+        if any(is_auth_refusal(error) for error in (exc, *self._connect_errors)):
             if "@" in self.settings.url:
                 return BackendError(
                     f"the NATS server at {self.settings.shown_url} refused the credentials in "
@@ -499,7 +248,7 @@ class NatsConnection:
                 "team_runtime.yaml as nats://USER:PASSWORD@HOST:PORT."
             )
         return BackendError(
-            f"cannot reach the NATS server at {self.settings.shown_url} ({_reason(exc)}); start "
+            f"cannot reach the NATS server at {self.settings.shown_url} ({reason_of(exc)}); start "
             "it, or check backend.nats.url in team_runtime.yaml."
         )
 
@@ -542,32 +291,6 @@ async def _cancel_leftover_tasks() -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def busy(exc: nats.js.errors.APIError) -> bool:
-    """Whether JetStream turned a request away for now (503: no leader yet, catching up), which
-    ``call`` retries, rather than refused it (a limit reached, a bad request: 503 too for a
-    full stream)."""
-    return exc.code == 503 and exc.err_code != _STORE_FAILED
-
-
-def wrong_last_sequence(exc: BaseException) -> bool:
-    """Whether ``exc`` is JetStream refusing a publish whose expected last sequence moved."""
-    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == _WRONG_LAST_SEQUENCE
-
-
-def _is_auth_refusal(exc: BaseException) -> bool:
-    """Whether a connect error is the server refusing the credentials (nats-py reports
-    "Authorization Violation" as a plain ``Error`` through the error callback)."""
-    text = str(exc).lower()
-    return isinstance(exc, nats.errors.AuthorizationError) or any(
-        words in text for words in ("authorization violation", "authentication")
-    )
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().strip(":").strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 _SHARED: dict[tuple[NatsSettings, float], NatsConnection] = {}
