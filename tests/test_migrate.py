@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +19,12 @@ from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import load_team_config
 from teams_runtime.storage.nats import append_writer
-from teams_runtime.storage.nats.connection import NatsConnection, close_shared_connections
+from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.record_reader import RecordReader
 
 from .cli_in_process import init_nats_workspace, run_cli
 
 FAKE_MODEL = Path(__file__).with_name("fake_model.py")
-
-
-@pytest.fixture(autouse=True)
-def _close_connections() -> Iterator[None]:
-    yield
-    close_shared_connections()  # the CLI runs in-process here: leave no client behind
 
 
 @pytest.fixture
@@ -356,6 +350,7 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     nats_server: Any,
+    nats_connect: Callable[..., NatsConnection],
     record_file: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -378,13 +373,10 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     # A writer is between publishing and committing (it holds the request): the store's own
     # message, after its window (shortened to a second here).
     prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
-    connection = NatsConnection(nats_server.settings(prefix=prefix))
-    try:
-        subject = connection.names.event_subject("req-1", None)
-        headers = {"Tr-Append": "busy"}
-        connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
-    finally:
-        connection.close()
+    connection = nats_connect(nats_server.settings(prefix=prefix))  # another writer
+    subject = connection.names.event_subject("req-1", None)
+    headers = {"Tr-Append": "busy"}
+    connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
     monkeypatch.setattr(append_writer, "APPEND_SECONDS", 1.0)
     capsys.readouterr()
     status, out, err = run_cli(capsys, "append", "req-1", *note, *where)
@@ -443,7 +435,6 @@ def test_a_worker_with_another_lease_says_so_when_its_team_starts(
     config = first / "team_runtime.yaml"
     config.write_text(config.read_text() + "queue:\n  lease_seconds: 30\n")
     assert run_cli(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s
-    close_shared_connections()
     config.write_text(config.read_text().replace("lease_seconds: 30", "lease_seconds: 3"))
     status, _, err = run_cli(capsys, "run", "--once", "--plain", "--workspace", str(first))
     assert status == 0

@@ -47,8 +47,7 @@ def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
 
 def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
     settings = request.getfixturevalue("nats_server").settings()  # a team of its own
-    connection = NatsConnection(settings)
-    request.addfinalizer(connection.close)
+    connection: NatsConnection = request.getfixturevalue("nats_connect")(settings)
 
     def put_bytes(role: str, data: bytes) -> None:
         subject = f"{settings.prefix}.q.{role}.corrupt"
@@ -367,11 +366,11 @@ def test_file_queue_refuses_unsafe_ids_and_unknown_roles(tmp_path: Path) -> None
 
 
 @pytest.fixture
-def nats_connection(nats_server: Any, request: pytest.FixtureRequest) -> NatsConnection:
+def nats_connection(
+    nats_server: Any, nats_connect: Callable[..., NatsConnection]
+) -> NatsConnection:
     """A connection for a team of its own whose deliveries are claims for 1 s at a time."""
-    connection = NatsConnection(nats_server.settings(), queue_ack_seconds=1)
-    request.addfinalizer(connection.close)
-    return connection
+    return nats_connect(nats_server.settings(), queue_ack_seconds=1)
 
 
 def test_nats_queue_puts_an_envelope_id_once(nats_connection: NatsConnection) -> None:
@@ -416,22 +415,19 @@ def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsCon
 
 
 def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
-    small_nats_server: Any,
+    small_nats_server: Any, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     """A follow-up's body is the role's summary (kept whole in the record): past the server's
     max_payload the queued copy is cut with a note, rather than the request stalling on a put
     the server refuses (found when a 1.1 MB summary left its follow-up unqueued)."""
-    connection = NatsConnection(small_nats_server.settings())
-    try:
-        queue = NatsWorkQueue(connection)
-        body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
-        queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
-        [claim] = queue.claim("qa", 1)
-        assert claim.envelope is not None
-        kept = claim.envelope.body
-        assert kept.startswith("é" * 1000)
-        assert kept.endswith("the whole text is in the request's record]")
-        assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
-        queue.done(claim)
-    finally:
-        connection.close()
+    connection = nats_connect(small_nats_server.settings())
+    queue = NatsWorkQueue(connection)
+    body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
+    queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
+    [claim] = queue.claim("qa", 1)
+    assert claim.envelope is not None
+    kept = claim.envelope.body
+    assert kept.startswith("é" * 1000)
+    assert kept.endswith("the whole text is in the request's record]")
+    assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
+    queue.done(claim)

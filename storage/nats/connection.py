@@ -1,25 +1,31 @@
-"""One connection to a NATS JetStream server, usable from blocking code.
+"""One connection to a NATS JetStream server, owned by a scope on the runtime's event loop.
 
-The stores are blocking (the actors call them from worker threads), and ``nats-py`` is an
-asyncio client. A ``NatsConnection`` runs the client on an event loop of its own, in a daemon
-thread, and blocking callers hand it coroutines (``call``). Calls that fail because the server
-is away (restarting, a network blip) are retried until ``retry_seconds`` pass: the client
-reconnects by itself meanwhile, so a worker rides out a server restart. Connecting, it makes
-what the backend needs on the server when it is missing (``layout``).
+``open_connection`` connects on the event loop that enters it (anyio on asyncio), makes what the
+backend needs on the server when it is missing (``layout``), and closes the client when the
+scope ends: the Team's run, ``open_context``, a command (``storage.backends``). Nothing is
+shared between scopes, and nothing outlives them.
+
+The stores and queues are blocking (the actors call them from worker threads); ``call`` hands a
+coroutine to the owning loop through anyio (``from_thread.run``) and waits for it. Calls that
+fail because the server is away (restarting, a network blip) are retried until
+``retry_seconds`` pass: the client reconnects by itself meanwhile, so a worker rides out a
+server restart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
 
-import nats
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import nats.errors
 import nats.js.errors
 from loguru import logger
@@ -39,62 +45,100 @@ from teams_runtime.storage.nats.server_errors import (
     reason_of,
 )
 
-__all__ = ["NatsConnection", "close_shared_connections", "shared_connection"]
+__all__ = ["NatsConnection", "open_connection"]
 
 _T = TypeVar("_T")
 
 _LISTING_TRIES = 5  # listings of a KV bucket before an empty one is believed
+_CLOSING_SECONDS = 5.0  # how long closing waits for the client to say goodbye
+
+
+@contextlib.asynccontextmanager
+async def open_connection(
+    settings: NatsSettings, *, queue_ack_seconds: float = 60.0
+) -> AsyncIterator[NatsConnection]:
+    """Connect to the server ``settings`` name, on the current event loop, for the block.
+
+    Makes the team's streams, buckets and consumers that are missing. ``queue_ack_seconds``
+    (``queue.lease_seconds``) is the ack wait of role consumers this connection creates; when
+    they exist, ``queue_ack_seconds`` becomes the one they have. Raises ``BackendError`` (one
+    line, the URL without credentials) when the server cannot be reached, refuses the
+    credentials, has no JetStream, or refuses the layout. The client is closed when the block
+    ends; a call after that raises ``BackendError``.
+    """
+    connection = NatsConnection(settings, queue_ack_seconds=queue_ack_seconds)
+    await connection._open()
+    try:
+        yield connection
+    finally:
+        await connection._close()
 
 
 class NatsConnection:
-    """A connected NATS client on its own event loop thread; ``call`` runs a coroutine there."""
+    """A NATS client on the event loop of the scope that opened it (``open_connection``)."""
 
     def __init__(self, settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> None:
-        """Connect and make sure the team's streams, buckets and consumers exist.
-
-        ``queue_ack_seconds`` (``queue.lease_seconds``) is the ack wait of role consumers this
-        connection creates; when they exist, ``queue_ack_seconds`` becomes the one they have.
-        Raises ``BackendError`` (one line, the URL without credentials) when the server cannot
-        be reached, refuses the credentials, has no JetStream, or refuses the layout.
-        """
         self.settings = settings
         self.names = NatsNames(settings.prefix)
         self.wanted_ack_seconds = queue_ack_seconds
         self.queue_ack_seconds = queue_ack_seconds
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name=f"nats {settings.shown_url}", daemon=True
-        )
-        self._thread.start()
         self._reconnected: list[Callable[[], None]] = []
         self._connect_errors: list[Exception] = []
+        # JetStream subscriptions that live as long as the connection (a store's watch): ended
+        # before the client closes, which ends their helper tasks too.
+        self._subscriptions: list[Any] = []
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._loop_thread = 0
+        self._open_now = False
         self._closed = False
-        self._attached: dict[Callable[..., Any], Any] = {}
-        self._attached_lock = threading.Lock()
-        try:
-            self.client: Client = self._submit(
-                self._connect(), timeout=settings.connect_seconds + 5
-            )
-        except Exception as exc:
-            self._stop_loop()
-            raise self._unreachable(exc) from None
+        self.client = Client()
         self.js: JetStreamContext = self.client.jetstream(timeout=5.0)
+
+    # --- opening and closing ---------------------------------------------------------------
+
+    async def _open(self) -> None:
         try:
-            self._submit(self._check_jetstream(), timeout=settings.connect_seconds + 10)
-            self.call(self._ensure_layout)
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio: no asyncio loop to run the client on
+            raise BackendError(
+                "the nats backend runs on anyio's asyncio backend (nats-py is an asyncio "
+                "client); run the team with anyio.run(..., backend='asyncio')."
+            ) from None
+        self._token = anyio.lowlevel.current_token()
+        self._loop_thread = threading.get_ident()
+        try:
+            with anyio.fail_after(self.settings.connect_seconds + 5):
+                await self._connect()
+        except Exception as exc:
+            await self._close()
+            raise self._unreachable(exc) from None
+        self._open_now = True
+        try:
+            with anyio.fail_after(self.settings.connect_seconds + 10):
+                await self._check_jetstream()
+            await self.run(self._ensure_layout)
         except BaseException:
-            self.close()
+            await self._close()
             raise
 
-    # --- running coroutines from blocking code -----------------------------------------------
+    async def _close(self) -> None:
+        """End the connection's subscriptions and close the client (idempotent)."""
+        if self._closed:
+            return
+        self._closed, self._open_now = True, False
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSING_SECONDS):
+            for subscription in reversed(self._subscriptions):
+                with contextlib.suppress(Exception):
+                    await subscription.unsubscribe()
+            with contextlib.suppress(Exception):
+                await self.client.close()
 
-    def _submit(self, coro: Coroutine[Any, Any, _T], timeout: float) -> _T:
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
+    def keep(self, subscription: Any) -> None:
+        """End ``subscription`` (a JetStream one, on this connection) when the connection
+        closes."""
+        self._subscriptions.append(subscription)
+
+    # --- running coroutines, from the loop or from blocking code -----------------------------
 
     def call(
         self,
@@ -103,21 +147,43 @@ class NatsConnection:
         what: str = "a request",
         patience: float | None = None,
     ) -> _T:
-        """Run ``make()`` on the connection's loop and wait for it; retry while the server is
-        away, for up to ``patience`` seconds (``retry_seconds`` unless given). Raises
-        ``BackendError`` naming ``what`` when it stays away, and when the server refuses (an
-        ``APIError`` or another client error escaping ``make()``: one a coroutine catches
-        itself is its own business). ``make`` must be safe to run again."""
+        """``run`` from blocking code: a worker thread of the loop that opened the connection
+        (``anyio.to_thread``), or a thread outside any event loop (a command's, with the loop
+        in anyio's blocking portal). Raises ``RuntimeError`` on the loop's own thread, where
+        waiting would hold up the loop the call needs."""
+        if self._open_now and threading.get_ident() == self._loop_thread:
+            raise RuntimeError(
+                f"a blocking NATS call ({what}) on the event loop would wait for itself; "
+                "call the store or queue from a worker thread (anyio.to_thread.run_sync)."
+            )
+        self._check_open()
+        try:
+            return anyio.from_thread.run(
+                partial(self.run, make, what=what, patience=patience), token=self._token
+            )
+        except anyio.RunFinishedError:
+            raise self._closed_error() from None
+
+    async def run(
+        self,
+        make: Callable[[], Awaitable[_T]],
+        *,
+        what: str = "a request",
+        patience: float | None = None,
+    ) -> _T:
+        """Run ``make()`` on the connection's loop; retry while the server is away, for up to
+        ``patience`` seconds (``retry_seconds`` unless given). Raises ``BackendError`` naming
+        ``what`` when it stays away, when the server refuses (an ``APIError`` or another client
+        error escaping ``make()``: one a coroutine catches itself is its own business), and
+        when the connection's scope has ended. ``make`` must be safe to run again."""
+        self._check_open()
         patience = self.settings.retry_seconds if patience is None else patience
         deadline = time.monotonic() + patience
         delay = 0.05
         while True:
-
-            async def run() -> _T:
-                return await make()
-
             try:
-                return self._submit(run(), timeout=self.settings.retry_seconds + 10)
+                with anyio.fail_after(self.settings.retry_seconds + 10):
+                    return await make()
             except TRANSIENT as exc:
                 if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
                     raise self._refusal(exc, what) from None
@@ -130,6 +196,8 @@ class NatsConnection:
             except nats.js.errors.APIError as exc:  # a refusal, not the server being away
                 raise self._refusal(exc, what) from None
             except nats.errors.ConnectionClosedError:
+                if self._closed:
+                    raise self._closed_error() from None
                 raise BackendError(
                     f"the connection to the NATS server at {self.settings.shown_url} is closed."
                 ) from None
@@ -138,23 +206,27 @@ class NatsConnection:
                     f"{what} on the NATS server at {self.settings.shown_url} failed "
                     f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
                 ) from None
-            time.sleep(delay)
+            await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+        if self._token is None:
+            raise RuntimeError("a NatsConnection is used before open_connection opened it.")
+
+    def _closed_error(self) -> BackendError:
+        return BackendError(
+            f"the connection to the NATS server at {self.settings.shown_url} is closed: the "
+            "scope that opened it (a Team's run, open_context, open_backend) has ended; use the "
+            "store and queue inside it."
+        )
 
     def _refusal(self, exc: nats.js.errors.APIError, what: str) -> BackendError:
         return BackendError(
             f"the NATS server at {self.settings.shown_url} refused {what} "
             f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
         )
-
-    def attached(self, kind: Callable[[NatsConnection], _T]) -> _T:
-        """The connection's one ``kind(self)``, made on first use: every record store of a
-        process shares one (one watch of the heads), and a new connection (after this one
-        closed) makes its own."""
-        with self._attached_lock:
-            if kind not in self._attached:
-                self._attached[kind] = kind(self)
-            return cast(_T, self._attached[kind])
 
     async def bucket_keys(self, kv: KeyValue, bucket: str) -> list[str]:
         """Every key of the KV ``bucket``. nats-py's ``keys()`` watches the bucket and can end
@@ -170,12 +242,12 @@ class NatsConnection:
         return []
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (on the loop thread) whenever the client reconnects."""
+        """Call ``callback`` (on the loop) whenever the client reconnects."""
         self._reconnected.append(callback)
 
     # --- connecting -----------------------------------------------------------------------
 
-    async def _connect(self) -> Client:
+    async def _connect(self) -> None:
         async def disconnected() -> None:
             logger.warning("NATS connection to {} lost; reconnecting", self.settings.shown_url)
 
@@ -191,19 +263,22 @@ class NatsConnection:
                 self._connect_errors.append(exc)
             logger.debug("NATS client error: {}", type(exc).__name__)
 
-        client = await nats.connect(
+        # A client of our own (not nats.connect's): closing it ends its tasks if this fails.
+        options: dict[str, Any] = {  # seconds as floats, which nats-py's hints call int
+            "connect_timeout": self.settings.connect_seconds,
+            "reconnect_time_wait": 0.5,
+        }
+        await self.client.connect(
             servers=[part.strip() for part in self.settings.url.split(",")],
             name="teams-runtime",
-            connect_timeout=self.settings.connect_seconds,
             allow_reconnect=True,
             max_reconnect_attempts=1,  # starting: a server that is not there is an error now
-            reconnect_time_wait=0.5,
             disconnected_cb=disconnected,
             reconnected_cb=reconnected,
             error_cb=error,
+            **options,
         )
-        client.options["max_reconnect_attempts"] = -1  # running: outlive a server restart
-        return client
+        self.client.options["max_reconnect_attempts"] = -1  # running: outlive a server restart
 
     async def _check_jetstream(self) -> None:
         """Refuse at once a server (or account) without JetStream: every later call would
@@ -263,58 +338,3 @@ class NatsConnection:
         if "error" in answer:
             raise nats.js.errors.APIError.from_error(answer["error"])
         return answer
-
-    # --- closing ---------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Drain and close the client, then stop the loop thread (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._submit(self.client.close(), timeout=5)
-        with contextlib.suppress(Exception):
-            self._submit(_cancel_leftover_tasks(), timeout=5)
-        self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self._loop.close()
-
-
-async def _cancel_leftover_tasks() -> None:
-    """End the client's own helper tasks (ordered consumers' checks) before the loop stops."""
-    current = asyncio.current_task()
-    tasks = [task for task in asyncio.all_tasks() if task is not current]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-_SHARED: dict[tuple[NatsSettings, float], NatsConnection] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_connection(settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> NatsConnection:
-    """The process's connection for ``settings`` (made on first use, closed at exit): every
-    store and queue of a process share it."""
-    key = (settings, queue_ack_seconds)
-    with _SHARED_LOCK:
-        connection = _SHARED.get(key)
-        if connection is None or connection._closed:
-            connection = _SHARED[key] = NatsConnection(
-                settings, queue_ack_seconds=queue_ack_seconds
-            )
-        return connection
-
-
-@atexit.register
-def close_shared_connections() -> None:
-    """Close the process's shared connections (at exit, or when a test is done with them)."""
-    with _SHARED_LOCK:
-        connections = list(_SHARED.values())
-        _SHARED.clear()
-    for connection in connections:
-        connection.close()

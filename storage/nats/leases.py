@@ -33,18 +33,19 @@ class LeaseBucket:
     each entry is sent."""
 
     def __init__(
-        self,
-        connection: NatsConnection,
-        kv: KeyValue,
-        worker_id: str,
-        holds: Callable[[], list[str]],
+        self, connection: NatsConnection, worker_id: str, holds: Callable[[], list[str]]
     ) -> None:
         self.connection = connection
         self.names = connection.names
         self.worker_id = worker_id
-        self._kv = kv
+        self._kv: KeyValue | None = None  # looked up at first use: opening a queue costs nothing
         self._holds = holds
         self._host = socket.gethostname()
+
+    async def _bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await self.connection.js.key_value(self.names.workers)
+        return self._kv
 
     def _entry(self) -> bytes:
         """This worker's entry in the leases bucket: who, where, when, and what it holds now."""
@@ -62,7 +63,7 @@ class LeaseBucket:
         # The entry is made here, on the connection's loop, right before it is sent: entries
         # reach the server in the order they were made, so the last one says what is held.
         try:
-            await self._kv.put(token_of(self.worker_id), self._entry())
+            await (await self._bucket()).put(token_of(self.worker_id), self._entry())
         except (TimeoutError, nats.errors.Error):
             if must:
                 raise
@@ -71,16 +72,17 @@ class LeaseBucket:
     async def remove(self) -> None:
         """Remove this worker's entry (it retires)."""
         with contextlib.suppress(nats.js.errors.KeyNotFoundError):
-            await self._kv.delete(token_of(self.worker_id))
+            await (await self._bucket()).delete(token_of(self.worker_id))
 
     async def every_lease(self, lease_seconds: float) -> list[WorkerLease]:
         """Every worker's entry, alive while renewed within ``lease_seconds``."""
-        keys = await self.connection.bucket_keys(self._kv, self.names.workers)
+        bucket = await self._bucket()
+        keys = await self.connection.bucket_keys(bucket, self.names.workers)
         now = time.time()
         leases = []
         for key in sorted(keys):
             try:
-                entry = await self._kv.get(key)
+                entry = await bucket.get(key)
                 lease = _LEASE_DECODER.decode(entry.value or b"")
                 age = max(now - float(lease.get("renewed", 0)), 0.0)
                 holds = [str(item) for item in lease.get("holds", [])]

@@ -78,8 +78,7 @@ class NatsWorkQueue:
         self.worker_id = worker_id or new_worker_id()
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
-        workers = connection.call(lambda: connection.js.key_value(self.names.workers))
-        self._leases = LeaseBucket(connection, workers, self.worker_id, self._holds)
+        self._leases = LeaseBucket(connection, self.worker_id, self._holds)
         # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).

@@ -80,7 +80,7 @@ class NatsRecordStore:
             key = msg.subject[len(f"$KV.{bucket}.") :]
             self.reader.note(key, msg.metadata.sequence.stream)
 
-        await self.connection.js.subscribe(
+        watch = await self.connection.js.subscribe(
             f"$KV.{bucket}.>",
             stream=f"KV_{bucket}",
             cb=seen,
@@ -88,6 +88,7 @@ class NatsRecordStore:
             deliver_policy=DeliverPolicy.NEW,
             headers_only=True,
         )
+        self.connection.keep(watch)  # it ends with the connection, and its helper tasks too
 
     def version(self, request_id: str) -> Hashable | None:
         """The head's revision the watch (or this store's own reads and writes) last saw;
