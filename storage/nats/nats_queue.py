@@ -40,7 +40,7 @@ from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.envelope_fit import fitting
 from teams_runtime.storage.nats.leases import LeaseBucket
-from teams_runtime.storage.nats.queue_counts import per_role, role_consumers
+from teams_runtime.storage.nats.queue_counts import per_role, role_counts
 from teams_runtime.storage.nats.queue_drops import drop_waiting_and_deferred
 from teams_runtime.storage.nats.tokens import id_of_token, token_of
 from teams_runtime.storage.nats.values import message_room
@@ -344,11 +344,14 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            consumers = await role_consumers(self._js, self.names)
+            counts, deferred = await asyncio.gather(
+                role_counts(self._js, self.names),
+                per_role(self._js, self.names, self.names.every_deferred),
+            )
             return QueueSnapshot(
-                waiting={role: info.num_pending or 0 for role, info in consumers.items()},
-                claimed={role: info.num_ack_pending or 0 for role, info in consumers.items()},
-                deferred=await per_role(self._js, self.names, self.names.every_deferred),
+                waiting=counts.waiting,
+                claimed=counts.claimed,
+                deferred=deferred,
                 workers=await self._leases.every_lease(self.lease_seconds),
             )
 
@@ -356,11 +359,11 @@ class NatsWorkQueue:
         return snapshot
 
     def waiting(self) -> dict[str, int]:
-        """The role consumers' undelivered messages (one round of consumer infos at once)."""
+        """What no worker was handed, per role, as ``snapshot`` counts it (one round of
+        requests at once)."""
 
         async def look() -> dict[str, int]:
-            consumers = await role_consumers(self._js, self.names)
-            return {role: info.num_pending or 0 for role, info in consumers.items()}
+            return (await role_counts(self._js, self.names)).waiting
 
         waiting: dict[str, int] = self.connection.call(look, what="a queue count")
         return waiting
