@@ -10,6 +10,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     │   └── UnknownRequestError           no record exists for the id
     ├── EnvelopeError                     a queued envelope file cannot be used
     ├── ModelFailure                      one model call failed (a content-free reason)
+    │   └── PromptTooLarge                the prompt does not fit the model's context
     ├── BackendError                      the NATS server cannot be reached or refused a call
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigError",
     "EnvelopeError",
     "ModelFailure",
+    "PromptTooLarge",
     "RecordError",
     "TeamsRuntimeError",
     "UnknownRequestError",
@@ -76,6 +78,11 @@ class ModelFailure(TeamsRuntimeError):
         self.stderr_tail = stderr_tail
         self.output = output
         self.exit_status = exit_status
+
+
+class PromptTooLarge(ModelFailure):
+    """The prompt does not fit the model server's context: sending it again unchanged cannot
+    help, so it is not (the reason names the prompt's size and ``max_events``)."""
 
 
 class ActorStopped(TeamsRuntimeError):

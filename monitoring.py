@@ -31,6 +31,7 @@ import msgspec
 from loguru import logger
 
 from teams_runtime.actors.prompt_log import RECORD_KEY
+from teams_runtime.codecs.prompt_names import GROUP_KEYS
 from teams_runtime.codecs.prompt_records import (
     PROMPT_RECORD_SCHEMA,
     PromptRecord,
@@ -129,8 +130,6 @@ def stop_logging() -> None:
 
 
 # --- metrics ---------------------------------------------------------------------------
-
-GROUP_KEYS = ("role", "purpose", "enabled", "day")
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,7 +1,9 @@
 """Model backends: what turns a prompt into the model's answer text.
 
 - ``CommandBackend`` runs any CLI that reads the prompt on stdin and prints the answer on
-  stdout, as an argument list (never through a shell), with the prompt streamed in. It runs in
+  stdout, as an argument list (never through a shell), with the prompt streamed in; the
+  role's model name and reasoning level replace ``{model}`` and ``{reasoning}`` in it and
+  are in its environment (``TEAMS_RUNTIME_MODEL``, ``TEAMS_RUNTIME_REASONING``). It runs in
   the workspace root, in a process group of its own, and after every call (answered, failed,
   timed out or cancelled) the whole group is ended: nothing the model started outlives it.
 - ``OpenAIBackend`` (its own module, ``openai_backend``) talks to an OpenAI-compatible
@@ -27,7 +29,10 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 from loguru import logger
 
+from teams_runtime.actors.backend_checks import command_argv
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.openai_backend import OpenAIBackend
+from teams_runtime.actors.schema_files import schema_file
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
 from teams_runtime.codecs.model_replies import ModelReply
@@ -46,6 +51,7 @@ __all__ = [
     "OpenAIBackend",
     "complete_reporting",
     "make_backend",
+    "server_away",
 ]
 
 # Between SIGTERM to the model's process group and SIGKILL to whatever is left of it.
@@ -189,13 +195,10 @@ class CommandBackend:
     def __init__(self, config: ModelConfig, workspace_root: str | Path) -> None:
         self._config = config
         self._root = Path(os.path.abspath(workspace_root))
-        program = config.command[0]
-        # `./my-model-cli` or `bin/model` live in the workspace; a bare name is found on PATH.
-        if "/" in program and not os.path.isabs(program):
-            program = str(self._root / program)
-        self._command = [program, *config.command[1:]]
+        self._command = command_argv(config, self._root)
 
-    def _environment(self, bundle: PromptBundle) -> dict[str, str]:
+    def _environment(self, bundle: PromptBundle, schema: str) -> dict[str, str]:
+        schema_env = {"TEAMS_RUNTIME_RESULT_SCHEMA": schema} if schema else {}
         return {
             **os.environ,
             **self._config.env,
@@ -203,12 +206,24 @@ class CommandBackend:
             "TEAMS_RUNTIME_ROLE": bundle.role,
             "TEAMS_RUNTIME_REQUEST_ID": bundle.request_id,
             "TEAMS_RUNTIME_PURPOSE": bundle.purpose,
+            # Set even when empty, so a value inherited from this process never stands in.
+            "TEAMS_RUNTIME_MODEL": self._config.name,
+            "TEAMS_RUNTIME_REASONING": self._config.reasoning,
+            **schema_env,
         }
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Run the command once; waits for its answer (at most ``timeout_seconds``), then for
         its process group to end (at most ``GRACE_SECONDS`` more). Raises
-        ``ModelFailure``; when cancelled, ends the group before the cancellation goes on."""
+        ``ModelFailure``; when cancelled, ends the group before the cancellation goes on.
+        Unless ``structured_output`` is ``off``, the contract's schema is a file for the call,
+        named by ``TEAMS_RUNTIME_RESULT_SCHEMA``."""
+        if self._config.structured_output == "off":
+            return await self._complete(bundle, "")
+        async with schema_file(bundle) as schema:
+            return await self._complete(bundle, schema)
+
+    async def _complete(self, bundle: PromptBundle, schema: str) -> ModelReply:
         config = self._config
         try:
             process = await anyio.open_process(
@@ -217,7 +232,7 @@ class CommandBackend:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self._root,
-                env=self._environment(bundle),
+                env=self._environment(bundle, schema),
                 start_new_session=True,  # its own process group, which can be ended whole
             )
         except OSError as exc:
@@ -356,13 +371,28 @@ async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> Mod
     return reply
 
 
-def make_backend(config: ModelConfig, workspace_root: str | Path) -> ModelBackend:
-    """The backend the ``model`` section asks for; a model command runs in ``workspace_root``."""
+def make_backend(
+    config: ModelConfig, workspace_root: str | Path, *, servers: ModelServers | None = None
+) -> ModelBackend:
+    """The backend a model config asks for (a role's: ``TeamConfig.model_for``); a model
+    command runs in ``workspace_root``. ``servers``: the model servers of the worker, shared by
+    its backends."""
     match config.backend:
         case "command":
             return CommandBackend(config, workspace_root)
         case "openai":
             assert config.openai is not None  # the config's own check
-            return OpenAIBackend(config.openai, max_output_bytes=config.max_output_bytes)
+            return OpenAIBackend(
+                config.openai,
+                max_output_bytes=config.max_output_bytes,
+                structured_output=config.structured_output_form,
+                servers=servers,
+            )
         case _:
             return DryRunBackend(config.dry_run)
+
+
+def server_away(backend: ModelBackend) -> bool:
+    """Whether ``backend``'s model server is away: its calls wait, so no new work should be
+    taken for it (only the ``openai`` backend has a server to lose)."""
+    return isinstance(backend, OpenAIBackend) and backend.is_away()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from loguru import logger
 
+from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model_replies import TokenUsage
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
@@ -19,10 +20,14 @@ RECORD_KEY = "prompt_record"  # the loguru extra that carries a prompt record
 
 
 def prompt_record(
-    bundle: PromptBundle, prompt_chars: int, usage: TokenUsage | None = None
+    bundle: PromptBundle,
+    prompt_chars: int,
+    usage: TokenUsage | None = None,
+    read: AnswerRead | None = None,
 ) -> PromptRecord:
     """The content-free record of one prompt; full history size is computed from byte sizes;
-    ``usage`` is what the model server reported for the call, if anything."""
+    ``usage`` is what the model server reported for the call, if anything, and ``read`` how
+    its answer's JSON object was read."""
     projection = bundle.projection
     config = projection.config
     selected_bytes = 0
@@ -55,15 +60,19 @@ def prompt_record(
         full_history_chars=full,
         prompt_tokens=usage.prompt_tokens if usage is not None else None,
         completion_tokens=usage.completion_tokens if usage is not None else None,
+        answer_read=read,
     )
 
 
 def log_prompt(
-    bundle: PromptBundle, prompt_chars: int, usage: TokenUsage | None = None
+    bundle: PromptBundle,
+    prompt_chars: int,
+    usage: TokenUsage | None = None,
+    read: AnswerRead | None = None,
 ) -> PromptRecord:
     """Log one sent prompt: the spec's compaction line if compacted, and its record (with the
-    call's token ``usage`` when the backend reported one)."""
-    record = prompt_record(bundle, prompt_chars, usage)
+    call's token ``usage`` when the backend reported one, and how its answer was ``read``)."""
+    record = prompt_record(bundle, prompt_chars, usage, read)
     bound = logger.bind(role=record.role, request_id=record.request_id, purpose=record.purpose)
     if record.compacted:
         bound.info(

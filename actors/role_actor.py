@@ -25,9 +25,10 @@ from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
 from teams_runtime.actors.prompt_log import log_prompt
 from teams_runtime.actors.request_locks import RequestLocks
+from teams_runtime.codecs.answer_reading import AnswerReading, read_answer
 from teams_runtime.codecs.attempt_records import AttemptRecord
 from teams_runtime.codecs.config import ModelConfig
-from teams_runtime.codecs.contract import validate_answer
+from teams_runtime.codecs.contract import validate_reading
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of, now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -36,6 +37,7 @@ from teams_runtime.exceptions import (
     AskTimeout,
     BackendError,
     ModelFailure,
+    PromptTooLarge,
     TeamsRuntimeError,
 )
 from teams_runtime.policy.outcomes import (
@@ -73,9 +75,11 @@ class _NotSaved(Exception):
 
 @dataclass(frozen=True)
 class _Answer:
-    """A model's reply, with the prompt's purpose and the number of the call that gave it."""
+    """A model's reply (and the JSON it holds), with the prompt's purpose and the number of
+    the call that gave it."""
 
     reply: ModelReply
+    reading: AnswerReading
     purpose: str
     call: int
 
@@ -266,6 +270,7 @@ class RoleActor:
         call in the attempts folder. Raises the last ``ModelFailure`` if every call failed."""
         for call in range(1, self._model.attempts + 1):
             reply: ModelReply | None = None
+            reading: AnswerReading | None = None
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
@@ -281,8 +286,8 @@ class RoleActor:
                         answer=exc.output,
                     )
                 )
-                if call == self._model.attempts:
-                    raise
+                if call == self._model.attempts or isinstance(exc, PromptTooLarge):
+                    raise  # (a prompt beyond the server's context is not sent unchanged again)
                 self._log.bind(request_id=bundle.request_id).warning(
                     "{}: model attempt {} of {} failed for request {}: {}",
                     self.role,
@@ -292,10 +297,12 @@ class RoleActor:
                     exc,
                 )
             else:
-                return _Answer(reply=reply, purpose=bundle.purpose, call=call)
+                reading = read_answer(reply.text)
+                return _Answer(reply=reply, reading=reading, purpose=bundle.purpose, call=call)
             finally:
                 usage = reply.usage if reply is not None else None
-                record = log_prompt(bundle, bundle.chars(), usage)
+                read = reading.how if reading is not None else None
+                record = log_prompt(bundle, bundle.chars(), usage, read)
                 if self._on_prompt is not None:
                     self._on_prompt(record)
         raise AssertionError("unreachable")
@@ -345,9 +352,10 @@ class RoleActor:
         answer_kind = answer_kind_of(kind)
         request_id = envelope.request_id
         got = await self._project_and_prompt(kind, envelope)
-        answer, issues = validate_answer(
-            got.reply.text, kind=answer_kind, request_id=request_id, role=self.role
+        checked = validate_reading(
+            got.reading, kind=answer_kind, request_id=request_id, role=self.role
         )
+        answer, issues = checked.answer, checked.issues
         repairs = 0
         while answer is None:
             await self._keep_attempt(
@@ -361,6 +369,7 @@ class RoleActor:
                     issues=issues,
                     stderr_tail=got.reply.stderr_tail,
                     answer=got.reply.text,
+                    answer_read=checked.read,
                 )
             )
             if repairs == MAX_REPAIRS:
@@ -377,9 +386,10 @@ class RoleActor:
             got = await self._project_and_prompt(
                 "repair", envelope, repairing=kind, errors=issues, previous=got.reply.text
             )
-            answer, issues = validate_answer(
-                got.reply.text, kind=answer_kind, request_id=request_id, role=self.role
+            checked = validate_reading(
+                got.reading, kind=answer_kind, request_id=request_id, role=self.role
             )
+            answer, issues = checked.answer, checked.issues
         return research_result(self.role, answer) if kind == "research_decision" else answer
 
     def _key(self, envelope: MessageEnvelope) -> str:

@@ -17,15 +17,17 @@ import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
+from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.model_backends import ModelBackend, make_backend
+from teams_runtime.actors.model_backends import ModelBackend, make_backend, server_away
+from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.storage import (
     Claim,
     RecordStore,
@@ -87,14 +89,13 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.backend = (
-            backend if backend is not None else make_backend(self.config.model, self.workspace.root)
-        )
+        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
+        self.servers = ModelServers(self.workspace)  # which model servers are away, and since
+        self.backends = self._role_backends(backend)
         self._given = (store, queue)
         self._store, self._queue = store, queue  # the given ones, or the open scope's
         self._opened: AbstractAsyncContextManager[None] | None = None  # `async with team`
         self._worker_id = new_worker_id()  # one per Team, whichever scope opens its queue
-        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
         self._concurrency = concurrency
@@ -157,6 +158,25 @@ class Team:
         if opened is not None:
             await opened.__aexit__(kind, error, traceback)
 
+    def _role_backends(self, backend: ModelBackend | None) -> dict[str, ModelBackend]:
+        """Each served role's backend: ``backend`` for all, or one made from each role's model
+        (roles whose models are the same share one). Raises ``ConfigError`` if a role's model
+        cannot answer on this host (its command missing, its key's variable unset)."""
+        if backend is not None:
+            return dict.fromkeys(self.served, backend)
+        models = [(role, self.config.model_for(role)) for role in self.served]
+        problem = start_problem(models, self.workspace.root)
+        if problem is not None:
+            raise ConfigError(problem)
+        made: dict[bytes, ModelBackend] = {}
+        backends = {}
+        for role, model in models:
+            same = msgspec.json.encode(model)
+            if same not in made:
+                made[same] = make_backend(model, self.workspace.root, servers=self.servers)
+            backends[role] = made[same]
+        return backends
+
     def _prompt_sent(self, record: PromptRecord) -> None:
         self.summary.prompts_sent += 1
         if self._keep_prompt_records:
@@ -206,6 +226,10 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
+            if server_away(
+                self.backends[role]
+            ):  # its calls wait for the server: no new work for it
+                continue
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
             room = self._concurrency - self._busy[role]
@@ -223,11 +247,11 @@ class Team:
         for role in self.served:
             actor = RoleActor(
                 role,
-                model=self.config.model,
+                model=self.config.model_for(role),
                 max_hops=self.config.team.max_hops,
                 workspace=self.workspace,
                 context=context,
-                backend=self.backend,
+                backend=self.backends[role],
                 queue=self.queue,
                 locks=locks,
                 on_finished=self._finished,
@@ -285,7 +309,7 @@ class Team:
             "enabled={} recent_events={} max_events={})",
             self.workspace.root,
             getattr(self.queue, "worker_id", "-"),
-            self.backend.name,
+            ",".join(sorted({backend.name for backend in self.backends.values()})),
             ",".join(self.served),
             str(context_config.enabled).lower(),
             context_config.recent_events,
@@ -338,6 +362,7 @@ class Team:
         finally:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
+                await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead

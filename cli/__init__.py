@@ -1,8 +1,10 @@
 """The ``teams-runtime`` command line.
 
 User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothing on stdout.
-``parser`` declares the commands; ``records`` holds the commands that read or write one
-request (project, explain, append, prompt), ``team`` the ones that run or set up a workspace.
+``parser`` declares the commands (their flags in ``request_subcommands`` and
+``team_subcommands``); ``record_commands`` runs the ones that read or write one request
+(project, explain, append, prompt), ``team_commands`` the ones that run or set up a workspace,
+``status`` status and cancel, ``migrate`` export and import.
 """
 
 from __future__ import annotations

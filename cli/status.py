@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import anyio
-
-from teams_runtime.actors.intake import cancel
 from teams_runtime.cli.output import write_json
+from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
+    QueueSnapshot,
     RecordStore,
     Workspace,
     load_team_config,
 )
 from teams_runtime.storage.backends import blocking_backend
+from teams_runtime.storage.server_files import servers_away
 
 __all__ = ["cmd_cancel", "cmd_status", "status_report"]
 
@@ -52,6 +52,24 @@ def _request_row(store: RecordStore, request_id: str) -> dict[str, Any]:
     }
 
 
+def _servers_away(
+    workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
+) -> list[dict[str, Any]]:
+    """The model servers a running worker waits for (``model_servers``' files), each with the
+    envelopes of the roles it serves that wait for it (queued or held by a worker)."""
+    served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
+    for role in ROLES:
+        model = config.model_for(role)
+        if model.backend == "openai" and model.openai is not None:
+            served.setdefault(model.openai.base_url, []).append(role)
+    rows = []
+    for away in servers_away(workspace):
+        roles = served.get(away.base_url, [])
+        waiting = sum(snapshot.waiting[role] + snapshot.claimed[role] for role in roles)
+        rows.append({"base_url": away.base_url, "away_since": away.away_since, "waiting": waiting})
+    return rows
+
+
 def status_report(workspace: Workspace) -> dict[str, Any]:
     """Every request's state, every role's envelopes, every worker's lease: one object."""
     config = load_team_config(workspace.root)
@@ -69,6 +87,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for role in ROLES
         },
+        "model_servers_away": _servers_away(workspace, config, snapshot),
         "workers": [
             {
                 "worker": worker.worker,
@@ -99,6 +118,11 @@ def _print_report(report: dict[str, Any]) -> None:
     print("envelopes: " + (", ".join(
         f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
         for role, c in busy.items()) or "none queued"))  # fmt: skip
+    for server in report["model_servers_away"]:
+        print(
+            f"model server {server['base_url']} away since {server['away_since']} "
+            f"({count_of(server['waiting'], 'envelope')} waiting)"
+        )
     for worker in report["workers"]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
@@ -115,6 +139,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    # Imported here: `status` needs neither anyio nor the actors, and starts faster without.
+    import anyio
+
+    from teams_runtime.actors.intake import cancel
+
     load_team_config(args.workspace)  # a broken or missing config is an error before any write
     done = anyio.run(cancel, args.workspace, args.request_id)
     dropped = count_of(done.dropped, "queued envelope")

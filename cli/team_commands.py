@@ -1,5 +1,5 @@
-"""Commands on a workspace and its team: ``init``, ``config``, ``submit``, ``run``,
-``metrics``, ``demo``."""
+"""Commands on a workspace and its team: ``init``, ``submit``, ``run``, ``metrics``, ``demo``
+(``config`` is ``config_command``)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from teams_runtime.monitoring import (
 )
 from teams_runtime.storage import Workspace, load_team_config
 
-__all__ = ["cmd_config", "cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
+__all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -65,15 +65,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.backend == "nats":
         where = f"requests and the queue on NATS at {settings.shown_url}"
     print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, {where}).")
-    return 0
-
-
-def cmd_config(args: argparse.Namespace) -> int:
-    config = load_team_config(args.workspace)
-    shown = msgspec.to_builtins(config)
-    # The NATS URL may carry a user and password: used to connect, never printed.
-    shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
-    write_json(shown)
     return 0
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.formats import pretty_json_bytes
 
 __all__ = ["AttemptRecord", "encode_attempt"]
@@ -32,6 +33,9 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     issues: list[str] = msgspec.field(default_factory=list)  # contract issues, if rejected
     stderr_tail: str = ""  # the last 8 KiB the model printed on stderr
     answer: str = ""  # what it printed on stdout
+    # For a rejected answer: how its JSON object was read (as_is, extracted, repaired,
+    # extracted_repaired), None when none could be read; None for a failed call.
+    answer_read: AnswerRead | None = None
 
 
 def encode_attempt(attempt: AttemptRecord) -> bytes:

@@ -12,19 +12,25 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
+from teams_runtime.codecs.answer_reading import AnswerRead, AnswerReading, read_answer
 from teams_runtime.codecs.roles import ROLES
 
 __all__ = [
     "COMMIT_STATUSES",
+    "CONTRACTS",
+    "NON_EMPTY",
+    "NULLABLE",
     "RESULT_STATUSES",
     "AnswerKind",
     "ContractFailure",
     "ResearchDecision",
     "RoleResult",
+    "Validated",
     "VersionControlResult",
     "contract_shape",
     "defaults_of",
     "validate_answer",
+    "validate_reading",
 ]
 
 AnswerKind = Literal["task", "research_decision", "version_control"]
@@ -77,7 +83,7 @@ class ResearchDecision(msgspec.Struct, kw_only=True):
     next_role: str = ""
 
 
-_CONTRACTS: dict[AnswerKind, type[msgspec.Struct]] = {
+CONTRACTS: dict[AnswerKind, type[msgspec.Struct]] = {
     "task": RoleResult,
     "version_control": VersionControlResult,
     "research_decision": ResearchDecision,
@@ -107,11 +113,13 @@ _TYPE_LABELS: dict[type, str] = {
     dict: "an object",
 }
 _LABEL_OVERRIDES = {"artifacts": "a list of paths", "commit_paths": "a list of paths"}
-# Checked by name below, with their own messages (not by the generic type check).
-_SPECIAL = {"request_id", "role", "next_role", "status", "commit_status", "summary", "needed",
-            "reason_code"}  # fmt: skip
-
-_DECODER = msgspec.json.Decoder()
+# Checked by name below, with their own messages (not by the generic type check). The JSON
+# schema (``result_schema``) reads the same rules from these names, so the two cannot drift.
+_SPECIAL = {"request_id", "role", "next_role", "status", "commit_status", "needed"}
+# Fields that must hold a string with more than whitespace in it (when the contract has them).
+NON_EMPTY = ("summary", "reason_code")
+# Fields where null means the default: no error, no next role.
+NULLABLE = ("error", "next_role")
 
 
 def _json_type(field: msgspec.structs.FieldInfo) -> type:
@@ -128,7 +136,7 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
 
 def defaults_of(kind: AnswerKind) -> dict[str, Any]:
     """The values an answer of ``kind`` gets for the optional fields it leaves out."""
-    fields = msgspec.structs.fields(_CONTRACTS[kind])
+    fields = msgspec.structs.fields(CONTRACTS[kind])
     return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
 
 
@@ -136,7 +144,7 @@ def contract_shape(kind: AnswerKind, request_id: str, role: str) -> dict[str, An
     """An example answer of the right shape, shown to the model in every prompt."""
     examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if kind == "research_decision" else {})}
     shape: dict[str, Any] = {}
-    for field in msgspec.structs.fields(_CONTRACTS[kind]):
+    for field in msgspec.structs.fields(CONTRACTS[kind]):
         if field.name == "request_id":
             shape[field.name] = request_id
         elif field.name == "role":
@@ -148,13 +156,19 @@ def contract_shape(kind: AnswerKind, request_id: str, role: str) -> dict[str, An
     return shape
 
 
+def _checked_by_name(field: msgspec.structs.FieldInfo) -> bool:
+    """Whether a field has its own check (and message) rather than the generic type check: a
+    required non-empty string (``summary`` of a result) is; an optional one is not."""
+    return field.name in _SPECIAL or (field.name in NON_EMPTY and field.required)
+
+
 def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
     issues = []
-    for field in msgspec.structs.fields(_CONTRACTS[kind]):
+    for field in msgspec.structs.fields(CONTRACTS[kind]):
         name = field.name
-        if name in _SPECIAL or name not in answer:
+        if _checked_by_name(field) or name not in answer:
             continue
-        if name == "error" and answer[name] is None:  # a null error means no error
+        if name in NULLABLE and answer[name] is None:  # a null error means no error
             continue
         expected = _json_type(field)
         value = answer[name]
@@ -201,34 +215,63 @@ def _kind_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
     return issues
 
 
-def validate_answer(
-    text: str, *, kind: AnswerKind, request_id: str, role: str
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """Decode and check a model's answer; returns the answer (defaults filled) and the issues.
+class Validated(msgspec.Struct, frozen=True, kw_only=True):
+    """A checked answer: the result to record (defaults filled; ``None`` when there are
+    issues), every issue, and how the answer's text was read (``None``: it could not be)."""
+
+    answer: dict[str, Any] | None
+    issues: list[str]
+    read: AnswerRead | None
+
+
+def _reading_issue(reading: AnswerReading) -> str:
+    if reading.too_deep:
+        return "The answer is nested too deeply: send one flat JSON object."
+    if reading.found > 1:
+        return (
+            f"The answer holds {reading.found} JSON objects: send exactly one JSON object and "
+            "nothing else."
+        )
+    return "The answer is not valid JSON: send one JSON object and nothing else."
+
+
+def validate_reading(
+    reading: AnswerReading, *, kind: AnswerKind, request_id: str, role: str
+) -> Validated:
+    """Check an answer read by ``read_answer`` against the contract of ``kind``.
 
     The answer is ``None`` when there are issues, and the issues are all of them (the repair
     prompt shows the model every one). Issue texts name keys, never echo values. Keys the
     contract does not know are kept.
     """
-    try:
-        answer = _DECODER.decode(text.strip().encode())
-    except msgspec.DecodeError:
-        return None, ["The answer is not valid JSON: send one JSON object and nothing else."]
-    except RecursionError:
-        return None, ["The answer is nested too deeply: send one flat JSON object."]
+    if reading.how is None:
+        return Validated(answer=None, issues=[_reading_issue(reading)], read=None)
+    answer = reading.value
     if not isinstance(answer, dict):
-        return None, [f"The answer must be a JSON object, not {_json_kind(answer)}."]
+        issue = f"The answer must be a JSON object, not {_json_kind(answer)}."
+        return Validated(answer=None, issues=[issue], read=reading.how)
     issues: list[str] = []
     if answer.get("request_id") != request_id:
         issues.append(f'`request_id` must be "{request_id}".')
     if answer.get("role") != role:
         issues.append(f'`role` must be "{role}".')
-    next_role = answer.get("next_role") or ""
+    next_role = answer.get("next_role")
+    next_role = "" if next_role is None else next_role
     if not isinstance(next_role, str) or next_role not in ("", *ROLES):
         issues.append(f"`next_role` must be empty or one of: {', '.join(ROLES)}.")
     issues += _kind_issues(answer, kind)
     issues += _type_issues(answer, kind)
     if issues:
-        return None, issues
+        return Validated(answer=None, issues=issues, read=reading.how)
     answer = {key: value for key, value in answer.items() if value is not None or key != "error"}
-    return {**defaults_of(kind), **answer, "next_role": next_role}, []
+    filled = {**defaults_of(kind), **answer, "next_role": next_role}
+    return Validated(answer=filled, issues=[], read=reading.how)
+
+
+def validate_answer(
+    text: str, *, kind: AnswerKind, request_id: str, role: str
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it;
+    returns the answer (defaults filled, ``None`` when there are issues) and the issues."""
+    checked = validate_reading(read_answer(text), kind=kind, request_id=request_id, role=role)
+    return checked.answer, checked.issues

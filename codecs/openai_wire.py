@@ -1,5 +1,6 @@
-"""The OpenAI-compatible chat-completions wire: the request body, the server-sent-event stream
-of the answer and its chunks, and ``Retry-After``. Shapes only: the HTTP calls are
+"""The OpenAI-compatible chat-completions wire: the request body (with the role's settings and
+the ``response_format`` forms), the server-sent-event stream of the answer and its chunks,
+``Retry-After``, and what an error answer is about. Shapes only: the HTTP calls are
 ``actors.openai_backend``.
 
 Only the fields the runtime uses are decoded (``choices[].delta.content``, ``finish_reason``,
@@ -12,9 +13,11 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from email.utils import parsedate_to_datetime
+from typing import Any, Literal
 
 import msgspec
 
+from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
 from teams_runtime.codecs.model_replies import TokenUsage
 
 __all__ = [
@@ -23,10 +26,16 @@ __all__ = [
     "ChatChunk",
     "EventStreamDecoder",
     "EventTooLong",
+    "ResponseFormat",
     "decode_chunk",
     "event_line_limit",
+    "forms_to_try",
     "json_string_fragment",
+    "names_context_limit",
+    "names_response_format",
+    "request_fields",
     "request_head",
+    "response_format",
     "retry_after_seconds",
 ]
 
@@ -107,18 +116,86 @@ def decode_chunk(data: bytes) -> ChatChunk:
     return _CHUNK.decode(data)
 
 
-def request_head(model: str) -> bytes:
-    """The body up to the opening quote of the user message's content: streamed, with usage.
+# How a call asks for the contract's shape: OpenAI's json_schema form, llama-cpp-python's
+# json_object with a schema beside it, or no response_format at all.
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+_FALLBACKS: dict[StructuredOutput, tuple[ResponseFormat, ...]] = {
+    "json_schema": ("json_schema", "json_object", "none"),
+    "json_object": ("json_object", "none"),
+    "off": ("none",),
+}
+
+
+def forms_to_try(setting: StructuredOutput) -> tuple[ResponseFormat, ...]:
+    """The forms to send, in order, for ``model.structured_output``: each is tried when the
+    server refused the one before it (an error answer that names ``response_format``)."""
+    return _FALLBACKS[setting]
+
+
+def response_format(form: ResponseFormat, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``response_format`` of ``form`` for ``schema`` (``{}`` for none). ``strict`` is
+    false: OpenAI's strict mode takes no optional field and no open object (``proposals``),
+    and the grammar-based servers (llama.cpp, vLLM) hold the model to the schema either way."""
+    if form == "json_schema":
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": name, "strict": False, "schema": schema},
+        }
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {}
+
+
+def request_fields(config: OpenAIConfig, format_: dict[str, Any]) -> dict[str, Any]:
+    """What a call's body holds beside the model, the stream and the messages: the role's
+    settings that are set, ``response_format`` when there is one, then ``extra_body`` over
+    them (a server's own knobs; the config refuses the keys the runtime writes itself)."""
+    fields: dict[str, Any] = {}
+    if config.reasoning_effort:
+        fields["reasoning_effort"] = config.reasoning_effort
+    if config.temperature is not None:
+        fields["temperature"] = config.temperature
+    if config.max_tokens is not None:
+        fields["max_tokens"] = config.max_tokens
+    if format_:
+        fields["response_format"] = format_
+    return fields | config.extra_body
+
+
+def request_head(model: str, fields: dict[str, Any] | None = None, system: str = "") -> bytes:
+    """The body up to the opening quote of the user message's content: streamed, with usage,
+    ``fields`` (``request_fields``) and the ``system`` message, if any, before the prompt.
 
     The prompt follows as ``json_string_fragment``s and ``REQUEST_TAIL`` ends the body, so the
-    prompt is sent as it is rendered, never held whole.
+    prompt is sent as it is rendered, never held whole (the messages come last for that).
     """
-    return (
-        b'{"model":'
-        + _ENCODER.encode(model)
-        + b',"stream":true,"stream_options":{"include_usage":true},'
-        + b'"messages":[{"role":"user","content":"'
-    )
+    body = {"model": model, "stream": True, "stream_options": {"include_usage": True}}
+    head = _ENCODER.encode(body | (fields or {}))[:-1] + b',"messages":['
+    if system:
+        head += _ENCODER.encode({"role": "system", "content": system}) + b","
+    return head + b'{"role":"user","content":"'
+
+
+# What servers say when a prompt does not fit: llama.cpp ("exceeds the available context
+# size", exceed_context_size_error), OpenAI and llama-cpp-python ("maximum context length",
+# context_length_exceeded), vLLM ("maximum context length"), Ollama and others ("context
+# window", "n_ctx").
+_CONTEXT_LIMIT = re.compile(
+    r"context[ _](?:length|size|window)|n_ctx|exceed_context|maximum context|too many tokens",
+    re.IGNORECASE,
+)
+
+
+def names_context_limit(said: str) -> bool:
+    """Whether an error answer's text says the prompt does not fit the model's context."""
+    return _CONTEXT_LIMIT.search(said) is not None
+
+
+def names_response_format(said: str) -> bool:
+    """Whether an error answer's text is about the request's ``response_format`` (a server
+    that does not take the form sent: llama-cpp-python answers 500 naming
+    ``response_format.type``)."""
+    return "response_format" in said
 
 
 def json_string_fragment(text: str) -> bytes:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import msgspec
 
+from teams_runtime.codecs.answer_reading import AnswerRead
+
 __all__ = ["PROMPT_RECORD_SCHEMA", "PromptRecord", "decode_prompt_record", "encode_prompt_record"]
 
 PROMPT_RECORD_SCHEMA = 1
@@ -37,6 +39,10 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # (command, dry run) or the call failed.
     prompt_tokens: Count | None = None
     completion_tokens: Count | None = None
+    # How the answer's JSON object was read (``answer_reading``): as_is, extracted (from a
+    # fence or text around it), repaired (raw control characters in its strings),
+    # extracted_repaired; None when there was no answer (the call failed).
+    answer_read: AnswerRead | None = None
 
 
 _ENCODER = msgspec.json.Encoder()

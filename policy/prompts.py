@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 import msgspec
 
@@ -17,6 +16,7 @@ from teams_runtime.codecs.contract import AnswerKind, contract_shape
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
 from teams_runtime.policy.projection import notice_text
 
 __all__ = [
@@ -30,22 +30,6 @@ __all__ = [
     "build_prompt",
     "kind_for_role",
 ]
-
-PromptKind = Literal["task", "repair", "research_decision", "version_control"]
-PROMPT_KINDS: tuple[PromptKind, ...] = ("task", "repair", "research_decision", "version_control")
-PURPOSES: dict[PromptKind, str] = {
-    "task": "role_task",
-    "repair": "contract_repair",
-    "research_decision": "research_decision",
-    "version_control": "version_control",
-}
-# What users type for a kind (`prompt --kind`): its purpose, the name the logs and `metrics`
-# use, so there is one vocabulary. The older spellings `task` and `repair` stay accepted.
-KIND_NAMES: dict[str, PromptKind] = {
-    **{purpose: kind for kind, purpose in PURPOSES.items()},
-    "task": "task",
-    "repair": "repair",
-}
 
 ROLE_RULES = {
     "orchestrator": (

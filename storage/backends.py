@@ -26,6 +26,7 @@ from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
+from teams_runtime.storage.install_hint import extra_install_command
 from teams_runtime.storage.protocols import RecordStore, WorkQueue
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
@@ -133,6 +134,6 @@ def _nats_connection(config: TeamConfig) -> AbstractAsyncContextManager[NatsConn
     except ImportError as exc:
         raise ConfigError(
             f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
-            f"({exc.name or exc}); install it with: pip install 'teams-runtime[nats]'."
+            f"({exc.name or exc}); install it with: {extra_install_command('nats')}."
         ) from None
     return open_connection(config.backend.nats, queue_ack_seconds=config.queue.lease_seconds)

@@ -2,9 +2,9 @@
 
 ``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
 Both are blocking (the actors call them from worker threads) and both have a file
-implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/`` run against
-every implementation. A store's version is any hashable value that changes whenever the record
-does; only the store that made it compares it.
+implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/``
+run against every implementation. A store's version is any hashable value that changes
+whenever the record does; only the store that made it compares it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,20 @@ script is empty):
                            time, no line break) until the client hangs up (``hang_ups``)
 
 Every request is kept (headers, body, whether it was chunked, arrival time).
+
+``flavour`` makes it answer as a real server does (what the runtime must cope with):
+
+    openai             (the default) usage in a last ``choices: []`` chunk; any response_format
+    llama.cpp          llama-server: a first delta with ``content: null``, usage in a
+                       ``choices: []`` chunk, json_schema taken; a prompt past ``n_ctx_chars``
+                       gets its 400 ``exceed_context_size_error``
+    llama-cpp-python   no usage in streams; 500 naming ``response_format.type`` to a
+                       json_schema response_format (only ``{"type": "json_object", "schema"}``
+                       is taken); a prompt past ``n_ctx_chars`` gets an empty stream
+    strict-plain       a 400 naming ``response_format`` to any response_format
+
+``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
+``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
 """
 
 from __future__ import annotations
@@ -77,6 +91,9 @@ class Cut:
 Behaviour = str | Text | Whole | Status | Raw | Cut
 
 
+Flavour = str  # "openai" | "llama.cpp" | "llama-cpp-python" | "strict-plain"
+
+
 @dataclass(frozen=True)
 class SeenRequest:
     path: str
@@ -90,8 +107,12 @@ class SeenRequest:
 
     @property
     def prompt(self) -> str:
-        content: str = self.json()["messages"][0]["content"]
+        content: str = self.json()["messages"][-1]["content"]  # after the system message
         return content
+
+    @property
+    def response_format(self) -> Any:
+        return self.json().get("response_format")
 
 
 def _role_and_request(prompt: str) -> tuple[str, str]:
@@ -113,22 +134,30 @@ def _pieces(text: str, count: int = 4) -> list[str]:
 class FakeOpenAIServer:
     """The server; ``then(...)`` scripts the next answers, ``requests`` is what it received."""
 
-    def __init__(self) -> None:
+    def __init__(self, flavour: Flavour = "openai", n_ctx_chars: int | None = None) -> None:
+        self.flavour = flavour
+        self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
+        self.loading = False
         self.requests: list[SeenRequest] = []
         self.hang_ups = 0  # stalled requests whose client closed the connection
         self._hung_up = threading.Event()
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._port = 0
+        self._listen()
+
+    def _listen(self) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
         self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self._port}/v1"
 
     def start(self) -> FakeOpenAIServer:
         self._thread.start()
@@ -139,6 +168,17 @@ class FakeOpenAIServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+    def down(self) -> None:
+        """Stop listening: every connection is refused until ``up``."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def up(self) -> None:
+        """Listen again, on the same port (a server restarted)."""
+        self._listen()
+        self._thread.start()
 
     def then(self, *behaviours: Behaviour) -> FakeOpenAIServer:
         with self._lock:
@@ -195,7 +235,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def _answer_events(self, text: str, prompt: str) -> list[bytes]:
-            events = [_event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+            first: dict[str, Any] = {"role": "assistant"}
+            if server.flavour == "llama.cpp":
+                first["content"] = None  # llama-server's first delta
+            events = [_event({"choices": [{"index": 0, "delta": first}]})]
             for piece in _pieces(text):
                 events.append(_event({"choices": [{"index": 0, "delta": {"content": piece}}]}))
             events.append(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
@@ -204,8 +247,55 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 "completion_tokens": len(text),
                 "total_tokens": 0,
             }
-            events.append(_event({"choices": [], "usage": usage}))
+            if server.flavour != "llama-cpp-python":  # it reports no usage in streams
+                events.append(_event({"choices": [], "usage": usage}))
             return events
+
+        def _send_json(self, code: int, data: Any) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _as_the_flavour(self, seen: SeenRequest) -> bool:
+            """Answer as the flavour's server does when it would not answer the prompt
+            (loading, a response_format it does not take, a prompt past its context);
+            whether it did."""
+            form = seen.response_format
+            kind = form.get("type") if isinstance(form, dict) else None
+            if server.loading:
+                error = {"code": 503, "message": "Loading model", "type": "unavailable_error"}
+                self._send_json(503, {"error": error})
+                return True
+            if server.flavour == "llama-cpp-python" and kind not in (None, "text", "json_object"):
+                message = (
+                    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
+                    "  Input should be 'text' or 'json_object'"
+                )
+                error = {"message": message, "type": "internal_server_error", "param": None,
+                         "code": None}  # fmt: skip
+                self._send_json(500, {"error": error})
+                return True
+            if server.flavour == "strict-plain" and form is not None:
+                message = "Unrecognized request argument supplied: response_format"
+                self._send_json(400, {"error": {"message": message, "type": "invalid_request"}})
+                return True
+            too_long = server.n_ctx_chars is not None and len(seen.prompt) > server.n_ctx_chars
+            if too_long and server.flavour == "llama-cpp-python":
+                self._start_stream()  # the model refuses the prompt once the stream started
+                self._end_stream()
+                return True
+            if too_long:
+                tokens, n_ctx = len(seen.prompt) // 4, server.n_ctx_chars // 4  # type: ignore[operator]
+                error = {"code": 400, "type": "exceed_context_size_error",
+                         "message": f"request ({tokens} tokens) exceeds the available context "
+                                    f"size ({n_ctx} tokens), try increasing it",
+                         "n_prompt_tokens": tokens, "n_ctx": n_ctx}  # fmt: skip
+                self._send_json(400, {"error": error})
+                return True
+            return False
 
         def do_POST(self) -> None:
             body, chunked = self._read_body()
@@ -217,6 +307,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 arrived=time.monotonic(),
             )
             behaviour = server.next_behaviour(seen)
+            if behaviour == "answer" and self._as_the_flavour(seen):
+                return
             prompt = seen.prompt
             role, request_id = _role_and_request(prompt)
             valid = json.dumps(answer_for(role, request_id))

@@ -163,7 +163,11 @@ def test_one_bad_field_is_one_issue(changes: dict[str, Any], issue: str) -> None
         pytest.param("Sure! Here is my answer: status completed", NOT_JSON, id="prose"),
         pytest.param("", NOT_JSON, id="empty"),
         pytest.param('{"status": "completed"', NOT_JSON, id="torn"),
-        pytest.param('{"a": 1} and more', NOT_JSON, id="trailing-text"),
+        pytest.param(
+            '{"a": 1} and {"b": 2}',
+            "The answer holds 2 JSON objects: send exactly one JSON object and nothing else.",
+            id="two-objects",
+        ),
         pytest.param("[1, 2]", "The answer must be a JSON object, not an array.", id="list"),
         pytest.param('"text"', "The answer must be a JSON object, not a string.", id="string"),
         pytest.param("3", "The answer must be a JSON object, not a number.", id="number"),

@@ -85,6 +85,7 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
         )
         assert writer.stdout is not None
         writer.stdout.readline()  # it is appending
+        # Not a wait: the kill lands at a random moment of the appends, which is the test.
         time.sleep(rng.uniform(0.05, 0.4))
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=30)
@@ -236,9 +237,10 @@ def test_signal_during_run_loses_no_envelope(
     read_record: ReadRecord,
     signal_number: int,
 ) -> None:
-    workspace = team_workspace("slow:0.5")
-    for n in range(4):
-        seed(workspace, f"req-{n}", "qa", events=10)
+    workspace = team_workspace("slow:1.5")
+    requests = [f"req-{n}" for n in range(8)]  # a role runs 4 at once: two rounds of calls
+    for request_id in requests:
+        seed(workspace, request_id, "qa", events=10)
     runner = subprocess.Popen(
         [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -249,20 +251,30 @@ def test_signal_during_run_loses_no_envelope(
     started = time.monotonic()
     while "team started" not in runner.stderr.readline():  # its signal handlers are in place
         assert time.monotonic() - started < 60 and runner.poll() is None
-    time.sleep(1.0)  # some handled, some in the model
+    state = workspace.root / "model-state"
+
+    def some_handled_some_in_the_model() -> bool:
+        # Every call in flight started less than 0.5 s ago, so none answers while the team
+        # stops: the envelopes in the model are what this test is about.
+        now = time.time()
+        handled = {r for r in requests if read_record(workspace, r)["status"] == "completed"}
+        calls = [state / f"calls-{r}-qa" for r in requests if r not in handled]
+        started = [now - call.stat().st_mtime for call in calls if call.exists()]
+        return bool(handled) and bool(started) and max(started) < 0.5
+
+    while not some_handled_some_in_the_model():
+        assert time.monotonic() - started < 60 and runner.poll() is None
+        time.sleep(0.02)
     runner.send_signal(signal_number)
     out, err = runner.communicate(timeout=30)
     assert runner.returncode == 0, err
     assert "Stopped;" in out
-    queued = {
-        claim.envelope.request_id
-        for claim in FileWorkQueue(workspace).claim("qa", 100)
-        if claim.envelope is not None
-    }
-    for n in range(4):
-        record = read_record(workspace, f"req-{n}")
-        handled = record["status"] == "completed"
-        assert handled != (f"req-{n}" in queued)  # done, or still queued: never lost
+    queue = FileWorkQueue(workspace)
+    queued = {c.envelope.request_id for c in queue.claim("qa", 100) if c.envelope is not None}
+    queue.retire()  # they wait again for the next run, and this lease goes
+    for request_id in requests:
+        handled = read_record(workspace, request_id)["status"] == "completed"
+        assert handled != (request_id in queued)  # done, or still queued: never lost
     done = subprocess.run(
         [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(tmp_path), "--once"],
         capture_output=True,
@@ -271,7 +283,7 @@ def test_signal_during_run_loses_no_envelope(
         timeout=60,
     )
     assert done.returncode == 0
-    assert all(read_record(workspace, f"req-{n}")["status"] == "completed" for n in range(4))
+    assert all(read_record(workspace, r)["status"] == "completed" for r in requests)
 
 
 async def test_a_hung_model_does_not_stop_other_requests(

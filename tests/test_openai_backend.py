@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from teams_runtime.actors import openai_backend
+from teams_runtime.actors import openai_answers, openai_backend
 from teams_runtime.actors.model_backends import make_backend
 from teams_runtime.actors.openai_backend import KEPT_CHARS, OpenAIBackend
 from teams_runtime.actors.team import RunSummary
@@ -146,9 +145,10 @@ def test_run_without_the_key_is_a_user_error_that_changes_nothing(
     env = {name: value for name, value in os.environ.items() if name != KEY_ENV}
     done = _cli("run", "--once", "--workspace", str(workspace.root), env=env)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (
-        f"teams-runtime: error: the environment variable {KEY_ENV} (model.openai.api_key_env) "
-        "is not set; export the model server's key in it, then start again.\n"
+    assert done.stderr == (  # found before the backends are made: it names the roles
+        f"teams-runtime: error: every role (8 roles): the environment variable {KEY_ENV} "
+        "(model.openai.api_key_env) is not set; export the model server's key in it, then start "
+        "again.\n"
     )
     assert read_record(workspace, "req-1") == before
     assert sum(FileWorkQueue(workspace).counts().values()) == 1
@@ -174,12 +174,12 @@ async def test_5xx_is_retried_with_backoff_up_to_max_retries(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(openai_backend, "BACKOFF_FIRST_SECONDS", 0.01)
-    openai_server.then(*[Status(503, body="overloaded")] * 3)
+    openai_server.then(*[Status(500, body="model crashed")] * 3)
     failure = await _failure(_backend(openai_server, max_retries=2), prompt_bundle())
     assert str(failure) == (
-        "the model server answered 503 Service Unavailable to 3 requests (max_retries 2)"
+        "the model server answered 500 Internal Server Error to 3 requests (max_retries 2)"
     )
-    assert failure.output == "overloaded"  # for the attempts folder, never the message
+    assert failure.output == "model crashed"  # for the attempts folder, never the message
     assert len(openai_server.requests) == 3
     openai_server.then(Status(500), Status(502))
     reply = await _backend(openai_server, max_retries=2).complete(prompt_bundle())
@@ -190,10 +190,10 @@ async def test_5xx_is_retried_with_backoff_up_to_max_retries(
 async def test_a_retry_after_beyond_the_timeout_fails_at_once(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
 ) -> None:
-    openai_server.then(Status(429, retry_after="3600"))
+    openai_server.then(Status(500, retry_after="3600"))  # (a 429 or 503: away, see servers)
     failure = await _failure(_backend(openai_server, timeout_seconds=5), prompt_bundle())
     assert str(failure) == (
-        "the model server answered 429 Too Many Requests and asked to retry after 3600 s, "
+        "the model server answered 500 Internal Server Error and asked to retry after 3600 s, "
         "longer than model.openai.timeout_seconds (5 s)"
     )
     assert len(openai_server.requests) == 1
@@ -293,15 +293,6 @@ async def test_an_answer_longer_than_max_output_bytes_fails(
     openai_server.then(behaviour)
     failure = await _failure(_backend(openai_server, max_output_bytes=50), prompt_bundle())
     assert str(failure) == "the model answered more than 50 bytes (max_output_bytes)"
-
-
-async def test_no_server_is_a_failed_call(prompt_bundle: MakeBundle) -> None:
-    with socket.socket() as sock:  # bound and never listening: connecting is refused
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        config = OpenAIConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m")
-        failure = await _failure(OpenAIBackend(config), prompt_bundle())
-    assert str(failure).startswith(f"cannot connect to the model server at http://127.0.0.1:{port}")
 
 
 async def test_make_backend_builds_it_from_the_model_section(
@@ -617,7 +608,9 @@ def test_run_with_a_key_no_header_can_carry_is_a_user_error(
         "run", "--once", "--workspace", str(workspace.root), env={**os.environ, KEY_ENV: bad}
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith(f"teams-runtime: error: the environment variable {KEY_ENV} ")
+    assert done.stderr.startswith(
+        f"teams-runtime: error: every role (8 roles): the environment variable {KEY_ENV} "
+    )
     assert "Traceback" not in done.stderr and bad not in done.stderr
     assert read_record(workspace, "req-1") == before
     assert sum(FileWorkQueue(workspace).counts().values()) == 1
@@ -630,7 +623,7 @@ async def test_an_unexpected_error_in_a_call_fails_it_with_the_error_type_only(
     def broken(data: bytes) -> Any:  # a bug, with content in its message
         raise OverflowError(f"cannot take {data!r} with {KEY}")
 
-    monkeypatch.setattr(openai_backend, "decode_chunk", broken)
+    monkeypatch.setattr(openai_answers, "decode_chunk", broken)
     workspace = openai_workspace(model={"attempts": 2, "on_failure": "fail"})
     seed(workspace, "req-1", "qa", events=5)
     summary = await run_once(workspace, roles=["qa"])

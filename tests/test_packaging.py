@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_codecs_never_shadows_the_standard_library() -> None:
     assert codecs.lookup("utf-8").name == "utf-8"
     assert Path(codecs.__file__).parent != ROOT
-    assert Path(teams_runtime.codecs.__file__).parent == ROOT / "codecs"
+    assert Path(teams_runtime.codecs.__file__).resolve().parent == ROOT / "codecs"
 
 
 def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
@@ -39,5 +39,11 @@ def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
     }
     assert modules - set(names) == set()
     assert "teams_runtime/py.typed" in names
+    # The license as PEP 639 has it: an SPDX expression, and the file itself in the wheel.
+    version = wheel.name.split("-")[1]
+    assert f"teams_runtime-{version}.dist-info/licenses/LICENSE" in names
+    metadata = zipfile.ZipFile(wheel).read(f"teams_runtime-{version}.dist-info/METADATA")
+    assert b"\nLicense-Expression: MIT\n" in metadata
+    assert b"\nClassifier: Typing :: Typed\n" in metadata
     stray = [name for name in names if "/tests/" in name or name.startswith(("tests/", "codecs/"))]
     assert stray == []

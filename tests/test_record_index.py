@@ -24,9 +24,9 @@ from teams_runtime.storage.files.index import (
     INDEX_TAIL,
     RecordIndex,
     encode_index,
-    index_from_bytes,
     load_index,
 )
+from teams_runtime.storage.files.index_derivation import index_from_bytes
 from teams_runtime.storage.local_files import file_version
 from teams_runtime.storage.protocols import IndexedParts
 from teams_runtime.storage.workspace import RecordPaths, Workspace

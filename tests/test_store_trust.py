@@ -310,7 +310,8 @@ async def test_an_append_that_timed_out_is_not_duplicated_by_its_retry(tmp_path:
     async with open_context(tmp_path, store=slow, ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
         with pytest.raises(Exception, match="did not answer"):
             await ctx.append_event("req-1", {"type": "note"}, key="env-7")
-        await anyio.sleep(0.6)  # the first write finishes meanwhile
+        # The first write goes on in its worker thread: the retry comes after it is on disk.
+        assert await anyio.to_thread.run_sync(slow.appended.wait, 10)
         slow.seconds = 0
         assert await ctx.append_event("req-1", {"type": "note"}, key="env-7") == 6
     assert len(_events_on_disk(path)) == 6
@@ -330,11 +331,13 @@ async def test_an_append_waits_as_long_as_the_store_may_retry_it(tmp_path: Path)
 
 
 class _Slow:
-    """A RecordStore that takes its time (a busy disk)."""
+    """A RecordStore that takes its time (a busy disk: its sleeps are the scenario); it says
+    when an append has been written (``appended``)."""
 
     def __init__(self, store: FileRecordStore, seconds: float) -> None:
         self._store = store
         self.seconds = seconds
+        self.appended = threading.Event()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -345,7 +348,9 @@ class _Slow:
 
     def append(self, *args: Any, **kwargs: Any) -> Any:
         time.sleep(self.seconds)
-        return self._store.append(*args, **kwargs)
+        outcome = self._store.append(*args, **kwargs)
+        self.appended.set()
+        return outcome
 
 
 class _Retrying(_Slow):
@@ -698,7 +703,7 @@ def test_a_folder_swapped_for_a_link_mid_write_never_receives_a_file(tmp_path: P
             with contextlib.suppress(OSError):
                 index.rename(parked)
                 index.symlink_to(outside, target_is_directory=True)
-                time.sleep(0.001)
+                time.sleep(0.001)  # the scenario: the link stands a moment, then goes
                 index.unlink()
                 parked.rename(index)
 
@@ -734,7 +739,7 @@ def test_removing_lock_files_while_writers_run_loses_nothing(tmp_path: Path) -> 
         while not stop.is_set():
             with contextlib.suppress(OSError):
                 paths.lock.unlink()
-            time.sleep(0.01)
+            time.sleep(0.01)  # the scenario's pace, not a wait for anything
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
     cleaner = threading.Thread(target=remover)

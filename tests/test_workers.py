@@ -6,8 +6,10 @@ at `team.max_hops`; `cancel` stops a request a running team works on.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -60,6 +62,24 @@ def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _stderr_until(worker: subprocess.Popen[str], text: str, seconds: float) -> str:
+    """Read ``worker``'s stderr until it holds ``text``; what was read (``communicate`` gives
+    the rest). Reads the pipe itself, unbuffered, so nothing read sits in a buffer meanwhile."""
+    assert worker.stderr is not None
+    decoder, read = codecs.getincrementaldecoder("utf-8")(), ""
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        selector.register(worker.stderr, selectors.EVENT_READ)
+        while text not in read:
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out waiting for {text!r} on stderr; it said: {read}"
+            if selector.select(left):
+                chunk = os.read(worker.stderr.fileno(), 65536)
+                assert chunk, f"stderr closed before {text!r}; it said: {read}"
+                read += decoder.decode(chunk)
+    return read
+
+
 def test_three_workers_handle_each_envelope_once(
     team_workspace: Callable[..., Workspace],
     seed: Callable[..., None],
@@ -93,7 +113,8 @@ def test_a_killed_workers_envelope_is_finished_by_another_after_its_lease(
     first = _worker(workspace, "--once")
     claimed = workspace.queue_dir / "claimed"
     _wait_for(lambda: any(claimed.rglob("*.json")), 30, "the first worker's claim")
-    time.sleep(0.3)  # its model call is running
+    calls = workspace.root / "model-state" / "calls-req-1-qa"
+    _wait_for(calls.exists, 30, "its model call")  # killed mid-call, the claim still held
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     started = time.monotonic()
@@ -182,8 +203,11 @@ def test_run_serves_only_the_roles_it_is_given(
     try:
         queue = FileWorkQueue(workspace)
         _wait_for(lambda: queue.counts()["developer"] == 1, 30, "the hand-off to developer")
-        time.sleep(0.5)
-        assert queue.counts()["developer"] == 1  # nobody here serves it
+        # Work queued after the hand-off: the worker claims it, so it has looked for work
+        # since the developer's envelope was waiting; that one must still be waiting.
+        seed(workspace, "req-2", "planner", events=3)
+        # Both wait: nobody here serves developer (a worker that did would have taken one).
+        _wait_for(lambda: queue.waiting()["developer"] == 2, 30, "the second hand-off")
     finally:
         planner.send_signal(signal.SIGTERM)
         planner.communicate(timeout=60)
@@ -307,10 +331,12 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(
     worker = _worker(workspace, "--once")
     _wait_for(pids.exists, 30, "the model call")
     worker.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    worker.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C
+    early = _stderr_until(worker, "SIGINT received: stopping the team", 30)
+    worker.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C while it cleans up
     out, err = worker.communicate(timeout=60)
+    err = early + err
     assert worker.returncode == 0, err
+    assert "SIGINT received: already stopping" in err
     assert "Stopped; 1 envelope queued for the next run." in out
     pid = int(pids.read_text().split()[0])
     _wait_for(lambda: not _alive(pid), 10, "the model process to be gone")
@@ -462,7 +488,9 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
     assert lease["alive"] and sorted(lease["holds"]) == ["qa:req-1", "qa:req-2"]
     with _connected(settings, 1) as other:  # another worker, asking for work
         queue, until = NatsWorkQueue(other), time.monotonic() + 3
-        while time.monotonic() < until:  # longer than the ack wait: the calls are renewed
+        # The scenario is time passing: asked for work over longer than the ack wait, the
+        # server never hands the calls out again, since the worker renews them.
+        while time.monotonic() < until:
             assert queue.claim("qa", 10) == []
             time.sleep(0.2)
     _, err = worker.communicate(timeout=120)
@@ -525,10 +553,11 @@ def test_hosts_ride_out_a_nats_server_restart(
     workers = [_worker(host, "--once") for host in hosts]
     _wait_for(lambda: sum(_all_calls(hosts).values()) >= 4, 60, "the hosts to get going")
     own_nats_server.stop()
-    time.sleep(1.0)  # the hosts see the server gone
+    early = [_stderr_until(worker, "lost; reconnecting", 60) for worker in workers]
     own_nats_server.start()  # same port, same store folder
     outputs = [worker.communicate(timeout=180) for worker in workers]
-    for worker, (_, err) in zip(workers, outputs, strict=True):
+    for worker, seen, (_, rest) in zip(workers, early, outputs, strict=True):
+        err = seen + rest
         assert worker.returncode == 0, err
         assert "lost; reconnecting" in err and "back" in err  # it did lose the server
     for request_id, record in _nats_records(settings, ids).items():

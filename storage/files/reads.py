@@ -10,14 +10,9 @@ import os
 
 from teams_runtime.codecs.request_records import not_utf8_at
 from teams_runtime.exceptions import RecordError, UnknownRequestError
-from teams_runtime.storage.files.index import (
-    INDEX_TAIL,
-    index_from_bytes,
-    load_index,
-    parts_from_bytes,
-    parts_from_index,
-    write_index,
-)
+from teams_runtime.storage.files.index import INDEX_TAIL, load_index, write_index
+from teams_runtime.storage.files.index_derivation import index_from_bytes, parts_from_bytes
+from teams_runtime.storage.files.indexed_reads import parts_from_index
 from teams_runtime.storage.local_files import (
     FileVersion,
     open_regular,

@@ -43,9 +43,9 @@ from teams_runtime.storage.files.index import (
     history_bytes,
     index_for,
     load_index,
-    parts_from_index,
     write_index,
 )
+from teams_runtime.storage.files.indexed_reads import parts_from_index
 from teams_runtime.storage.files.reads import read_bytes, unknown_request
 from teams_runtime.storage.local_files import (
     FileVersion,

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from startup import TARGET as STARTUP_TARGET
+from startup import startup_medians
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
 from teams_runtime.codecs.config import NatsSettings
@@ -608,6 +610,17 @@ async def memory_row(root: Path, quick: bool) -> Row:
                "flat in history length (<= 1.5x)", ratio <= 1.5)  # fmt: skip
 
 
+def startup_rows() -> list[Row]:
+    """The command line's start-up against ``python -c pass`` (tests/benchmarks/startup.py)."""
+    medians = startup_medians()
+    floor = medians.pop("python -c pass")
+    return [
+        Row(f"start-up: {name}", _fmt(seconds), _fmt(floor) + " (python -c pass)",
+            f"{seconds / floor:.2f}x", f"<= {STARTUP_TARGET:g}x", seconds / floor <= STARTUP_TARGET)
+        for name, seconds in medians.items()
+    ]  # fmt: skip
+
+
 # --- the table ---------------------------------------------------------------------------
 
 
@@ -634,6 +647,7 @@ async def main(quick: bool, check: bool) -> int:
         rows.append(await throughput_row(Path(folder)))
         rows.append(metrics_row(Path(folder), 100_000 if quick else 1_000_000))
         rows.append(await memory_row(Path(folder), quick))
+        rows += startup_rows()
         if not quick:
             rows.append(workers_row(Path(folder)))
             rows += await nats_rows(Path(folder))

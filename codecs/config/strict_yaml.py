@@ -4,12 +4,15 @@ PyYAML keeps the last of a key written twice and says nothing, so a section writ
 (``prompt_context:`` at the top and again further down) quietly undoes the first one. Here a
 key written twice in any mapping is an error naming its dotted path and lines. Merge keys
 (``<<: *base``) still work as YAML defines them: a mapping's own keys win over merged ones.
-A value YAML's rules cannot turn into a number or date (an integer of 5,000 digits, the 45th
+A number written with an exponent but without a dot or the exponent's sign (``1e3``, ``2.5e3``)
+is a number, as YAML 1.2 reads it (YAML 1.1, which PyYAML follows, reads it as text). A value
+YAML's rules cannot turn into a number or date (an integer of 5,000 digits, the 45th
 of month 13) is an error with its line, not a traceback.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -39,6 +42,9 @@ def written_key(key: object) -> str:
         return repr(key)
 
 
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+
+
 class _ConfigLoader(yaml.SafeLoader):
     def compose_document(self) -> Any:
         # Checked on the composed tree: constructing a mapping flattens the merge keys of the
@@ -55,6 +61,10 @@ class _ConfigLoader(yaml.SafeLoader):
             problem = "a number with too many digits" if too_long else str(exc)
             raise ConstructorError(None, None, problem, node.start_mark) from None
 
+
+_ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789")
+)
 
 _UNHASHABLE = object()
 

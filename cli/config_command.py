@@ -1,0 +1,49 @@
+"""``teams-runtime config``: check ``team_runtime.yaml`` and this host's part of it, print the
+configuration in force (each role's model as it runs), and with ``--probe`` ask each model
+server once what it can do."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+
+from teams_runtime.actors.backend_checks import start_problem
+from teams_runtime.cli.output import PROG, write_json
+from teams_runtime.codecs.config import TeamConfig, section_notes
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage import Workspace, load_team_config
+
+__all__ = ["cmd_config", "shown_config"]
+
+
+def shown_config(config: TeamConfig) -> dict[str, Any]:
+    """``config`` as ``config`` prints it: every default filled in, each role's model as the
+    role runs with it, and nothing secret (a NATS URL's user and password are ``***``)."""
+    shown: dict[str, Any] = msgspec.to_builtins(config)
+    shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
+    # Every role, also in a config built in code without them (model_for's fallback).
+    shown["roles"] = {
+        role: {**shown["roles"].get(role, {}), "model": msgspec.to_builtins(config.model_for(role))}
+        for role in ROLES
+    }
+    return shown
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    config = load_team_config(workspace.root)
+    problem = start_problem(((role, config.model_for(role)) for role in ROLES), workspace.root)
+    if problem is not None:
+        raise ConfigError(problem)
+    for note in section_notes(config):  # on stderr: stdout stays the JSON alone
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    if args.probe:
+        from teams_runtime.cli.probe_command import probe_servers  # only --probe needs httpx
+
+        return probe_servers(config, as_json=args.json)
+    write_json(shown_config(config))
+    return 0

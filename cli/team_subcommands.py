@@ -1,0 +1,209 @@
+"""The commands about a workspace and its team: init, config, submit, run, status, metrics, demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from teams_runtime.cli.common_flags import FOUND_WORKSPACE, Commands, add_json, add_workspace
+from teams_runtime.cli.flag_types import hours, not_empty, role_list, timestamp
+from teams_runtime.cli.lazy_command import LazyCommand
+from teams_runtime.codecs.config import BACKEND_KINDS
+from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
+from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
+
+__all__ = [
+    "add_config",
+    "add_demo",
+    "add_init",
+    "add_metrics",
+    "add_run",
+    "add_status",
+    "add_submit",
+]
+
+
+def add_init(commands: Commands) -> None:
+    """Declare ``init`` and its flags."""
+    init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
+    init.add_argument(
+        "directory",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="the workspace folder (created if missing; default: current folder)",
+    )
+    init.add_argument(
+        "--backend",
+        choices=BACKEND_KINDS,
+        default="file",
+        help="where requests and the queue live: file (this folder, the default) or nats "
+        "(a NATS JetStream server shared by hosts; see docs/scaling.md)",
+    )
+    init.add_argument(
+        "--nats-url",
+        metavar="URL",
+        help="the NATS server for --backend nats (default: nats://127.0.0.1:4222)",
+    )
+    init.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_init"))
+
+
+def add_config(commands: Commands) -> None:
+    """Declare ``config`` and its flags."""
+    check = commands.add_parser(
+        "config",
+        help="check team_runtime.yaml and print the configuration in force",
+        description="Check team_runtime.yaml and what each role's model needs on this host "
+        "(its command, its key's variable), then print the configuration in force as JSON, "
+        "each role's model as it runs under roles.",
+    )
+    add_workspace(check)
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="send one tiny request to each model server the roles use and say what it "
+        "answered (its model name, usage, response_format) instead",
+    )
+    add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
+    check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
+
+
+def add_submit(commands: Commands) -> None:
+    """Declare ``submit`` and its flags."""
+    submit = commands.add_parser(
+        "submit",
+        help="queue work for a role (creates the request record if it is new)",
+        description="Create a request (status queued, events created + delegated) or add a "
+        "delegated event to an existing one, and queue an envelope for ROLE. "
+        "`teams-runtime run` handles it.",
+    )
+    add_workspace(submit)
+    submit.add_argument(
+        "--role",
+        required=True,
+        choices=PUBLIC_ROLES,
+        metavar="ROLE",
+        help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
+    )
+    submit.add_argument(
+        "--scope", required=True, type=not_empty, metavar="TEXT", help="what is asked, in a line"
+    )
+    submit.add_argument("--body", default="", metavar="TEXT", help="details")
+    submit.add_argument("--intent", default="", metavar="I", help="e.g. implement, review, fix")
+    submit.add_argument("--urgency", default="normal", metavar="U", help="default: normal")
+    submit.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    add_json(submit)
+    submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
+
+
+def add_run(commands: Commands) -> None:
+    """Declare ``run`` and its flags."""
+    run = commands.add_parser(
+        "run",
+        help="run the team: every role handles its queued envelopes",
+        description="Start the ContextActor and one actor per role. Several `run` processes "
+        "(on one machine or several sharing the folder) share the queue: each envelope is "
+        "claimed by one worker. With --once, handle all queued work (and the work it creates), "
+        "then exit 0; without, run until Ctrl-C or SIGTERM (envelopes in flight stay queued).",
+    )
+    add_workspace(run)
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="exit when no envelope is waiting or claimed for any role, by any worker",
+    )
+    run.add_argument(
+        "--roles",
+        type=role_list,
+        metavar="R1,R2",
+        help=f"serve only these roles (default: all: {','.join(ROLES)})",
+    )
+    run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
+    run.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain log lines on stderr even on a terminal (no live view)",
+    )
+    add_json(run, "print the final summary as one JSON object (see docs/cli.md)")
+    run.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_run"))
+
+
+def add_status(commands: Commands) -> None:
+    """Declare ``status`` and its flags."""
+    status = commands.add_parser(
+        "status",
+        help="requests, queued and claimed envelopes per role, and the workers alive",
+        description="Per request: status, current role, hops, events, last event time; per "
+        "role: envelopes waiting, claimed and deferred; per worker: its lease and what it "
+        "holds. See docs/cli.md for the --json shape.",
+    )
+    add_workspace(status)
+    add_json(status, "print one JSON object")
+    status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
+
+
+def add_metrics(commands: Commands) -> None:
+    """Declare ``metrics`` and its flags."""
+    metrics = commands.add_parser(
+        "metrics",
+        help="aggregate the prompt records in the logs: compaction counts, sizes, savings",
+        description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
+        "too) and aggregate the prompt records per group. See docs/monitoring.md.",
+    )
+    metrics.add_argument(
+        "--workspace",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help=f"a workspace folder whose logs to read (default: {FOUND_WORKSPACE}); repeat "
+        "it to add up several hosts' folders",
+    )
+    window = metrics.add_mutually_exclusive_group()
+    window.add_argument("--hours", type=hours, metavar="H", help="only the last H hours")
+    window.add_argument(
+        "--since",
+        type=timestamp,
+        metavar="ISO",
+        help="only records at or after this time (e.g. 2026-11-30T08:00+01:00)",
+    )
+    metrics.add_argument("--role", choices=ROLES, metavar="R", help="only this role")
+    metrics.add_argument(
+        "--purpose",
+        choices=sorted(PURPOSES.values()),
+        metavar="P",
+        help="only this purpose: " + ", ".join(sorted(PURPOSES.values())),
+    )
+    metrics.add_argument("--request-id", metavar="ID", help="only this request")
+    metrics.add_argument(
+        "--by",
+        action="append",
+        choices=GROUP_KEYS,
+        metavar="KEY",
+        help="group by role, purpose, enabled or day; repeat to combine "
+        "(default: --by role --by purpose)",
+    )
+    add_json(metrics, "print the report as JSON")
+    metrics.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_metrics"))
+
+
+def add_demo(commands: Commands) -> None:
+    """Declare ``demo`` and its flags."""
+    run_demo = commands.add_parser(
+        "demo", help="run a team (dry run, no model) on requests with long histories"
+    )
+    run_demo.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the demo workspace in DIR and keep it (must not exist)",
+    )
+    run_demo.add_argument(
+        "--plain",
+        action="store_true",
+        help="no live view on stderr even on a terminal",
+    )
+    run_demo.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_demo"))

@@ -1,0 +1,61 @@
+"""The shape of ``team_runtime.yaml``: its sections, their checks and the parser of its text.
+
+One module per job: a section each (``prompt_context_section``, ``model_section``,
+``openai_section``, ``team_section``, ``queue_section``, ``backend_section``), the whole file
+and its parser (``team_config``), the refusal of unknown keys (``unknown_keys``), the checks
+several sections share (``setting_checks``), the YAML reader (``strict_yaml``) and the text
+``init`` writes (``init_text``). Reading the file from a workspace is
+``storage.workspace.load_team_config``.
+"""
+
+from __future__ import annotations
+
+from teams_runtime.codecs.config.backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
+from teams_runtime.codecs.config.init_text import DEFAULT_CONFIG_TEXT, backend_block_text
+from teams_runtime.codecs.config.model_choices import INTERNAL_AGENTS, ModelChoice
+from teams_runtime.codecs.config.model_section import (
+    STRUCTURED_OUTPUT_FORMS,
+    DryRunConfig,
+    ModelConfig,
+    StructuredOutput,
+)
+from teams_runtime.codecs.config.openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
+from teams_runtime.codecs.config.prompt_context_section import PromptContextConfig
+from teams_runtime.codecs.config.queue_section import QueueConfig
+from teams_runtime.codecs.config.roles_section import RoleConfig
+from teams_runtime.codecs.config.setting_checks import (
+    CONFIG_FILE_NAME,
+    EVENT_COUNT_LIMIT,
+    event_count_problem,
+)
+from teams_runtime.codecs.config.team_config import TeamConfig, parse_team_config, section_notes
+from teams_runtime.codecs.config.team_section import TeamSection
+from teams_runtime.codecs.config.telemetry_section import RateCard, TelemetryConfig
+
+__all__ = [
+    "BACKEND_KINDS",
+    "CONFIG_FILE_NAME",
+    "DEFAULT_CONFIG_TEXT",
+    "EVENT_COUNT_LIMIT",
+    "INTERNAL_AGENTS",
+    "RUNTIME_BODY_KEYS",
+    "STRUCTURED_OUTPUT_FORMS",
+    "BackendConfig",
+    "DryRunConfig",
+    "ModelChoice",
+    "ModelConfig",
+    "NatsSettings",
+    "OpenAIConfig",
+    "PromptContextConfig",
+    "QueueConfig",
+    "RateCard",
+    "RoleConfig",
+    "StructuredOutput",
+    "TeamConfig",
+    "TeamSection",
+    "TelemetryConfig",
+    "backend_block_text",
+    "event_count_problem",
+    "parse_team_config",
+    "section_notes",
+]

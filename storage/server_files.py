@@ -1,0 +1,60 @@
+"""Reading the away files of model servers (``.teams_runtime/servers/``, one per worker waiting
+for a server, written by ``actors.model_servers``): ``status``, another process, sees which
+servers the running workers wait for. No logging here: ``status`` starts without loguru."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import msgspec
+
+from teams_runtime.codecs.server_records import (
+    SERVERS_FOLDER,
+    ServerAway,
+    decode_server_away,
+)
+from teams_runtime.storage.local_files import read_file
+from teams_runtime.storage.workspace import Workspace
+
+__all__ = ["servers_away"]
+
+
+def _running_here(record: ServerAway, host: str) -> bool:
+    """Whether the worker that wrote ``record`` may still be running (one on another host
+    sharing the folder cannot be checked: it counts)."""
+    if record.host != host:
+        return True
+    try:
+        os.kill(record.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it is running
+        return True
+    return True
+
+
+def servers_away(workspace: Workspace) -> list[ServerAway]:
+    """The servers some running worker of this workspace is waiting for, one entry per
+    server (the earliest ``away_since``), by URL. Files that cannot be read, or whose
+    worker is gone (a worker killed while waiting), are skipped."""
+    folder = workspace.runtime_dir / SERVERS_FOLDER
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    host = socket.gethostname()
+    earliest: dict[str, ServerAway] = {}
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            record = decode_server_away(read_file(folder / name, workspace.runtime_dir))
+        except (OSError, msgspec.DecodeError):
+            continue
+        if not _running_here(record, host):
+            continue
+        known = earliest.get(record.base_url)
+        if known is None or record.away_since < known.away_since:
+            earliest[record.base_url] = record
+    return [earliest[url] for url in sorted(earliest)]

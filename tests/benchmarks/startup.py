@@ -1,0 +1,86 @@
+"""How long the command line takes to start, against ``python -c pass`` on the same machine.
+
+    python tests/benchmarks/startup.py           # medians of 20 runs each, and their ratios
+    python tests/benchmarks/startup.py --check   # exit 1 when a ratio is over 3
+
+``teams-runtime --version`` and ``teams-runtime status`` (in a new file workspace) each run
+20 times as new processes, interleaved with ``python -c pass`` so a change in the machine's
+load falls on all three alike. The headline is the ratio of each command's median to the
+median of ``python -c pass``: the interpreter's own start-up is the floor no command goes under.
+
+Every process gets a bytecode cache folder of its own (``PYTHONPYCACHEPREFIX``), filled by one
+untimed run of each: an installed package runs from compiled bytecode, and without the cache a
+machine that sets ``PYTHONDONTWRITEBYTECODE`` would time compiling the package instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNS = 20
+TARGET = 3.0  # at most this many times python -c pass
+
+
+def _command() -> list[str]:
+    """``teams-runtime`` as a user runs it: the console script beside this interpreter."""
+    script = Path(sys.executable).with_name("teams-runtime")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("teams-runtime")
+    return [found] if found else [sys.executable, "-m", "teams_runtime"]
+
+
+def _elapsed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def startup_medians(runs: int = RUNS) -> dict[str, float]:
+    """The median seconds of ``python -c pass``, ``--version`` and ``status`` (by those keys)."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        env = {**os.environ, "PYTHONPYCACHEPREFIX": str(root / "bytecode")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        command = _command()
+        subprocess.run([*command, "init", str(root / "ws")], env=env, check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "teams-runtime --version": [*command, "--version"],
+            "teams-runtime status": [*command, "status"],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        for argv in cases.values():  # untimed: fills the bytecode cache
+            _elapsed(argv, root / "ws", env)
+        for _ in range(runs):
+            for name, argv in cases.items():
+                samples[name].append(_elapsed(argv, root / "ws", env))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help=f"exit 1 if a ratio is over {TARGET}")
+    args = parser.parse_args()
+    medians = startup_medians()
+    floor = medians.pop("python -c pass")
+    print(f"python -c pass: {floor * 1e3:.1f} ms (median of {RUNS})")
+    over = False
+    for name, seconds in medians.items():
+        ratio = seconds / floor
+        over = over or ratio > TARGET
+        print(f"{name}: {seconds * 1e3:.1f} ms, {ratio:.2f}x (target <= {TARGET:g}x)")
+    return 1 if args.check and over else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

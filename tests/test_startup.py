@@ -1,0 +1,115 @@
+"""What starting the command line and importing the package load: only what is used.
+
+Each check runs in a fresh interpreter, since this one has imported everything already. How
+long start-up takes is measured in tests/benchmarks/startup.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teams_runtime.cli import main
+from teams_runtime.cli.lazy_command import LazyCommand
+from teams_runtime.cli.parser import build_parser
+
+# What a command that needs none of them must not load: the HTTP client (and through it its
+# own CLI, rich and click), the NATS client, the live view, and any actor.
+HEAVY = ("httpx", "nats", "rich", "click", "loguru", "teams_runtime.actors")
+
+
+def _loaded_after(code: str, *args: str) -> list[str]:
+    """The heavy modules in ``sys.modules`` after ``code`` runs in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True
+    )
+    modules = json.loads(done.stdout.splitlines()[-1])
+    return [name for name in modules if name.split(".")[0] in HEAVY or name.startswith(HEAVY)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param("import teams_runtime", id="the-package"),
+        pytest.param("import teams_runtime.cli", id="the-cli"),
+        pytest.param(
+            "from teams_runtime.cli.parser import build_parser; build_parser()", id="its-parser"
+        ),
+    ],
+)
+def test_importing_loads_no_client_no_view_and_no_actor(code: str) -> None:
+    assert _loaded_after(code) == []
+
+
+def test_version_and_status_load_no_client_no_view_and_no_actor(tmp_path: Path) -> None:
+    run = "from teams_runtime.cli import main\nimport sys\nmain(sys.argv[1:])"
+    # --version exits from inside the parser: catch it so the probe still prints.
+    version = f"try:\n    {run.replace(chr(10), chr(10) + '    ')}\nexcept SystemExit:\n    pass"
+    assert _loaded_after(version, "--version") == []
+    assert main(["init", str(tmp_path / "ws")]) == 0
+    assert _loaded_after(run, "status", "--workspace", str(tmp_path / "ws")) == []
+
+
+def test_every_command_names_a_function_that_exists() -> None:
+    parser = build_parser()
+    (commands,) = [action for action in parser._actions if action.dest == "command"]
+    handlers = {name: sub.get_default("handler") for name, sub in commands.choices.items()}
+    assert len(handlers) == 14
+    for name, handler in handlers.items():
+        assert isinstance(handler, LazyCommand), name
+        assert callable(handler.resolve()), name
+
+
+def test_version_prints_the_installed_version_on_stdout() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", "--version"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("teams-runtime ") and done.stdout.count("\n") == 1
+    assert done.stdout.split()[1][0].isdigit()
+
+
+# Logs from a module of the package: loguru tells the package's lines by the caller's
+# __name__, so this runs as if it were one.
+_LOG_AS_PACKAGE = """
+import io
+from loguru import logger
+logger.remove()
+sink = io.StringIO()
+logger.add(sink, format="{message}")
+probe = {"__name__": "teams_runtime.probe"}
+exec("from loguru import logger\\nlogger.info('from the package')", probe)
+print(repr(sink.getvalue()))
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        pytest.param("import teams_runtime", "", "''", id="package-then-loguru"),
+        pytest.param("import loguru; import teams_runtime", "", "''", id="loguru-then-package"),
+        pytest.param(
+            "import teams_runtime",
+            "logger.enable('teams_runtime')",
+            "'from the package\\n'",
+            id="enabled-after-import-stays-on",
+        ),
+        pytest.param(
+            "import teams_runtime",
+            "logger.enable('teams_runtime'); from teams_runtime import Team",
+            "'from the package\\n'",
+            id="enabled-then-actors-imported-stays-on",
+        ),
+    ],
+)
+def test_the_package_logs_nothing_until_the_application_enables_it(
+    before: str, after: str, expected: str
+) -> None:
+    code = before + "\n" + _LOG_AS_PACKAGE.replace("logger.remove()", f"logger.remove()\n{after}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == expected
