@@ -18,10 +18,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-import anyio
-import anyio.from_thread
-import anyio.to_thread
-
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.files.file_queue import FileWorkQueue
@@ -31,6 +27,8 @@ from teams_runtime.storage.protocols import RecordStore, WorkQueue
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
+
     from teams_runtime.storage.nats.connection import NatsConnection
 
 __all__ = [
@@ -56,11 +54,13 @@ class Backend:
 class BlockingBackend(Backend):
     """A ``Backend`` for synchronous code, with ``run`` for its async work (a ContextActor)."""
 
-    portal: anyio.from_thread.BlockingPortal | None = None
+    portal: BlockingPortal | None = None
 
     def run(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
         """Run ``func(*args)`` on the loop the store and queue live on, and wait for it."""
         if self.portal is None:  # the file backend: no loop to share
+            import anyio
+
             return anyio.run(func, *args)
         return self.portal.call(func, *args)
 
@@ -82,6 +82,8 @@ async def open_backend(
     Without ``config`` the workspace's is read. On NATS this connects (``BackendError`` when
     the server cannot be reached) and the connection closes when the block ends; a store or
     queue used after that raises ``BackendError``."""
+    import anyio.to_thread  # here, not at the top: `status` on files starts without anyio
+
     if config is None:
         config = await anyio.to_thread.run_sync(workspace_config, workspace)
     if config.backend.kind != "nats":
@@ -110,8 +112,10 @@ def blocking_backend(
         files = _file_backend(workspace, config, worker_id)
         yield BlockingBackend(files.store, files.queue)
         return
+    from anyio.from_thread import start_blocking_portal
+
     with (
-        anyio.from_thread.start_blocking_portal() as portal,
+        start_blocking_portal() as portal,
         portal.wrap_async_context_manager(
             open_backend(workspace, config, worker_id=worker_id)
         ) as backend,
