@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.backends import open_store
+from teams_runtime.storage.backends import open_backend
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
@@ -414,23 +414,26 @@ async def open_context(
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
     Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
-    record files. On exit the actor stops: asks still queued are answered with
-    ``ActorStopped``.
+    backend, opened here and closed on exit (on NATS, a connection of this scope's own). On
+    exit the actor stops: asks still queued are answered with ``ActorStopped``.
     """
-    if store is None:  # the workspace's backend; NATS connects, so not on the event loop
-        store = await anyio.to_thread.run_sync(open_store, Workspace(workspace))
-    actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
-    failure: Exception | None = None
-    async with anyio.create_task_group() as group:
-        # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
-        group.start_soon(actor.serve)
-        try:
-            yield actor.handle(ask_timeout)
-        except Exception as exc:
-            # Re-raised below, outside the task group, so callers get the error itself rather
-            # than an ExceptionGroup. Cancellation (BaseException) still goes through the group.
-            failure = exc
-        finally:
-            actor.stop()
-    if failure is not None:
-        raise failure
+    async with AsyncExitStack() as owned:
+        if store is None:  # the workspace's backend, open while the actor runs (NATS connects)
+            backend = await owned.enter_async_context(open_backend(Workspace(workspace)))
+            store = backend.store
+        actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+            # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
+            group.start_soon(actor.serve)
+            try:
+                yield actor.handle(ask_timeout)
+            except Exception as exc:
+                # Re-raised below, outside the task group, so callers get the error itself
+                # rather than an ExceptionGroup. Cancellation (BaseException) still goes
+                # through the group.
+                failure = exc
+            finally:
+                actor.stop()
+        if failure is not None:
+            raise failure

@@ -17,8 +17,8 @@ from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 from teams_runtime.policy.outcomes import plan_cancel, status_of
-from teams_runtime.storage import RecordStore, WorkQueue, Workspace
-from teams_runtime.storage.backends import open_queue, open_store, workspace_config
+from teams_runtime.storage import WorkQueue, Workspace
+from teams_runtime.storage.backends import open_backend
 
 __all__ = [
     "Cancellation",
@@ -122,15 +122,11 @@ async def submit(
         body=body,
     )
     root = Workspace(workspace)
-    store, queue = await anyio.to_thread.run_sync(_backend, root)  # may connect to a server
-    async with open_context(root.root, store=store) as context:
-        return await submit_with(context, queue, envelope)
-
-
-def _backend(root: Workspace) -> tuple[RecordStore, WorkQueue]:
-    """The workspace's store and queue, its config read once."""
-    config = workspace_config(root)
-    return open_store(root, config), open_queue(root, config)
+    async with (  # the workspace's store and queue, open for this submit (NATS connects)
+        open_backend(root) as backend,
+        open_context(root.root, store=backend.store) as context,
+    ):
+        return await submit_with(context, backend.queue, envelope)
 
 
 class Cancellation(msgspec.Struct, frozen=True):
@@ -149,11 +145,13 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     """
     request_id = check_request_id(request_id)  # NFC, as the record's file and envelopes are named
     root = Workspace(workspace)
-    store, queue = await anyio.to_thread.run_sync(_backend, root)  # may connect to a server
-    async with open_context(root.root, store=store) as context:
+    async with (  # the workspace's store and queue, open for this cancel (NATS connects)
+        open_backend(root) as backend,
+        open_context(root.root, store=backend.store) as context,
+    ):
         already = status_of(await context.project(request_id)) == "cancelled"
         if not already:
             plan = plan_cancel(now_iso())
             await context.append_events(request_id, plan.events, updates=plan.updates)
-        dropped = await anyio.to_thread.run_sync(queue.drop, request_id)
+        dropped = await anyio.to_thread.run_sync(backend.queue.drop, request_id)
     return Cancellation(request_id, already, dropped)

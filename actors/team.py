@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from types import TracebackType
 
 import anyio
 import msgspec
@@ -37,7 +39,8 @@ from teams_runtime.storage import (
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.backends import open_queue, open_store
+from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.queued_envelopes import new_worker_id
 
 __all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary", "Team"]
 
@@ -75,7 +78,11 @@ class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Team:
-    """Runs the roles of one workspace."""
+    """Runs the roles of one workspace.
+
+    Its store and queue are the ones given, or the workspace's, opened by ``run`` for the run
+    (on NATS: a connection of the run's own) and closed after it. Inside ``async with team:``
+    they stay open across runs and after them, for the block."""
 
     def __init__(
         self,
@@ -97,8 +104,10 @@ class Team:
         self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.backends = self._role_backends(backend)
-        self.store = store if store is not None else open_store(self.workspace, self.config)
-        self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
+        self._given = (store, queue)
+        self._store, self._queue = store, queue  # the given ones, or the open scope's
+        self._opened: AbstractAsyncContextManager[None] | None = None  # `async with team`
+        self._worker_id = new_worker_id()  # one per Team, whichever scope opens its queue
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
         self._concurrency = concurrency
@@ -116,6 +125,55 @@ class Team:
         self._wait_until: float | None = None  # `once`: the end of its wait for them
         self._last_restore = -RESTORE_SECONDS
         self.summary = RunSummary()
+
+    @property
+    def store(self) -> RecordStore:
+        """The record store, while it is open (given, or inside ``run`` or ``async with``)."""
+        if self._store is None:
+            raise RuntimeError("the Team's store is open only while it runs (Team.run)")
+        return self._store
+
+    @property
+    def queue(self) -> WorkQueue:
+        """The work queue, while it is open (given, or inside ``run`` or ``async with``)."""
+        if self._queue is None:
+            raise RuntimeError("the Team's queue is open only while it runs (Team.run)")
+        return self._queue
+
+    @asynccontextmanager
+    async def _backend_open(self) -> AsyncIterator[None]:
+        """The store and queue open for the block: the given ones, those of an enclosing
+        scope, else the workspace's, opened here and closed when the block ends."""
+        if self._store is not None and self._queue is not None:
+            yield
+            return
+        async with open_backend(self.workspace, self.config, worker_id=self._worker_id) as opened:
+            given_store, given_queue = self._given
+            self._store = given_store if given_store is not None else opened.store
+            self._queue = given_queue if given_queue is not None else opened.queue
+            try:
+                yield
+            finally:
+                self._store, self._queue = self._given
+
+    async def __aenter__(self) -> Team:
+        """Open the store and queue until the block ends (``run`` inside it uses them)."""
+        if self._opened is not None:
+            raise RuntimeError("the Team is open already (async with team: once at a time)")
+        opened = self._backend_open()
+        await opened.__aenter__()
+        self._opened = opened
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            await opened.__aexit__(kind, error, traceback)
 
     def _role_backends(self, backend: ModelBackend | None) -> dict[str, ModelBackend]:
         """Each served role's backend: ``backend`` for all, or one made from each role's model
@@ -173,7 +231,8 @@ class Team:
             role: (actor.working(), self._handled[role], self._failed[role])
             for role, actor in self.roles.items()
         }
-        waiting = await anyio.to_thread.run_sync(self.queue.waiting)
+        queue = self._queue
+        waiting = await anyio.to_thread.run_sync(queue.waiting) if queue is not None else {}
         return [
             RoleStatus(
                 role=role,
@@ -334,6 +393,10 @@ class Team:
         Cancelling it (Ctrl-C) stops the roles; envelopes being handled stay queued and are
         handled again on the next run.
         """
+        async with self._backend_open():
+            return await self._run(once, task_status)
+
+    async def _run(self, once: bool, task_status: TaskStatus[None]) -> RunSummary:
         locks = RequestLocks()
         lease = anyio.CancelScope()
         try:

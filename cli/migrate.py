@@ -15,13 +15,14 @@ from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
 from teams_runtime.storage import RecordStore, Workspace
-from teams_runtime.storage.backends import open_store
+from teams_runtime.storage.backends import blocking_backend
 
 __all__ = ["cmd_export", "cmd_import"]
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    data = open_store(Workspace(args.workspace)).load(args.request_id)
+    with blocking_backend(Workspace(args.workspace)) as backend:
+        data = backend.store.load(args.request_id)
     if args.out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -75,7 +76,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
     if twice:
         raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
-    store = open_store(Workspace(args.workspace))
+    with blocking_backend(Workspace(args.workspace)) as backend:
+        return _import_records(backend.store, records)
+
+
+def _import_records(store: RecordStore, records: list[tuple[str, bytes, RecordFields]]) -> int:
     clashes = [request_id for request_id, data, _ in records if _differs(store, request_id, data)]
     if clashes:
         raise UserError(

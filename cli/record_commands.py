@@ -32,7 +32,7 @@ from teams_runtime.policy.prompts import (
     kind_for_role,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
-from teams_runtime.storage.backends import open_store, workspace_config
+from teams_runtime.storage.backends import blocking_backend, workspace_config
 
 __all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
 
@@ -84,8 +84,10 @@ def cmd_project(args: argparse.Namespace) -> int:
         projection = project_fields(read_record_file(Path(args.record))[1], config)
     else:
         workspace = Workspace(args.workspace)
-        store = open_store(workspace, team)  # NATS connects: not on the event loop
-        projection = anyio.run(_project_stored, store, workspace.root, args.request_id, config)
+        with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
+            projection = backend.run(
+                _project_stored, backend.store, workspace.root, args.request_id, config
+            )
     if args.json:
         output = {
             "notice": projection.notice,
@@ -116,7 +118,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _, fields = read_record_file(Path(args.record))
     else:
         # Every event is needed, so the record is read whole (tail=None).
-        read = open_store(Workspace(args.workspace), team).read(args.request_id, tail=None)
+        with blocking_backend(Workspace(args.workspace), team) as backend:
+            read = backend.store.read(args.request_id, tail=None)
         fields, source = read.fields, read.source
     projection = project_fields(fields, config)
     events = fields.get("events")
@@ -264,9 +267,12 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     kind = _checked_kind(args.role, args.kind)
     team = load_team_config(workspace.root)
     config = _with_overrides(team.prompt_context, args)
-    store = open_store(workspace, team)  # NATS connects: not on the event loop
-    preview = partial(_preview_prompt, store, workspace, args.request_id, args.role, kind, config)
-    bundle = anyio.run(preview)
+    with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
+        store = backend.store
+        preview = partial(
+            _preview_prompt, store, workspace, args.request_id, args.role, kind, config
+        )
+        bundle = backend.run(preview)
     if args.json:
         projection = bundle.projection
         output = {

@@ -19,7 +19,7 @@ from teams_runtime.storage import (
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.backends import open_queue, open_store
+from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.server_files import servers_away
 
 __all__ = ["cmd_cancel", "cmd_status", "status_report"]
@@ -74,12 +74,13 @@ def _servers_away(
 def status_report(workspace: Workspace) -> dict[str, Any]:
     """Every request's state, every role's envelopes, every worker's lease: one object."""
     config = load_team_config(workspace.root)
-    store = open_store(workspace, config)
-    snapshot = open_queue(workspace, config).snapshot()
+    with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
+        snapshot = backend.queue.snapshot()
+        rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
     now = time.time()
     return {
         "workspace": str(workspace.root.resolve()),
-        "requests": [_request_row(store, request_id) for request_id in store.list_ids()],
+        "requests": rows,
         "roles": {
             role: {
                 "waiting": snapshot.waiting[role],

@@ -123,9 +123,24 @@ async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) ->
     return stopped
 
 
-def _print_summary(team: Team, *, once: bool, stopped: bool, as_json: bool) -> None:
+async def _run_and_count(
+    team: Team, *, once: bool, view: LiveView | None
+) -> tuple[bool, int | None]:
+    """Run the team (``_run_until_signal``) with its store and queue open for this command,
+    then count what is left queued for the next run (while they are still open): whether a
+    signal stopped it, and that count (``None`` after a ``--once`` run that finished)."""
+    async with team:
+        stopped = await _run_until_signal(team, once=once, view=view)
+        if not stopped and once:
+            return stopped, None
+        counts = await anyio.to_thread.run_sync(team.queue.counts)
+        return stopped, sum(counts.values())
+
+
+def _print_summary(
+    team: Team, *, once: bool, stopped: bool, queued: int | None, as_json: bool
+) -> None:
     summary = team.summary
-    queued = sum(team.queue.counts().values()) if stopped or not once else None
     next_attempt = None if summary.next_attempt is None else iso_of(summary.next_attempt)
     if as_json:
         write_json(
@@ -167,8 +182,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         console=None if view is None else view.log_line,
     )
     try:
-        stopped = anyio.run(partial(_run_until_signal, team, once=args.once, view=view))
-        _print_summary(team, once=args.once, stopped=stopped, as_json=args.json)
+        run = partial(_run_and_count, team, once=args.once, view=view)
+        stopped, queued = anyio.run(run)
+        _print_summary(team, once=args.once, stopped=stopped, queued=queued, as_json=args.json)
     finally:
         stop_logging()
     return 0

@@ -8,6 +8,7 @@ support modules (``fake_model``, ``fake_openai_server``, ``reference``, ``strate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import socket
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import nats
 import nats.js.errors
 import pytest
@@ -35,6 +37,7 @@ from teams_runtime.policy.projection import project_request
 from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
 from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.files.file_store import create_record
+from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 
 from .fake_openai_server import FakeOpenAIServer
 
@@ -393,6 +396,21 @@ class NatsServer:
         """Settings for a team of its own on this server (a fresh prefix)."""
         prefix = overrides.pop("prefix", f"t{uuid.uuid4().hex[:12]}")
         return NatsSettings(url=self.url, prefix=prefix, **overrides)
+
+
+@pytest.fixture
+def nats_connect() -> Iterator[Callable[..., NatsConnection]]:
+    """Open NATS connections from a test's own (synchronous) code: ``nats_connect(settings,
+    queue_ack_seconds=...)``. Each lives on an event loop of the test's (anyio's blocking
+    portal), as a command's does, and is closed when the test ends."""
+    with contextlib.ExitStack() as opened:
+        portal = opened.enter_context(anyio.from_thread.start_blocking_portal())
+
+        def connect(settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> NatsConnection:
+            scope = open_connection(settings, queue_ack_seconds=queue_ack_seconds)
+            return opened.enter_context(portal.wrap_async_context_manager(scope))
+
+        yield connect
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.nats.connection import close_shared_connections
 
 from .cli_in_process import init_nats_workspace, run_cli
 
@@ -411,10 +410,7 @@ def test_replicas_a_single_nats_server_cannot_keep_is_one_line(
     config = root / "team_runtime.yaml"
     config.write_text(config.read_text().replace("replicas: 1", "replicas: 3"))
     capsys.readouterr()
-    try:
-        status, out, err = run_cli(capsys, "status", "--workspace", str(root))
-    finally:
-        close_shared_connections()
+    status, out, err = run_cli(capsys, "status", "--workspace", str(root))
     assert (status, out) == (2, "")
     assert err == (
         "teams-runtime: error: team_runtime.yaml backend.nats.replicas is 3, but the NATS "

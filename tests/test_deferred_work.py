@@ -38,9 +38,13 @@ class Backend:
     """One backend for a test: its team_runtime.yaml sections, and store and queue objects
     (each a worker of its own on NATS, with its own connection)."""
 
-    def __init__(self, settings: NatsSettings | None) -> None:
+    def __init__(
+        self,
+        settings: NatsSettings | None,
+        connect: Callable[[NatsSettings], NatsConnection] | None = None,
+    ) -> None:
         self.settings = settings
-        self._connections: list[NatsConnection] = []
+        self._connect = connect  # `nats_connect`: each connection closed when the test ends
         self._reader: RecordStore | None = None
 
     def sections(self) -> dict[str, Any]:
@@ -50,10 +54,8 @@ class Backend:
         return {"backend": {"kind": "nats", "nats": nats}}
 
     def _connection(self) -> NatsConnection:
-        assert self.settings is not None
-        connection = NatsConnection(self.settings)
-        self._connections.append(connection)
-        return connection
+        assert self.settings is not None and self._connect is not None
+        return self._connect(self.settings)
 
     def store(self, workspace: Workspace, after_append: Callable[[], None] | None = None) -> Any:
         """A store whose every append calls ``after_append`` once it is written."""
@@ -89,19 +91,15 @@ class Backend:
         record: dict[str, Any] = json.loads(self._reader.load(request_id))
         return record
 
-    def close(self) -> None:
-        for connection in self._connections:
-            connection.close()
-
 
 @pytest.fixture(params=["file", "nats"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     nats = request.param == "nats"
-    made = Backend(request.getfixturevalue("nats_server").settings() if nats else None)
-    try:
-        yield made
-    finally:
-        made.close()
+    if nats:
+        settings = request.getfixturevalue("nats_server").settings()
+        yield Backend(settings, request.getfixturevalue("nats_connect"))
+    else:
+        yield Backend(None)
 
 
 def _calls(workspace: Workspace) -> list[str]:

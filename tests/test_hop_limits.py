@@ -38,7 +38,7 @@ from teams_runtime.storage import (
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
@@ -96,9 +96,12 @@ def _nats(settings: NatsSettings) -> Backend:
     def make(
         stack: ExitStack,
     ) -> tuple[dict[str, Any], Callable[[], tuple[RecordStore, WorkQueue]]]:
+        portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
+
         def worker() -> tuple[RecordStore, WorkQueue]:
-            connection = NatsConnection(settings)  # a host of its own
-            stack.callback(connection.close)
+            # A host of its own: its connection on the portal's loop, closed with the stack.
+            scope = portal.wrap_async_context_manager(open_connection(settings))
+            connection = stack.enter_context(scope)
             return NatsRecordStore(connection), NatsWorkQueue(connection)
 
         section = {"kind": "nats", "nats": {"url": settings.url, "prefix": settings.prefix}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +18,13 @@ from teams_runtime.cli import main
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import load_team_config
-from teams_runtime.storage.nats import nats_store as record_nats
-from teams_runtime.storage.nats.connection import NatsConnection, close_shared_connections
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats import append_writer
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.record_reader import RecordReader
 
 from .cli_in_process import init_nats_workspace, run_cli
 
 FAKE_MODEL = Path(__file__).with_name("fake_model.py")
-
-
-@pytest.fixture(autouse=True)
-def _close_connections() -> Iterator[None]:
-    yield
-    close_shared_connections()  # the CLI runs in-process here: leave no client behind
 
 
 @pytest.fixture
@@ -321,7 +315,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == ["req-1"]
     nats_server.limit_events(prefix, -1)
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
     status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
     assert (status, err) == (0, "")
     assert out.splitlines() == [
@@ -356,6 +350,7 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     nats_server: Any,
+    nats_connect: Callable[..., NatsConnection],
     record_file: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -378,14 +373,11 @@ def test_append_on_nats_waits_for_the_stores_own_answer(
     # A writer is between publishing and committing (it holds the request): the store's own
     # message, after its window (shortened to a second here).
     prefix = yaml.safe_load((host / "team_runtime.yaml").read_text())["backend"]["nats"]["prefix"]
-    connection = NatsConnection(nats_server.settings(prefix=prefix))
-    try:
-        subject = connection.names.event_subject("req-1", None)
-        headers = {"Tr-Append": "busy"}
-        connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
-    finally:
-        connection.close()
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    connection = nats_connect(nats_server.settings(prefix=prefix))  # another writer
+    subject = connection.names.event_subject("req-1", None)
+    headers = {"Tr-Append": "busy"}
+    connection.call(lambda: connection.js.publish(subject, b"{}", headers=headers))
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 1.0)
     capsys.readouterr()
     status, out, err = run_cli(capsys, "append", "req-1", *note, *where)
     assert (status, out) == (2, "")
@@ -417,7 +409,7 @@ def test_project_on_nats_reads_the_head_and_the_events_it_selects(
             async def whole_history(*args: Any) -> Any:
                 raise AssertionError("project read the whole history")
 
-            monkeypatch.setattr(NatsRecordStore, "_history", whole_history)
+            monkeypatch.setattr(RecordReader, "history", whole_history)
         capsys.readouterr()
         answers = []
         for argv in (
@@ -443,7 +435,6 @@ def test_a_worker_with_another_lease_says_so_when_its_team_starts(
     config = first / "team_runtime.yaml"
     config.write_text(config.read_text() + "queue:\n  lease_seconds: 30\n")
     assert run_cli(capsys, "status", "--workspace", str(first))[0] == 0  # makes the queue: 30 s
-    close_shared_connections()
     config.write_text(config.read_text().replace("lease_seconds: 30", "lease_seconds: 3"))
     status, _, err = run_cli(capsys, "run", "--once", "--plain", "--workspace", str(first))
     assert status == 0

@@ -13,7 +13,7 @@ import tempfile
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,12 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.nats import nats_store as record_nats
-from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats import append_writer
+from teams_runtime.storage.nats.append_writer import AppendWriter
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.head_changes import prepare
+from teams_runtime.storage.nats.nats_store import UNSEEN, NatsRecordStore
+from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 from .conftest import SMALL_MAX_PAYLOAD
 from .strategies import configs, event
@@ -57,12 +60,10 @@ def nats_settings(nats_server: Any) -> NatsSettings:
 
 
 @pytest.fixture
-def connection(nats_settings: NatsSettings) -> Iterator[NatsConnection]:
-    opened = NatsConnection(nats_settings)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def connection(
+    nats_settings: NatsSettings, nats_connect: Callable[..., NatsConnection]
+) -> NatsConnection:
+    return nats_connect(nats_settings)
 
 
 def _raw(value: Any) -> msgspec.Raw:
@@ -176,12 +177,10 @@ def test_any_history_projects_prompts_and_exports_as_the_file_store_does(
 
 
 @pytest.fixture
-def small_connection(small_nats_server: Any) -> Iterator[NatsConnection]:
-    opened = NatsConnection(small_nats_server.settings())
-    try:
-        yield opened
-    finally:
-        opened.close()
+def small_connection(
+    small_nats_server: Any, nats_connect: Callable[..., NatsConnection]
+) -> NatsConnection:
+    return nats_connect(small_nats_server.settings())
 
 
 _ROOM = SMALL_MAX_PAYLOAD - 2048  # the data a message of `small_nats_server` carries
@@ -301,20 +300,20 @@ def test_append_keys_of_any_length_are_answered_as_the_file_store_answers_them(
 
 _WRITER = """
 import sys, msgspec
-from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats import nats_store as record_nats
+from anyio.from_thread import start_blocking_portal
+from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 from teams_runtime.codecs.config import NatsSettings
 settings = msgspec.json.decode(sys.argv[1].encode(), type=NatsSettings)
 name, appends = sys.argv[2], int(sys.argv[3])
-connection = NatsConnection(settings)
-store = NatsRecordStore(connection)
-print("ready", flush=True)
-sys.stdin.readline()  # start together
-for number in range(appends):
-    event = {"timestamp": "t", "type": "note", "actor": name, "summary": f"{name}:{number}"}
-    store.append("req-1", [msgspec.Raw(msgspec.json.encode(event))], {"status": name})
-connection.close()
+with start_blocking_portal() as portal:
+    with portal.wrap_async_context_manager(open_connection(settings)) as connection:
+        store = NatsRecordStore(connection)
+        print("ready", flush=True)
+        sys.stdin.readline()  # start together
+        for number in range(appends):
+            event = {"timestamp": "t", "type": "note", "actor": name, "summary": f"{name}:{number}"}
+            store.append("req-1", [msgspec.Raw(msgspec.json.encode(event))], {"status": name})
 """
 
 
@@ -353,21 +352,20 @@ def test_four_processes_appending_at_once_lose_nothing_and_keep_their_order(
 
 
 def test_a_keyed_append_is_stored_once_whichever_host_repeats_it(
-    connection: NatsConnection, nats_settings: NatsSettings
+    connection: NatsConnection,
+    nats_settings: NatsSettings,
+    nats_connect: Callable[..., NatsConnection],
 ) -> None:
-    other_host = NatsConnection(nats_settings)
-    try:
-        here, there = NatsRecordStore(connection), NatsRecordStore(other_host)
-        here.create("req-1", {"request_id": "req-1", "events": []})
-        note = {"timestamp": "t", "type": "note", "append_key": "env-1"}
-        first = here.append("req-1", [_raw(note)], {"status": "a"}, key="env-1")
-        again = there.append("req-1", [_raw(note)], {"status": "b"}, key="env-1")
-        assert (first.applied, first.count) == (True, 1)
-        assert (again.applied, again.count) == (False, 1)
-        stored = json.loads(there.load("req-1"))
-        assert (len(stored["events"]), stored["status"]) == (1, "a")
-    finally:
-        other_host.close()
+    other_host = nats_connect(nats_settings)
+    here, there = NatsRecordStore(connection), NatsRecordStore(other_host)
+    here.create("req-1", {"request_id": "req-1", "events": []})
+    note = {"timestamp": "t", "type": "note", "append_key": "env-1"}
+    first = here.append("req-1", [_raw(note)], {"status": "a"}, key="env-1")
+    again = there.append("req-1", [_raw(note)], {"status": "b"}, key="env-1")
+    assert (first.applied, first.count) == (True, 1)
+    assert (again.applied, again.count) == (False, 1)
+    stored = json.loads(there.load("req-1"))
+    assert (len(stored["events"]), stored["status"]) == (1, "a")
 
 
 def test_an_append_a_dead_writer_left_half_done_is_set_aside(
@@ -380,7 +378,7 @@ def test_an_append_a_dead_writer_left_half_done_is_set_aside(
     subject = names.event_subject("req-1", None)
     headers = {"Tr-Append": "dead"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "lost"}', headers=headers))
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.3)  # the grace, shortened
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.3)  # the grace, shortened
     appended = store.append("req-1", [_raw({"type": "after"})], {})
     assert appended.count == 2
     stored = json.loads(store.load("req-1"))
@@ -401,7 +399,7 @@ def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     assert other.exists("req-1")  # its head seen: version() says its revision
     before = other.version("req-1")
     # Its writer may still commit it: an append waits (here it gives up, nothing written).
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 0.5)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 0.5)
     with pytest.raises(RecordError, match=r"other writers kept the request busy for 0.5 s"):
         other.append("req-1", [_raw({"type": "x"})], {})
     assert other.version("req-1") == before
@@ -419,17 +417,17 @@ def test_a_half_done_append_is_aged_by_the_appenders_own_clock_and_waited_for_ca
     subject = connection.names.event_subject("req-1", None)
     headers = {"Tr-Append": "ahead", "Tr-Time": f"{time.time() + 3600:.3f}"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "lost"}', headers=headers))
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 1.0)
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 20.0)
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 1.0)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 20.0)
     reads = 0
-    get_head = store._get_head
+    get_head = store.reader.get_head
 
     async def counted(key: str) -> Any:
         nonlocal reads
         reads += 1
         return await get_head(key)
 
-    monkeypatch.setattr(store, "_get_head", counted)
+    monkeypatch.setattr(store.reader, "get_head", counted)
     appended = store.append("req-1", [_raw({"type": "after"})], {})
     assert appended.count == 1
     assert [item["type"] for item in json.loads(store.load("req-1"))["events"]] == ["after"]
@@ -449,34 +447,31 @@ def test_an_appender_whose_clock_runs_ahead_never_sets_a_live_writers_messages_a
     headers = {"Tr-Append": "live", "Tr-Time": f"{time.time():.3f}"}
     connection.call(lambda: connection.js.publish(subject, b'{"type": "live"}', headers=headers))
     ahead = time.time() + 120
-    monkeypatch.setattr(record_nats.time, "time", lambda: ahead)
-    monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 5.0)
-    monkeypatch.setattr(record_nats, "_APPEND_SECONDS", 1.0)
+    monkeypatch.setattr(append_writer.time, "time", lambda: ahead)
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 5.0)
+    monkeypatch.setattr(append_writer, "APPEND_SECONDS", 1.0)
     with pytest.raises(RecordError, match="busy"):
         store.append("req-1", [_raw({"type": "mine"})], {})
 
 
 def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(
-    nats_server: Any, monkeypatch: pytest.MonkeyPatch
+    nats_server: Any, monkeypatch: pytest.MonkeyPatch, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     # The stream's limit (200 KB, set by an operator) is reached after a few of its events:
     # the head, made last, is never made; once the limit is raised the same create works.
     settings = nats_server.settings()
     nats_server.limit_events(settings.prefix, 200_000)
-    connection = NatsConnection(settings)
-    try:
-        store = NatsRecordStore(connection)
-        events = [{"type": "note", "summary": "s" * 50_000} for _ in range(6)]
-        record = {"request_id": "req-1", "events": events}
-        with pytest.raises(BackendError, match=r"refused a message of this write \(.*\); noth"):
-            store.create("req-1", record)
-        assert (store.exists("req-1"), store.list_ids()) == (False, [])
-        nats_server.limit_events(settings.prefix, -1)
-        monkeypatch.setattr(record_nats, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
-        assert store.create("req-1", record)
-        assert json.loads(store.load("req-1"))["events"] == events
-    finally:
-        connection.close()
+    connection = nats_connect(settings)
+    store = NatsRecordStore(connection)
+    events = [{"type": "note", "summary": "s" * 50_000} for _ in range(6)]
+    record = {"request_id": "req-1", "events": events}
+    with pytest.raises(BackendError, match=r"refused a message of this write \(.*\); noth"):
+        store.create("req-1", record)
+    assert (store.exists("req-1"), store.list_ids()) == (False, [])
+    nats_server.limit_events(settings.prefix, -1)
+    monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.2)  # the grace, shortened
+    assert store.create("req-1", record)
+    assert json.loads(store.load("req-1"))["events"] == events
 
 
 def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnection) -> None:
@@ -500,8 +495,8 @@ def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     # the same append again. Another writer's append in between must not make it write twice.
     store = NatsRecordStore(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
-    prepared = record_nats._prepare([_raw({"type": "mine"})], "an appended event")
-    append = record_nats._Append(store, "req-1", prepared, {"status": "x"}, "", {})
+    prepared = prepare([_raw({"type": "mine"})], "an appended event")
+    append = AppendWriter(store.reader, "req-1", prepared, {"status": "x"}, "", {})
     first = connection.call(append.run)
     store.append("req-1", [_raw({"type": "other"})], {})
     again = connection.call(append.run)
@@ -577,30 +572,29 @@ def test_an_id_typed_in_nfd_or_nfc_is_one_record(connection: NatsConnection) -> 
 # --- versions -----------------------------------------------------------------------------------
 
 
-def test_version_of_an_unseen_request_asks_no_server(own_nats_server: Any) -> None:
+def test_version_of_an_unseen_request_asks_no_server(
+    own_nats_server: Any, nats_connect: Callable[..., NatsConnection]
+) -> None:
     # The actor asks version() on the event loop per projection: it must never wait on the
     # server (here a call would retry for retry_seconds, then raise BackendError).
-    connection = NatsConnection(own_nats_server.settings(retry_seconds=1.0))
-    try:
-        store = NatsRecordStore(connection)
-        store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
-        assert not store.exists("req-gone")
-        created = store.version("req-1")
-        own_nats_server.stop()
-        unseen = store.version("req-2")
-        assert unseen is record_nats.UNSEEN and unseen != created and unseen is not None
-        assert store.version("req-1") == created  # seen: what this store wrote
-        assert store.version("req-gone") is None  # looked for: none
-        with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
-            store.read("req-2", tail=16)  # the read, in a worker thread, waits on the server
-    finally:
-        connection.close()
+    connection = nats_connect(own_nats_server.settings(retry_seconds=1.0))
+    store = NatsRecordStore(connection)
+    store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
+    assert not store.exists("req-gone")
+    created = store.version("req-1")
+    own_nats_server.stop()
+    unseen = store.version("req-2")
+    assert unseen is UNSEEN and unseen != created and unseen is not None
+    assert store.version("req-1") == created  # seen: what this store wrote
+    assert store.version("req-gone") is None  # looked for: none
+    with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
+        store.read("req-2", tail=16)  # the read, in a worker thread, waits on the server
 
 
 def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection) -> None:
     writer, reader = NatsRecordStore(connection), NatsRecordStore(connection)
     writer.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
-    assert reader.version("req-1") in (record_nats.UNSEEN, writer.version("req-1"))
+    assert reader.version("req-1") in (UNSEEN, writer.version("req-1"))
     read = reader.read("req-1", tail=16)
     assert reader.version("req-1") == read.version == writer.version("req-1")
     with pytest.raises(UnknownRequestError, match=r"^no request 'req-2'"):

@@ -26,7 +26,6 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from .reference import reference_role
@@ -40,10 +39,10 @@ def _file_stores(root: Path, request: pytest.FixtureRequest) -> NewStore:
 
 def _nats_stores(root: Path, request: pytest.FixtureRequest) -> NewStore:
     settings = request.getfixturevalue("nats_server").settings()  # a team of its own
+    connect = request.getfixturevalue("nats_connect")
 
     def new() -> RecordStore:
-        connection = NatsConnection(settings)  # another writer: a connection of its own
-        request.addfinalizer(connection.close)
+        connection = connect(settings)  # another writer: a connection of its own
         return NatsRecordStore(connection)
 
     return new

@@ -48,8 +48,7 @@ def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
 
 def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
     settings = request.getfixturevalue("nats_server").settings()  # a team of its own
-    connection = NatsConnection(settings)
-    request.addfinalizer(connection.close)
+    connection: NatsConnection = request.getfixturevalue("nats_connect")(settings)
 
     def put_bytes(role: str, data: bytes) -> None:
         subject = f"{settings.prefix}.q.{role}.corrupt"
@@ -447,11 +446,11 @@ def test_file_leases_long_past_are_removed_by_the_next_worker_looking_for_work(
 
 
 @pytest.fixture
-def nats_connection(nats_server: Any, request: pytest.FixtureRequest) -> NatsConnection:
+def nats_connection(
+    nats_server: Any, nats_connect: Callable[..., NatsConnection]
+) -> NatsConnection:
     """A connection for a team of its own whose deliveries are claims for 1 s at a time."""
-    connection = NatsConnection(nats_server.settings(), queue_ack_seconds=1)
-    request.addfinalizer(connection.close)
-    return connection
+    return nats_connect(nats_server.settings(), queue_ack_seconds=1)
 
 
 def test_nats_queue_puts_an_envelope_id_once(nats_connection: NatsConnection) -> None:
@@ -481,10 +480,22 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
     assert sum(other.counts().values()) == 0
 
 
+def _claim_one(queue: WorkQueue, role: str) -> Claim:
+    """The envelope just put for ``role``: a claim right after a put may find nothing yet (the
+    server tells its consumer about a new message a moment after acknowledging it), so ask
+    until it comes."""
+    deadline = time.monotonic() + 10
+    while not (claims := queue.claim(role, 1)):
+        assert time.monotonic() < deadline, "the envelope put was never handed out"
+        time.sleep(0.01)
+    (claim,) = claims
+    return claim
+
+
 def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsConnection) -> None:
     worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
     worker.put(_envelope("req.1"))
-    worker.claim("qa", 1)
+    _claim_one(worker, "qa")
     assert worker.renew()
     snapshot = worker.snapshot()
     assert (snapshot.waiting["qa"], snapshot.claimed["qa"]) == (0, 1)
@@ -492,26 +503,49 @@ def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsCon
     assert (lease.worker, lease.alive, lease.holds) == ("host-a.1", True, ["qa:req.1"])
     worker.retire()  # its claim waits again at once, its lease goes
     snapshot = worker.snapshot()
-    assert snapshot.workers == [] and snapshot.claimed["qa"] + snapshot.waiting["qa"] == 1
+    assert snapshot.workers == []
+    assert (snapshot.waiting["qa"], snapshot.claimed["qa"]) == (1, 0)  # waiting, for anyone
+
+
+def test_nats_counts_do_not_wait_for_the_consumers_own_count_of_a_new_message(
+    nats_connection: NatsConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server counts a new message into a consumer's ``num_pending`` a moment after it
+    acknowledged the publish. Right after ``retire`` (the claim queued again as a new message,
+    the delivery acked) a full run once saw the envelope neither waiting nor claimed, which
+    ``status`` showed and ``run --once`` took for an idle team. Here every consumer info
+    answers as the server did in that moment."""
+    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
+    worker.put(_envelope("req.1"))
+    _claim_one(worker, "qa")
+    worker.retire()
+    asked = nats_connection.js.consumer_info
+
+    async def not_counted_yet(*args: Any, **kwargs: Any) -> Any:
+        info = await asked(*args, **kwargs)
+        info.num_pending = 0
+        return info
+
+    monkeypatch.setattr(nats_connection.js, "consumer_info", not_counted_yet)
+    snapshot = worker.snapshot()
+    assert (snapshot.waiting["qa"], snapshot.claimed["qa"]) == (1, 0)
+    assert worker.waiting()["qa"] == 1  # the live view's queued column says the same
 
 
 def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
-    small_nats_server: Any,
+    small_nats_server: Any, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     """A follow-up's body is the role's summary (kept whole in the record): past the server's
     max_payload the queued copy is cut with a note, rather than the request stalling on a put
     the server refuses (found when a 1.1 MB summary left its follow-up unqueued)."""
-    connection = NatsConnection(small_nats_server.settings())
-    try:
-        queue = NatsWorkQueue(connection)
-        body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
-        queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
-        [claim] = queue.claim("qa", 1)
-        assert claim.envelope is not None
-        kept = claim.envelope.body
-        assert kept.startswith("é" * 1000)
-        assert kept.endswith("the whole text is in the request's record]")
-        assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
-        queue.done(claim)
-    finally:
-        connection.close()
+    connection = nats_connect(small_nats_server.settings())
+    queue = NatsWorkQueue(connection)
+    body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
+    queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
+    [claim] = queue.claim("qa", 1)
+    assert claim.envelope is not None
+    kept = claim.envelope.body
+    assert kept.startswith("é" * 1000)
+    assert kept.endswith("the whole text is in the request's record]")
+    assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
+    queue.done(claim)

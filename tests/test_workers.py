@@ -15,17 +15,19 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileWorkQueue, Workspace
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
@@ -389,25 +391,31 @@ def _nats_seed(
 ) -> None:
     """Create the requests and queue their envelopes; the first connection to the team makes
     its queue, with ``lease`` as the ack wait every worker then renews within."""
-    connection = NatsConnection(settings, queue_ack_seconds=lease)
-    try:
+    with _connected(settings, lease) as connection:
         store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
         for request_id in request_ids:
             store.create(request_id, sample_record(events, request_id))
             queue.put(MessageEnvelope(request_id=request_id, sender="user", target=role))
-    finally:
-        connection.close()
 
 
 def _nats_records(settings: NatsSettings, request_ids: list[str]) -> dict[str, dict[str, Any]]:
-    connection = NatsConnection(settings)
-    try:
+    with _connected(settings) as connection:
         store = NatsRecordStore(connection)
         records = {request_id: json.loads(store.load(request_id)) for request_id in request_ids}
         assert sum(NatsWorkQueue(connection).counts().values()) == 0
         return records
-    finally:
-        connection.close()
+
+
+@contextmanager
+def _connected(settings: NatsSettings, lease: float = 60.0) -> Iterator[NatsConnection]:
+    """A connection of the caller's own for a ``with`` block, as a command opens one."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(
+            open_connection(settings, queue_ack_seconds=lease)
+        ) as connection,
+    ):
+        yield connection
 
 
 def _all_calls(hosts: list[Workspace]) -> Counter[tuple[str, str]]:
@@ -481,16 +489,13 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
     )  # fmt: skip
     (lease,) = json.loads(done.stdout)["workers"]
     assert lease["alive"] and sorted(lease["holds"]) == ["qa:req-1", "qa:req-2"]
-    other = NatsConnection(settings, queue_ack_seconds=1)  # another worker, asking for work
-    try:
+    with _connected(settings, 1) as other:  # another worker, asking for work
         queue, until = NatsWorkQueue(other), time.monotonic() + 3
         # The scenario is time passing: asked for work over longer than the ack wait, the
         # server never hands the calls out again, since the worker renews them.
         while time.monotonic() < until:
             assert queue.claim("qa", 10) == []
             time.sleep(0.2)
-    finally:
-        other.close()
     _, err = worker.communicate(timeout=120)
     assert worker.returncode == 0, err
     assert _all_calls([host, elsewhere]) == {("req-1", "qa"): 1, ("req-2", "qa"): 1}

@@ -9,10 +9,10 @@ delivers the envelope again after the consumer's ack wait (the team's lease, rea
 server); a live worker's ``renew`` tells the server it is still working (an in-progress ack per
 claim).
 Released envelopes wait on ``<prefix>.deferred.<role>.<id>`` until the time in their
-``Tr-Next-Attempt`` header (``storage.deferrals``), when any worker's ``restore_deferred``
-queues them again; rejected ones go to ``<prefix>_rejected`` with the reason in a header.
-Worker leases are a KV bucket: each worker's entry lists what it holds, written when it
-claims, finishes and renews.
+``Tr-Next-Attempt`` header (``deferred_queue``), when any worker's ``restore_deferred`` queues
+them again; rejected ones go to ``<prefix>_rejected`` with the reason in a header. Worker
+leases are a KV bucket: each worker's entry lists what it holds, written when it claims,
+finishes and renews.
 
 What the file queue calls waiting is what no worker was handed: a retiring worker queues its
 envelopes again as new messages (not a nak, which the server would still count as delivered),
@@ -25,31 +25,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import nats.errors
-import nats.js.errors
-from loguru import logger
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerInfo, RawStreamMsg
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
-from teams_runtime.storage.nats.connection import NatsConnection, id_of_token, token_of
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.deferred_queue import (
+    NEXT_ATTEMPT_HEADER,
+    deferred_envelope,
+    deferred_messages,
+    restore_due,
+)
+from teams_runtime.storage.nats.envelope_fit import fitting
+from teams_runtime.storage.nats.leases import LeaseBucket
+from teams_runtime.storage.nats.queue_counts import per_role, role_counts
+from teams_runtime.storage.nats.queue_drops import drop_waiting_and_deferred
+from teams_runtime.storage.nats.tokens import id_of_token, token_of
 from teams_runtime.storage.nats.values import message_room
-from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import Claim, QueueSnapshot
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 
 __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
@@ -57,10 +61,6 @@ __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
 RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
 
 _REASON_HEADER = "Tr-Reason"
-_NEXT_ATTEMPT_HEADER = "Tr-Next-Attempt"  # a deferred envelope's next attempt (Unix time)
-_LEASE_DECODER = msgspec.json.Decoder(dict[str, Any])
-_NO_MESSAGE_FOUND = 10037  # JetStream: a message get found nothing (at or after that sequence)
-_DELETE_FAILED = 10057  # JetStream: the message to delete is gone (acked meanwhile)
 
 
 def _once(step: str, ticket: str) -> dict[str, str]:
@@ -94,10 +94,9 @@ class NatsWorkQueue:
         self.worker_id = worker_id or new_worker_id()
         self._retry = retry or RetrySchedule()
         self._clock = clock  # when deferred envelopes are due
-        self._host = socket.gethostname()
         self._held: dict[str, _Held] = {}
         self._held_lock = threading.Lock()
-        self._workers = connection.call(lambda: connection.js.key_value(self.names.workers))
+        self._leases = LeaseBucket(connection, self.worker_id, self._holds)
         # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
@@ -138,7 +137,7 @@ class NatsWorkQueue:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
         subject = self.names.waiting_subject(envelope.target, token_of(envelope.request_id))
-        data = _fitting(envelope, message_room(self.connection.client.max_payload))
+        data = fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
         ack = self.connection.call(
             lambda: self._js.publish(subject, data, headers=headers), what="a queue put"
@@ -225,7 +224,7 @@ class NatsWorkQueue:
                 subject = to(held.role, held.request_token)
                 data = held.data if reshape is None else reshape(held.data)
                 await self._js.publish(subject, data, headers=headers)
-            await asyncio.gather(self._ack(held.reply), self._publish_lease(must=False))
+            await asyncio.gather(self._ack(held.reply), self._leases.write(must=False))
 
         self.connection.call(finish, what=what)
 
@@ -243,7 +242,7 @@ class NatsWorkQueue:
         _, deferrals = deferral_view(held.data)
         next_attempt = now + self._retry.delay(deferrals + 1)
         # A retry after a lost answer puts it there once.
-        headers = {**_once("deferred", claim.ticket), _NEXT_ATTEMPT_HEADER: repr(next_attempt)}
+        headers = {**_once("deferred", claim.ticket), NEXT_ATTEMPT_HEADER: repr(next_attempt)}
         self._finish(
             claim,
             "a queue release",
@@ -278,48 +277,10 @@ class NatsWorkQueue:
         envelope a worker holds stays with it, as a claimed file does, and its role finds the
         request cancelled when it records the outcome."""
         token = token_of(check_request_id(request_id))
-        names = self.names
-
-        async def remove() -> int:
-            stream = await self._js.stream_info(
-                names.queue, subjects_filter=names.waiting_subject("*", token)
-            )
-            roles = sorted({names.role_of(subject) for subject in stream.state.subjects or {}})
-            dropped = 0
-            for role in roles:
-                dropped += await self._drop_waiting(role, token)
-            answer = await self.connection.api(
-                f"STREAM.PURGE.{names.queue}", {"filter": names.deferred_subject("*", token)}
-            )
-            return dropped + int(answer.get("purged", 0))
-
-        dropped: int = self.connection.call(remove, what="a queue drop")
+        dropped: int = self.connection.call(
+            lambda: drop_waiting_and_deferred(self.connection, token), what="a queue drop"
+        )
         return dropped
-
-    async def _drop_waiting(self, role: str, token: str) -> int:
-        """Delete the role's envelopes on ``token`` that its consumer has not delivered yet."""
-        queue = self.names.queue
-        info = await self._js.consumer_info(queue, self.names.role_consumer(role))
-        seq = (info.delivered.stream_seq if info.delivered else 0) + 1
-        subject = self.names.waiting_subject(role, token)
-        dropped = 0
-        while True:
-            try:
-                answer = await self.connection.api(
-                    f"STREAM.MSG.GET.{queue}", {"seq": seq, "next_by_subj": subject}
-                )
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == _NO_MESSAGE_FOUND:
-                    return dropped
-                raise
-            seq = int(answer["message"]["seq"])
-            try:
-                await self.connection.api(f"STREAM.MSG.DELETE.{queue}", {"seq": seq})
-                dropped += 1
-            except nats.js.errors.APIError as exc:
-                if exc.err_code != _DELETE_FAILED:  # else: claimed and finished meanwhile
-                    raise
-            seq += 1
 
     # --- the worker's lease --------------------------------------------------------------
 
@@ -332,7 +293,7 @@ class NatsWorkQueue:
         async def renew() -> None:
             for item in held:
                 await self.connection.client.publish(item.reply, b"+WPI")
-            await self._publish_lease(must=True)
+            await self._leases.write(must=True)
 
         try:
             self.connection.call(renew, what="a lease renewal", patience=5.0)
@@ -340,82 +301,30 @@ class NatsWorkQueue:
             return False
         return True
 
-    def _lease_entry(self) -> bytes:
-        """This worker's entry in the leases bucket: who, where, when, and what it holds now."""
+    def _holds(self) -> list[str]:
+        """What this worker holds now, as its lease entry lists it (``role:request id``)."""
         with self._held_lock:
-            holds = [f"{h.role}:{id_of_token(h.request_token)}" for h in self._held.values()]
-        lease = {
-            "worker": self.worker_id,
-            "host": self._host,
-            "pid": os.getpid(),
-            "renewed": time.time(),
-            "holds": holds,
-        }
-        return json.dumps(lease).encode()
-
-    async def _publish_lease(self, *, must: bool) -> None:
-        # The entry is made here, on the connection's loop, right before it is sent: entries
-        # reach the server in the order they were made, so the last one says what is held.
-        try:
-            await self._workers.put(token_of(self.worker_id), self._lease_entry())
-        except (TimeoutError, nats.errors.Error):
-            if must:
-                raise
-            # Only what `status` shows: the next renewal (a third of the lease) writes it.
+            return [f"{h.role}:{id_of_token(h.request_token)}" for h in self._held.values()]
 
     def _tell_holds(self) -> None:
         """Write this worker's lease entry now (after a claim); a failure waits for renewal."""
         with contextlib.suppress(BackendError):
             self.connection.call(
-                lambda: self._publish_lease(must=False), what="a lease update", patience=5.0
+                lambda: self._leases.write(must=False), what="a lease update", patience=5.0
             )
 
     def restore_deferred(self) -> int:
         """Queue the deferred envelopes whose next attempt is due again (those without the
-        header, deferred by an older version, at once); returns how many. Each is published
-        as a waiting envelope (once: two workers restoring it together make one copy), then
-        deleted from its deferred subject; the deferred consumer is not used, so an envelope
-        that is not due yet stays untouched."""
-        now = self._clock()
-        queue = self.names.queue
+        header, deferred by an older version, at once); returns how many."""
+        now, queue = self._clock(), self.names.queue
 
         async def restore() -> int:
-            restored = 0
-            for message in await self._deferred_messages():
-                if _next_attempt(message.headers) > now:
-                    continue
-                subject = message.subject or ""
-                waiting = self.names.waiting_subject(
-                    self.names.role_of(subject), self.names.request_token_of(subject)
-                )
-                headers = _once("restored", f"{queue}/{message.seq}")
-                await self._js.publish(waiting, message.data or b"", headers=headers)
-                try:
-                    await self.connection.api(f"STREAM.MSG.DELETE.{queue}", {"seq": message.seq})
-                except nats.js.errors.APIError as exc:
-                    if exc.err_code != _DELETE_FAILED:  # else another worker restored it
-                        raise
-                restored += 1
-            return restored
+            return await restore_due(
+                self.connection, self._js, now, lambda seq: _once("restored", f"{queue}/{seq}")
+            )
 
         restored: int = self.connection.call(restore, what="a restore of deferred envelopes")
         return restored
-
-    async def _deferred_messages(self) -> list[RawStreamMsg]:
-        """Every deferred envelope in the queue stream, oldest first (read, not consumed)."""
-        messages: list[RawStreamMsg] = []
-        seq = 1
-        while True:
-            try:
-                message = await self._js.get_msg(
-                    self.names.queue, seq=seq, subject=self.names.every_deferred, next=True
-                )
-            except nats.js.errors.NotFoundError:
-                return messages
-            if message.seq is None:
-                return messages
-            messages.append(message)
-            seq = message.seq + 1
 
     def retire(self) -> None:
         """Hand this worker's claims back at once and remove its lease: each is queued again
@@ -441,8 +350,7 @@ class NatsWorkQueue:
             if self._doorbell is not None:
                 await self._doorbell.unsubscribe()
                 self._doorbell = None
-            with contextlib.suppress(nats.js.errors.KeyNotFoundError):
-                await self._workers.delete(token_of(self.worker_id))
+            await self._leases.remove()
 
         self.connection.call(retire, what="a worker retirement", patience=10.0)
 
@@ -453,7 +361,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            return await self._per_role(">")  # the stream holds waiting and deferred ones
+            return await per_role(self._js, self.names, ">")  # waiting and deferred ones
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -463,116 +371,29 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            consumers = await self._role_consumers()
-            deferred = [self._deferred_envelope(m) for m in await self._deferred_messages()]
+            counts, deferred, messages = await asyncio.gather(
+                role_counts(self._js, self.names),
+                per_role(self._js, self.names, self.names.every_deferred),
+                deferred_messages(self._js, self.names),
+            )
+            envelopes = [deferred_envelope(self.names, message) for message in messages]
             return QueueSnapshot(
-                waiting={role: info.num_pending or 0 for role, info in consumers.items()},
-                claimed={role: info.num_ack_pending or 0 for role, info in consumers.items()},
-                deferred=await self._per_role(self.names.every_deferred),
-                workers=await self._leases(),
-                deferred_envelopes=sorted(deferred, key=lambda envelope: envelope.next_attempt),
+                waiting=counts.waiting,
+                claimed=counts.claimed,
+                deferred=deferred,
+                workers=await self._leases.every_lease(self.lease_seconds),
+                deferred_envelopes=sorted(envelopes, key=lambda envelope: envelope.next_attempt),
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
         return snapshot
 
     def waiting(self) -> dict[str, int]:
-        """The role consumers' undelivered messages (one round of consumer infos at once)."""
+        """What no worker was handed, per role, as ``snapshot`` counts it (one round of
+        requests at once)."""
 
         async def look() -> dict[str, int]:
-            consumers = await self._role_consumers()
-            return {role: info.num_pending or 0 for role, info in consumers.items()}
+            return (await role_counts(self._js, self.names)).waiting
 
         waiting: dict[str, int] = self.connection.call(look, what="a queue count")
         return waiting
-
-    def _deferred_envelope(self, message: RawStreamMsg) -> DeferredEnvelope:
-        subject = message.subject or ""
-        envelope_id, deferrals = deferral_view(message.data or b"")
-        return DeferredEnvelope(
-            role=self.names.role_of(subject),
-            request_id=id_of_token(self.names.request_token_of(subject)),
-            envelope_id=envelope_id,
-            deferrals=deferrals,
-            next_attempt=_next_attempt(message.headers),
-        )
-
-    async def _role_consumers(self) -> dict[str, ConsumerInfo]:
-        """Each role consumer's state: ``num_pending`` never delivered (waiting),
-        ``num_ack_pending`` delivered and not acked (claimed)."""
-        infos = await asyncio.gather(
-            *(self._js.consumer_info(self.names.queue, self.names.role_consumer(r)) for r in ROLES)
-        )
-        return dict(zip(ROLES, infos, strict=True))
-
-    async def _per_role(self, subjects: str) -> dict[str, int]:
-        """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
-        counts = dict.fromkeys(ROLES, 0)
-        stream = await self._js.stream_info(self.names.queue, subjects_filter=subjects)
-        for subject, count in (stream.state.subjects or {}).items():
-            role = self.names.role_of(subject)
-            if role in counts:
-                counts[role] += count
-        return counts
-
-    async def _leases(self) -> list[WorkerLease]:
-        keys = await self.connection.bucket_keys(self._workers, self.names.workers)
-        now = time.time()
-        leases = []
-        for key in sorted(keys):
-            try:
-                entry = await self._workers.get(key)
-                lease = _LEASE_DECODER.decode(entry.value or b"")
-                age = max(now - float(lease.get("renewed", 0)), 0.0)
-                holds = [str(item) for item in lease.get("holds", [])]
-            except (nats.js.errors.KeyNotFoundError, msgspec.DecodeError, TypeError, ValueError):
-                continue  # removed meanwhile, or not a lease teams-runtime wrote
-            leases.append(
-                WorkerLease(
-                    worker=id_of_token(key),
-                    alive=age <= self.lease_seconds,
-                    lease_age=age,
-                    holds=holds,
-                )
-            )
-        return leases
-
-
-def _next_attempt(headers: dict[str, str] | None) -> float:
-    """A deferred envelope's next attempt (0: due at once, deferred by an older version or a
-    header that is no time)."""
-    try:
-        return float((headers or {}).get(_NEXT_ATTEMPT_HEADER, 0))
-    except ValueError:
-        return 0.0
-
-
-_CUT_NOTE = (
-    "\n[... {cut} bytes of this body were cut to fit one NATS message; "
-    "the whole text is in the request's record]"
-)
-
-
-def _fitting(envelope: MessageEnvelope, room: int) -> bytes:
-    """The envelope's bytes, its ``body`` shortened if they would not fit one message.
-
-    A follow-up's body is the role's summary, which the record keeps whole in its report event
-    (what the next role's prompt shows): cutting the copy in the envelope loses nothing, where
-    an envelope the server refuses would stall the request. Logged with sizes only.
-    """
-    data = pretty_json_bytes(envelope) + b"\n"
-    if len(data) <= room:
-        return data
-    body = envelope.body.encode("utf-8")
-    over = len(data) - room + len(_CUT_NOTE) + 20 + len(body) // 4  # escapes may grow it
-    keep = body[: max(len(body) - over, 0)].decode("utf-8", "ignore")
-    cut = len(body) - len(keep.encode("utf-8"))
-    shortened = msgspec.structs.replace(envelope, body=keep + _CUT_NOTE.format(cut=cut))
-    logger.warning(
-        "envelope {} for {}: body cut by {} bytes to fit one NATS message ({} bytes)",
-        envelope.envelope_id,
-        envelope.target,
-        cut,
-        room,
-    )
-    return pretty_json_bytes(shortened) + b"\n"

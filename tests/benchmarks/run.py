@@ -50,7 +50,7 @@ from teams_runtime.storage import (
 )
 from teams_runtime.storage.files.file_store import create_record
 from teams_runtime.storage.files.index import INDEX_TAIL
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
@@ -438,8 +438,10 @@ async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
     files = FileRecordStore(Workspace(root / "file-store"))
     ids = [f"req-{n}" for n in range(50)]
     for request_id in ids:
-        for target in (files, store):
-            target.create(request_id, sample_record(100, request_id))
+        for target in (files, store):  # from a worker thread: a NATS call waits on the loop
+            await anyio.to_thread.run_sync(
+                target.create, request_id, sample_record(100, request_id)
+            )
     rows = []
     file_asks, nats_asks = [await _warm_rate(s, ids, 1000) for s in (files, store)]
     rows.append(Row("NATS: warm asks/s, 8 role tasks over 50 requests", f"{nats_asks:,.0f}/s",
@@ -452,7 +454,7 @@ async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
     cold: dict[int, float] = {}
     for size in (100, 100_000):
         request_id = f"cold-{size}"
-        store.create(request_id, sample_record(size, request_id))
+        await anyio.to_thread.run_sync(store.create, request_id, sample_record(size, request_id))
 
         async def ask(request_id: str = request_id) -> None:
             async with open_context("unused", CONFIG, store=store) as ctx:  # nothing cached
@@ -466,7 +468,9 @@ async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
     return rows
 
 
-def _nats_workers_time(root: Path, url: str, workers: int, envelopes: int) -> tuple[float, int]:
+async def _nats_workers_time(
+    root: Path, url: str, workers: int, envelopes: int
+) -> tuple[float, int]:
     """As ``_workers_time``, with each worker in a folder of its own on one NATS team."""
     prefix = f"w{workers}x{os.getpid()}x{time.time_ns() % 1_000_000}"  # a team of its own
     settings = NatsSettings(url=url, prefix=prefix)
@@ -481,23 +485,22 @@ def _nats_workers_time(root: Path, url: str, workers: int, envelopes: int) -> tu
             f"model:\n  backend: command\n  command: [{model}]\n  timeout_seconds: 30\n"
             f"backend:\n  kind: nats\n  nats: {{url: '{url}', prefix: {prefix}}}\n"
         )
-    connection = NatsConnection(settings)
-    store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
-    ids = [f"req-{n}" for n in range(envelopes)]
-    for request_id in ids:
-        store.create(request_id, {"request_id": request_id})
-    try:
-        elapsed = _drain_seconds(hosts, queue, ids, 0.02)  # a count is a round trip here
-        reports = _reports(store, ids)
-    finally:
-        connection.close()
+    async with open_connection(settings) as connection:
+        store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
+        queue = NatsWorkQueue(connection)
+        ids = [f"req-{n}" for n in range(envelopes)]
+        for request_id in ids:
+            await anyio.to_thread.run_sync(store.create, request_id, {"request_id": request_id})
+        # A count is a round trip here.
+        elapsed = await anyio.to_thread.run_sync(_drain_seconds, hosts, queue, ids, 0.02)
+        reports = await anyio.to_thread.run_sync(_reports, store, ids)
     return elapsed, reports - envelopes
 
 
-def nats_workers_row(root: Path, url: str) -> Row:
+async def nats_workers_row(root: Path, url: str) -> Row:
     """3 hosts (separate folders) against 1 on one NATS team, with a 0.2 s model."""
-    one, duplicates_one = _nats_workers_time(root / "nats-one", url, 1, 60)
-    three, duplicates_three = _nats_workers_time(root / "nats-three", url, 3, 60)
+    one, duplicates_one = await _nats_workers_time(root / "nats-one", url, 1, 60)
+    three, duplicates_three = await _nats_workers_time(root / "nats-three", url, 3, 60)
     duplicates = duplicates_one + duplicates_three
     ratio = one / three
     return Row("NATS: 3 hosts vs 1, 60 envelopes, 0.2 s model", f"{three:.2f} s", f"{one:.2f} s",
@@ -508,12 +511,10 @@ def nats_workers_row(root: Path, url: str) -> Row:
 async def nats_rows(root: Path) -> list[Row]:
     server, url = _start_nats(root / "nats-store")
     try:
-        connection = NatsConnection(NatsSettings(url=url, prefix="bench"))
-        try:
-            rows = await nats_store_rows(root, NatsRecordStore(connection))
-        finally:
-            connection.close()
-        rows.append(nats_workers_row(root, url))
+        async with open_connection(NatsSettings(url=url, prefix="bench")) as connection:
+            store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
+            rows = await nats_store_rows(root, store)
+        rows.append(await nats_workers_row(root, url))
     finally:
         server.terminate()
         server.wait(timeout=30)

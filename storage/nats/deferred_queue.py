@@ -1,0 +1,94 @@
+"""Deferred envelopes on NATS: each waits on ``<prefix>.deferred.<role>.<id>`` in the queue
+stream until the time in its ``Tr-Next-Attempt`` header (``storage.deferrals`` says how long a
+deferral waits), when any worker's ``restore_deferred`` queues it again. They are read by
+sequence, never consumed, so one that is not due yet stays untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import nats.js.errors
+from nats.js import JetStreamContext
+from nats.js.api import RawStreamMsg
+
+from teams_runtime.storage.deferrals import deferral_view
+from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.names import NatsNames
+from teams_runtime.storage.nats.tokens import id_of_token
+from teams_runtime.storage.protocols import DeferredEnvelope
+
+__all__ = [
+    "NEXT_ATTEMPT_HEADER",
+    "deferred_envelope",
+    "deferred_messages",
+    "next_attempt",
+    "restore_due",
+]
+
+NEXT_ATTEMPT_HEADER = "Tr-Next-Attempt"  # a deferred envelope's next attempt (Unix time)
+_DELETE_FAILED = 10057  # JetStream: the message to delete is gone (acked meanwhile)
+
+
+def next_attempt(headers: dict[str, str] | None) -> float:
+    """A deferred envelope's next attempt (0: due at once, deferred by an older version or a
+    header that is no time)."""
+    try:
+        return float((headers or {}).get(NEXT_ATTEMPT_HEADER, 0))
+    except ValueError:
+        return 0.0
+
+
+async def deferred_messages(js: JetStreamContext, names: NatsNames) -> list[RawStreamMsg]:
+    """Every deferred envelope in the queue stream, oldest first (read, not consumed)."""
+    messages: list[RawStreamMsg] = []
+    seq = 1
+    while True:
+        try:
+            message = await js.get_msg(
+                names.queue, seq=seq, subject=names.every_deferred, next=True
+            )
+        except nats.js.errors.NotFoundError:
+            return messages
+        if message.seq is None:
+            return messages
+        messages.append(message)
+        seq = message.seq + 1
+
+
+def deferred_envelope(names: NatsNames, message: RawStreamMsg) -> DeferredEnvelope:
+    """What ``status`` shows of one deferred envelope (ids, counts, its next attempt)."""
+    subject = message.subject or ""
+    envelope_id, deferrals = deferral_view(message.data or b"")
+    return DeferredEnvelope(
+        role=names.role_of(subject),
+        request_id=id_of_token(names.request_token_of(subject)),
+        envelope_id=envelope_id,
+        deferrals=deferrals,
+        next_attempt=next_attempt(message.headers),
+    )
+
+
+async def restore_due(
+    connection: NatsConnection,
+    js: JetStreamContext,
+    now: float,
+    once: Callable[[int], dict[str, str]],
+) -> int:
+    """Queue the deferred envelopes due at ``now`` again: each published as a waiting envelope
+    (with the headers ``once`` gives for its sequence, so two workers restoring it together
+    make one copy), then deleted from its deferred subject; returns how many."""
+    names = connection.names
+    restored = 0
+    for message in await deferred_messages(js, names):
+        if message.seq is None or next_attempt(message.headers) > now:
+            continue
+        subject = message.subject or ""
+        waiting = names.waiting_subject(names.role_of(subject), names.request_token_of(subject))
+        await js.publish(waiting, message.data or b"", headers=once(message.seq))
+        try:
+            await connection.api(f"STREAM.MSG.DELETE.{names.queue}", {"seq": message.seq})
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != _DELETE_FAILED:  # else another worker restored it
+                raise
+        restored += 1
+    return restored

@@ -1,0 +1,86 @@
+"""The names of one team on a NATS server: its streams, KV buckets, consumers and subjects,
+all starting with the team's ``prefix`` (the table in docs/scaling.md, "Names it creates")."""
+
+from __future__ import annotations
+
+import msgspec
+
+from teams_runtime.storage.nats.tokens import token_of
+
+__all__ = ["NatsNames"]
+
+
+class NatsNames(msgspec.Struct, frozen=True):
+    """The streams, buckets, consumers and subjects of one team on the server (by prefix).
+
+    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
+    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
+    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
+
+    prefix: str
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}_events"
+
+    @property
+    def heads(self) -> str:
+        return f"{self.prefix}_records"
+
+    @property
+    def queue(self) -> str:
+        return f"{self.prefix}_queue"
+
+    @property
+    def rejected(self) -> str:
+        return f"{self.prefix}_rejected"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.prefix}_workers"
+
+    def event_subject(self, request_id: str, role: str | None) -> str:
+        return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"
+
+    def request_events(self, request_id: str) -> str:
+        return f"{self.prefix}.req.{token_of(request_id)}.ev.*"
+
+    @property
+    def every_event(self) -> str:
+        return f"{self.prefix}.req.*.ev.*"
+
+    def waiting_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.q.{role}.{token}"
+
+    def deferred_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.deferred.{role}.{token}"
+
+    def rejected_subject(self, role: str = "*", token: str = "*") -> str:
+        return f"{self.prefix}.rejected.{role}.{token}"
+
+    @property
+    def every_waiting(self) -> str:
+        return f"{self.prefix}.q.>"
+
+    @property
+    def every_deferred(self) -> str:
+        return f"{self.prefix}.deferred.>"
+
+    @property
+    def every_rejected(self) -> str:
+        return f"{self.prefix}.rejected.>"
+
+    def role_of(self, subject: str) -> str:
+        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
+        return subject.split(".", 3)[2]
+
+    def request_token_of(self, subject: str) -> str:
+        """The request token of an envelope's subject."""
+        return subject.split(".", 3)[3]
+
+    def role_consumer(self, role: str) -> str:
+        return f"{self.prefix}_q_{role}"
+
+    @property
+    def deferred_consumer(self) -> str:
+        return f"{self.prefix}_deferred"

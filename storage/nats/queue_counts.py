@@ -1,0 +1,70 @@
+"""How many envelopes wait, are claimed or deferred per role on a team's queue stream
+(docs/scaling.md, "The queue").
+
+Claimed is each role consumer's ``num_ack_pending`` (delivered, not acked). Waiting is what the
+stream holds for the role less that, not the consumer's ``num_pending``: the server counts a
+new message into ``num_pending`` a moment after it acknowledged the publish (it tells its
+consumers asynchronously), so right after a worker retired (its envelopes queued again as new
+messages, the old deliveries acked) ``num_pending`` could show them neither waiting nor
+claimed, to ``status`` and to ``run --once`` deciding the team is idle. The stream's messages
+per subject, and the consumer's pending acks, change before the server answers a publish or an
+ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerInfo
+
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.storage.nats.names import NatsNames
+
+__all__ = ["RoleCounts", "per_role", "role_counts"]
+
+
+class RoleCounts(msgspec.Struct, frozen=True):
+    """Envelopes per role: ``waiting`` for any worker, ``claimed`` by one."""
+
+    waiting: dict[str, int]
+    claimed: dict[str, int]
+
+
+async def role_counts(js: JetStreamContext, names: NatsNames) -> RoleCounts:
+    """Waiting and claimed envelopes per role (one round of requests, at once)."""
+    consumers, stored = await asyncio.gather(_role_consumers(js, names), _deliverable(js, names))
+    claimed = {role: info.num_ack_pending or 0 for role, info in consumers.items()}
+    waiting = {role: max(stored[role] - claimed[role], 0) for role in ROLES}
+    return RoleCounts(waiting, claimed)
+
+
+async def _role_consumers(js: JetStreamContext, names: NatsNames) -> dict[str, ConsumerInfo]:
+    infos = await asyncio.gather(
+        *(js.consumer_info(names.queue, names.role_consumer(role)) for role in ROLES)
+    )
+    return dict(zip(ROLES, infos, strict=True))
+
+
+async def _deliverable(js: JetStreamContext, names: NatsNames) -> dict[str, int]:
+    """The stream's waiting messages a role consumer delivers, per role: those on
+    ``<prefix>.q.<role>.<request token>`` (its filter), waiting or claimed."""
+    counts = dict.fromkeys(ROLES, 0)
+    stream = await js.stream_info(names.queue, subjects_filter=names.every_waiting)
+    for subject, count in (stream.state.subjects or {}).items():
+        role = names.role_of(subject)
+        if role in counts and subject.count(".") == 3:  # no deeper subject: never delivered
+            counts[role] += count
+    return counts
+
+
+async def per_role(js: JetStreamContext, names: NatsNames, subjects: str) -> dict[str, int]:
+    """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
+    counts = dict.fromkeys(ROLES, 0)
+    stream = await js.stream_info(names.queue, subjects_filter=subjects)
+    for subject, count in (stream.state.subjects or {}).items():
+        role = names.role_of(subject)
+        if role in counts:
+            counts[role] += count
+    return counts
