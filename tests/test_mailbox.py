@@ -229,3 +229,38 @@ async def test_a_cancelled_asker_does_not_wedge_the_actor() -> None:
         assert await mailbox.ask("echo:next", timeout=5) == "next"
     assert handler.handled == ["wait:abandoned", "echo:queued", "echo:next"]
     assert mailbox.statistics().served == 3
+
+
+async def test_an_asker_cancelled_before_it_asks_sends_nothing() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    async with serving(mailbox, handler):
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await mailbox.ask("echo:never", timeout=5)
+        assert await mailbox.ask("echo:after", timeout=5) == "after"
+    assert handler.handled == ["echo:after"]
+
+
+async def test_an_ask_being_handled_when_serving_is_cancelled_hears_so() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    serving_scope = anyio.CancelScope()
+    errors: list[str] = []
+
+    async def serve() -> None:
+        with serving_scope:
+            await mailbox.serve(Handler())
+
+    async def ask() -> None:
+        with pytest.raises(ActorStopped) as caught:
+            await mailbox.ask("wait:forever", timeout=None)  # no deadline: only an answer ends it
+        errors.append(str(caught.value))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve)
+            group.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()  # being handled, the handler waiting
+            serving_scope.cancel()
+    assert errors == ["the box actor stopped."]
+    mailbox.stop()
