@@ -1,26 +1,27 @@
 """The ContextActor: the one owner of a workspace's request store.
 
-Roles never touch records; they ask this actor (``codecs.context_protocol``). It answers
-projections from a per-request digest (read once per record version), and it is the single
-writer of records in its process (appends go through the ``RecordStore``'s locked, atomic
-path). It never asks anyone, so no cycle of asks can deadlock.
+Roles never touch records; they ask this actor (``codecs.context_protocol``) through a
+``ContextHandle``. It answers projections from a per-request digest (read once per record
+version) and publishes each answer it gives (``actors.published_answers``), which handles serve
+while the record keeps that version. It is the single writer of records in its process
+(appends go through the ``RecordStore``'s locked, atomic path). It never asks anyone, so no
+cycle of asks can deadlock.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
 from anyio.abc import TaskStatus
-from anyio.lowlevel import checkpoint
 from loguru import logger
 
+from teams_runtime.actors.context_handle import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
+from teams_runtime.actors.published_answers import PublishedAnswers, Snapshot
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
@@ -29,26 +30,17 @@ from teams_runtime.codecs.context_protocol import (
     ContextReply,
     Create,
     Created,
-    Failed,
     Load,
     Loaded,
     Project,
     Recall,
     Recalled,
     failure_of,
-    raise_failure,
 )
 from teams_runtime.codecs.evidence import append_key_of
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
-from teams_runtime.codecs.request_records import (
-    EVENTS_KEY,
-    RecordFields,
-    decode_record,
-    encode_event,
-    encode_json,
-)
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.codecs.request_records import EVENTS_KEY
+from teams_runtime.exceptions import TeamsRuntimeError, UnknownRequestError
 from teams_runtime.policy.digest import (
     RequestDigest,
     digest_from_fields,
@@ -81,7 +73,12 @@ def _digest_of(read: RecordRead, config: PromptContextConfig) -> _Cached:
 
 
 class ContextActor:
-    """Owns the request store of one workspace; answers ``ContextAsk`` messages."""
+    """Owns the request store of one workspace; answers ``ContextAsk`` messages.
+
+    Its state (the digests, the published answers) changes only in its own task, on the
+    event loop; worker threads do the store's blocking work and hand back what they read or
+    built, and change nothing shared.
+    """
 
     def __init__(
         self,
@@ -96,6 +93,7 @@ class ContextActor:
         self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
+        self._answers = PublishedAnswers(store.version, max_cached)
         # An index keeps a bounded tail; compaction off needs every event (None).
         self._tail: int | None = config.max_events if config.enabled else None
 
@@ -108,8 +106,8 @@ class ContextActor:
         self._mailbox.stop()
 
     def statistics(self) -> MailboxStatistics:
-        """The inbox's counts: what waits, what was served (answers given without the inbox,
-        from the cache or a small record read in place, are not among them)."""
+        """The inbox's counts: what waits, what was served (asks served from a published
+        answer never reach the inbox and are not among them)."""
         return self._mailbox.statistics()
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
@@ -117,7 +115,9 @@ class ContextActor:
         write (append, create) under that plus what the store may spend retrying one
         (``RecordStore.append_seconds``), so the store's own error comes first."""
         write_timeout = ask_timeout + self.store.append_seconds
-        return ContextHandle(self._mailbox, ask_timeout, self.answer_now, write_timeout)
+        return ContextHandle(
+            self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
+        )
 
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
@@ -165,48 +165,42 @@ class ContextActor:
             oldest = next(iter(self._cache))
             del self._cache[oldest]
 
-    def answer_now(self, request_id: str) -> Projection | None:
-        """The projection, if it needs no more than a small file read: the cached answer while
-        the record is at the version it answers (one ``stat``), or a small record read in place.
-        ``None``: ask, the read needs a worker thread (or the record is gone: the ask says so).
-
-        Synchronous, with no await, so on the event loop nothing interleaves with it (worker
-        threads change neither the cache nor a digest: their results are filed on the loop):
-        handles call it themselves and skip the inbox's scheduling round trip. Writes still go
-        through the inbox; a write that lands meanwhile changes the version, so the next call
-        re-reads.
-        """
-        version = self.store.version(request_id)
-        if version is None:
-            self._cache.pop(request_id, None)
-            return None
-        cached = self._cache.get(request_id)
-        if cached is None or cached.version != version:
-            if not self.store.reads_quickly(version):
-                return None
-            cached = self._read(request_id)
-            self._remember(request_id, cached)
-        return cached.digest.project()  # computed once per version, then shared (immutable)
+    def _forget(self, request_id: str) -> None:
+        self._cache.pop(request_id, None)
+        self._answers.retract(request_id)
 
     async def _project(self, request_id: str) -> Projection:
-        # One version check per ask, on the event loop on purpose: for files it is one stat
-        # answered from the inode cache in about a microsecond, and it is what makes another
-        # process's edit visible to the very next ask. A worker thread would cost 50x more.
-        answer = self.answer_now(request_id)
-        if answer is None:
-            # A large record (or none: the read raises the store's own error). The thread only
-            # reads; the cache changes here on the loop, where answer_now reads and changes it.
-            cached = await anyio.to_thread.run_sync(self._read, request_id)
-            self._remember(request_id, cached)
-            answer = cached.digest.project()
+        # Asked when the handle found no published answer for the record's version now.
+        cached = self._cache.get(request_id)
+        try:
+            current = self._current_nowait(request_id, cached)
+            if current is None:  # a read that waits (a large record, a server): a thread's job
+                current = await anyio.to_thread.run_sync(self._read, request_id)
+        except UnknownRequestError:
+            self._forget(request_id)  # removed: no answer for it stays published
+            raise
+        if current is not cached:
+            self._remember(request_id, current)
+        answer = current.digest.project()  # computed once per version, then shared
+        self._answers.publish(request_id, Snapshot(current.version, answer))
         return answer
 
-    def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (blocking: a worker thread's job unless it is small).
+    def _current_nowait(self, request_id: str, cached: _Cached | None) -> _Cached | None:
+        """``cached`` while the record keeps its version, else the record if the store reads
+        it without waiting (a small file: cheaper here than a worker thread's round trip);
+        ``None``: it needs ``_read`` in a worker thread."""
+        if cached is not None and self.store.version(request_id) == cached.version:
+            return cached
+        read = self.store.read_nowait(request_id, tail=self._tail)
+        return None if read is None else self._digest(request_id, read)
 
-        Changes nothing shared: the caller remembers the result, on the event loop.
-        """
-        cached = _digest_of(self.store.read(request_id, tail=self._tail), self.config)
+    def _read(self, request_id: str) -> _Cached:
+        """Read and summarise the record (blocking: a worker thread's job; changes nothing
+        shared, the actor files the result in its own task)."""
+        return self._digest(request_id, self.store.read(request_id, tail=self._tail))
+
+    def _digest(self, request_id: str, read: RecordRead) -> _Cached:
+        cached = _digest_of(read, self.config)
         logger.debug("read {} ({} events)", request_id, cached.digest.count)
         return cached
 
@@ -247,145 +241,22 @@ class ContextActor:
             read = self.store.read(request_id, tail=self._tail)
             return appended, _digest_of(read, config), False
 
-        stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+        try:
+            stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+        except BaseException:
+            self._answers.retract(request_id)  # it may have changed: the next ask reads
+            raise
+        if stored.parts is not None:
+            # Withdrawn only now: until the write was done the old answer was the truth, and
+            # handles asking meanwhile were served it without waiting for the write.
+            self._answers.retract(request_id)
         if in_place and cached is not None and stored.parts is not None:
-            # On the loop, not in the thread: answer_now may be projecting this very digest.
+            # On the loop, not in the thread: the digest is the actor's, changed in its task.
             cached.digest.append(raw_events, raw_updates)
             fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
         return Appended(count=stored.count, applied=stored.applied, refused=stored.refused)
-
-
-class ContextHandle:
-    """What roles hold to ask the ContextActor. Every ask runs under a deadline."""
-
-    def __init__(
-        self,
-        mailbox: Mailbox[ContextAsk],
-        ask_timeout: float,
-        answer_now: Callable[[str], Projection | None],
-        write_timeout: float,
-    ) -> None:
-        self._mailbox = mailbox
-        self.ask_timeout = ask_timeout
-        # Appends and creates: a store may retry one for a while (NATS: other writers holding
-        # the request, the server away) and then says why better than a timeout would.
-        self.write_timeout = write_timeout
-        self._answer_now = answer_now  # the actor's answer when it costs no worker thread
-
-    async def _ask(self, message: ContextAsk) -> ContextReply:
-        message = with_checked_request_id(message)  # an unsafe id never reaches the actor
-        writes = isinstance(message, Append | Create)
-        timeout = self.write_timeout if writes else self.ask_timeout
-        reply: ContextReply = await self._mailbox.ask(message, timeout=timeout)
-        if isinstance(reply, Failed):
-            raise_failure(reply)
-        return reply
-
-    async def project(
-        self, request_id: str, *, role: str | None = None, purpose: str | None = None
-    ) -> Projection:
-        """The projection of the request's record (the same value as ``project_request``).
-
-        Waits for the actor (a read only if the record changed). Raises
-        ``UnknownRequestError``, ``RecordError``, ``UnsafeRequestIdError``, ``ActorStopped``,
-        ``AskTimeout``. ``role`` and ``purpose`` are deprecated: a projection does not depend
-        on them.
-        """
-        if role is not None or purpose is not None:
-            warnings.warn(
-                "ContextHandle.project(): `role` and `purpose` are ignored and deprecated; "
-                "a projection is the same for every role.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        if self._mailbox.accepting:
-            request_id = check_request_id(request_id)  # one NFC key per record in the cache
-            answer = self._answer_now(request_id)
-            if answer is not None:
-                # Cached, or a small record read in place: no need to wait for the actor.
-                # Writes and everything else still go through its inbox.
-                await checkpoint()
-                return answer
-        reply = await self._ask(Project(request_id=request_id))
-        assert isinstance(reply, Projection)
-        return reply
-
-    async def append_events(
-        self,
-        request_id: str,
-        events: Sequence[Mapping[str, Any]],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-    ) -> int:
-        """Append events and set top-level fields (e.g. ``result``, ``status``) in one write.
-
-        An event without ``timestamp`` gets the current time. Waits for the write to be on
-        disk (fsynced); returns the new event count. Raises like ``project``.
-
-        With a ``key`` (any string naming this unit of work, e.g. an envelope id) the append is
-        idempotent: every event carries it as ``append_key``, and asking again with the same key
-        (after an ``AskTimeout``, say) writes nothing and returns the count the first append
-        left. Keys are looked for among the record's last 256 events.
-        """
-        reply = await self.append_keyed(request_id, events, updates=updates, key=key)
-        return reply.count
-
-    async def append_keyed(
-        self,
-        request_id: str,
-        events: Sequence[Mapping[str, Any]],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-        unless: Mapping[str, Any] | None = None,
-    ) -> Appended:
-        """``append_events``, answering also whether this call wrote (``applied``) or found
-        its key stored already. With ``unless`` (field -> value), nothing is written
-        (``refused``) if the record holds one of those values when the write comes."""
-        check_request_id(request_id)
-        stamped = [{**event, "append_key": key} for event in events] if key else events
-        message = Append(
-            request_id=request_id,
-            events=[bytes(encode_event(event)) for event in stamped],
-            updates={name: encode_json(value) for name, value in (updates or {}).items()},
-            key=key or "",
-            unless={name: encode_json(value) for name, value in (unless or {}).items()},
-        )
-        reply = await self._ask(message)
-        assert isinstance(reply, Appended)
-        return reply
-
-    async def append_event(
-        self,
-        request_id: str,
-        event: Mapping[str, Any],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-    ) -> int:
-        """Append one event (see ``append_events``); returns the new event count."""
-        return await self.append_events(request_id, [event], updates=updates, key=key)
-
-    async def load(self, request_id: str) -> RecordFields:
-        """The whole record as stored now (events as undecoded ``msgspec.Raw``)."""
-        reply = await self._ask(Load(request_id=request_id))
-        assert isinstance(reply, Loaded)
-        return decode_record(reply.record, f"request {request_id}")
-
-    async def recall(self, request_id: str, key: str) -> list[dict[str, Any]]:
-        """The events an append with ``key`` stored (``[]`` if none), among the last 256."""
-        reply = await self._ask(Recall(request_id=request_id, key=key))
-        assert isinstance(reply, Recalled)
-        return [msgspec.json.decode(event) for event in reply.events]
-
-    async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
-        """Create the record unless it exists; returns whether it was created."""
-        reply = await self._ask(Create(request_id=request_id, record=encode_json(record)))
-        assert isinstance(reply, Created)
-        return reply.created
 
 
 @asynccontextmanager
