@@ -11,6 +11,7 @@ from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.exceptions import (
+    ActorBusy,
     ActorStopped,
     AskTimeout,
     ConfigError,
@@ -35,6 +36,7 @@ from teams_runtime.storage import (
 logger.disable("teams_runtime")
 
 __all__ = [
+    "ActorBusy",
     "ActorStopped",
     "AskTimeout",
     "Backfill",

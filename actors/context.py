@@ -10,9 +10,10 @@ cycle of asks can deadlock.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar, TypeVarTuple
 
 import anyio
 import msgspec
@@ -20,9 +21,9 @@ from anyio.abc import TaskStatus
 from loguru import logger
 
 from teams_runtime.actors.context_handle import ContextHandle
-from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
+from teams_runtime.actors.mailbox import LATER, Lanes, Later, Mailbox, MailboxStatistics
 from teams_runtime.actors.published_answers import PublishedAnswers, Snapshot
-from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
     Appended,
@@ -61,6 +62,16 @@ __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context
 DEFAULT_ASK_TIMEOUT = 30.0
 
 
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+
+def _request_of(message: ContextAsk) -> str | None:
+    """The lane of an ask: its request (an unknown message has none, and a lane of its own)."""
+    request_id: str | None = getattr(message, "request_id", None)
+    return request_id
+
+
 class _Cached(msgspec.Struct):
     version: Hashable
     digest: RequestDigest
@@ -75,9 +86,11 @@ def _digest_of(read: RecordRead, config: PromptContextConfig) -> _Cached:
 class ContextActor:
     """Owns the request store of one workspace; answers ``ContextAsk`` messages.
 
-    Its state (the digests, the published answers) changes only in its own task, on the
-    event loop; worker threads do the store's blocking work and hand back what they read or
-    built, and change nothing shared.
+    Each request's asks are answered in a lane of their own (``actors.mailbox.Lanes``): in
+    order for one request, never waiting for another's. Its state (the digests, the published
+    answers) changes only in its own tasks (the serving task and the lanes), on the event
+    loop; worker threads do the store's blocking work, hand back what they read or built, and
+    change nothing shared.
     """
 
     def __init__(
@@ -87,10 +100,23 @@ class ContextActor:
         *,
         inbox_size: int = 64,
         max_cached: int = 1024,
+        requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
     ) -> None:
         self.store = store
         self.config = config
         self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
+        # One lane per request: asks about different requests never wait for each other, those
+        # about one request are answered in order (its writes stay ordered).
+        self._lanes: Lanes[ContextAsk] = Lanes(
+            key=_request_of,
+            most=requests_in_flight,
+            noun="requests",
+            limit="team.requests_in_flight in team_runtime.yaml",
+            at_once=self._answer_at_once,
+        )
+        # Threads of its own: requests stuck in the store (a held lock, a server away) hold
+        # these, never the threads the rest of the process (the queue, the CLI) needs.
+        self._threads = anyio.CapacityLimiter(requests_in_flight)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
         self._answers = PublishedAnswers(store.version, max_cached)
@@ -99,7 +125,7 @@ class ContextActor:
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
-        await self._mailbox.serve(self._answer, task_status=task_status)
+        await self._mailbox.serve(self._answer, lanes=self._lanes, task_status=task_status)
 
     def stop(self) -> None:
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
@@ -128,6 +154,20 @@ class ContextActor:
             logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
             return failure_of(exc)
 
+    def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
+        """The answer to a projection ask that needs no waiting (the digest is current, or the
+        record is small), in the serving task: no lane, no task of its own; else ``LATER``."""
+        if not isinstance(message, Project):
+            return LATER
+        try:
+            answer = self._project_nowait(message.request_id)
+        except TeamsRuntimeError as exc:
+            return failure_of(exc)
+        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+            logger.opt(exception=exc).error("context actor failed on Project")
+            return failure_of(exc)
+        return LATER if answer is None else answer
+
     async def _dispatch(self, message: ContextAsk) -> ContextReply:
         match message:
             case Project(request_id=request_id):
@@ -137,17 +177,21 @@ class ContextActor:
             ):
                 return await self._append(request_id, events, updates, key, unless)
             case Load(request_id=request_id):
-                record = await anyio.to_thread.run_sync(self.store.load, request_id)
+                record = await self._in_thread(self.store.load, request_id)
                 return Loaded(record=record)
             case Recall(request_id=request_id, key=key):
-                events = await anyio.to_thread.run_sync(self._recall, request_id, key)
+                events = await self._in_thread(self._recall, request_id, key)
                 return Recalled(events=events)
             case Create(request_id=request_id, record=record):
                 fields = msgspec.json.decode(record)
-                created = await anyio.to_thread.run_sync(self.store.create, request_id, fields)
+                created = await self._in_thread(self.store.create, request_id, fields)
                 return Created(created=created)
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
+
+    async def _in_thread(self, call: Callable[[*Args], T], *args: *Args) -> T:
+        """``call(*args)`` in one of the actor's worker threads (blocking store work)."""
+        return await anyio.to_thread.run_sync(call, *args, limiter=self._threads)
 
     def _recall(self, request_id: str, key: str) -> list[bytes]:
         read = self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
@@ -171,15 +215,27 @@ class ContextActor:
 
     async def _project(self, request_id: str) -> Projection:
         # Asked when the handle found no published answer for the record's version now.
-        cached = self._cache.get(request_id)
-        try:
-            current = self._current_nowait(request_id, cached)
-            if current is None:  # a read that waits (a large record, a server): a thread's job
-                current = await anyio.to_thread.run_sync(self._read, request_id)
+        answer = self._project_nowait(request_id)
+        if answer is not None:
+            return answer
+        try:  # a read that waits (a large record, a server): a thread's job
+            current = await self._in_thread(self._read, request_id)
         except UnknownRequestError:
             self._forget(request_id)  # removed: no answer for it stays published
             raise
-        if current is not cached:
+        return self._publish(request_id, current)
+
+    def _project_nowait(self, request_id: str) -> Projection | None:
+        """The answer if it needs no waiting (see ``_current_nowait``), published; else None."""
+        try:
+            current = self._current_nowait(request_id, self._cache.get(request_id))
+        except UnknownRequestError:
+            self._forget(request_id)
+            raise
+        return None if current is None else self._publish(request_id, current)
+
+    def _publish(self, request_id: str, current: _Cached) -> Projection:
+        if self._cache.get(request_id) is not current:
             self._remember(request_id, current)
         answer = current.digest.project()  # computed once per version, then shared
         self._answers.publish(request_id, Snapshot(current.version, answer))
@@ -196,7 +252,7 @@ class ContextActor:
 
     def _read(self, request_id: str) -> _Cached:
         """Read and summarise the record (blocking: a worker thread's job; changes nothing
-        shared, the actor files the result in its own task)."""
+        shared, the actor files the result in its own tasks)."""
         return self._digest(request_id, self.store.read(request_id, tail=self._tail))
 
     def _digest(self, request_id: str, read: RecordRead) -> _Cached:
@@ -242,7 +298,7 @@ class ContextActor:
             return appended, _digest_of(read, config), False
 
         try:
-            stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+            stored, fresh, in_place = await self._in_thread(write)
         except BaseException:
             self._answers.retract(request_id)  # it may have changed: the next ask reads
             raise
@@ -267,16 +323,23 @@ async def open_context(
     ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     inbox_size: int = 64,
     store: RecordStore | None = None,
+    requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
 ) -> AsyncIterator[ContextHandle]:
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
     Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
-    record files. On exit the actor stops: asks still queued are answered with
+    record files. It answers asks about up to ``requests_in_flight`` requests at once (more:
+    ``ActorBusy``). On exit the actor stops: asks still queued are answered with
     ``ActorStopped``.
     """
     if store is None:  # the workspace's backend; NATS connects, so not on the event loop
         store = await anyio.to_thread.run_sync(open_store, Workspace(workspace))
-    actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
+    actor = ContextActor(
+        store,
+        config or PromptContextConfig(),
+        inbox_size=inbox_size,
+        requests_in_flight=requests_in_flight,
+    )
     failure: Exception | None = None
     async with anyio.create_task_group() as group:
         # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.

@@ -23,6 +23,7 @@ __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
+    "DEFAULT_REQUESTS_IN_FLIGHT",
     "EVENT_COUNT_LIMIT",
     "BackendConfig",
     "DryRunConfig",
@@ -122,6 +123,8 @@ _LONGEST_CALL_SECONDS = 86_400  # model.timeout_seconds, model.openai.timeout_se
 _MOST_ATTEMPTS = 100  # model.attempts
 _MOST_OUTPUT_BYTES = 1 << 30  # model.max_output_bytes: 1 GiB
 _MOST_HOPS = 10_000  # team.max_hops
+_MOST_IN_FLIGHT = 1_024  # team.requests_in_flight: each may hold a worker thread
+DEFAULT_REQUESTS_IN_FLIGHT = 64
 
 
 def _check_at_most(setting: str, value: float, limit: int) -> None:
@@ -266,14 +269,20 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 class TeamSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The ``team`` section: limits on how a request travels between roles."""
+    """The ``team`` section: limits on how a request travels between roles, and on how many
+    requests one worker's ContextActor works on at once."""
 
     max_hops: int = 40  # hand-offs a request may take before it is failed with `hop_limit`
+    # Requests whose asks a worker's ContextActor answers at once (each may hold a thread).
+    requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT
 
     def __post_init__(self) -> None:
         if self.max_hops < 1:
             raise ConfigError("team_runtime.yaml team.max_hops must be at least 1.")
         _check_at_most("team.max_hops", self.max_hops, _MOST_HOPS)
+        if self.requests_in_flight < 1:
+            raise ConfigError("team_runtime.yaml team.requests_in_flight must be at least 1.")
+        _check_at_most("team.requests_in_flight", self.requests_in_flight, _MOST_IN_FLIGHT)
 
 
 class QueueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -68,7 +68,7 @@ class RecordStore(Protocol):
     def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
         """The record as ``read`` gives it if reading it never waits and costs less than a
         worker thread's round trip (a small local file), else ``None`` (then ``read`` it in a
-        worker thread). A ContextActor calls it in its own task, on the event loop, for the
+        worker thread). A ContextActor calls it in its own tasks, on the event loop, for the
         first ask about a record or a changed one. Raises like ``read``."""
         ...
 

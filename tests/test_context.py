@@ -368,8 +368,8 @@ async def test_a_warm_answer_is_served_without_the_actor_until_the_record_change
 
 
 class _WhoReads(FileRecordStore):
-    """A file store that notes who reads a record: the task on the event loop (by name), or a
-    worker thread."""
+    """A file store that notes who reads a record: a task on the event loop (the asker's, named
+    "a role", or another: the actor's), or a worker thread."""
 
     def __init__(self, workspace: Workspace) -> None:
         super().__init__(workspace)
@@ -377,10 +377,12 @@ class _WhoReads(FileRecordStore):
         self.readers: list[str] = []
 
     def _note(self, request_id: str) -> None:
-        if threading.get_ident() == self.loop_thread:
-            self.readers.append(f"{request_id} in task {anyio.get_current_task().name}")
-        else:
+        if threading.get_ident() != self.loop_thread:
             self.readers.append(f"{request_id} in a worker thread")
+        elif anyio.get_current_task().name == "a role":
+            self.readers.append(f"{request_id} in the asker's task")
+        else:
+            self.readers.append(f"{request_id} by the actor on the loop")
 
     def read_nowait(self, request_id: str, *, tail: int | None) -> Any:
         found = super().read_nowait(request_id, tail=tail)
@@ -402,7 +404,7 @@ async def test_only_the_actor_reads_a_small_record_in_its_task_a_large_one_in_a_
     store = _WhoReads(Workspace(tmp_path))
     actor = ContextActor(store, PromptContextConfig())
     async with anyio.create_task_group() as group:
-        group.start_soon(actor.serve, name="the actor")
+        group.start_soon(actor.serve)
 
         async def asker(handle: ContextHandle) -> None:
             small = await handle.project("small")
@@ -414,9 +416,9 @@ async def test_only_the_actor_reads_a_small_record_in_its_task_a_large_one_in_a_
 
         group.start_soon(asker, actor.handle(5), name="a role")
     assert store.readers == [
-        "small in task the actor",  # no worker thread's round trip for a small file
+        "small by the actor on the loop",  # a small file needs no worker thread's round trip
         "large in a worker thread",
-        "small in task the actor",  # a changed record is read afresh, by the actor
+        "small by the actor on the loop",  # a changed record is read afresh, by the actor
     ]
     assert actor.statistics().served == 3  # each read was an ask, through the inbox
 
