@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from teams_runtime.exceptions import (
+    ActorBusy,
     ActorStopped,
     AskTimeout,
     BackendError,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 keep_library_logs_quiet()
 
 __all__ = [
+    "ActorBusy",
     "ActorStopped",
     "AskTimeout",
     "BackendError",

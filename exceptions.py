@@ -14,11 +14,13 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── BackendError                      the NATS server cannot be reached or refused a call
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
+        └── ActorBusy                     the actor took no more work: at its limit
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ActorBusy",
     "ActorStopped",
     "AskTimeout",
     "BackendError",
@@ -91,6 +93,13 @@ class ActorStopped(TeamsRuntimeError):
 
 class AskTimeout(TeamsRuntimeError, TimeoutError):
     """An ask was not answered before its deadline."""
+
+
+class ActorBusy(AskTimeout):
+    """The actor was at its limit of work in flight and did not take the ask; ask again later.
+
+    An ``AskTimeout``: callers that wait and ask again after a timeout do the same here, and
+    nothing was done (no write)."""
 
 
 class BackendError(TeamsRuntimeError):

@@ -1,27 +1,29 @@
 """The ContextActor: the one owner of a workspace's request store.
 
-Roles never touch records; they ask this actor (``codecs.context_protocol``). It answers
-projections from a per-request digest (read once per record version), and it is the single
-writer of records in its process (appends go through the ``RecordStore``'s locked, atomic
-path). It never asks anyone, so no cycle of asks can deadlock.
+Roles never touch records; they ask this actor (``codecs.context_protocol``) through a
+``ContextHandle``. It answers projections from a per-request digest (read once per record
+version) and publishes each answer it gives (``actors.published_answers``), which handles serve
+while the record keeps that version. It is the single writer of records in its process
+(appends go through the ``RecordStore``'s locked, atomic path). It never asks anyone, so no
+cycle of asks can deadlock.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, TypeVarTuple
 
 import anyio
 import msgspec
 from anyio.abc import TaskStatus
-from anyio.lowlevel import checkpoint
 from loguru import logger
 
-from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.codecs.config import PromptContextConfig
+from teams_runtime.actors.context_handle import ContextHandle
+from teams_runtime.actors.mailbox import LATER, Lanes, Later, Mailbox, MailboxStatistics
+from teams_runtime.actors.published_answers import PublishedAnswers, Snapshot
+from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
 from teams_runtime.codecs.context_protocol import (
     Append,
     Appended,
@@ -29,26 +31,17 @@ from teams_runtime.codecs.context_protocol import (
     ContextReply,
     Create,
     Created,
-    Failed,
     Load,
     Loaded,
     Project,
     Recall,
     Recalled,
     failure_of,
-    raise_failure,
 )
 from teams_runtime.codecs.evidence import append_key_of
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
-from teams_runtime.codecs.request_records import (
-    EVENTS_KEY,
-    RecordFields,
-    decode_record,
-    encode_event,
-    encode_json,
-)
-from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json
+from teams_runtime.exceptions import TeamsRuntimeError, UnknownRequestError
 from teams_runtime.policy.digest import (
     RequestDigest,
     digest_from_fields,
@@ -69,6 +62,16 @@ __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context
 DEFAULT_ASK_TIMEOUT = 30.0
 
 
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+
+def _request_of(message: ContextAsk) -> str | None:
+    """The lane of an ask: its request (an unknown message has none, and a lane of its own)."""
+    request_id: str | None = getattr(message, "request_id", None)
+    return request_id
+
+
 class _Cached(msgspec.Struct):
     version: Hashable
     digest: RequestDigest
@@ -81,7 +84,14 @@ def _digest_of(read: RecordRead, config: PromptContextConfig) -> _Cached:
 
 
 class ContextActor:
-    """Owns the request store of one workspace; answers ``ContextAsk`` messages."""
+    """Owns the request store of one workspace; answers ``ContextAsk`` messages.
+
+    Each request's asks are answered in a lane of their own (``actors.mailbox.Lanes``): in
+    order for one request, never waiting for another's. Its state (the digests, the published
+    answers) changes only in its own tasks (the serving task and the lanes), on the event
+    loop; worker threads do the store's blocking work, hand back what they read or built, and
+    change nothing shared.
+    """
 
     def __init__(
         self,
@@ -90,26 +100,40 @@ class ContextActor:
         *,
         inbox_size: int = 64,
         max_cached: int = 1024,
+        requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
     ) -> None:
         self.store = store
         self.config = config
         self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
+        # One lane per request: asks about different requests never wait for each other, those
+        # about one request are answered in order (its writes stay ordered).
+        self._lanes: Lanes[ContextAsk] = Lanes(
+            key=_request_of,
+            most=requests_in_flight,
+            noun="requests",
+            limit="team.requests_in_flight in team_runtime.yaml",
+            at_once=self._answer_at_once,
+        )
+        # Threads of its own: requests stuck in the store (a held lock, a server away) hold
+        # these, never the threads the rest of the process (the queue, the CLI) needs.
+        self._threads = anyio.CapacityLimiter(requests_in_flight)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
+        self._answers = PublishedAnswers(store.version, max_cached)
         # An index keeps a bounded tail; compaction off needs every event (None).
         self._tail: int | None = config.max_events if config.enabled else None
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
-        await self._mailbox.serve(self._answer, task_status=task_status)
+        await self._mailbox.serve(self._answer, lanes=self._lanes, task_status=task_status)
 
     def stop(self) -> None:
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
         self._mailbox.stop()
 
     def statistics(self) -> MailboxStatistics:
-        """The inbox's counts: what waits, what was served (answers given without the inbox,
-        from the cache or a small record read in place, are not among them)."""
+        """The inbox's counts: what waits, what was served (asks served from a published
+        answer never reach the inbox and are not among them)."""
         return self._mailbox.statistics()
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
@@ -117,7 +141,9 @@ class ContextActor:
         write (append, create) under that plus what the store may spend retrying one
         (``RecordStore.append_seconds``), so the store's own error comes first."""
         write_timeout = ask_timeout + self.store.append_seconds
-        return ContextHandle(self._mailbox, ask_timeout, self.answer_now, write_timeout)
+        return ContextHandle(
+            self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
+        )
 
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
@@ -127,6 +153,20 @@ class ContextActor:
         except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
             logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
             return failure_of(exc)
+
+    def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
+        """The answer to a projection ask that needs no waiting (the digest is current, or the
+        record is small), in the serving task: no lane, no task of its own; else ``LATER``."""
+        if not isinstance(message, Project):
+            return LATER
+        try:
+            answer = self._project_nowait(message.request_id)
+        except TeamsRuntimeError as exc:
+            return failure_of(exc)
+        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+            logger.opt(exception=exc).error("context actor failed on Project")
+            return failure_of(exc)
+        return LATER if answer is None else answer
 
     async def _dispatch(self, message: ContextAsk) -> ContextReply:
         match message:
@@ -142,17 +182,21 @@ class ContextActor:
             ):
                 return await self._append(request_id, events, updates, key, unless, expect)
             case Load(request_id=request_id):
-                record = await anyio.to_thread.run_sync(self.store.load, request_id)
+                record = await self._in_thread(self.store.load, request_id)
                 return Loaded(record=record)
             case Recall(request_id=request_id, key=key):
-                events = await anyio.to_thread.run_sync(self._recall, request_id, key)
+                events = await self._in_thread(self._recall, request_id, key)
                 return Recalled(events=events)
             case Create(request_id=request_id, record=record):
                 fields = msgspec.json.decode(record)
-                created = await anyio.to_thread.run_sync(self.store.create, request_id, fields)
+                created = await self._in_thread(self.store.create, request_id, fields)
                 return Created(created=created)
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
+
+    async def _in_thread(self, call: Callable[[*Args], T], *args: *Args) -> T:
+        """``call(*args)`` in one of the actor's worker threads (blocking store work)."""
+        return await anyio.to_thread.run_sync(call, *args, limiter=self._threads)
 
     def _recall(self, request_id: str, key: str) -> list[bytes]:
         read = self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
@@ -170,48 +214,54 @@ class ContextActor:
             oldest = next(iter(self._cache))
             del self._cache[oldest]
 
-    def answer_now(self, request_id: str) -> Projection | None:
-        """The projection, if it needs no more than a small file read: the cached answer while
-        the record is at the version it answers (one ``stat``), or a small record read in place.
-        ``None``: ask, the read needs a worker thread (or the record is gone: the ask says so).
-
-        Synchronous, with no await, so on the event loop nothing interleaves with it (worker
-        threads change neither the cache nor a digest: their results are filed on the loop):
-        handles call it themselves and skip the inbox's scheduling round trip. Writes still go
-        through the inbox; a write that lands meanwhile changes the version, so the next call
-        re-reads.
-        """
-        version = self.store.version(request_id)
-        if version is None:
-            self._cache.pop(request_id, None)
-            return None
-        cached = self._cache.get(request_id)
-        if cached is None or cached.version != version:
-            if not self.store.reads_quickly(version):
-                return None
-            cached = self._read(request_id)
-            self._remember(request_id, cached)
-        return cached.digest.project()  # computed once per version, then shared (immutable)
+    def _forget(self, request_id: str) -> None:
+        self._cache.pop(request_id, None)
+        self._answers.retract(request_id)
 
     async def _project(self, request_id: str) -> Projection:
-        # One version check per ask, on the event loop on purpose: for files it is one stat
-        # answered from the inode cache in about a microsecond, and it is what makes another
-        # process's edit visible to the very next ask. A worker thread would cost 50x more.
-        answer = self.answer_now(request_id)
-        if answer is None:
-            # A large record (or none: the read raises the store's own error). The thread only
-            # reads; the cache changes here on the loop, where answer_now reads and changes it.
-            cached = await anyio.to_thread.run_sync(self._read, request_id)
-            self._remember(request_id, cached)
-            answer = cached.digest.project()
+        # Asked when the handle found no published answer for the record's version now.
+        answer = self._project_nowait(request_id)
+        if answer is not None:
+            return answer
+        try:  # a read that waits (a large record, a server): a thread's job
+            current = await self._in_thread(self._read, request_id)
+        except UnknownRequestError:
+            self._forget(request_id)  # removed: no answer for it stays published
+            raise
+        return self._publish(request_id, current)
+
+    def _project_nowait(self, request_id: str) -> Projection | None:
+        """The answer if it needs no waiting (see ``_current_nowait``), published; else None."""
+        try:
+            current = self._current_nowait(request_id, self._cache.get(request_id))
+        except UnknownRequestError:
+            self._forget(request_id)
+            raise
+        return None if current is None else self._publish(request_id, current)
+
+    def _publish(self, request_id: str, current: _Cached) -> Projection:
+        if self._cache.get(request_id) is not current:
+            self._remember(request_id, current)
+        answer = current.digest.project()  # computed once per version, then shared
+        self._answers.publish(request_id, Snapshot(current.version, answer))
         return answer
 
-    def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (blocking: a worker thread's job unless it is small).
+    def _current_nowait(self, request_id: str, cached: _Cached | None) -> _Cached | None:
+        """``cached`` while the record keeps its version, else the record if the store reads
+        it without waiting (a small file: cheaper here than a worker thread's round trip);
+        ``None``: it needs ``_read`` in a worker thread."""
+        if cached is not None and self.store.version(request_id) == cached.version:
+            return cached
+        read = self.store.read_nowait(request_id, tail=self._tail)
+        return None if read is None else self._digest(request_id, read)
 
-        Changes nothing shared: the caller remembers the result, on the event loop.
-        """
-        cached = _digest_of(self.store.read(request_id, tail=self._tail), self.config)
+    def _read(self, request_id: str) -> _Cached:
+        """Read and summarise the record (blocking: a worker thread's job; changes nothing
+        shared, the actor files the result in its own tasks)."""
+        return self._digest(request_id, self.store.read(request_id, tail=self._tail))
+
+    def _digest(self, request_id: str, read: RecordRead) -> _Cached:
+        cached = _digest_of(read, self.config)
         logger.debug("read {} ({} events)", request_id, cached.digest.count)
         return cached
 
@@ -254,9 +304,17 @@ class ContextActor:
             read = self.store.read(request_id, tail=self._tail)
             return appended, _digest_of(read, config), False
 
-        stored, fresh, in_place = await anyio.to_thread.run_sync(write)
+        try:
+            stored, fresh, in_place = await self._in_thread(write)
+        except BaseException:
+            self._answers.retract(request_id)  # it may have changed: the next ask reads
+            raise
+        if stored.parts is not None:
+            # Withdrawn only now: until the write was done the old answer was the truth, and
+            # handles asking meanwhile were served it without waiting for the write.
+            self._answers.retract(request_id)
         if in_place and cached is not None and stored.parts is not None:
-            # On the loop, not in the thread: answer_now may be projecting this very digest.
+            # On the loop, not in the thread: the digest is the actor's, changed in its task.
             cached.digest.append(raw_events, raw_updates)
             fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
@@ -267,141 +325,6 @@ class ContextActor:
         )
 
 
-class ContextHandle:
-    """What roles hold to ask the ContextActor. Every ask runs under a deadline."""
-
-    def __init__(
-        self,
-        mailbox: Mailbox[ContextAsk],
-        ask_timeout: float,
-        answer_now: Callable[[str], Projection | None],
-        write_timeout: float,
-    ) -> None:
-        self._mailbox = mailbox
-        self.ask_timeout = ask_timeout
-        # Appends and creates: a store may retry one for a while (NATS: other writers holding
-        # the request, the server away) and then says why better than a timeout would.
-        self.write_timeout = write_timeout
-        self._answer_now = answer_now  # the actor's answer when it costs no worker thread
-
-    async def _ask(self, message: ContextAsk) -> ContextReply:
-        message = with_checked_request_id(message)  # an unsafe id never reaches the actor
-        writes = isinstance(message, Append | Create)
-        timeout = self.write_timeout if writes else self.ask_timeout
-        reply: ContextReply = await self._mailbox.ask(message, timeout=timeout)
-        if isinstance(reply, Failed):
-            raise_failure(reply)
-        return reply
-
-    async def project(
-        self, request_id: str, *, role: str | None = None, purpose: str | None = None
-    ) -> Projection:
-        """The projection of the request's record (the same value as ``project_request``).
-
-        Waits for the actor (a read only if the record changed). Raises
-        ``UnknownRequestError``, ``RecordError``, ``UnsafeRequestIdError``, ``ActorStopped``,
-        ``AskTimeout``. ``role`` and ``purpose`` are deprecated: a projection does not depend
-        on them.
-        """
-        if role is not None or purpose is not None:
-            warnings.warn(
-                "ContextHandle.project(): `role` and `purpose` are ignored and deprecated; "
-                "a projection is the same for every role.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        if self._mailbox.accepting:
-            request_id = check_request_id(request_id)  # one NFC key per record in the cache
-            answer = self._answer_now(request_id)
-            if answer is not None:
-                # Cached, or a small record read in place: no need to wait for the actor.
-                # Writes and everything else still go through its inbox.
-                await checkpoint()
-                return answer
-        reply = await self._ask(Project(request_id=request_id))
-        assert isinstance(reply, Projection)
-        return reply
-
-    async def append_events(
-        self,
-        request_id: str,
-        events: Sequence[Mapping[str, Any]],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-    ) -> int:
-        """Append events and set top-level fields (e.g. ``result``, ``status``) in one write.
-
-        An event without ``timestamp`` gets the current time. Waits for the write to be on
-        disk (fsynced); returns the new event count. Raises like ``project``.
-
-        With a ``key`` (any string naming this unit of work, e.g. an envelope id) the append is
-        idempotent: every event carries it as ``append_key``, and asking again with the same key
-        (after an ``AskTimeout``, say) writes nothing and returns the count the first append
-        left. Keys are looked for among the record's last 256 events.
-        """
-        reply = await self.append_keyed(request_id, events, updates=updates, key=key)
-        return reply.count
-
-    async def append_keyed(
-        self,
-        request_id: str,
-        events: Sequence[Mapping[str, Any]],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-        unless: Mapping[str, Any] | None = None,
-        expect: Mapping[str, Any] | None = None,
-    ) -> Appended:
-        """``append_events``, answering also whether this call wrote (``applied``) or found
-        its key stored already. With ``unless`` (field -> value), nothing is written
-        (``refused``) if the record holds one of those values when the write comes; with
-        ``expect``, unless it holds exactly each of those (an absent field holds ``None``).
-        A refusal's ``fields`` say what the record held instead."""
-        check_request_id(request_id)
-        stamped = [{**event, "append_key": key} for event in events] if key else events
-        message = Append(
-            request_id=request_id,
-            events=[bytes(encode_event(event)) for event in stamped],
-            updates={name: encode_json(value) for name, value in (updates or {}).items()},
-            key=key or "",
-            unless={name: encode_json(value) for name, value in (unless or {}).items()},
-            expect={name: encode_json(value) for name, value in (expect or {}).items()},
-        )
-        reply = await self._ask(message)
-        assert isinstance(reply, Appended)
-        return reply
-
-    async def append_event(
-        self,
-        request_id: str,
-        event: Mapping[str, Any],
-        *,
-        updates: Mapping[str, Any] | None = None,
-        key: str | None = None,
-    ) -> int:
-        """Append one event (see ``append_events``); returns the new event count."""
-        return await self.append_events(request_id, [event], updates=updates, key=key)
-
-    async def load(self, request_id: str) -> RecordFields:
-        """The whole record as stored now (events as undecoded ``msgspec.Raw``)."""
-        reply = await self._ask(Load(request_id=request_id))
-        assert isinstance(reply, Loaded)
-        return decode_record(reply.record, f"request {request_id}")
-
-    async def recall(self, request_id: str, key: str) -> list[dict[str, Any]]:
-        """The events an append with ``key`` stored (``[]`` if none), among the last 256."""
-        reply = await self._ask(Recall(request_id=request_id, key=key))
-        assert isinstance(reply, Recalled)
-        return [msgspec.json.decode(event) for event in reply.events]
-
-    async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
-        """Create the record unless it exists; returns whether it was created."""
-        reply = await self._ask(Create(request_id=request_id, record=encode_json(record)))
-        assert isinstance(reply, Created)
-        return reply.created
-
-
 @asynccontextmanager
 async def open_context(
     workspace: str | Path,
@@ -410,18 +333,25 @@ async def open_context(
     ask_timeout: float = DEFAULT_ASK_TIMEOUT,
     inbox_size: int = 64,
     store: RecordStore | None = None,
+    requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
 ) -> AsyncIterator[ContextHandle]:
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
     Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
-    backend, opened here and closed on exit (on NATS, a connection of this scope's own). On
-    exit the actor stops: asks still queued are answered with ``ActorStopped``.
+    backend, opened here and closed on exit (on NATS, a connection of this scope's own). It
+    answers asks about up to ``requests_in_flight`` requests at once (more: ``ActorBusy``).
+    On exit the actor stops: asks still queued are answered with ``ActorStopped``.
     """
     async with AsyncExitStack() as owned:
         if store is None:  # the workspace's backend, open while the actor runs (NATS connects)
             backend = await owned.enter_async_context(open_backend(Workspace(workspace)))
             store = backend.store
-        actor = ContextActor(store, config or PromptContextConfig(), inbox_size=inbox_size)
+        actor = ContextActor(
+            store,
+            config or PromptContextConfig(),
+            inbox_size=inbox_size,
+            requests_in_flight=requests_in_flight,
+        )
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
             # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.

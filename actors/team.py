@@ -406,6 +406,7 @@ class Team:
                     self.config.prompt_context,
                     store=self.store,
                     ask_timeout=self._ask_timeout,
+                    requests_in_flight=self.config.team.requests_in_flight,
                 ) as context,
                 anyio.create_task_group() as group,
             ):

@@ -1,10 +1,11 @@
 """The two seams between the actors and where requests and envelopes are kept.
 
 ``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
-Both are blocking (the actors call them from worker threads) and both have a file
-implementation (``files.file_store``, ``files.file_queue``); the test suites of ``tests/``
-run against every implementation. A store's version is any hashable value that changes
-whenever the record does; only the store that made it compares it.
+Both are blocking (the actors call them from worker threads; only ``RecordStore.version``
+never waits) and both have a file implementation (``files.file_store``,
+``files.file_queue``); the test suites of ``tests/`` run against every implementation. A
+store's version is any hashable value that changes whenever the record does; only the store
+that made it compares it.
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ class RecordStore(Protocol):
         ...
 
     def version(self, request_id: str) -> Hashable | None:
-        """The record's current version, ``None`` if there is none; cheap (no read, no round
-        trip: it is asked on the event loop). A store that learns versions from elsewhere (NATS)
-        answers one that equals no other for a request it has not seen yet."""
+        """The record's current version, ``None`` if there is none. It never waits: no read of
+        the record, no round trip (files: one ``stat``; NATS: the newest revision seen), since
+        a ContextActor's published answers are checked against it on every warm ask. A store
+        that learns versions from elsewhere answers one that equals no other for a request it
+        has not seen yet."""
         ...
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
@@ -63,9 +66,11 @@ class RecordStore(Protocol):
         ``tail=None``: every event is needed. Raises ``UnknownRequestError``, ``RecordError``."""
         ...
 
-    def reads_quickly(self, version: Hashable) -> bool:
-        """Whether reading the record at ``version`` costs so little (a small local file) that
-        the actor reads it on the event loop rather than pay a worker thread's round trip."""
+    def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
+        """The record as ``read`` gives it if reading it never waits and costs less than a
+        worker thread's round trip (a small local file), else ``None`` (then ``read`` it in a
+        worker thread). A ContextActor calls it in its own tasks, on the event loop, for the
+        first ask about a record or a changed one. Raises like ``read``."""
         ...
 
     def load(self, request_id: str) -> bytes:

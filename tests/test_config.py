@@ -442,6 +442,11 @@ def test_enabled_left_empty_is_still_an_error() -> None:
             "cfg/team_runtime.yaml team.max_hops must be at least 1.",
             id="team",
         ),
+        pytest.param(
+            "team: {requests_in_flight: 0}",
+            "cfg/team_runtime.yaml team.requests_in_flight must be at least 1.",
+            id="requests-in-flight",
+        ),
         pytest.param("[1]", "cfg/team_runtime.yaml: the top level must be a mapping", id="top"),
     ],
 )
@@ -628,6 +633,11 @@ HUGE = "99999999999999999999999"  # more than a C ssize_t holds
             id="max-hops",
         ),
         pytest.param(
+            f"team: {{requests_in_flight: {HUGE}}}",
+            "team_runtime.yaml team.requests_in_flight must be at most 1024.",
+            id="requests-in-flight",
+        ),
+        pytest.param(
             f"model: {{openai: {{{SERVER}, timeout_seconds: .inf}}}}",
             f"{OPENAI}.timeout_seconds must be at most 86400.",
             id="openai-timeout",
@@ -659,7 +669,7 @@ def test_the_bounds_themselves_are_accepted() -> None:
     config = parse_team_config(
         "prompt_context: {recent_events: 1000000, max_events: 1000000}\n"
         "model: {timeout_seconds: 86400, attempts: 100, max_output_bytes: 1073741824}\n"
-        "team: {max_hops: 10000}\n",
+        "team: {max_hops: 10000, requests_in_flight: 1024}\n",
         "team_runtime.yaml",
     )
     assert (config.prompt_context.recent_events, config.prompt_context.max_events) == (
@@ -667,6 +677,7 @@ def test_the_bounds_themselves_are_accepted() -> None:
         EVENT_COUNT_LIMIT,
     )
     assert (config.model.attempts, config.team.max_hops) == (100, 10_000)
+    assert config.team.requests_in_flight == 1024
 
 
 def test_direct_construction_is_bounded_too() -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from teams_runtime import (
     ActorStopped,
     AskTimeout,
+    ContextHandle,
     Projection,
     PromptContextConfig,
     RecordError,
@@ -366,21 +367,81 @@ async def test_a_warm_answer_is_served_without_the_actor_until_the_record_change
         assert (await ctx.project("req-1")).total_events == 5
 
 
-async def test_a_small_record_is_read_in_place_a_large_one_by_the_actor(tmp_path: Path) -> None:
+class _WhoReads(FileRecordStore):
+    """A file store that notes who reads a record: a task on the event loop (the asker's, named
+    "a role", or another: the actor's), or a worker thread."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        super().__init__(workspace)
+        self.loop_thread = threading.get_ident()
+        self.readers: list[str] = []
+
+    def _note(self, request_id: str) -> None:
+        if threading.get_ident() != self.loop_thread:
+            self.readers.append(f"{request_id} in a worker thread")
+        elif anyio.get_current_task().name == "a role":
+            self.readers.append(f"{request_id} in the asker's task")
+        else:
+            self.readers.append(f"{request_id} by the actor on the loop")
+
+    def read_nowait(self, request_id: str, *, tail: int | None) -> Any:
+        found = super().read_nowait(request_id, tail=tail)
+        if found is not None:
+            self._note(request_id)
+        return found
+
+    def read(self, request_id: str, *, tail: int | None) -> Any:
+        self._note(request_id)
+        return super().read(request_id, tail=tail)
+
+
+async def test_only_the_actor_reads_a_small_record_in_its_task_a_large_one_in_a_thread(
+    tmp_path: Path,
+) -> None:
     _write(tmp_path, "small", sample_record(3, "small"))
     large = _write(tmp_path, "large", sample_record(400, "large"))
     assert large.stat().st_size > SMALL_RECORD
-    actor = ContextActor(FileRecordStore(Workspace(tmp_path)), PromptContextConfig())
+    store = _WhoReads(Workspace(tmp_path))
+    actor = ContextActor(store, PromptContextConfig())
+    async with anyio.create_task_group() as group:
+        group.start_soon(actor.serve)
+
+        async def asker(handle: ContextHandle) -> None:
+            small = await handle.project("small")
+            assert small == project_request(Workspace(tmp_path).request_path("small").read_bytes())
+            assert await handle.project("large") == project_request(large.read_bytes())
+            _write(tmp_path, "small", sample_record(5, "small"))  # another program rewrites it
+            assert (await handle.project("small")).total_events == 5
+            actor.stop()
+
+        group.start_soon(asker, actor.handle(5), name="a role")
+    assert store.readers == [
+        "small by the actor on the loop",  # a small file needs no worker thread's round trip
+        "large in a worker thread",
+        "small by the actor on the loop",  # a changed record is read afresh, by the actor
+    ]
+    assert actor.statistics().served == 3  # each read was an ask, through the inbox
+
+
+async def test_a_write_withdraws_the_published_answer_before_it_is_answered(
+    tmp_path: Path,
+) -> None:
+    # A store whose versions never change (as a coarse clock could make them): the published
+    # answer would look current forever, but the asker still gets its own write back.
+    _write(tmp_path, "req-1", sample_record(3, "req-1"))
+
+    class FixedVersion(FileRecordStore):
+        def version(self, request_id: str) -> Any:
+            return "always the same"
+
+    actor = ContextActor(FixedVersion(Workspace(tmp_path)), SMALL)
     async with anyio.create_task_group() as group:
         group.start_soon(actor.serve)
         handle = actor.handle(5)
-        small = await handle.project("small")
-        assert actor.statistics().served == 0  # no inbox round trip, no worker thread
-        assert small == project_request(Workspace(tmp_path).request_path("small").read_bytes())
-        await handle.project("large")
-        assert actor.statistics().served == 1  # a large read goes through the actor
-        _write(tmp_path, "small", sample_record(5, "small"))  # another program rewrites it
-        assert (await handle.project("small")).total_events == 5
+        assert (await handle.project("req-1")).total_events == 3
+        assert (await handle.project("req-1")).total_events == 3  # the published answer
+        await handle.append_event("req-1", {"type": "note", "summary": "mine"})
+        assert (await handle.project("req-1")).total_events == 4
         actor.stop()
 
 
@@ -392,9 +453,9 @@ async def test_an_id_in_nfd_is_answered_from_the_nfc_ids_cache(tmp_path: Path) -
     reads: list[str] = []
 
     class CountingStore(FileRecordStore):
-        def read(self, request_id: str, *, tail: int | None) -> Any:
+        def read_nowait(self, request_id: str, *, tail: int | None) -> Any:
             reads.append(request_id)
-            return super().read(request_id, tail=tail)
+            return super().read_nowait(request_id, tail=tail)
 
     actor = ContextActor(CountingStore(Workspace(tmp_path)), PromptContextConfig())
     async with anyio.create_task_group() as group:
@@ -434,10 +495,10 @@ class _LingeringCache(dict[str, Any]):
 
 
 async def test_worker_threads_leave_the_cache_to_the_event_loop(tmp_path: Path) -> None:
-    # A large record is read in a worker thread while small ones are read in place on the loop,
-    # every read evicting another (one request cached). The cache is the loop's alone: a thread
-    # that evicted too would delete what the loop had just deleted (KeyError), or iterate
-    # while the loop resized it.
+    # A large record is read in a worker thread while small ones are read by the actor in its
+    # own task, every read evicting another (one request cached). The cache is the loop's
+    # alone: a thread that evicted too would delete what the loop had just deleted (KeyError),
+    # or iterate while the loop resized it.
     large = _write(tmp_path, "large", sample_record(400, "large"))
     assert large.stat().st_size > SMALL_RECORD
     for n in range(2):
@@ -452,7 +513,6 @@ async def test_worker_threads_leave_the_cache_to_the_event_loop(tmp_path: Path) 
         for _ in range(40):
             assert await handle.project("large") == expected
         reading = False
-        actor.stop()
 
     async def read_small() -> None:
         turn = 0
@@ -464,7 +524,9 @@ async def test_worker_threads_leave_the_cache_to_the_event_loop(tmp_path: Path) 
         async with anyio.create_task_group() as group:
             group.start_soon(actor.serve)
             handle = actor.handle(30)
-            group.start_soon(read_large)
-            group.start_soon(read_small)
+            async with anyio.create_task_group() as readers:
+                readers.start_soon(read_large)
+                readers.start_soon(read_small)
+            actor.stop()
     assert actor.statistics().served >= 20  # the large reads did go to worker threads
     assert cache.changed_off_loop == 0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
 import pytest
 
-from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.exceptions import ActorStopped, AskTimeout
+from teams_runtime.actors.mailbox import LATER, Lanes, Mailbox, MailboxStatistics
+from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 pytestmark = pytest.mark.anyio
 
@@ -229,3 +230,178 @@ async def test_a_cancelled_asker_does_not_wedge_the_actor() -> None:
         assert await mailbox.ask("echo:next", timeout=5) == "next"
     assert handler.handled == ["wait:abandoned", "echo:queued", "echo:next"]
     assert mailbox.statistics().served == 3
+
+
+async def test_an_asker_cancelled_before_it_asks_sends_nothing() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    async with serving(mailbox, handler):
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await mailbox.ask("echo:never", timeout=5)
+        assert await mailbox.ask("echo:after", timeout=5) == "after"
+    assert handler.handled == ["echo:after"]
+
+
+async def test_an_ask_being_handled_when_serving_is_cancelled_hears_so() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    serving_scope = anyio.CancelScope()
+    errors: list[str] = []
+
+    async def serve() -> None:
+        with serving_scope:
+            await mailbox.serve(Handler())
+
+    async def ask() -> None:
+        with pytest.raises(ActorStopped) as caught:
+            await mailbox.ask("wait:forever", timeout=None)  # no deadline: only an answer ends it
+        errors.append(str(caught.value))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve)
+            group.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()  # being handled, the handler waiting
+            serving_scope.cancel()
+    assert errors == ["the box actor stopped."]
+    mailbox.stop()
+
+
+class KeyedHandler:
+    """Messages ``"<key>:<name>"``; a name starting ``wait`` waits for ``release(key)``. Keeps
+    the order messages started and finished in."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, anyio.Event] = {}
+        self.started: list[str] = []
+        self.finished: list[str] = []
+
+    def release(self, key: str) -> None:
+        self.gates.setdefault(key, anyio.Event()).set()
+
+    async def __call__(self, message: str) -> str:
+        key, name = message.split(":")
+        self.started.append(message)
+        if name.startswith("wait"):
+            await self.gates.setdefault(key, anyio.Event()).wait()
+        self.finished.append(message)
+        return name
+
+
+def _by_key(most: int, at_once: Callable[[str], Any] | None = None) -> Lanes[str]:
+    return Lanes(key=lambda message: message.split(":")[0], most=most, noun="things",
+                 limit="the test's limit", at_once=at_once)  # fmt: skip
+
+
+async def test_lanes_serve_keys_at_once_and_each_key_in_order() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = KeyedHandler()
+    answers: list[str] = []
+
+    async def ask(message: str) -> None:
+        answers.append(await mailbox.ask(message, timeout=5))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(mailbox.serve, handler, lanes=_by_key(4)))
+            for message in ("a:wait-1", "a:2", "b:wait-1", "b:2", "c:1"):
+                group.start_soon(ask, message)
+                await anyio.wait_all_tasks_blocked()
+            assert answers == ["1"]  # c waited for neither a nor b
+            assert mailbox.statistics() == MailboxStatistics(queued=2, served=1, in_flight=2)
+            handler.release("b")
+            await anyio.wait_all_tasks_blocked()
+            assert answers == ["1", "wait-1", "2"]  # b's two, in order; a's still wait
+            handler.release("a")
+            await anyio.wait_all_tasks_blocked()
+            mailbox.stop()
+    assert handler.finished == ["c:1", "b:wait-1", "b:2", "a:wait-1", "a:2"]
+
+
+async def test_a_key_past_the_lanes_limit_is_answered_busy_at_once() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = KeyedHandler()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(mailbox.serve, handler, lanes=_by_key(1)))
+            await mailbox.tell("a:wait")
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(
+                ActorBusy,
+                match=r"^the box actor is busy: asks about 1 things are in flight, its limit "
+                r"\(the test's limit\); str about 'b' was not taken, ask again\.$",
+            ):
+                await mailbox.ask("b:1", timeout=5)
+            handler.release("a")
+            await anyio.wait_all_tasks_blocked()  # a's lane ended: room again
+            assert await mailbox.ask("b:2", timeout=5) == "2"
+            mailbox.stop()
+    assert handler.started == ["a:wait", "b:2"]
+
+
+async def test_at_once_answers_without_a_lane_unless_its_key_has_one() -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = KeyedHandler()
+
+    def at_once(message: str) -> Any:
+        return "now" if message.endswith(":quick") else LATER
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(mailbox.serve, handler, lanes=_by_key(1, at_once)))
+            assert await mailbox.ask("a:quick", timeout=5) == "now"
+            await mailbox.tell("a:wait")
+            await anyio.wait_all_tasks_blocked()
+            assert await mailbox.ask("b:quick", timeout=5) == "now"  # no lane needed
+            answers: list[str] = []
+
+            async def behind() -> None:  # a has work: its quick one waits its turn
+                answers.append(await mailbox.ask("a:quick", timeout=5))
+
+            group.start_soon(behind)
+            await anyio.wait_all_tasks_blocked()
+            assert answers == []
+            handler.release("a")
+            await anyio.wait_all_tasks_blocked()
+            assert answers == ["quick"]  # handled in a's lane, after a:wait
+            mailbox.stop()
+    assert mailbox.statistics().served == 4
+
+
+@pytest.mark.parametrize(
+    "how", [pytest.param("stop", id="stop"), pytest.param("cancel", id="cancel")]
+)
+async def test_asks_waiting_in_a_lane_are_answered_when_serving_ends(how: str) -> None:
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = KeyedHandler()
+    outcomes: dict[str, str] = {}
+    serving = anyio.CancelScope()
+
+    async def serve() -> None:
+        with serving:
+            await mailbox.serve(handler, lanes=_by_key(4))
+
+    async def ask(message: str) -> None:
+        try:
+            outcomes[message] = await mailbox.ask(message, timeout=None)
+        except ActorStopped as exc:
+            outcomes[message] = str(exc)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve)
+            for message in ("a:wait", "a:behind", "a:last"):
+                group.start_soon(ask, message)
+                await anyio.wait_all_tasks_blocked()
+            if how == "stop":
+                mailbox.stop()
+                handler.release("a")  # the one being handled finishes and is answered
+            else:
+                serving.cancel()
+    if how == "stop":
+        assert outcomes == {"a:wait": "wait",
+                            "a:behind": "the box actor is shutting down.",
+                            "a:last": "the box actor is shutting down."}  # fmt: skip
+    else:
+        assert outcomes == dict.fromkeys(["a:wait", "a:behind", "a:last"], "the box actor stopped.")
+        mailbox.stop()

@@ -29,13 +29,14 @@ from teams_runtime.codecs.config.setting_checks import (
     event_count_problem,
 )
 from teams_runtime.codecs.config.team_config import TeamConfig, parse_team_config, section_notes
-from teams_runtime.codecs.config.team_section import TeamSection
+from teams_runtime.codecs.config.team_section import DEFAULT_REQUESTS_IN_FLIGHT, TeamSection
 from teams_runtime.codecs.config.telemetry_section import RateCard, TelemetryConfig
 
 __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CONFIG_TEXT",
+    "DEFAULT_REQUESTS_IN_FLIGHT",
     "EVENT_COUNT_LIMIT",
     "INTERNAL_AGENTS",
     "RUNTIME_BODY_KEYS",

@@ -48,6 +48,7 @@ LONGEST_CALL_SECONDS = 86_400  # model.timeout_seconds, model.openai.timeout_sec
 MOST_ATTEMPTS = 100  # model.attempts
 MOST_OUTPUT_BYTES = 1 << 30  # model.max_output_bytes: 1 GiB
 MOST_HOPS = 10_000  # team.max_hops
+MOST_IN_FLIGHT = 1_024  # team.requests_in_flight: each may hold a worker thread
 
 
 def check_at_most(setting: str, value: float, limit: int) -> None:

@@ -37,8 +37,17 @@ __all__ = [
 
 
 # Below this size reading the whole file and parsing it costs less than the index's few reads
-# (about 150 us), and little enough to do on the event loop.
+# (about 150 us), so a small record is read whole and its index neither read nor kept.
 SMALL_RECORD = 128 * 1024
+
+
+def _small(version: FileVersion | None) -> bool:
+    return version is not None and version.size <= SMALL_RECORD
+
+
+def _tail_of(tail: int | None) -> int | None:
+    """The tail an index can give (``None``: every event is needed, or more than it keeps)."""
+    return tail if tail is not None and tail <= INDEX_TAIL else None
 
 
 class FileRecordStore:
@@ -66,20 +75,29 @@ class FileRecordStore:
         """One ``stat``: about a microsecond, answered from the inode cache."""
         return file_version(self.paths(request_id).record)
 
-    def reads_quickly(self, version: Hashable) -> bool:
-        return isinstance(version, FileVersion) and version.size <= SMALL_RECORD
+    def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
+        """A small record (at most 128 KiB: one ``stat``, then one read and a parse in memory,
+        about 150 us at 100 events); ``None`` for a larger one or none at all (``read`` says
+        which)."""
+        paths = self.paths(request_id)
+        if not _small(file_version(paths.record)):
+            return None
+        return self._read_whole(paths, tail)
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         paths = self.paths(request_id)
-        indexed_tail = tail if tail is not None and tail <= INDEX_TAIL else None
-        if indexed_tail is not None and not self.reads_quickly(file_version(paths.record)):
+        if _tail_of(tail) is not None and not _small(file_version(paths.record)):
             parts = read_indexed_parts(paths)
             if parts is not None:
                 return parts
+        return self._read_whole(paths, tail)
+
+    def _read_whole(self, paths: RecordPaths, tail: int | None) -> RecordRead:
         data, version = read_bytes(paths)
+        indexed_tail = _tail_of(tail)
         if indexed_tail is not None:
             # Keep the derived index for a large record: its next cold read is then cheap.
-            keep = not self.reads_quickly(version)
+            keep = not _small(version)
             parts = parts_from_unindexed(paths, data, version, tail=indexed_tail, keep=keep)
             if parts is not None:
                 return parts

@@ -92,11 +92,12 @@ class NatsRecordStore:
 
     def version(self, request_id: str) -> Hashable | None:
         """The head's revision the watch (or this store's own reads and writes) last saw;
-        ``None`` once the store found no head. Never a round trip: it is asked on the event
-        loop per projection ask, where a KV read would hold every actor up (for up to
-        ``retry_seconds`` with the server away). A request not seen yet answers ``UNSEEN``,
-        which equals no cached version, so the actor reads it in a worker thread (that read
-        records the revision, or raises ``UnknownRequestError``)."""
+        ``None`` once the store found no head. Never a round trip (the protocol's rule: the
+        ContextActor's published answers are checked against it per warm ask; a KV read
+        there would hold every ask up, for up to ``retry_seconds`` with the server away). A
+        request not seen yet answers ``UNSEEN``, which equals no version the actor holds, so
+        its ask reads it (that read records the revision, or raises
+        ``UnknownRequestError``)."""
         key = token_of(check_request_id(request_id))
         revision = self.reader.revision_seen(key)
         if revision is None:
@@ -105,8 +106,8 @@ class NatsRecordStore:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def reads_quickly(self, version: Hashable) -> bool:
-        return False  # every read is a round trip to the server: a worker thread's job
+    def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
+        return None  # every read is a round trip to the server: a worker thread's job
 
     def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         request_id = check_request_id(request_id)

@@ -54,6 +54,9 @@ from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
+# Beside this file (the script's folder is first on sys.path).
+from stuck_request import Stall, lock_held, nats_kept_busy, seconds_beside  # isort: skip
+
 
 def _load_reference() -> Callable[..., list[int] | None]:
     # The plain five steps the tests compare against. Loaded by path: putting the repository
@@ -302,6 +305,47 @@ async def throughput_row(root: Path) -> Row:
                rate >= 50_000)  # fmt: skip
 
 
+async def _stuck_ratio(store: RecordStore, ids: list[str], stall: Stall) -> tuple[float, float]:
+    """Median seconds of the asks about ``ids`` with request "stuck" stalled and without: five
+    runs each, in turns, which goes first alternating (records grow a little every run)."""
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    for turn in range(10):
+        stalled = (turn % 4) in (1, 2)  # free, held, held, free, ...
+        samples[stalled].append(
+            await seconds_beside(store, CONFIG, ids, "stuck", stall if stalled else None)
+        )
+    return _median(samples[True]), _median(samples[False])
+
+
+def _stuck_row(name: str, held: float, free: float) -> Row:
+    ratio = held / free
+    return Row(name, _fmt(held), f"not stuck {_fmt(free)}", f"{ratio:.2f}x",
+               "<= 1.5x (it holds up only itself)", ratio <= 1.5)  # fmt: skip
+
+
+async def stuck_row(root: Path) -> Row:
+    """12 requests asked about (appends, projections) while another's lock is held by another
+    process for the whole row, against the same with nothing held."""
+    workspace = Workspace(root / "stuck")
+    ids = [f"req-{n}" for n in range(12)]
+    for request_id in [*ids, "stuck"]:
+        create_record(workspace.record_paths(request_id), sample_record(100, request_id))
+    store = FileRecordStore(workspace)
+    held, free = await _stuck_ratio(store, ids, lock_held(store.paths("stuck").lock))
+    return _stuck_row("12 requests' asks, another's lock held vs not", held, free)
+
+
+async def nats_stuck_row(store: NatsRecordStore, url: str) -> Row:
+    """As ``stuck_row`` on NATS: the stuck request kept busy by another writer's uncommitted
+    append for the whole row."""
+    ids = [f"stuck-{n}" for n in range(12)]
+    for request_id in [*ids, "stuck"]:  # blocking calls: from a worker thread of this loop
+        await anyio.to_thread.run_sync(store.create, request_id, sample_record(100, request_id))
+    subject = store.connection.names.event_subject("stuck", None)
+    held, free = await _stuck_ratio(store, ids, nats_kept_busy(url, subject))
+    return _stuck_row("NATS: 12 requests' asks, another kept busy vs not", held, free)
+
+
 _SLEEPY_MODEL = """#!/bin/sh
 cat > /dev/null
 sleep 0.2
@@ -514,6 +558,7 @@ async def nats_rows(root: Path) -> list[Row]:
         async with open_connection(NatsSettings(url=url, prefix="bench")) as connection:
             store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
             rows = await nats_store_rows(root, store)
+            rows.append(await nats_stuck_row(store, url))
         rows.append(await nats_workers_row(root, url))
     finally:
         server.terminate()
@@ -645,6 +690,7 @@ async def main(quick: bool, check: bool) -> int:
         rows += await prompt_rows(workspace, [100, 10_000])
         rows.append(await append_row(workspace, 10_000))
         rows.append(await throughput_row(Path(folder)))
+        rows.append(await stuck_row(Path(folder)))
         rows.append(metrics_row(Path(folder), 100_000 if quick else 1_000_000))
         rows.append(await memory_row(Path(folder), quick))
         rows += startup_rows()
