@@ -17,21 +17,21 @@ from pathlib import Path
 from types import TracebackType
 
 import anyio
-import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 from loguru import logger
 
-from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.model_backends import ModelBackend, make_backend, server_away
+from teams_runtime.actors.model_backends import ModelBackend, server_away
 from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
-from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
+from teams_runtime.actors.role_actor import Outcome, RoleActor
+from teams_runtime.actors.role_backends import role_backends
+from teams_runtime.actors.team_reports import RoleStatus, RunSummary
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
-from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
+from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     Claim,
     RecordStore,
@@ -46,35 +46,6 @@ __all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary
 
 RESTORE_SECONDS = 1.0  # how often a worker looks for deferred envelopes that are due
 DEFERRED_WAIT_SECONDS = 60.0  # how long `run --once` waits in all for envelopes it deferred
-
-
-class RunSummary(msgspec.Struct, kw_only=True):
-    """What one run did."""
-
-    handled: int = 0
-    failed: int = 0
-    deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
-    rejected: int = 0
-    prompts_sent: int = 0
-    # `once`: envelopes this run deferred and left (not due within its wait), and when the
-    # first of them is due (Unix time); any worker takes them then.
-    left_deferred: int = 0
-    next_attempt: float | None = None
-    # The records themselves only when the Team is asked to keep them (a service that runs
-    # for weeks must not grow); they are in the logs either way.
-    prompts: list[PromptRecord] = msgspec.field(default_factory=list)
-
-
-class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """One role as this worker sees it now (what ``Team.status`` gives a live view): the
-    requests it is handling and since when, its outcomes so far in this run, and the envelopes
-    waiting for it in the queue (for any worker). Ids and counts only, never content."""
-
-    role: str
-    working: list[Working]
-    handled: int
-    failed: int
-    queued: int
 
 
 class Team:
@@ -103,7 +74,9 @@ class Team:
         self.config = config if config is not None else load_team_config(self.workspace.root)
         self.served = tuple(check_role(role) for role in roles) if roles else ROLES
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
-        self.backends = self._role_backends(backend)
+        self.backends = role_backends(
+            self.config, self.served, self.workspace.root, self.servers, backend
+        )
         self._given = (store, queue)
         self._store, self._queue = store, queue  # the given ones, or the open scope's
         self._opened: AbstractAsyncContextManager[None] | None = None  # `async with team`
@@ -174,25 +147,6 @@ class Team:
         opened, self._opened = self._opened, None
         if opened is not None:
             await opened.__aexit__(kind, error, traceback)
-
-    def _role_backends(self, backend: ModelBackend | None) -> dict[str, ModelBackend]:
-        """Each served role's backend: ``backend`` for all, or one made from each role's model
-        (roles whose models are the same share one). Raises ``ConfigError`` if a role's model
-        cannot answer on this host (its command missing, its key's variable unset)."""
-        if backend is not None:
-            return dict.fromkeys(self.served, backend)
-        models = [(role, self.config.model_for(role)) for role in self.served]
-        problem = start_problem(models, self.workspace.root)
-        if problem is not None:
-            raise ConfigError(problem)
-        made: dict[bytes, ModelBackend] = {}
-        backends = {}
-        for role, model in models:
-            same = msgspec.json.encode(model)
-            if same not in made:
-                made[same] = make_backend(model, self.workspace.root, servers=self.servers)
-            backends[role] = made[same]
-        return backends
 
     def _prompt_sent(self, record: PromptRecord) -> None:
         self.summary.prompts_sent += 1

@@ -1,0 +1,40 @@
+"""What a Team reports: the summary of a run, and each role as the worker sees it now (what
+``Team.status`` gives a live view). Ids and counts only, never content."""
+
+from __future__ import annotations
+
+import msgspec
+
+from teams_runtime.actors.role_actor import Working
+from teams_runtime.codecs.prompt_records import PromptRecord
+
+__all__ = ["RoleStatus", "RunSummary"]
+
+
+class RunSummary(msgspec.Struct, kw_only=True):
+    """What one run did."""
+
+    handled: int = 0
+    failed: int = 0
+    deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
+    rejected: int = 0
+    prompts_sent: int = 0
+    # `once`: envelopes this run deferred and left (not due within its wait), and when the
+    # first of them is due (Unix time); any worker takes them then.
+    left_deferred: int = 0
+    next_attempt: float | None = None
+    # The records themselves only when the Team is asked to keep them (a service that runs
+    # for weeks must not grow); they are in the logs either way.
+    prompts: list[PromptRecord] = msgspec.field(default_factory=list)
+
+
+class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """One role as this worker sees it now (what ``Team.status`` gives a live view): the
+    requests it is handling and since when, its outcomes so far in this run, and the envelopes
+    waiting for it in the queue (for any worker). Ids and counts only, never content."""
+
+    role: str
+    working: list[Working]
+    handled: int
+    failed: int
+    queued: int
