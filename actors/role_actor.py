@@ -22,16 +22,22 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
-from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
-from teams_runtime.actors.prompt_log import log_prompt
+from teams_runtime.actors.model_backends import (
+    ModelBackend,
+    ModelReply,
+    complete_reporting,
+    server_away,
+)
+from teams_runtime.actors.prompt_log import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.codecs.answer_reading import AnswerReading, read_answer
 from teams_runtime.codecs.attempt_records import AttemptRecord
-from teams_runtime.codecs.config import ModelConfig
-from teams_runtime.codecs.contract import validate_reading
+from teams_runtime.codecs.config import ModelConfig, RateCard
+from teams_runtime.codecs.contract import Validated, validate_reading
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of, now_iso
-from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.codecs.pricing import rate_key
+from teams_runtime.codecs.prompt_records import CallOutcome, PromptRecord
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
@@ -55,7 +61,6 @@ from teams_runtime.policy.outcomes import (
 from teams_runtime.policy.prompts import (
     PromptBundle,
     PromptKind,
-    answer_kind_of,
     build_prompt,
     kind_for_role,
 )
@@ -80,6 +85,7 @@ class _Answer:
 
     reply: ModelReply
     reading: AnswerReading
+    checked: Validated
     purpose: str
     call: int
 
@@ -116,9 +122,12 @@ class RoleActor:
         on_prompt: Callable[[PromptRecord], None] | None = None,
         concurrency: int = 4,
         inbox_size: int = 256,
+        rate_card: RateCard | None = None,
     ) -> None:
         self.role = role
         self._model = model
+        self._rate_key = rate_key(model)
+        self._rate_card = rate_card  # what the prompt records price calls by
         self._max_hops = max_hops
         self._workspace = workspace  # where attempts are kept
         self._context = context
@@ -271,6 +280,8 @@ class RoleActor:
         for call in range(1, self._model.attempts + 1):
             reply: ModelReply | None = None
             reading: AnswerReading | None = None
+            outcome: CallOutcome = "failed"
+            started = anyio.current_time()
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
@@ -296,16 +307,47 @@ class RoleActor:
                     bundle.request_id,
                     exc,
                 )
+            except BaseException:  # stopped or cancelled: while its server was away?
+                outcome = "server_away" if server_away(self._backend) else "failed"
+                raise
             else:
                 reading = read_answer(reply.text)
-                return _Answer(reply=reply, reading=reading, purpose=bundle.purpose, call=call)
+                checked = validate_reading(
+                    reading, kind=bundle.answer_kind, request_id=bundle.request_id, role=self.role
+                )
+                outcome = "completed" if checked.answer is not None else "invalid"
+                return _Answer(
+                    reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
+                )
             finally:
-                usage = reply.usage if reply is not None else None
-                read = reading.how if reading is not None else None
-                record = log_prompt(bundle, bundle.chars(), usage, read)
-                if self._on_prompt is not None:
-                    self._on_prompt(record)
+                self._log_call(bundle, call, started, reply, reading, outcome)
         raise AssertionError("unreachable")
+
+    def _log_call(
+        self,
+        bundle: PromptBundle,
+        call: int,
+        started: float,
+        reply: ModelReply | None,
+        reading: AnswerReading | None,
+        outcome: CallOutcome,
+    ) -> None:
+        """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
+        ended = anyio.current_time()
+        first = reply.first_token_at if reply is not None else None
+        facts = CallFacts(
+            usage=reply.usage if reply is not None else None,
+            read=reading.how if reading is not None else None,
+            model=self._rate_key,
+            rate_card=self._rate_card,
+            attempt_kind=attempt_kind_of(bundle.purpose, call),
+            latency_seconds=ended - started,
+            first_token_seconds=first - started if first is not None else None,
+            outcome=outcome,
+        )
+        record = log_prompt(bundle, bundle.chars(), facts)
+        if self._on_prompt is not None:
+            self._on_prompt(record)
 
     async def _project_and_prompt(
         self,
@@ -349,12 +391,9 @@ class RoleActor:
         """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
         ``MAX_REPAIRS`` times; the role result to record, a contract failure if none passed."""
         kind = kind_for_role(self.role)
-        answer_kind = answer_kind_of(kind)
         request_id = envelope.request_id
         got = await self._project_and_prompt(kind, envelope)
-        checked = validate_reading(
-            got.reading, kind=answer_kind, request_id=request_id, role=self.role
-        )
+        checked = got.checked
         answer, issues = checked.answer, checked.issues
         repairs = 0
         while answer is None:
@@ -386,9 +425,7 @@ class RoleActor:
             got = await self._project_and_prompt(
                 "repair", envelope, repairing=kind, errors=issues, previous=got.reply.text
             )
-            checked = validate_reading(
-                got.reading, kind=answer_kind, request_id=request_id, role=self.role
-            )
+            checked = got.checked
             answer, issues = checked.answer, checked.issues
         return research_result(self.role, answer) if kind == "research_decision" else answer
 
