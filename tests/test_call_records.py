@@ -17,6 +17,7 @@ from teams_runtime.codecs.pricing import call_cost, card_for, rate_key
 from teams_runtime.codecs.prompt_records import PROMPT_RECORD_SCHEMA, decode_prompt_record
 from teams_runtime.storage import Workspace
 
+from .cli_in_process import run_cli
 from .fake_openai_server import PROMPT_TOKENS_PER_CHAR, FakeOpenAIServer, Status, Text
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +155,57 @@ async def test_a_configured_provider_keys_the_card(
     summary = await run_once(workspace)
     developer = [r for r in summary.prompts if r.role == "developer"]
     assert [(r.model, r.cost_usd) for r in developer] == [("ollama/mid-8b", 0.25)]
+
+
+def test_metrics_prices_tokens_by_the_rate_cards_per_model(
+    tmp_path: Path,
+    openai_server: FakeOpenAIServer,
+    seed: Seed,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cards = (
+        "    openai/mid-8b: {input_per_million_usd: 2, cached_input_per_million_usd: 0.5, "
+        "output_per_million_usd: 8}\n"
+        "    openai/small-1b: {input_per_million_usd: 0.1, output_per_million_usd: 0.4}\n"
+    )
+    (tmp_path / "team_runtime.yaml").write_text(_config(openai_server, cards=cards))
+    openai_server.cached_tokens = 50
+    workspace = Workspace(tmp_path)
+    seed(workspace, "req-long", "developer", events=40)
+    assert run_cli(capsys, "run", "--once", "--workspace", str(tmp_path))[0] == 0
+    status, out, _ = run_cli(
+        capsys, "metrics", "--workspace", str(tmp_path), "--by", "model", "--json"
+    )
+    assert status == 0
+    report = json.loads(out)
+    groups = {group["model"]: group for group in report["groups"]}
+    assert set(groups) == {"openai/mid-8b", "openai/small-1b"}
+    rates = {"openai/mid-8b": (2.0, 0.5, 8.0), "openai/small-1b": (0.1, 0.1, 0.4)}
+    for model, group in groups.items():
+        input_rate, cached_rate, output_rate = rates[model]
+        cached = group["cached_prompt_tokens"]
+        expected = (
+            (group["prompt_tokens"] - cached) * input_rate
+            + cached * cached_rate
+            + group["completion_tokens"] * output_rate
+        ) / 1e6
+        assert group["cost_usd"] == pytest.approx(expected, rel=1e-12)
+        assert group["priced_calls"] == group["prompts"] == group["prompts_with_usage"]
+        assert cached == 50 * group["prompts"]
+        assert group["cached_ratio"] == cached / group["prompt_tokens"]
+        assert 0 < group["latency_p50_ms"] <= group["latency_p95_ms"] <= group["latency_max_ms"]
+        assert group["first_token_p50_ms"] is not None
+        assert (group["repairs"], group["retries"], group["failures"]) == (0, 0, 0)
+    totals = report["totals"]
+    assert totals["cost_usd"] == pytest.approx(sum(g["cost_usd"] for g in groups.values()))
+    # The developer's prompt over 40 events was compacted: its full history is estimated
+    # from its own tokens per character, and so is what that would have cost.
+    assert totals["saved_prompt_tokens_estimate"] > 0
+    assert totals["full_history_cost_usd_estimate"] > totals["cost_usd"]
+    [request] = report["requests"]
+    assert request["request_id"] == "req-long" and request["status"] == "completed"
+    assert report["completed_requests"]["prompt_tokens"] == totals["prompt_tokens"]
+    assert report["completed_requests"]["cost_usd"] == pytest.approx(totals["cost_usd"])
+    table = run_cli(capsys, "metrics", "--workspace", str(tmp_path), "--by", "model")[1]
+    assert "openai/small-1b" in table and "Compaction saved about" in table
+    assert "Per completed request (1)" in table

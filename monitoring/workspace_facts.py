@@ -1,0 +1,42 @@
+"""What ``metrics`` reads from the workspaces beside their logs: the rate cards in force (to
+price the full-history estimate) and each request's status now (which requests completed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from teams_runtime.codecs.config import RateCard
+from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage import RecordStore, Workspace, load_team_config
+from teams_runtime.storage.backends import open_store
+
+__all__ = ["rate_cards_of", "statuses_of"]
+
+
+def rate_cards_of(workspaces: Sequence[Workspace]) -> dict[str, RateCard]:
+    """The rate cards of the workspaces' configs (the first one's card wins for a key)."""
+    cards: dict[str, RateCard] = {}
+    for workspace in reversed(workspaces):
+        cards.update(load_team_config(workspace.root).telemetry.rate_cards)
+    return cards
+
+
+def statuses_of(workspaces: Sequence[Workspace]) -> Callable[[str], str | None]:
+    """A request's ``status`` now, from the first workspace that has its record (``None``:
+    none has it, or it cannot be read). Opened lazily, read through each store's index."""
+    stores: list[RecordStore] = []
+
+    def status(request_id: str) -> str | None:
+        if not stores:
+            stores.extend(open_store(workspace) for workspace in workspaces)
+        for store in stores:
+            try:
+                if not store.exists(request_id):
+                    continue
+                value = store.read(request_id, tail=1).fields.get("status")
+            except (TeamsRuntimeError, OSError):
+                return None
+            return value if isinstance(value, str) else None
+        return None
+
+    return status
