@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import anyio
 import httpx
 import msgspec
 
@@ -104,11 +105,14 @@ class Answer:
         self.events = 0  # events of the stream received (an empty stream has none)
         self.usage: TokenUsage | None = None
         self.finished = False  # a finish_reason or [DONE] came
+        self.first_token_at: float | None = None  # anyio.current_time() of the first text
 
     def add(self, text: str) -> None:
         """Keep ``text``; raises ``ModelFailure`` past ``max_output_bytes``."""
         if not text:
             return
+        if self.first_token_at is None:
+            self.first_token_at = anyio.current_time()
         self.parts.append(text)
         self.size += len(text.encode("utf-8"))
         if self.size > self.limit:
@@ -121,7 +125,7 @@ class Answer:
         text = self.scrubber.scrub("".join(self.parts))
         if not text.strip():
             raise self.failure("the model answered nothing")
-        return ModelReply(text=text, usage=self.usage)
+        return ModelReply(text=text, usage=self.usage, first_token_at=self.first_token_at)
 
     def failure(self, reason: str, said: str = "", *, said_more: bool = False) -> ModelFailure:
         """A failed call: ``reason``, with the answer so far for the attempts folder (scrubbed:

@@ -1,33 +1,67 @@
 """What role actors log for every prompt they send: the spec's compaction line and one
 structured, content-free ``PromptRecord`` (bound as ``RECORD_KEY``; the CLI's sinks route it to
 ``.teams_runtime/logs/prompt_context.jsonl``). Nothing here holds prompt or payload text.
+
+``log_prompt`` is the one place every call passes through, with every per-call fact on the
+record it builds (sizes, counts, tokens, timings, cost, outcome): what any other sink of
+per-call telemetry hooks onto.
 """
 
 from __future__ import annotations
 
+import msgspec
 from loguru import logger
 
 from teams_runtime.codecs.answer_reading import AnswerRead
+from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model_replies import TokenUsage
-from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.codecs.pricing import call_cost
+from teams_runtime.codecs.prompt_records import (
+    AttemptKind,
+    CallOutcome,
+    PromptRecord,
+    encode_prompt_record,
+)
 from teams_runtime.codecs.request_records import EVENT_SEPARATOR, EVENTS_KEY
 from teams_runtime.policy.prompts import PromptBundle
 
-__all__ = ["RECORD_KEY", "log_prompt", "prompt_record"]
+__all__ = ["RECORD_KEY", "CallFacts", "attempt_kind_of", "log_prompt", "prompt_record"]
 
 RECORD_KEY = "prompt_record"  # the loguru extra that carries a prompt record
 
 
+class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What the role saw of one call of a prompt (counts and times only)."""
+
+    usage: TokenUsage | None = None  # what the model server reported, if anything
+    read: AnswerRead | None = None  # how the answer's JSON object was read; None: no answer
+    model: str | None = None  # the rate card key of the role's model
+    rate_card: RateCard | None = None  # its card, None without one (or telemetry disabled)
+    attempt_kind: AttemptKind | None = None
+    latency_seconds: float | None = None
+    first_token_seconds: float | None = None
+    outcome: CallOutcome | None = None
+
+
+def attempt_kind_of(purpose: str, call: int) -> AttemptKind:
+    """Why call number ``call`` of a prompt for ``purpose`` was sent."""
+    if call > 1:
+        return "retry"
+    return "contract_repair" if purpose == "contract_repair" else "primary"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else max(seconds, 0.0) * 1000
+
+
 def prompt_record(
-    bundle: PromptBundle,
-    prompt_chars: int,
-    usage: TokenUsage | None = None,
-    read: AnswerRead | None = None,
+    bundle: PromptBundle, prompt_chars: int, call: CallFacts | None = None
 ) -> PromptRecord:
-    """The content-free record of one prompt; full history size is computed from byte sizes;
-    ``usage`` is what the model server reported for the call, if anything, and ``read`` how
-    its answer's JSON object was read."""
+    """The content-free record of one prompt and its ``call``; full history size is computed
+    from byte sizes, the cost from the call's usage by its rate card."""
+    call = call if call is not None else CallFacts()
+    usage = call.usage
     projection = bundle.projection
     config = projection.config
     selected_bytes = 0
@@ -60,19 +94,23 @@ def prompt_record(
         full_history_chars=full,
         prompt_tokens=usage.prompt_tokens if usage is not None else None,
         completion_tokens=usage.completion_tokens if usage is not None else None,
-        answer_read=read,
+        answer_read=call.read,
+        model=call.model,
+        attempt_kind=call.attempt_kind,
+        latency_ms=_ms(call.latency_seconds),
+        first_token_ms=_ms(call.first_token_seconds),
+        cached_prompt_tokens=usage.cached_prompt_tokens if usage is not None else None,
+        cost_usd=call_cost(call.rate_card, usage, answered=call.read is not None),
+        outcome=call.outcome,
     )
 
 
 def log_prompt(
-    bundle: PromptBundle,
-    prompt_chars: int,
-    usage: TokenUsage | None = None,
-    read: AnswerRead | None = None,
+    bundle: PromptBundle, prompt_chars: int, call: CallFacts | None = None
 ) -> PromptRecord:
-    """Log one sent prompt: the spec's compaction line if compacted, and its record (with the
-    call's token ``usage`` when the backend reported one, and how its answer was ``read``)."""
-    record = prompt_record(bundle, prompt_chars, usage, read)
+    """Log one sent prompt: the spec's compaction line if compacted, and its record with
+    every per-call fact of ``call`` (tokens, timings, cost, outcome)."""
+    record = prompt_record(bundle, prompt_chars, call)
     bound = logger.bind(role=record.role, request_id=record.request_id, purpose=record.purpose)
     if record.compacted:
         bound.info(

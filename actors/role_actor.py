@@ -25,7 +25,7 @@ from teams_runtime.actors.model_backends import ModelBackend
 from teams_runtime.actors.outcome_writes import NotSaved, OutcomeWriter, outcome_key
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_calls import RequestEnded, RoleCalls
-from teams_runtime.codecs.config import ModelConfig
+from teams_runtime.codecs.config import ModelConfig, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -79,6 +79,7 @@ class RoleActor:
         on_prompt: Callable[[PromptRecord], None] | None = None,
         concurrency: int = 4,
         inbox_size: int = 256,
+        rate_card: RateCard | None = None,
     ) -> None:
         self.role = role
         self._model = model
@@ -94,6 +95,7 @@ class RoleActor:
             context=context,
             backend=backend,
             on_prompt=on_prompt,
+            rate_card=rate_card,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._slots = anyio.Semaphore(concurrency)

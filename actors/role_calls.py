@@ -17,22 +17,27 @@ import anyio
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
-from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
-from teams_runtime.actors.prompt_log import log_prompt
+from teams_runtime.actors.model_backends import (
+    ModelBackend,
+    ModelReply,
+    complete_reporting,
+    server_away,
+)
+from teams_runtime.actors.prompt_log import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.codecs.answer_reading import AnswerReading, read_answer
 from teams_runtime.codecs.attempt_records import AttemptRecord
-from teams_runtime.codecs.config import ModelConfig
-from teams_runtime.codecs.contract import validate_reading
+from teams_runtime.codecs.config import ModelConfig, RateCard
+from teams_runtime.codecs.contract import Validated, validate_reading
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.pricing import rate_key
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.codecs.prompt_records import CallOutcome, PromptRecord
 from teams_runtime.exceptions import ModelFailure, PromptTooLarge, TeamsRuntimeError
 from teams_runtime.policy.outcomes import MAX_REPAIRS, contract_failure, research_result, state_of
 from teams_runtime.policy.prompts import (
     PromptBundle,
     PromptKind,
-    answer_kind_of,
     build_prompt,
     kind_for_role,
 )
@@ -58,6 +63,7 @@ class _Answer:
 
     reply: ModelReply
     reading: AnswerReading
+    checked: Validated
     purpose: str
     call: int
 
@@ -74,9 +80,12 @@ class RoleCalls:
         context: ContextHandle,
         backend: ModelBackend,
         on_prompt: Callable[[PromptRecord], None] | None = None,
+        rate_card: RateCard | None = None,
     ) -> None:
         self.role = role
         self._model = model
+        self._rate_key = rate_key(model)
+        self._rate_card = rate_card  # what the prompt records price calls by
         self._workspace = workspace  # where attempts are kept
         self._context = context
         self._backend = backend
@@ -89,12 +98,9 @@ class RoleCalls:
         Raises ``ModelFailure`` (every call of a prompt failed), ``RequestEnded``, and what
         the ContextActor raises."""
         kind = kind_for_role(self.role)
-        answer_kind = answer_kind_of(kind)
         request_id = envelope.request_id
         got = await self._project_and_prompt(kind, envelope)
-        checked = validate_reading(
-            got.reading, kind=answer_kind, request_id=request_id, role=self.role
-        )
+        checked = got.checked
         answer, issues = checked.answer, checked.issues
         repairs = 0
         while answer is None:
@@ -126,9 +132,7 @@ class RoleCalls:
             got = await self._project_and_prompt(
                 "repair", envelope, repairing=kind, errors=issues, previous=got.reply.text
             )
-            checked = validate_reading(
-                got.reading, kind=answer_kind, request_id=request_id, role=self.role
-            )
+            checked = got.checked
             answer, issues = checked.answer, checked.issues
         return research_result(self.role, answer) if kind == "research_decision" else answer
 
@@ -180,6 +184,8 @@ class RoleCalls:
                 await self._live_projection(bundle.request_id)  # ended since the last call?
             reply: ModelReply | None = None
             reading: AnswerReading | None = None
+            outcome: CallOutcome = "failed"
+            started = anyio.current_time()
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
@@ -205,13 +211,44 @@ class RoleCalls:
                     bundle.request_id,
                     exc,
                 )
+            except BaseException:  # stopped or cancelled: while its server was away?
+                outcome = "server_away" if server_away(self._backend) else "failed"
+                raise
             else:
                 reading = read_answer(reply.text)
-                return _Answer(reply=reply, reading=reading, purpose=bundle.purpose, call=call)
+                checked = validate_reading(
+                    reading, kind=bundle.answer_kind, request_id=bundle.request_id, role=self.role
+                )
+                outcome = "completed" if checked.answer is not None else "invalid"
+                return _Answer(
+                    reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
+                )
             finally:
-                usage = reply.usage if reply is not None else None
-                read = reading.how if reading is not None else None
-                record = log_prompt(bundle, bundle.chars(), usage, read)
-                if self._on_prompt is not None:
-                    self._on_prompt(record)
+                self._log_call(bundle, call, started, reply, reading, outcome)
         raise AssertionError("unreachable")
+
+    def _log_call(
+        self,
+        bundle: PromptBundle,
+        call: int,
+        started: float,
+        reply: ModelReply | None,
+        reading: AnswerReading | None,
+        outcome: CallOutcome,
+    ) -> None:
+        """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
+        ended = anyio.current_time()
+        first = reply.first_token_at if reply is not None else None
+        facts = CallFacts(
+            usage=reply.usage if reply is not None else None,
+            read=reading.how if reading is not None else None,
+            model=self._rate_key,
+            rate_card=self._rate_card,
+            attempt_kind=attempt_kind_of(bundle.purpose, call),
+            latency_seconds=ended - started,
+            first_token_seconds=first - started if first is not None else None,
+            outcome=outcome,
+        )
+        record = log_prompt(bundle, bundle.chars(), facts)
+        if self._on_prompt is not None:
+            self._on_prompt(record)

@@ -29,6 +29,7 @@ from teams_runtime.actors.role_backends import role_backends
 from teams_runtime.actors.team_reports import RoleStatus, RunSummary
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.pricing import card_for
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -234,6 +235,7 @@ class Team:
                 on_prompt=self._prompt_sent,
                 concurrency=self._concurrency,
                 inbox_size=self._inbox_size,
+                rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
             )
             self.roles[role] = actor
             await group.start(actor.serve)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from teams_runtime.cli.ab_subcommand import add_ab
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.request_subcommands import (
     add_append,
@@ -118,4 +119,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_export(commands)
     add_import(commands)
     add_demo(commands)
+    add_ab(commands)
     return parser

@@ -34,6 +34,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
+from teams_runtime.monitoring.workspace_facts import rate_cards_of, statuses_of
 from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
@@ -206,7 +207,14 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
     filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
     files = [path for workspace in workspaces for path in log_files(workspace.logs_dir)]
-    report = aggregate(files, filters, args.by or ["role", "purpose"])
+    with statuses_of(workspaces) as status_of:
+        report = aggregate(
+            files,
+            filters,
+            args.by or ["role", "purpose"],
+            rate_cards=rate_cards_of(workspaces),
+            status_of=status_of,
+        )
     if args.json:
         output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
         write_json(output)

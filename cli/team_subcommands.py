@@ -150,7 +150,7 @@ def add_metrics(commands: Commands) -> None:
     """Declare ``metrics`` and its flags."""
     metrics = commands.add_parser(
         "metrics",
-        help="aggregate the prompt records in the logs: compaction counts, sizes, savings",
+        help="aggregate the prompt records in the logs: compaction, tokens, cost, latency",
         description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
         "too) and aggregate the prompt records per group. See docs/monitoring.md.",
     )
@@ -183,7 +183,8 @@ def add_metrics(commands: Commands) -> None:
         action="append",
         choices=GROUP_KEYS,
         metavar="KEY",
-        help="group by role, purpose, enabled or day; repeat to combine "
+        help="group by role, purpose, enabled, model (the rate card key) or day; repeat to "
+        "combine "
         "(default: --by role --by purpose)",
     )
     add_json(metrics, "print the report as JSON")

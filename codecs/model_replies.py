@@ -12,6 +12,9 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
 
     prompt_tokens: int
     completion_tokens: int
+    # Of the prompt tokens, those the server served from its prompt cache
+    # (``usage.prompt_tokens_details.cached_tokens``); None when it did not say.
+    cached_prompt_tokens: int | None = None
 
 
 class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,3 +25,6 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
     stderr_tail: str = ""
     exit_status: int | None = None
     usage: TokenUsage | None = None
+    # When the answer's first text arrived (``anyio.current_time()``); None when the backend
+    # cannot tell (a command, the dry run).
+    first_token_at: float | None = None

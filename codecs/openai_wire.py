@@ -102,7 +102,13 @@ class ChatChunk(msgspec.Struct, frozen=True):
         )
         if prompt is None or completion is None:
             return None
-        return TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+        details = usage.get("prompt_tokens_details")
+        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        if cached is not None and cached > prompt:  # not a count of these prompt tokens
+            cached = None
+        return TokenUsage(
+            prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached
+        )
 
 
 _CHUNK = msgspec.json.Decoder(ChatChunk)

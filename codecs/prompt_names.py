@@ -28,4 +28,4 @@ KIND_NAMES: dict[str, PromptKind] = {
 }
 
 # What `teams-runtime metrics --by` can group by.
-GROUP_KEYS = ("role", "purpose", "enabled", "day")
+GROUP_KEYS = ("role", "purpose", "enabled", "model", "day")

@@ -1,16 +1,38 @@
-"""The structured, content-free record written for every prompt a role sends."""
+"""The structured, content-free record written for every prompt a role sends.
+
+Schema 2 adds what a call cost and how it went (``model`` .. ``outcome``); a schema-1 line
+still reads, those fields ``None``.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
 from teams_runtime.codecs.answer_reading import AnswerRead
 
-__all__ = ["PROMPT_RECORD_SCHEMA", "PromptRecord", "decode_prompt_record", "encode_prompt_record"]
+__all__ = [
+    "ATTEMPT_KINDS",
+    "CALL_OUTCOMES",
+    "PROMPT_RECORD_SCHEMA",
+    "AttemptKind",
+    "CallOutcome",
+    "PromptRecord",
+    "decode_prompt_record",
+    "encode_prompt_record",
+]
 
-PROMPT_RECORD_SCHEMA = 1
+PROMPT_RECORD_SCHEMA = 2
+
+# Why the call was sent: the first call of a prompt, a call sent again after a failed one
+# (model.attempts), or the first call of a contract-repair prompt.
+AttemptKind = Literal["primary", "retry", "contract_repair"]
+ATTEMPT_KINDS: tuple[AttemptKind, ...] = ("primary", "retry", "contract_repair")
+# How it ended: an answer the contract took, one it rejected, a failed call, or a call given
+# up (the run stopped) while its model server was away.
+CallOutcome = Literal["completed", "invalid", "failed", "server_away"]
+CALL_OUTCOMES: tuple[CallOutcome, ...] = ("completed", "invalid", "failed", "server_away")
 
 # A count or size: what a log line holds beyond this range is not a record we wrote.
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
@@ -43,6 +65,17 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # fence or text around it), repaired (raw control characters in its strings),
     # extracted_repaired; None when there was no answer (the call failed).
     answer_read: AnswerRead | None = None
+    # Schema 2. The rate card key of the role's model (``codecs.pricing.rate_key``).
+    model: str | None = None
+    attempt_kind: AttemptKind | None = None
+    # From the call's start (as the role sent it, server retries and waits included) to its
+    # end, and to the answer's first text (None when the backend cannot tell).
+    latency_ms: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    first_token_ms: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cached_prompt_tokens: Count | None = None
+    # By the model's rate card; None without one (or a token card without reported usage).
+    cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    outcome: CallOutcome | None = None
 
 
 _ENCODER = msgspec.json.Encoder()

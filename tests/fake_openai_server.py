@@ -36,6 +36,7 @@ Every request is kept (headers, body, whether it was chunked, arrival time).
                        is taken); a prompt past ``n_ctx_chars`` gets an empty stream
     strict-plain       a 400 naming ``response_format`` to any response_format
 
+``cached_tokens = N`` reports N of each prompt's tokens as cached (``prompt_tokens_details``).
 ``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
 ``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
 """
@@ -138,6 +139,9 @@ class FakeOpenAIServer:
         self.flavour = flavour
         self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
         self.loading = False
+        # Reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
+        # when set: a server with a prompt cache.
+        self.cached_tokens: int | None = None
         self.requests: list[SeenRequest] = []
         self.hang_ups = 0  # stalled requests whose client closed the connection
         self._hung_up = threading.Event()
@@ -247,6 +251,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 "completion_tokens": len(text),
                 "total_tokens": 0,
             }
+            if server.cached_tokens is not None:
+                cached = min(server.cached_tokens, usage["prompt_tokens"])
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
             if server.flavour != "llama-cpp-python":  # it reports no usage in streams
                 events.append(_event({"choices": [], "usage": usage}))
             return events

@@ -104,7 +104,7 @@ def test_totals_groups_and_skipped_lines(logs: Path) -> None:
     ]
     qa = report.groups[1]
     assert qa["p95_prompt_chars"] == 96  # of 1..100 and 4000: the 96th of 101 sorted
-    assert qa["mean_prompt_chars"] == round((sum(range(1, 101)) + 4000) / 101, 1)
+    assert qa["mean_prompt_chars"] == (sum(range(1, 101)) + 4000) / 101  # unrounded
 
 
 def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     used = [_record(role="qa", prompt_tokens=100 * n, completion_tokens=n) for n in (1, 2)]
     lines = [encode_prompt_record(r) for r in [*used, _record(role="planner")]]
     lines.append(lines[-1].replace(',"prompt_tokens":null,"completion_tokens":null', ""))
-    assert "prompt_tokens" not in lines[-1]  # a record from before usage was logged
+    assert '"prompt_tokens"' not in lines[-1]  # a record from before usage was logged
     _write(logs, PROMPT_LOG_NAME, lines)
     report = aggregate(log_files(logs), Filters(), ["role"])
     assert report.skipped_lines == 0
@@ -122,8 +122,9 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     groups = {g["role"]: g for g in report.groups}
     assert (groups["planner"]["prompts_with_usage"], groups["planner"]["prompt_tokens"]) == (0, 0)
     table = render_report(report).splitlines()
-    assert table[0].split()[-2:] == ["tokens", "in/out"]
-    assert table[-3].split()[-1] == "300/3"  # the totals row
+    assert "tokens in/out" in table[0]
+    totals_row = next(line for line in table if line.startswith("total"))
+    assert "300/3" in totals_row.split()
     without = aggregate(log_files(logs), Filters(role="planner"), ["role"])
     assert "tokens" not in render_report(without)  # no usage reported: no column
 
@@ -276,7 +277,7 @@ def test_by_enabled_rows_read_enabled_and_disabled(
         pytest.param(0, "0.0", id="nothing-to-compare"),
     ],
 )
-def test_saving_percent_is_always_a_number_with_one_decimal(
+def test_saving_percent_is_always_a_number(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], full_history_chars: int, shown: str
 ) -> None:
     record = _record(prompt_chars=1000, full_history_chars=full_history_chars)

@@ -25,6 +25,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # urlsplit gives it, without brackets).
 _URL_HOST = re.compile(r"[A-Za-z0-9.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.%A-Za-z]*")
 _OPENAI = "team_runtime.yaml model.openai"
+_PROVIDER = re.compile(r"[^/\s*]+")
 # Keys of the request body the runtime writes itself: extra_body may not replace them, or the
 # prompt, the stream the answer is read from or the model a role was given would be lost.
 RUNTIME_BODY_KEYS = ("model", "messages", "stream", "stream_options")
@@ -56,6 +57,9 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_tokens: int | None = None  # the most tokens the model may answer with
     system: str = ""  # a system message sent before the prompt
     extra_body: dict[str, Any] = {}  # merged into the body: a server's own knobs
+    # The provider half of the rate card key `provider/model` (telemetry.rate_cards): who
+    # bills the calls. Never sent.
+    provider: str = "openai"
 
     def __post_init__(self) -> None:
         self._check_url()
@@ -70,6 +74,11 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         if not self.timeout_seconds > 0:
             raise ConfigError(f"{_OPENAI}.timeout_seconds must be greater than 0.")
         check_at_most("model.openai.timeout_seconds", self.timeout_seconds, LONGEST_CALL_SECONDS)
+        if not _PROVIDER.fullmatch(self.provider):
+            raise ConfigError(
+                f"{_OPENAI}.provider must be a provider name without spaces or slashes (for "
+                "example: openai, ollama), the first half of a telemetry.rate_cards key."
+            )
         if not 0 <= self.max_retries <= 100:
             raise ConfigError(f"{_OPENAI}.max_retries must be between 0 and 100.")
         self._check_request_settings()

@@ -96,11 +96,6 @@ def section_notes(config: TeamConfig) -> list[str]:
             f"{'is' if len(agents) == 1 else 'are'} checked but not used: teams-runtime has no "
             "such agents (its version_controller entry is used)."
         )
-    if config.telemetry.rate_cards:
-        notes.append(
-            "team_runtime.yaml telemetry.rate_cards are checked and kept but not used yet: "
-            "nothing prices the usage the logs record."
-        )
     return notes
 
 

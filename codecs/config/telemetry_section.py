@@ -1,6 +1,7 @@
 """Upstream's ``telemetry`` section: whether usage is priced, and the rate card of each exact
 ``provider/model`` (spec section 3b, with upstream's messages). Checked and kept on
-``TeamConfig.telemetry``; pricing the usage the logs record is for a later release.
+``TeamConfig.telemetry``. Each prompt record's ``cost_usd`` is priced by the card of its
+``model`` key (``codecs.pricing``), and ``metrics`` sums them.
 """
 
 from __future__ import annotations

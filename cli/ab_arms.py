@@ -1,0 +1,197 @@
+"""``teams-runtime ab``: the same request shapes run twice on a workspace's configured models,
+compaction off (``before``) then on (``after``), everything else identical.
+
+Each arm is a fresh workspace folder (under a temporary folder, or ``--keep DIR``): the
+workspace's ``team_runtime.yaml`` with only ``prompt_context.enabled`` changed and the
+``backend`` section left out (an arm's records and queue are its own files, never the
+workspace's requests, nor its NATS server's). Each arm is seeded with the same requests, each
+holding upstream's "Backfill" history of 48 events (``demo.sample_record``), queued for the
+same role, and its Team runs once. The prompt records go to the arm's own logs, which
+``metrics`` aggregates as for any workspace.
+
+The configs' fingerprint (a digest of the whole config as parsed, with ``enabled`` set alike)
+proves the arms differ in nothing else; the after arm's projection counts (compacted calls,
+omitted events), not its token drop, prove it compacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import yaml
+
+from teams_runtime import demo
+from teams_runtime.actors.context import open_context
+from teams_runtime.actors.intake import submit_with
+from teams_runtime.actors.model_backends import DryRunBackend
+from teams_runtime.actors.team import Team
+from teams_runtime.codecs.config import (
+    CONFIG_FILE_NAME,
+    TeamConfig,
+    TelemetryConfig,
+    parse_team_config,
+)
+from teams_runtime.codecs.config.strict_yaml import load_yaml
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
+from teams_runtime.monitoring import (
+    Filters,
+    MetricsReport,
+    aggregate,
+    configure_logging,
+    log_files,
+    stop_logging,
+)
+from teams_runtime.monitoring.workspace_facts import statuses_of
+from teams_runtime.storage import FileWorkQueue, Workspace
+
+__all__ = [
+    "ARMS",
+    "BACKFILL_EVENTS",
+    "ArmResult",
+    "arm_config_text",
+    "evidence",
+    "fingerprint",
+    "run_ab",
+]
+
+BACKFILL_EVENTS = 48  # upstream's A/B seed: the history of each request
+ARMS = {"before": False, "after": True}  # arm -> prompt_context.enabled
+
+
+class ArmResult(msgspec.Struct, kw_only=True):
+    """One arm: its folder, its config's fingerprint and what its calls added up to."""
+
+    name: str
+    enabled: bool
+    workspace: str
+    fingerprint: str
+    report: MetricsReport
+
+
+def arm_config_text(source: str, enabled: bool) -> str:
+    """``source`` (a ``team_runtime.yaml``) with ``prompt_context.enabled`` set to ``enabled``
+    and no ``backend`` section."""
+    document = load_yaml(source)
+    if not isinstance(document, dict):
+        raise ConfigError(f"{CONFIG_FILE_NAME} must be a mapping at its top level.")
+    document.pop("backend", None)
+    block = document.get("prompt_context")
+    document["prompt_context"] = {**(block if isinstance(block, dict) else {}), "enabled": enabled}
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+
+
+def fingerprint(config: TeamConfig) -> str:
+    """A digest of everything in ``config`` but ``prompt_context.enabled``."""
+    alike = msgspec.structs.replace(
+        config, prompt_context=msgspec.structs.replace(config.prompt_context, enabled=True)
+    )
+    return hashlib.blake2b(msgspec.json.encode(alike), digest_size=8).hexdigest()
+
+
+async def _seed(workspace: Workspace, role: str, requests: int) -> None:
+    queue = FileWorkQueue(workspace)
+    async with open_context(workspace.root) as context:
+        for number in range(1, requests + 1):
+            request_id = f"ab-backfill-{number}"
+            await context.create(request_id, demo.sample_record(BACKFILL_EVENTS, request_id))
+            envelope = MessageEnvelope(
+                request_id=request_id,
+                sender="user",
+                target=role,
+                intent="implement",
+                scope="Add export to CSV for the quarterly report (A/B request)",
+                body="Continue the work recorded so far.",
+            )
+            await submit_with(context, queue, envelope)
+
+
+def _run_arm(
+    name: str, root: Path, text: str, *, dry_run: bool, role: str, requests: int
+) -> ArmResult:
+    workspace = Workspace(root)
+    workspace.requests_dir.mkdir(parents=True)
+    workspace.config_path.write_text(text, encoding="utf-8")
+    config = parse_team_config(text, str(workspace.config_path))
+    backend = None
+    if dry_run:  # no model is called: nothing to price (a per-call card would price it)
+        backend = DryRunBackend(config.model.dry_run)
+        config = msgspec.structs.replace(config, telemetry=TelemetryConfig(enabled=False))
+    team = Team(root, config, backend=backend)  # checks each role's model before seeding
+    anyio.run(_seed, workspace, role, requests)
+    configure_logging(workspace, console_level="WARNING")
+    try:
+        anyio.run(lambda: team.run(once=True))
+    finally:
+        stop_logging()
+    with statuses_of([workspace]) as status_of:
+        report = aggregate(
+            log_files(workspace.logs_dir),
+            Filters(),
+            ["enabled"],
+            rate_cards=config.telemetry.rate_cards,
+            status_of=status_of,
+        )
+    return ArmResult(
+        name=name,
+        enabled=config.prompt_context.enabled,
+        workspace=str(root),
+        fingerprint=fingerprint(config),
+        report=report,
+    )
+
+
+@contextmanager
+def _arms_folder(keep: Path | None) -> Iterator[Path]:
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="teams-runtime-ab-") as folder:
+            yield Path(folder)
+        return
+    if keep.exists():
+        raise TeamsRuntimeError(f"{keep} already exists; give --keep a new folder.")
+    keep.mkdir(parents=True)
+    yield keep
+
+
+def run_ab(
+    source: Workspace,
+    *,
+    dry_run: bool = False,
+    keep: Path | None = None,
+    role: str = "planner",
+    requests: int = 2,
+) -> list[ArmResult]:
+    """Run both arms from ``source``'s config (checked first: a bad config runs no arm)."""
+    try:
+        text = source.config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source.config_path}: cannot be read ({exc.strerror}).") from None
+    parse_team_config(text, str(source.config_path))
+    texts = {name: arm_config_text(text, enabled) for name, enabled in ARMS.items()}
+    with _arms_folder(keep) as folder:
+        return [
+            _run_arm(
+                name, folder / name, texts[name], dry_run=dry_run, role=role, requests=requests
+            )
+            for name in ARMS
+        ]
+
+
+def evidence(after: ArmResult) -> dict[str, Any]:
+    """Whether the after arm really compacted: its projection counts."""
+    totals = after.report.totals
+    return {
+        "compacted": totals["compacted"] > 0 and totals["omitted_events"] > 0,
+        "compacted_calls": totals["compacted"],
+        "calls": totals["prompts"],
+        "omitted_events": totals["omitted_events"],
+        "included_events": totals["included_events"],
+        "total_events": totals["total_events"],
+    }

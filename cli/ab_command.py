@@ -1,0 +1,157 @@
+"""``teams-runtime ab``: run the A/B arms (``ab_arms``) and print them side by side."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from teams_runtime.cli.ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
+from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.codecs.config import CONFIG_FILE_NAME
+from teams_runtime.storage import Workspace
+
+__all__ = ["cmd_ab"]
+
+
+def _figures(arm: ArmResult) -> dict[str, Any]:
+    """The comparison's figures of one arm (unrounded)."""
+    totals = arm.report.totals
+    done = arm.report.completed_requests
+    return {
+        "calls": totals["prompts"],
+        "compacted_calls": totals["compacted"],
+        "omitted_events": totals["omitted_events"],
+        "mean_prompt_chars": totals["mean_prompt_chars"],
+        "calls_with_usage": totals["prompts_with_usage"],
+        "input_tokens": totals["prompt_tokens"],
+        "input_tokens_per_call": totals["mean_prompt_tokens"],
+        "cached_input_tokens": totals["cached_prompt_tokens"],
+        "cached_ratio": totals["cached_ratio"],
+        "output_tokens": totals["completion_tokens"],
+        "completed_requests": done["requests"],
+        "input_tokens_per_completed_request": (
+            done["mean_prompt_tokens"] if totals["prompts_with_usage"] else None
+        ),
+        "cost_usd": totals["cost_usd"] if totals["priced_calls"] else None,
+        "cost_usd_per_completed_request": done["mean_cost_usd"] if totals["priced_calls"] else None,
+        "repairs": totals["repairs"],
+        "retries": totals["retries"],
+        "failures": totals["failures"],
+        "latency_p95_ms": totals["latency_p95_ms"],
+    }
+
+
+def _shown(value: Any, how: Callable[[Any], str]) -> str:
+    return "-" if value is None else how(value)
+
+
+_ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
+    ("calls", "calls", lambda v: f"{v:,}"),
+    ("compacted_calls", "compacted calls", lambda v: f"{v:,}"),
+    ("omitted_events", "events omitted", lambda v: f"{v:,}"),
+    ("mean_prompt_chars", "prompt chars per call", lambda v: f"{v:,.0f}"),
+    ("input_tokens_per_call", "input tokens per call", lambda v: f"{v:,.0f}"),
+    ("input_tokens_per_completed_request", "input tokens per request", lambda v: f"{v:,.0f}"),
+    ("cached_ratio", "cached input", lambda v: f"{v:.1%}"),
+    ("cost_usd", "cost", lambda v: f"${v:,.6f}"),
+    ("cost_usd_per_completed_request", "cost per request", lambda v: f"${v:,.6f}"),
+    ("repairs", "contract repairs", lambda v: f"{v:,}"),
+    ("retries", "retries", lambda v: f"{v:,}"),
+    ("failures", "failures", lambda v: f"{v:,}"),
+    ("latency_p95_ms", "p95 latency ms", lambda v: f"{v:,.0f}"),
+]
+
+
+def _change(before: Any, after: Any) -> str:
+    if not isinstance(before, int | float) or not isinstance(after, int | float) or not before:
+        return ""
+    return f"{after / before - 1:+.0%}"
+
+
+def _print(
+    arms: list[ArmResult], figures: dict[str, dict[str, Any]], proof: dict[str, Any], *, kept: bool
+) -> None:
+    before, after = figures["before"], figures["after"]
+    lines = [
+        f"A/B: {BACKFILL_EVENTS}-event histories, compaction off (before) then on (after)",
+        f"  before: {arms[0].workspace}  prompt_context.enabled false  "
+        f"config fingerprint {arms[0].fingerprint}",
+        f"  after:  {arms[1].workspace}  prompt_context.enabled true   "
+        f"config fingerprint {arms[1].fingerprint}",
+        "",
+    ]
+    rows = [["", "before", "after", "change"]]
+    for key, label, how in _ROWS:
+        rows.append(
+            [
+                label,
+                _shown(before[key], how),
+                _shown(after[key], how),
+                _change(before[key], after[key]),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        cells = [
+            row[0].ljust(widths[0]),
+            *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)),
+        ]
+        lines.append("  " + "  ".join(cells).rstrip())
+    same = arms[0].fingerprint == arms[1].fingerprint
+    lines += [
+        "",
+        "Configs: identical but for prompt_context.enabled."
+        if same
+        else "Configs: DIFFER beyond prompt_context.enabled; the comparison proves nothing.",
+        (
+            f"Compaction in the after arm: yes ({proof['compacted_calls']} of {proof['calls']} "
+            f"calls compacted, {proof['omitted_events']:,} events omitted)."
+            if proof["compacted"]
+            else "Compaction in the after arm: NO (no call's projection omitted an event); a "
+            "token drop alone proves nothing."
+        ),
+    ]
+    if not before["calls_with_usage"]:
+        lines.append("No tokens: the model reported no usage (a dry run, a command).")
+    if not kept:
+        lines.append("The arms' folders are removed; `--keep DIR` keeps them for `metrics`.")
+    print("\n".join(lines))
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    source = Workspace(args.workspace)
+    if not source.config_path.exists():
+        raise UserError(
+            f"{source.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the folder "
+            "holding it with --workspace DIR."
+        )
+    arms = run_ab(
+        source, dry_run=args.dry_run, keep=args.keep, role=args.role, requests=args.requests
+    )
+    figures = {arm.name: _figures(arm) for arm in arms}
+    proof = evidence(arms[1])
+    if args.json:
+        write_json(
+            {
+                "events_per_request": BACKFILL_EVENTS,
+                "dry_run": args.dry_run,
+                "same_config": arms[0].fingerprint == arms[1].fingerprint,
+                "after_compacted": proof,
+                "arms": {
+                    arm.name: {
+                        "enabled": arm.enabled,
+                        "workspace": arm.workspace if args.keep else None,
+                        "fingerprint": arm.fingerprint,
+                        **figures[arm.name],
+                        "metrics": msgspec.structs.asdict(arm.report),
+                    }
+                    for arm in arms
+                },
+            }
+        )
+    else:
+        _print(arms, figures, proof, kept=args.keep is not None)
+    return 0 if proof["compacted"] else 1

@@ -1,0 +1,65 @@
+"""The flags of ``ab``: an A/B run of compaction off and on (``ab_command``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
+from teams_runtime.cli.lazy_command import LazyCommand
+from teams_runtime.codecs.roles import ROLES
+
+__all__ = ["add_ab"]
+
+_MOST_REQUESTS = 50
+
+
+def _request_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= _MOST_REQUESTS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {_MOST_REQUESTS}, not {text!r}"
+        )
+    return count
+
+
+def add_ab(commands: Commands) -> None:
+    """Declare ``ab`` and its flags."""
+    ab = commands.add_parser(
+        "ab",
+        help="run the same long-history requests with compaction off, then on; compare",
+        description="Seed 48-event requests into two fresh workspaces made from this one's "
+        "config (prompt_context.enabled false, then true; nothing else changed), run each on "
+        "the configured models and compare tokens, cost, repairs, failures and p95 latency. "
+        "The workspace's own requests are never touched. Exit status 1 when the after arm did "
+        "not compact. See docs/monitoring.md.",
+    )
+    add_workspace(ab)
+    ab.add_argument(
+        "--dry-run", action="store_true", help="answer with the dry-run backend (no model)"
+    )
+    ab.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="make the arms in DIR/before and DIR/after and keep them (DIR must not exist)",
+    )
+    ab.add_argument(
+        "--requests",
+        type=_request_count,
+        default=2,
+        metavar="N",
+        help="requests per arm (default 2)",
+    )
+    ab.add_argument(
+        "--role",
+        choices=ROLES,
+        default="planner",
+        metavar="R",
+        help="the role the requests are queued for (default planner)",
+    )
+    add_json(ab, "print both arms as JSON")
+    ab.set_defaults(handler=LazyCommand("teams_runtime.cli.ab_command", "cmd_ab"))

@@ -1,0 +1,123 @@
+"""The human table of a metrics report: a row per group, then the totals, then what
+compaction saved and what a completed request took. Rounded for reading; ``--json`` is not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teams_runtime.monitoring.metrics_report import MetricsReport
+
+__all__ = ["render_report"]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _row(label: list[str], values: dict[str, Any], tokens: bool, cost: bool) -> list[str]:
+    counts = (values["total_events"], values["included_events"], values["omitted_events"])
+    events = "/".join(f"{count:,}" for count in counts)
+    usage = []
+    if tokens:
+        ratio = values["cached_ratio"]
+        usage = [
+            f"{values['prompt_tokens']:,}/{values['completion_tokens']:,}",
+            f"{values['cached_prompt_tokens']:,} ({0 if ratio is None else ratio:.0%})",
+        ]
+    money = [f"${values['cost_usd']:,.4f}"] if cost else []
+    return [
+        *label,
+        f"{values['prompts']:,}",
+        f"{values['eligible']:,}",
+        f"{values['compacted']:,} ({values['compacted_percent']:.0f}%)",
+        events,
+        f"{values['mean_prompt_chars']:,.0f}",
+        f"{values['p95_prompt_chars']:,}",
+        f"{values['saving_percent']:.1f}%",
+        *usage,
+        *money,
+        f"{_ms(values['latency_p50_ms'])}/{_ms(values['latency_p95_ms'])}/"
+        f"{_ms(values['latency_max_ms'])}",
+        f"{values['repairs']}/{values['retries']}/{values['failures']}",
+    ]
+
+
+def _label(value: Any) -> str:
+    """A group's value as a row label: the ``enabled`` flag reads enabled/disabled."""
+    if isinstance(value, bool):
+        return "enabled" if value else "disabled"
+    return str(value)
+
+
+def render_report(report: MetricsReport) -> str:
+    """The human table: a row per group, then the totals (tokens columns when a model server
+    reported usage, a cost column when a rate card priced a call)."""
+    totals = report.totals
+    tokens = totals["prompts_with_usage"] > 0
+    cost = totals["priced_calls"] > 0
+    headers = [
+        *report.by,
+        "prompts",
+        "eligible",
+        "compacted",
+        "events total/incl/omit",
+        "mean chars",
+        "p95 chars",
+        "saving",
+        *(["tokens in/out", "cached in"] if tokens else []),
+        *(["cost"] if cost else []),
+        "latency ms p50/p95/max",
+        "repairs/retries/failed",
+    ]
+    rows = [
+        _row([_label(group[key]) for key in report.by], group, tokens, cost)
+        for group in report.groups
+    ]
+    rows.append(_row(["total", *[""] * (len(report.by) - 1)], totals, tokens, cost))
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(headers, widths, strict=True))]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    lines.insert(-1, "")
+    if tokens:
+        lines += ["", _saved(totals, cost)]
+    done = report.completed_requests
+    if done["requests"]:
+        lines.append(
+            f"Per completed request ({done['requests']}): {done['mean_prompt_tokens']:,.0f} "
+            f"input tokens" + (f", ${done['mean_cost_usd']:,.4f}" if cost else "") + "."
+        )
+    if report.by == ["enabled"]:
+        lines += ["", _compare_enabled(report)]
+    lines.append(f"\nskipped lines: {report.skipped_lines}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _saved(totals: dict[str, Any], cost: bool) -> str:
+    saved = (
+        f"Compaction saved about {totals['saved_prompt_tokens_estimate']:,.0f} input tokens: "
+        f"{totals['full_history_prompt_tokens_estimate']:,.0f} with full history (estimated "
+        f"from each call's own tokens per character, {totals['estimated_calls']} calls)"
+    )
+    if cost:
+        saved += (
+            f", ${totals['saved_cost_usd_estimate']:,.4f} of "
+            f"${totals['full_history_cost_usd_estimate']:,.4f}"
+        )
+    return saved + "."
+
+
+def _compare_enabled(report: MetricsReport) -> str:
+    per = {group["enabled"]: group for group in report.groups}
+    on, off = per.get(True), per.get(False)
+    if on is None or off is None:
+        return "Comparison: needs records from both an enabled and a disabled period."
+    if not off["mean_prompt_chars"]:
+        return "Comparison: the disabled period's prompts have no size to compare against."
+    change = 1 - on["mean_prompt_chars"] / off["mean_prompt_chars"]
+    return (
+        f"Per prompt, compaction on: {on['mean_prompt_chars']:,.0f} chars and "
+        f"{on['mean_included_events']:.1f} events; off: {off['mean_prompt_chars']:,.0f} chars and "
+        f"{off['mean_included_events']:.1f} events ({change:.0%} smaller with compaction). "
+        "Compare like with like: same request shapes, roles and model (docs/monitoring.md)."
+    )
