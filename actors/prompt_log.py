@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from loguru import logger
 
+from teams_runtime.actors.tracing import model_call
 from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model_replies import TokenUsage
@@ -88,4 +89,5 @@ def log_prompt(
             record.max_events,
         )
     bound.bind(**{RECORD_KEY: encode_prompt_record(record)}).info(RECORD_KEY)
+    model_call(record)  # its span and metrics, when OpenTelemetry is on
     return record

@@ -25,6 +25,7 @@ from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.model_backends import ModelBackend, ModelReply, complete_reporting
 from teams_runtime.actors.prompt_log import log_prompt
 from teams_runtime.actors.request_locks import RequestLocks
+from teams_runtime.actors.tracing import traced_envelope
 from teams_runtime.codecs.answer_reading import AnswerReading, read_answer
 from teams_runtime.codecs.attempt_records import AttemptRecord
 from teams_runtime.codecs.config import ModelConfig
@@ -165,7 +166,7 @@ class RoleActor:
         request_id = claim.envelope.request_id if claim.envelope is not None else "-"
         self._working[claim.ticket] = Working(request_id, anyio.current_time())
         try:
-            outcome = await self._outcome_of(claim)
+            outcome = await traced_envelope(self.role, claim.envelope, self._outcome_of(claim))
         except Exception as exc:  # a bug must not take the team down: keep the envelope
             self._log.bind(request_id=request_id).opt(exception=exc).error(
                 "{}: envelope {} of request {} left queued", self.role, claim.ticket, request_id

@@ -7,7 +7,8 @@ every role actor and to the ContextActor, and feeds queued envelopes to their ro
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -21,6 +22,7 @@ from teams_runtime.actors.model_backends import ModelBackend, make_backend, serv
 from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
+from teams_runtime.actors.tracing import Tracing, active, stamping, tracing_for
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -79,6 +81,7 @@ class Team:
         queue: WorkQueue | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -87,6 +90,8 @@ class Team:
         self.backends = self._role_backends(backend)
         self.store = store if store is not None else open_store(self.workspace, self.config)
         self.queue = queue if queue is not None else open_queue(self.workspace, self.config)
+        # OpenTelemetry spans and metrics (telemetry.otel); a no-op without it.
+        self.tracing = tracing if tracing is not None else tracing_for(self.config, self.served)
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
         self._concurrency = concurrency
@@ -193,7 +198,7 @@ class Team:
                 workspace=self.workspace,
                 context=context,
                 backend=self.backends[role],
-                queue=self.queue,
+                queue=stamping(self.queue),  # the envelopes it queues carry the trace on
                 locks=locks,
                 on_finished=self._finished,
                 on_prompt=self._prompt_sent,
@@ -280,6 +285,7 @@ class Team:
         lease = anyio.CancelScope()
         try:
             async with (
+                _tracing_active(self.tracing),
                 open_context(
                     self.workspace.root,
                     self.config.prompt_context,
@@ -300,6 +306,7 @@ class Team:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
                 await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
+                await anyio.to_thread.run_sync(self.tracing.close)  # the spans still buffered
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
@@ -312,3 +319,10 @@ class Team:
             self.summary.rejected,
         )
         return self.summary
+
+
+@asynccontextmanager
+async def _tracing_active(tracing: Tracing) -> AsyncIterator[None]:
+    """``tracing.active`` for the tasks of a run (an async context, to sit with the others)."""
+    with active(tracing):
+        yield
