@@ -22,7 +22,8 @@ from teams_runtime.actors.model_backends import ModelBackend, make_backend, serv
 from teams_runtime.actors.model_servers import ModelServers
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor, Working
-from teams_runtime.actors.tracing import Tracing, active, stamping, tracing_for
+from teams_runtime.actors.tracing import Tracing, active, stamping
+from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord

@@ -2,10 +2,10 @@
 call, and the W3C trace context carried in the envelopes a role queues.
 
 With ``telemetry.otel`` off (the default) every hook here is a no-op and ``opentelemetry`` is
-never imported: the SDK lives in ``actors.otel_tracing``, loaded only by ``tracing_for`` when a
-team asks for it. The hooks find the team's ``Tracing`` in a context variable (``active``),
-which every task a ``Team.run`` starts inherits, so role actors and the prompt log need no
-reference to it.
+never imported: the SDK lives in ``actors.otel_tracing``, loaded only by
+``tracing_setup.tracing_for`` when a team asks for it. The hooks find the team's ``Tracing``
+in a context variable (``active``), which every task a ``Team.run`` starts inherits, so role
+actors and the prompt log need no reference to it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Claim, QueueSnapshot, WorkQueue
-from teams_runtime.storage.install_hint import extra_install_command
 
 __all__ = [
     "NO_TRACING",
@@ -31,7 +28,6 @@ __all__ = [
     "model_call",
     "stamping",
     "traced_envelope",
-    "tracing_for",
 ]
 
 _T = TypeVar("_T")
@@ -65,22 +61,6 @@ class _NoSpan:
 
 NO_TRACING = Tracing()
 _ACTIVE: ContextVar[Tracing] = ContextVar("teams_runtime_tracing", default=NO_TRACING)
-
-
-def tracing_for(config: TeamConfig, roles: tuple[str, ...]) -> Tracing:
-    """The team's tracing: ``NO_TRACING`` unless ``telemetry.otel`` is true; then the SDK's,
-    exporting over OTLP/HTTP where the ``OTEL_EXPORTER_OTLP_*`` variables say. Raises
-    ``ConfigError`` (with the install command) if the ``otel`` extra is not installed."""
-    if not config.telemetry.otel:
-        return NO_TRACING
-    try:
-        from teams_runtime.actors.otel_tracing import OtelTracing, model_names
-    except ImportError as exc:
-        raise ConfigError(
-            "team_runtime.yaml telemetry.otel is true, but OpenTelemetry is not installed "
-            f"({exc.name or 'opentelemetry'} is missing): {extra_install_command('otel')}"
-        ) from None
-    return OtelTracing(models=model_names(config, roles))
 
 
 @contextmanager

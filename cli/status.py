@@ -142,7 +142,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         from teams_runtime.cli.status_watch import watch_status  # rich only when watching
 
         interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
-        return watch_status(Workspace(args.workspace), interval, args.count)
+        workspace = Workspace(args.workspace)
+        return watch_status(lambda: report_lines(status_report(workspace)), interval, args.count)
     report = status_report(Workspace(args.workspace))
     if args.json:
         write_json(report)

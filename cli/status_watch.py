@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
-
-from teams_runtime.cli.status import report_lines, status_report
-from teams_runtime.storage import Workspace
 
 __all__ = ["watch_status"]
 
 
-def _screen(workspace: Workspace, interval: float) -> str:
+# What is drawn each time: the lines of a fresh status report (``cli.status`` passes it in).
+Report = Callable[[], list[str]]
+
+
+def _screen(report: Report, interval: float) -> str:
     at = datetime.now().astimezone().isoformat(timespec="seconds")
-    lines = report_lines(status_report(workspace))
+    lines = report()
     return "\n".join([f"teams-runtime status at {at} (every {interval:g} s; Ctrl-C ends)", *lines])
 
 
-def watch_status(workspace: Workspace, interval: float, count: int | None) -> int:
-    """Redraw the status of ``workspace`` every ``interval`` seconds, ``count`` times (or until
+def watch_status(report: Report, interval: float, count: int | None) -> int:
+    """Redraw ``report`` every ``interval`` seconds, ``count`` times (or until
     Ctrl-C)."""
     try:
         if sys.stdout.isatty():
-            _watch_live(workspace, interval, count)
+            _watch_live(report, interval, count)
         else:
-            _watch_plain(workspace, interval, count)
+            _watch_plain(report, interval, count)
     except KeyboardInterrupt:
         pass
     return 0
@@ -47,15 +49,15 @@ class _Forever:
         return 0
 
 
-def _watch_plain(workspace: Workspace, interval: float, count: int | None) -> None:
+def _watch_plain(report: Report, interval: float, count: int | None) -> None:
     for shown, _ in enumerate(_drawn(count)):
         if shown:
             time.sleep(interval)  # a human pace: what is watched changes on its own
             print()
-        print(_screen(workspace, interval), flush=True)
+        print(_screen(report, interval), flush=True)
 
 
-def _watch_live(workspace: Workspace, interval: float, count: int | None) -> None:
+def _watch_live(report: Report, interval: float, count: int | None) -> None:
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
@@ -65,4 +67,4 @@ def _watch_live(workspace: Workspace, interval: float, count: int | None) -> Non
         for shown, _ in enumerate(_drawn(count)):
             if shown:
                 time.sleep(interval)
-            live.update(Text(_screen(workspace, interval)), refresh=True)
+            live.update(Text(_screen(report, interval)), refresh=True)

@@ -23,7 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from teams_runtime.actors.otel_tracing import OtelTracing, model_names
 from teams_runtime.actors.team import RunSummary
-from teams_runtime.actors.tracing import NO_TRACING, tracing_for
+from teams_runtime.actors.tracing import NO_TRACING
+from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import parse_team_config
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
