@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 from loguru import logger
 
+from teams_runtime.actors.tracing import model_call
 from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.formats import now_iso
@@ -126,4 +127,5 @@ def log_prompt(
             record.max_events,
         )
     bound.bind(**{RECORD_KEY: encode_prompt_record(record)}).info(RECORD_KEY)
+    model_call(record)  # its span and metrics, when OpenTelemetry is on
     return record

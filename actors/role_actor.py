@@ -25,6 +25,7 @@ from teams_runtime.actors.model_backends import ModelBackend
 from teams_runtime.actors.outcome_writes import NotSaved, OutcomeWriter, outcome_key
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_calls import RequestEnded, RoleCalls
+from teams_runtime.actors.tracing import traced_envelope
 from teams_runtime.codecs.config import ModelConfig, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
@@ -136,7 +137,7 @@ class RoleActor:
         request_id = claim.envelope.request_id if claim.envelope is not None else "-"
         self._working[claim.ticket] = Working(request_id, anyio.current_time())
         try:
-            outcome = await self._outcome_of(claim)
+            outcome = await traced_envelope(self.role, claim.envelope, self._outcome_of(claim))
         except Exception as exc:  # a bug must not take the team down: keep the envelope
             self._log.bind(request_id=request_id).opt(exception=exc).error(
                 "{}: envelope {} of request {} deferred", self.role, claim.ticket, request_id

@@ -27,6 +27,8 @@ from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor
 from teams_runtime.actors.role_backends import role_backends
 from teams_runtime.actors.team_reports import RoleStatus, RunSummary
+from teams_runtime.actors.tracing import Tracing, active, stamping
+from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.pricing import card_for
@@ -70,6 +72,7 @@ class Team:
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
         deferred_wait: float | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -78,6 +81,8 @@ class Team:
         self.backends = role_backends(
             self.config, self.served, self.workspace.root, self.servers, backend
         )
+        # OpenTelemetry spans and metrics (telemetry.otel); a no-op without it.
+        self.tracing = tracing if tracing is not None else tracing_for(self.config, self.served)
         self._given = (store, queue)
         self._store, self._queue = store, queue  # the given ones, or the open scope's
         self._opened: AbstractAsyncContextManager[None] | None = None  # `async with team`
@@ -229,7 +234,7 @@ class Team:
                 workspace=self.workspace,
                 context=context,
                 backend=self.backends[role],
-                queue=self.queue,
+                queue=stamping(self.queue),  # the envelopes it queues carry the trace on
                 locks=locks,
                 on_finished=self._finished,
                 on_prompt=self._prompt_sent,
@@ -357,6 +362,7 @@ class Team:
         lease = anyio.CancelScope()
         try:
             async with (
+                _tracing_active(self.tracing),
                 open_context(
                     self.workspace.root,
                     self.config.prompt_context,
@@ -378,6 +384,7 @@ class Team:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
                 await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
+                await anyio.to_thread.run_sync(self.tracing.close)  # the spans still buffered
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
@@ -390,3 +397,10 @@ class Team:
             self.summary.rejected,
         )
         return self.summary
+
+
+@asynccontextmanager
+async def _tracing_active(tracing: Tracing) -> AsyncIterator[None]:
+    """``tracing.active`` for the tasks of a run (an async context, to sit with the others)."""
+    with active(tracing):
+        yield

@@ -14,7 +14,16 @@ from teams_runtime.codecs.config import EVENT_COUNT_LIMIT, event_count_problem
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PURPOSES, PromptKind
 from teams_runtime.codecs.roles import ROLES
 
-__all__ = ["event_count", "hours", "not_empty", "prompt_kind", "role_list", "timestamp"]
+__all__ = [
+    "event_count",
+    "hours",
+    "not_empty",
+    "positive_count",
+    "prompt_kind",
+    "role_list",
+    "seconds",
+    "timestamp",
+]
 
 
 def event_count(text: str) -> int:
@@ -48,6 +57,28 @@ def hours(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
     if not value <= _MOST_HOURS:
         raise argparse.ArgumentTypeError(f"{text!r} must be at most {_MOST_HOURS} (a century)")
+    return value
+
+
+def seconds(text: str) -> float:
+    """--interval: a number of seconds from 0.1 to a day (a redraw at a human pace)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.1 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 0.1 to 86400 seconds")
+    return value
+
+
+def positive_count(text: str) -> int:
+    """--count: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
     return value
 
 

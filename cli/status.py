@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from teams_runtime.cli.output import write_json
+from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
@@ -22,7 +22,9 @@ from teams_runtime.storage import (
 from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.server_files import servers_away
 
-__all__ = ["cmd_cancel", "cmd_status", "status_report"]
+__all__ = ["DEFAULT_INTERVAL", "cmd_cancel", "cmd_status", "report_lines", "status_report"]
+
+DEFAULT_INTERVAL = 2.0  # seconds between the redraws of `status --watch`
 
 
 def _text(fields: dict[str, Any], key: str) -> str:
@@ -115,24 +117,26 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     }
 
 
-def _print_report(report: dict[str, Any]) -> None:
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """The text ``status`` prints for ``report``, a line each."""
+    lines = []
     requests = report["requests"]
-    print(f"{count_of(len(requests), 'request')} in {report['workspace']}")
+    lines.append(f"{count_of(len(requests), 'request')} in {report['workspace']}")
     if requests:
-        print(
+        lines.append(
             f"  {'request':<28} {'status':<12} {'role':<19} {'hops':>4} {'events':>6}  last event"
         )
     for row in requests:
-        print(
+        lines.append(
             f"  {row['request_id']:<28} {row['status']:<12} {row.get('current_role', ''):<19} "
             f"{row.get('hops', 0):>4} {row.get('events', 0):>6}  {row.get('last_event_at', '')}"
         )
     busy = {role: counts for role, counts in report["roles"].items() if any(counts.values())}
-    print("envelopes: " + (", ".join(
+    lines.append("envelopes: " + (", ".join(
         f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
         for role, c in busy.items()) or "none queued"))  # fmt: skip
     for server in report["model_servers_away"]:
-        print(
+        lines.append(
             f"model server {server['base_url']} away since {server['away_since']} "
             f"({count_of(server['waiting'], 'envelope')} waiting)"
         )
@@ -146,15 +150,26 @@ def _print_report(report: dict[str, Any]) -> None:
     for worker in report["workers"]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
-        print(f"worker {worker['worker']}: {state}, holds {holds}")
+        lines.append(f"worker {worker['worker']}: {state}, holds {holds}")
+    return lines
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.watch and args.json:
+        raise UserError("--watch redraws text: give it without --json.")
+    if not args.watch and (args.count is not None or args.interval is not None):
+        raise UserError("--interval and --count go with --watch.")
+    if args.watch:
+        from teams_runtime.cli.status_watch import watch_status  # rich only when watching
+
+        interval = args.interval if args.interval is not None else DEFAULT_INTERVAL
+        workspace = Workspace(args.workspace)
+        return watch_status(lambda: report_lines(status_report(workspace)), interval, args.count)
     report = status_report(Workspace(args.workspace))
     if args.json:
         write_json(report)
     else:
-        _print_report(report)
+        print("\n".join(report_lines(report)))
     return 0
 
 

@@ -192,6 +192,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
+    if args.per is not None and not args.chart:
+        raise UserError("--per goes with --chart (a bar pair per day or hour).")
+    if args.chart and (args.json or args.by):
+        raise UserError("--chart draws bars: give it without --json and --by.")
     # --workspace may be repeated (one folder per host); none given: the one found from here.
     folders = args.workspace if isinstance(args.workspace, list) else [args.workspace]
     workspaces = _distinct_workspaces(folders)
@@ -207,6 +211,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
     filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
     files = [path for workspace in workspaces for path in log_files(workspace.logs_dir)]
+    if args.chart:
+        from teams_runtime.cli.metrics_chart import render_chart
+
+        print(render_chart(files, filters, args.per or "day"))
+        return 0
     with statuses_of(workspaces) as status_of:
         report = aggregate(
             files,

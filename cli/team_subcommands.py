@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from teams_runtime.cli.common_flags import FOUND_WORKSPACE, Commands, add_json, add_workspace
-from teams_runtime.cli.flag_types import hours, not_empty, role_list, timestamp
+from teams_runtime.cli.flag_types import (
+    hours,
+    not_empty,
+    positive_count,
+    role_list,
+    seconds,
+    timestamp,
+)
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.config import BACKEND_KINDS
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
@@ -143,6 +150,20 @@ def add_status(commands: Commands) -> None:
     )
     add_workspace(status)
     add_json(status, "print one JSON object")
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw it every --interval seconds until Ctrl-C (in place on a terminal)",
+    )
+    status.add_argument(
+        "--interval",
+        type=seconds,
+        metavar="S",
+        help="seconds between redraws with --watch (default: 2)",
+    )
+    status.add_argument(
+        "--count", type=positive_count, metavar="N", help="with --watch: stop after N redraws"
+    )
     status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
 
 
@@ -188,6 +209,17 @@ def add_metrics(commands: Commands) -> None:
         "(default: --by role --by purpose)",
     )
     add_json(metrics, "print the report as JSON")
+    metrics.add_argument(
+        "--chart",
+        action="store_true",
+        help="draw input tokens with compaction on against the full-history estimate, as bars",
+    )
+    metrics.add_argument(
+        "--per",
+        choices=("day", "hour"),
+        default=None,
+        help="with --chart: a bar pair per day (the default) or per hour",
+    )
     metrics.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_metrics"))
 
 

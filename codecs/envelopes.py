@@ -24,6 +24,10 @@ class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     artifacts: list[str] = []
     params: dict[str, Any] = {}
     body: str = ""
+    # The W3C trace context (``traceparent``) of the span that queued this envelope, when
+    # OpenTelemetry is on (``actors.tracing``): a request's hops on any worker join one trace.
+    # Never shown in a prompt.
+    traceparent: str | None = None
 
     def prompt_view(self) -> dict[str, Any]:
         """The keys a prompt shows, in the order it shows them."""

@@ -19,7 +19,7 @@ from teams_runtime.cli.parser import build_parser
 
 # What a command that needs none of them must not load: the HTTP client (and through it its
 # own CLI, rich and click), the NATS client, the live view, and any actor.
-HEAVY = ("httpx", "nats", "rich", "click", "loguru", "teams_runtime.actors")
+HEAVY = ("httpx", "nats", "rich", "click", "loguru", "opentelemetry", "teams_runtime.actors")
 
 
 def _loaded_after(code: str, *args: str) -> list[str]:

@@ -35,10 +35,13 @@ class RateCard(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TelemetryConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """The ``telemetry`` section: ``enabled``, and rate cards keyed by ``provider/model``."""
+    """The ``telemetry`` section: ``enabled``, rate cards keyed by ``provider/model``, and
+    ``otel``: whether each envelope and model call is also an OpenTelemetry span (the ``otel``
+    extra; ``actors.tracing``)."""
 
     enabled: bool = True
     rate_cards: dict[str, RateCard] = {}
+    otel: bool = False
 
 
 def _rate_card(key: object, block: object) -> RateCard:
@@ -68,7 +71,7 @@ def _rate_card(key: object, block: object) -> RateCard:
 
 def telemetry_from_block(block: object) -> TelemetryConfig:
     """Check a ``telemetry`` block (its keys already checked); ``null`` or ``{}`` gives the
-    defaults (``enabled: true``, no rate cards)."""
+    defaults (``enabled: true``, no rate cards, ``otel: false``)."""
     if block is None:
         return TelemetryConfig()
     if not isinstance(block, Mapping):
@@ -76,11 +79,16 @@ def telemetry_from_block(block: object) -> TelemetryConfig:
     enabled = block.get("enabled", True)
     if type(enabled) is not bool:
         raise ConfigError(f"{_PREFIX}.enabled must be a boolean.")
+    otel = block.get("otel", False)
+    if type(otel) is not bool:
+        raise ConfigError(f"{_PREFIX}.otel must be a boolean.")
     cards = block.get("rate_cards")
     if cards is None:
         cards = {}
     if not isinstance(cards, Mapping):
         raise ConfigError(f"{_PREFIX}.rate_cards must be a mapping.")
     return TelemetryConfig(
-        enabled=enabled, rate_cards={str(key): _rate_card(key, card) for key, card in cards.items()}
+        enabled=enabled,
+        rate_cards={str(key): _rate_card(key, card) for key, card in cards.items()},
+        otel=otel,
     )

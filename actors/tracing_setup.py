@@ -1,0 +1,27 @@
+"""Which tracing a team gets: none, or the OpenTelemetry SDK's (``telemetry.otel``). Apart from
+``actors.tracing`` so that the SDK module, which builds on it, is imported from here only."""
+
+from __future__ import annotations
+
+from teams_runtime.actors.tracing import NO_TRACING, Tracing
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage.install_hint import extra_install_command
+
+__all__ = ["tracing_for"]
+
+
+def tracing_for(config: TeamConfig, roles: tuple[str, ...]) -> Tracing:
+    """The team's tracing: ``NO_TRACING`` unless ``telemetry.otel`` is true; then the SDK's,
+    exporting over OTLP/HTTP where the ``OTEL_EXPORTER_OTLP_*`` variables say. Raises
+    ``ConfigError`` (with the install command) if the ``otel`` extra is not installed."""
+    if not config.telemetry.otel:
+        return NO_TRACING
+    try:
+        from teams_runtime.actors.otel_tracing import OtelTracing, model_names
+    except ImportError as exc:
+        raise ConfigError(
+            "team_runtime.yaml telemetry.otel is true, but OpenTelemetry is not installed "
+            f"({exc.name or 'opentelemetry'} is missing): {extra_install_command('otel')}"
+        ) from None
+    return OtelTracing(models=model_names(config, roles))

@@ -1,0 +1,106 @@
+"""``metrics --chart``: per day (or hour), the input tokens sent with compaction on against what
+the full history would have cost, as terminal bars.
+
+The full-history tokens of a call are estimated from its own tokens per character (its
+``prompt_tokens`` over its ``prompt_chars``, times its ``full_history_chars``), as
+docs/monitoring.md says. Only calls whose server reported tokens are counted; when none did,
+the chart is in characters, and says so. Records with compaction off are left out (counted in
+a note): they have nothing to compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.monitoring.metrics_report import Filters, Skipped, read_records
+
+__all__ = ["BAR_WIDTH", "render_chart"]
+
+BAR_WIDTH = 40  # characters of the longest bar
+
+
+@dataclass
+class _Bucket:
+    sent_tokens: float = 0.0
+    full_tokens: float = 0.0
+    sent_chars: int = 0
+    full_chars: int = 0
+
+
+def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool:
+    if filters.role is not None and record.role != filters.role:
+        return False
+    if filters.purpose is not None and record.purpose != filters.purpose:
+        return False
+    if filters.request_id is not None and record.request_id != filters.request_id:
+        return False
+    if since is not None:
+        try:
+            return datetime.fromisoformat(record.timestamp) >= since
+        except (ValueError, TypeError):  # cannot place it in time
+            return False
+    return True
+
+
+def _label(timestamp: str, per: str) -> str:
+    """The record's own (local, with offset) day, or day and hour."""
+    return timestamp[:10] if per == "day" else f"{timestamp[:10]} {timestamp[11:13]}h"
+
+
+def _bar(value: float, most: float) -> str:
+    filled = round(BAR_WIDTH * value / most) if most > 0 else 0
+    return "█" * filled + "·" * (BAR_WIDTH - filled)
+
+
+def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
+    """The chart of the records in ``files`` that pass ``filters``, a bar pair per ``per``."""
+    since = datetime.fromisoformat(filters.since) if filters.since else None
+    buckets: dict[str, _Bucket] = {}
+    with_tokens = without_tokens = disabled = 0
+    skipped = Skipped()
+    for record in read_records(files, skipped):
+        if not _passes(record, filters, since):
+            continue
+        if not record.enabled:
+            disabled += 1
+            continue
+        bucket = buckets.setdefault(_label(record.timestamp, per), _Bucket())
+        bucket.sent_chars += record.prompt_chars
+        bucket.full_chars += record.full_history_chars
+        if record.prompt_tokens is None or record.prompt_chars == 0:
+            without_tokens += 1
+            continue
+        with_tokens += 1
+        bucket.sent_tokens += record.prompt_tokens
+        bucket.full_tokens += record.prompt_tokens * record.full_history_chars / record.prompt_chars
+    if not buckets:
+        return "no data: no prompt records with compaction on match."
+    in_tokens = with_tokens > 0
+    unit = "input tokens" if in_tokens else "prompt characters"
+    rows = {
+        label: (b.sent_tokens, b.full_tokens) if in_tokens else (b.sent_chars, b.full_chars)
+        for label, b in sorted(buckets.items())
+    }
+    most = max(full for _, full in rows.values())
+    width = max(len(label) for label in rows)
+    lines = [f"{unit} per {per}: sent (compaction on) against the full-history estimate"]
+    for label, (sent, full) in rows.items():
+        saved = f"  saved {100 * (1 - sent / full):.1f}%" if full > 0 else ""
+        lines.append(f"{label:<{width}}  sent {_bar(sent, most)} {round(sent):>12,}")
+        lines.append(f"{'':<{width}}  full {_bar(full, most)} {round(full):>12,}{saved}")
+    if not in_tokens:
+        lines.append("note: no server reported tokens for these prompts: shown in characters.")
+    elif without_tokens:
+        lines.append(
+            f"note: {count_of(without_tokens, 'prompt')} without reported tokens not counted."
+        )
+    if disabled:
+        lines.append(f"note: {count_of(disabled, 'prompt')} with compaction off not shown.")
+    if skipped.lines:
+        lines.append(f"note: {count_of(skipped.lines, 'skipped line')}.")
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+"""OpenTelemetry spans and metrics of a real Team run, caught by the SDK's in-memory exporter
+and metric reader: the GenAI attributes, one envelope span per hop with its model calls as
+children, the trace carried from hop to hop in the queued envelopes, and no text anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from teams_runtime.actors.otel_tracing import OtelTracing, model_names
+from teams_runtime.actors.team import RunSummary
+from teams_runtime.actors.tracing import NO_TRACING
+from teams_runtime.actors.tracing_setup import tracing_for
+from teams_runtime.codecs.config import parse_team_config
+from teams_runtime.codecs.roles import ROLES
+from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage import Workspace, load_team_config
+
+pytestmark = pytest.mark.anyio
+
+RunOnce = Callable[..., Awaitable[RunSummary]]
+
+
+class _Caught:
+    """An ``OtelTracing`` whose spans and metrics stay in memory."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.spans = InMemorySpanExporter()
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.metrics = InMemoryMetricReader()
+        self.tracing = OtelTracing(
+            models=model_names(load_team_config(workspace.root), ROLES),
+            tracer_provider=tracer_provider,
+            meter_provider=MeterProvider(metric_readers=[self.metrics]),
+        )
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def points(self) -> dict[str, list[Any]]:
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        return {
+            metric.name: list(metric.data.data_points)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+        }
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a decoded JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _all_text(spans: list[ReadableSpan]) -> str:
+    return json.dumps(
+        [[span.name, dict(span.attributes or {}), [e.name for e in span.events]] for span in spans],
+        default=str,
+    )
+
+
+async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
+    openai_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    run_once: RunOnce,
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    workspace = openai_workspace()
+    seed(workspace, "req-otel", "qa", events=30)
+    caught = _Caught(workspace)
+    summary = await run_once(workspace, tracing=caught.tracing)
+    assert summary.handled == 1 and summary.prompts_sent == 1
+    spans = caught.finished()
+    (call,) = [span for span in spans if span.name.startswith("chat ")]
+    (envelope,) = [span for span in spans if span.name.startswith("handle ")]
+    assert (call.name, envelope.name) == ("chat fake-coder", "handle qa")
+    attributes = dict(call.attributes or {})
+    (record,) = summary.prompts
+    assert record.prompt_tokens and record.completion_tokens  # the server reported them
+    assert attributes == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "fake-coder",
+        "gen_ai.usage.input_tokens": record.prompt_tokens,
+        "gen_ai.usage.output_tokens": record.completion_tokens,
+        "gen_ai.response.finish_reasons": ("stop",),
+        "teams_runtime.role": "qa",
+        "teams_runtime.purpose": "role_task",
+        "teams_runtime.request_id": "req-otel",
+        "teams_runtime.total_events": 30,
+        "teams_runtime.included_events": record.included_events,
+        "teams_runtime.omitted_events": record.omitted_events,
+        "teams_runtime.compacted": True,
+        "teams_runtime.prompt_chars": record.prompt_chars,
+        "teams_runtime.full_history_chars": record.full_history_chars,
+        "teams_runtime.attempt_kind": "primary",  # from the prompt record (schema 2)
+        "teams_runtime.outcome": "completed",
+    }
+    assert record.omitted_events > 0
+    # The call is a child of its envelope's span, in the same trace.
+    assert call.parent is not None and call.parent.span_id == envelope.context.span_id
+    assert call.context.trace_id == envelope.context.trace_id
+    assert envelope.parent is None  # the first hop: a submitted envelope carries no trace
+    assert dict(envelope.attributes or {})["teams_runtime.outcome"] == "done"
+    assert envelope.start_time is not None and call.start_time is not None
+    assert envelope.start_time <= call.start_time <= (call.end_time or 0)
+    # No text: nothing of the record's events, the envelope's scope or the answer.
+    text = _all_text(spans)
+    stored = read_record(workspace, "req-otel")
+    words = [value for value in _strings(stored["events"]) if len(value) > 12]
+    assert words and not [value for value in words if value in text]
+    assert "do it" not in text and stored["result"]["summary"] not in text
+    # Metrics: tokens by type, omitted events, one duration.
+    points = caught.points()
+    tokens = {p.attributes["gen_ai.token.type"]: p.value for p in points[_TOKENS]}
+    assert tokens == {"input": record.prompt_tokens, "output": record.completion_tokens}
+    assert [p.value for p in points["teams_runtime.omitted_events"]] == [record.omitted_events]
+    assert [p.count for p in points["gen_ai.client.operation.duration"]] == [1]
+    assert "teams_runtime.cost" not in points  # no cost known: nothing counted
+
+
+_TOKENS = "gen_ai.client.token.usage.total"
+
+
+async def test_a_requests_hops_form_one_trace_through_the_queued_envelopes(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None], run_once: RunOnce
+) -> None:
+    workspace = team_workspace()
+    seed(workspace, "req-1", "planner")
+    caught = _Caught(workspace)
+    summary = await run_once(workspace, tracing=caught.tracing)
+    assert summary.handled == 4
+    spans = caught.finished()
+    envelopes = sorted(
+        (span for span in spans if span.name.startswith("handle ")),
+        key=lambda span: span.start_time or 0,
+    )
+    assert [span.name for span in envelopes] == [
+        "handle planner",
+        "handle developer",
+        "handle version_controller",
+        "handle qa",
+    ]
+    assert len({span.context.trace_id for span in spans}) == 1
+    # Each hop's span is a child of the span of the hop that queued it.
+    for before, after in pairwise(envelopes):
+        assert after.parent is not None and after.parent.span_id == before.context.span_id
+    calls = [span for span in spans if span.name.startswith("chat ")]
+    assert len(calls) == 4
+    by_id = {span.context.span_id: span for span in envelopes}
+    for call in calls:
+        assert call.parent is not None
+        parent = by_id[call.parent.span_id]
+        assert parent.name == f"handle {dict(call.attributes or {})['teams_runtime.role']}"
+        # The command backend reports no tokens: the usage attributes are left out.
+        assert "gen_ai.usage.input_tokens" not in dict(call.attributes or {})
+
+
+def test_without_otel_there_is_no_tracing_and_with_it_the_sdk_is_used() -> None:
+    off = parse_team_config("telemetry: {enabled: true}\n", "team_runtime.yaml")
+    assert tracing_for(off, ("qa",)) is NO_TRACING
+    on = parse_team_config("telemetry: {otel: true}\n", "team_runtime.yaml")
+    assert isinstance(tracing_for(on, ("qa",)), OtelTracing)
+    with pytest.raises(ConfigError, match=r"telemetry\.otel must be a boolean\.$"):
+        parse_team_config("telemetry: {otel: 1}\n", "team_runtime.yaml")
+
+
+def test_otel_without_the_extra_is_a_user_error_naming_the_install(tmp_path: Path) -> None:
+    """A fresh interpreter in which ``opentelemetry`` cannot be imported, as without the
+    extra: `run` exits 2 with the install command, and the envelope stays queued."""
+    root = tmp_path / "ws"
+    (root).mkdir()
+    (root / "team_runtime.yaml").write_text(yaml.safe_dump({"telemetry": {"otel": True}}))
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoOtel:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'opentelemetry':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, _NoOtel())\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        "teams-runtime: error: team_runtime.yaml telemetry.otel is true, but OpenTelemetry is "
+        "not installed (opentelemetry is missing): pip install"
+    )
+    assert "[otel]" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_without_otel_never_imports_opentelemetry(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    probe = (
+        "import sys\nfrom teams_runtime.cli import main\n"
+        f"assert main(['init', {str(root)!r}]) == 0\n"
+        f"assert main(['submit', '--workspace', {str(root)!r}, '--role', 'planner',"
+        " '--scope', 'x']) == 0\n"
+        f"assert main(['run', '--once', '--plain', '--workspace', {str(root)!r}]) == 0\n"
+        "print(sorted(name for name in sys.modules if name.startswith('opentelemetry')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
