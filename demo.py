@@ -15,9 +15,10 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
 
-__all__ = ["run", "sample_event", "sample_record"]
+__all__ = ["run", "sample_event", "sample_record", "seed_requests"]
 
 _START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 _KINDS = ("role_report", "delegated", "role_report", "retried", "role_report", "resumed")
@@ -113,17 +114,22 @@ def _prepare(workspace: Workspace) -> None:
     workspace.config_path.write_text(config, encoding="utf-8")
 
 
-async def _seed(workspace: Workspace) -> None:
+async def seed_requests(
+    workspace: Workspace, seeds: Mapping[str, tuple[int, str]], *, label: str
+) -> None:
+    """Create each request of ``seeds`` (id -> (events in its history, the role to queue for))
+    with a long sample history, and queue an envelope for its role; ``label`` names the run
+    in the envelopes' scope ("demo", "A/B")."""
     queue = FileWorkQueue(workspace)
     async with open_context(workspace.root) as context:
-        for request_id, (events, role) in _SEEDS.items():
+        for request_id, (events, role) in seeds.items():
             await context.create(request_id, sample_record(events, request_id))
             envelope = MessageEnvelope(
                 request_id=request_id,
                 sender="user",
                 target=role,
                 intent="implement",
-                scope="Add export to CSV for the quarterly report (demo request)",
+                scope=f"Add export to CSV for the quarterly report ({label} request)",
                 body="Continue the work recorded so far.",
             )
             await submit_with(context, queue, envelope)
@@ -163,7 +169,7 @@ async def _run_once(team: Team) -> RunSummary:
 
 def _run_in(workspace: Workspace, run_team: RunTeam) -> RunSummary:
     _prepare(workspace)
-    anyio.run(_seed, workspace)
+    anyio.run(partial(seed_requests, workspace, _SEEDS, label="demo"))
     team = Team(workspace.root, load_team_config(workspace.root), keep_prompt_records=True)
     return anyio.run(run_team, team)
 

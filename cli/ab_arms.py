@@ -20,6 +20,7 @@ import hashlib
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,6 @@ import msgspec
 import yaml
 
 from teams_runtime import demo
-from teams_runtime.actors.context import open_context
-from teams_runtime.actors.intake import submit_with
 from teams_runtime.actors.model_backends import DryRunBackend
 from teams_runtime.actors.team import Team
 from teams_runtime.codecs.config import (
@@ -39,7 +38,6 @@ from teams_runtime.codecs.config import (
     parse_team_config,
 )
 from teams_runtime.codecs.config.strict_yaml import load_yaml
-from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.monitoring import (
     Filters,
@@ -50,7 +48,7 @@ from teams_runtime.monitoring import (
     stop_logging,
 )
 from teams_runtime.monitoring.workspace_facts import statuses_of
-from teams_runtime.storage import FileWorkQueue, Workspace
+from teams_runtime.storage import Workspace
 
 __all__ = [
     "ARMS",
@@ -96,23 +94,6 @@ def fingerprint(config: TeamConfig) -> str:
     return hashlib.blake2b(msgspec.json.encode(alike), digest_size=8).hexdigest()
 
 
-async def _seed(workspace: Workspace, role: str, requests: int) -> None:
-    queue = FileWorkQueue(workspace)
-    async with open_context(workspace.root) as context:
-        for number in range(1, requests + 1):
-            request_id = f"ab-backfill-{number}"
-            await context.create(request_id, demo.sample_record(BACKFILL_EVENTS, request_id))
-            envelope = MessageEnvelope(
-                request_id=request_id,
-                sender="user",
-                target=role,
-                intent="implement",
-                scope="Add export to CSV for the quarterly report (A/B request)",
-                body="Continue the work recorded so far.",
-            )
-            await submit_with(context, queue, envelope)
-
-
 def _run_arm(
     name: str, root: Path, text: str, *, dry_run: bool, role: str, requests: int
 ) -> ArmResult:
@@ -125,7 +106,8 @@ def _run_arm(
         backend = DryRunBackend(config.model.dry_run)
         config = msgspec.structs.replace(config, telemetry=TelemetryConfig(enabled=False))
     team = Team(root, config, backend=backend)  # checks each role's model before seeding
-    anyio.run(_seed, workspace, role, requests)
+    seeds = {f"ab-backfill-{n}": (BACKFILL_EVENTS, role) for n in range(1, requests + 1)}
+    anyio.run(partial(demo.seed_requests, workspace, seeds, label="A/B"))
     configure_logging(workspace, console_level="WARNING")
     try:
         anyio.run(lambda: team.run(once=True))

@@ -16,8 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.monitoring.metrics_report import Filters, Skipped, read_records
+from teams_runtime.monitoring.metrics_report import Filters, Skipped, passes, read_records
 
 __all__ = ["BAR_WIDTH", "render_chart"]
 
@@ -30,21 +29,6 @@ class _Bucket:
     full_tokens: float = 0.0
     sent_chars: int = 0
     full_chars: int = 0
-
-
-def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool:
-    if filters.role is not None and record.role != filters.role:
-        return False
-    if filters.purpose is not None and record.purpose != filters.purpose:
-        return False
-    if filters.request_id is not None and record.request_id != filters.request_id:
-        return False
-    if since is not None:
-        try:
-            return datetime.fromisoformat(record.timestamp) >= since
-        except (ValueError, TypeError):  # cannot place it in time
-            return False
-    return True
 
 
 def _label(timestamp: str, per: str) -> str:
@@ -64,7 +48,7 @@ def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
     with_tokens = without_tokens = disabled = 0
     skipped = Skipped()
     for record in read_records(files, skipped):
-        if not _passes(record, filters, since):
+        if not passes(record, filters, since):  # None: not placed in time
             continue
         if not record.enabled:
             disabled += 1

@@ -24,7 +24,15 @@ from teams_runtime.codecs.prompt_records import (
 from teams_runtime.monitoring.call_groups import CallGroup
 from teams_runtime.monitoring.log_sinks import PROMPT_LOG_NAME
 
-__all__ = ["Filters", "MetricsReport", "Skipped", "aggregate", "log_files", "read_records"]
+__all__ = [
+    "Filters",
+    "MetricsReport",
+    "Skipped",
+    "aggregate",
+    "log_files",
+    "passes",
+    "read_records",
+]
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,7 +133,7 @@ def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
+def passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
     """Whether ``record`` counts; ``None`` when its timestamp cannot be placed."""
     if filters.role is not None and record.role != filters.role:
         return False
@@ -159,10 +167,10 @@ def aggregate(
     groups: dict[tuple[Any, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
     for record in read_records(files, skipped):
-        passes = _passes(record, filters, since)
-        if passes is None:
+        counted = passes(record, filters, since)
+        if counted is None:
             skipped.lines += 1
-        if not passes:
+        if not counted:
             continue
         card = cards.get(record.model) if record.model is not None else None
         totals.add(record, card)

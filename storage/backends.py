@@ -22,7 +22,6 @@ from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
-from teams_runtime.storage.install_hint import extra_install_command
 from teams_runtime.storage.protocols import RecordStore, WorkQueue
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
@@ -136,6 +135,10 @@ def _nats_connection(config: TeamConfig) -> AbstractAsyncContextManager[NatsConn
     try:
         from teams_runtime.storage.nats.connection import open_connection
     except ImportError as exc:
+        # Imported only here: it reads the install's metadata (importlib.metadata), which
+        # `status` on files would pay at every start.
+        from teams_runtime.storage.install_hint import extra_install_command
+
         raise ConfigError(
             f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
             f"({exc.name or exc}); install it with: {extra_install_command('nats')}."

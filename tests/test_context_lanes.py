@@ -5,10 +5,7 @@ the number of requests in flight is bounded, with a clear error past it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,61 +20,13 @@ from teams_runtime.storage import FileRecordStore, RecordStore, Workspace
 from teams_runtime.storage.nats import append_writer
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
+from .benchmarks.stuck_request import held_lock, publish_uncommitted
+
 pytestmark = pytest.mark.anyio
 
 SMALL = PromptContextConfig(recent_events=4, max_events=7)
 OTHERS = [f"req-{n}" for n in range(12)]
 STUCK = "req-stuck"
-
-# Another process holding a record's lock as a stalled writer would (a Ctrl-Z'd `append`):
-# an exclusive flock on `<id>.json.lock`, held until its stdin closes.
-_HOLD_LOCK = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-sys.stdin.read()
-"""
-
-# Another host's writer that published a message of its append and has not committed it: the
-# request's appends wait for it (until its window, ABANDONED_SECONDS, passes).
-_PUBLISH_UNCOMMITTED = """
-import asyncio, sys
-import nats
-
-async def main() -> None:
-    client = await nats.connect(sys.argv[1])
-    try:
-        await client.jetstream().publish(
-            sys.argv[2], b'{"type": "pending"}', headers={"Tr-Append": "outside"}
-        )
-    finally:
-        await client.close()
-
-asyncio.run(main())
-"""
-
-
-@contextmanager
-def _lock_held_by_another_process(lock: Path) -> Iterator[Callable[[], None]]:
-    """Hold ``lock`` from another process for the block; ``release()`` lets it go earlier."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK, str(lock)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdin is not None and holder.stdout is not None
-
-    def release() -> None:
-        if holder.poll() is None:
-            holder.communicate(timeout=30)  # closes its stdin: it exits, the lock goes
-
-    try:
-        assert holder.stdout.readline() == "locked\n"
-        yield release
-    finally:
-        release()
 
 
 def _files(root: Path) -> FileRecordStore:
@@ -140,7 +89,7 @@ async def test_a_request_whose_lock_another_process_holds_holds_up_only_itself(
     tmp_path: Path,
 ) -> None:
     store = _files(tmp_path)
-    with _lock_held_by_another_process(store.paths(STUCK).lock) as release:
+    with held_lock(store.paths(STUCK).lock) as release:
         await _stuck_request_holds_up_only_itself(store, release)
 
 
@@ -160,9 +109,7 @@ async def test_a_request_another_writer_keeps_busy_on_nats_holds_up_only_itself(
     monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 3600.0)
     subject = nats_store.connection.names.event_subject(STUCK, None)
     with anyio.fail_after(60):
-        await anyio.run_process(
-            [sys.executable, "-c", _PUBLISH_UNCOMMITTED, nats_server.url, subject]
-        )
+        await anyio.to_thread.run_sync(publish_uncommitted, nats_server.url, subject)
 
     def release() -> None:
         monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.0)
@@ -181,7 +128,7 @@ async def test_asks_about_more_requests_than_the_limit_are_refused_clearly(
         await ctx.append_event(STUCK, _note("stuck"))
         written.set()
 
-    with _lock_held_by_another_process(store.paths(STUCK).lock) as release:
+    with held_lock(store.paths(STUCK).lock) as release:
         async with anyio.create_task_group() as group:
             group.start_soon(actor.serve)
             ctx = actor.handle(30)
@@ -223,7 +170,7 @@ async def test_asks_waiting_behind_a_stuck_one_are_bounded(tmp_path: Path) -> No
         if len(outcomes) == 4:
             written.set()
 
-    with _lock_held_by_another_process(store.paths(STUCK).lock) as release:
+    with held_lock(store.paths(STUCK).lock) as release:
         async with anyio.create_task_group() as group:
             group.start_soon(actor.serve)
             ctx = actor.handle(30)
@@ -251,7 +198,7 @@ async def test_a_write_whose_asker_gave_up_while_it_waited_is_not_made(tmp_path:
         await actor.handle(30).append_event(STUCK, _note("first"))
         written.set()
 
-    with _lock_held_by_another_process(store.paths(STUCK).lock) as release:
+    with held_lock(store.paths(STUCK).lock) as release:
         async with anyio.create_task_group() as group:
             group.start_soon(actor.serve)
             group.start_soon(first)

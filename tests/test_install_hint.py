@@ -62,3 +62,18 @@ def test_a_wheel_is_told_its_file_and_a_named_install_the_name(tmp_path: Path) -
         check=True, capture_output=True,
     )  # fmt: skip
     assert _hint_in(tmp_path / "by-name") == "pip install 'teams-runtime[nats]'"
+
+
+def test_a_nats_workspace_without_the_client_is_told_how_to_install_it(tmp_path: Path) -> None:
+    # The hint is imported only on this path (it reads the install's metadata): check it runs.
+    (tmp_path / "team_runtime.yaml").write_text("backend: {kind: nats}\n")
+    block_nats = (
+        "import sys; sys.modules['nats'] = None; from teams_runtime.cli import main; "
+        f"sys.exit(main(['status', '--workspace', {str(tmp_path)!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", block_nats], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("teams-runtime: error: team_runtime.yaml backend.kind is nats")
+    assert "install it with: pip install -e '" in done.stderr and "[nats]'" in done.stderr

@@ -20,15 +20,23 @@ import anyio
 from teams_runtime import PromptContextConfig, open_context
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.storage import RecordStore
-from teams_runtime.storage.nats import nats_store as record_nats
+from teams_runtime.storage.nats import append_writer
 
-__all__ = ["lock_held", "nats_kept_busy", "seconds_beside"]
+__all__ = [
+    "held_lock",
+    "lock_held",
+    "nats_kept_busy",
+    "publish_uncommitted",
+    "seconds_beside",
+]
 
 Stall = Callable[[], AbstractContextManager[Callable[[], None]]]
 
 ROUNDS = 10  # appends (each followed by a projection) per other request
 _NOTE = {"type": "note", "actor": "qa", "summary": "benchmark append"}
 
+# Another process holding a record's lock as a stalled writer would (a Ctrl-Z'd `append`):
+# an exclusive flock on `<id>.json.lock`, held until its stdin closes.
 _HOLD_LOCK = """
 import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
@@ -37,6 +45,8 @@ print("locked", flush=True)
 sys.stdin.read()
 """
 
+# Another host's writer that published a message of its append and has not committed it: the
+# request's appends wait for it (until its window, ABANDONED_SECONDS, passes).
 _PUBLISH_UNCOMMITTED = """
 import asyncio, sys
 import nats
@@ -54,30 +64,39 @@ asyncio.run(main())
 """
 
 
+@contextmanager
+def held_lock(lock: Path) -> Iterator[Callable[[], None]]:
+    """Another process holds ``lock`` (a record's ``<id>.json.lock``) for the block;
+    ``release()`` lets it go earlier."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(lock)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+
+    def release() -> None:
+        if holder.poll() is None:
+            holder.communicate(timeout=30)  # closes its stdin: it exits, the lock goes
+
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        yield release
+    finally:
+        release()
+
+
 def lock_held(lock: Path) -> Stall:
-    """A stall: another process holds ``lock`` (a record's ``<id>.json.lock``) until released."""
+    """A stall: another process holds ``lock`` until released (``held_lock``)."""
+    return lambda: held_lock(lock)
 
-    @contextmanager
-    def stall() -> Iterator[Callable[[], None]]:
-        holder = subprocess.Popen(
-            [sys.executable, "-c", _HOLD_LOCK, str(lock)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert holder.stdout is not None
 
-        def release() -> None:
-            if holder.poll() is None:
-                holder.communicate(timeout=30)
-
-        try:
-            assert holder.stdout.readline() == "locked\n"
-            yield release
-        finally:
-            release()
-
-    return stall
+def publish_uncommitted(url: str, subject: str) -> None:
+    """Publish, from another process, one message of an append that is never committed."""
+    subprocess.run(
+        [sys.executable, "-c", _PUBLISH_UNCOMMITTED, url, subject], check=True, timeout=60
+    )
 
 
 def nats_kept_busy(url: str, subject: str) -> Stall:
@@ -86,20 +105,19 @@ def nats_kept_busy(url: str, subject: str) -> Stall:
 
     @contextmanager
     def stall() -> Iterator[Callable[[], None]]:
-        window = record_nats.ABANDONED_SECONDS
-        record_nats.ABANDONED_SECONDS = 3600.0
-        subprocess.run(
-            [sys.executable, "-c", _PUBLISH_UNCOMMITTED, url, subject], check=True, timeout=60
-        )
+        # The window lives in append_writer, where the append reads it.
+        window = append_writer.ABANDONED_SECONDS
+        append_writer.ABANDONED_SECONDS = 3600.0
+        publish_uncommitted(url, subject)
 
         def release() -> None:
-            record_nats.ABANDONED_SECONDS = 0.0
+            append_writer.ABANDONED_SECONDS = 0.0
 
         try:
             yield release
         finally:
             release()  # the stuck append then goes through at its next retry
-            record_nats.ABANDONED_SECONDS = window
+            append_writer.ABANDONED_SECONDS = window
 
     return stall
 
