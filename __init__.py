@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from teams_runtime.exceptions import (
     ActorBusy,
     ActorStopped,
+    AnswerRefused,
     AskTimeout,
     BackendError,
     ConfigError,
@@ -49,6 +50,7 @@ keep_library_logs_quiet()
 __all__ = [
     "ActorBusy",
     "ActorStopped",
+    "AnswerRefused",
     "AskTimeout",
     "BackendError",
     "Backfill",

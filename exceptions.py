@@ -12,6 +12,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── ModelFailure                      one model call failed (a content-free reason)
     │   └── PromptTooLarge                the prompt does not fit the model's context
     ├── BackendError                      the NATS server cannot be reached or refused a call
+    ├── AnswerRefused                     a person's answer was not recorded (and why)
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
         └── ActorBusy                     the actor took no more work: at its limit
@@ -22,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "ActorBusy",
     "ActorStopped",
+    "AnswerRefused",
     "AskTimeout",
     "BackendError",
     "ConfigError",
@@ -104,3 +106,9 @@ class ActorBusy(AskTimeout):
 
 class BackendError(TeamsRuntimeError):
     """The shared backend (a NATS server) cannot be reached or refused a request."""
+
+
+class AnswerRefused(TeamsRuntimeError):
+    """A person's answer (``teams-runtime answer``) was not recorded: nothing waits under that
+    id, it was answered already, its request ended, or the result breaks the role's contract.
+    Nothing was written."""

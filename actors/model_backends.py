@@ -12,6 +12,8 @@
   chat-completions server over HTTP.
 - ``DryRunBackend`` answers valid results without any model, handing each request along a
   configured route of roles, so a new workspace runs end to end as it is.
+- ``PersonBackend`` (``human``) stands for a person: its role never calls it, since its
+  envelopes wait in the inbox for ``teams-runtime answer`` (``person_waits``).
 
 A failed call raises ``ModelFailure`` with a content-free reason (no prompt or output text);
 what the model printed travels as the failure's attributes, never in its message.
@@ -51,6 +53,7 @@ __all__ = [
     "ModelBackend",
     "ModelReply",
     "OpenAIBackend",
+    "PersonBackend",
     "complete_reporting",
     "make_backend",
     "server_away",
@@ -297,6 +300,16 @@ class DryRunBackend:
         return ModelReply(text=msgspec.json.encode(answer).decode())
 
 
+class PersonBackend:
+    """A person's role (``model.backend: human``): answered by ``teams-runtime answer``."""
+
+    name = "human"
+
+    async def complete(self, bundle: PromptBundle) -> ModelReply:
+        """Never called: a person's role puts its envelopes in the inbox instead."""
+        raise ModelFailure("a person's role is answered with `teams-runtime answer`, not called")
+
+
 async def _report_running(bundle: PromptBundle) -> None:
     started = anyio.current_time()
     log = logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose)
@@ -349,6 +362,8 @@ def make_backend(
                 structured_output=config.structured_output_form,
                 servers=servers,
             )
+        case "human":
+            return PersonBackend()
         case _:
             return DryRunBackend(config.dry_run)
 

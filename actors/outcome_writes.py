@@ -20,11 +20,12 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.formats import now_iso
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.policy.outcomes import OutcomePlan, RequestState
+from teams_runtime.policy.outcomes import OutcomePlan, RequestState, recorded_follow_up, state_of
 from teams_runtime.storage import Claim, WorkQueue
 
-__all__ = ["MAX_RACES", "NotSaved", "OutcomeWriter", "outcome_key"]
+__all__ = ["MAX_RACES", "NotSaved", "OutcomeWriter", "outcome_key", "queue_recorded_follow_up"]
 
 # Refusals in a row before the write is given up (the envelope is deferred): each one means
 # another writer changed the request, so this takes that many writers on one request at once.
@@ -38,6 +39,27 @@ class NotSaved(Exception):
 def outcome_key(role: str, envelope: MessageEnvelope) -> str:
     """What ``role``'s outcome of ``envelope`` is recorded under (``append_key``)."""
     return f"{role}/{envelope.envelope_id}"
+
+
+async def queue_recorded_follow_up(
+    context: ContextHandle,
+    queue: WorkQueue,
+    role: str,
+    envelope: MessageEnvelope,
+    recorded: list[dict[str, Any]],
+) -> None:
+    """Queue again the envelope an outcome already recorded (``recorded``: its events) handed
+    on: the crash that left its envelope undone may have come before the follow-up was
+    queued. Not once the follow-up is handled or the request has ended. (Its id is derived
+    from ``envelope``'s: a copy queued twice is recorded once.)"""
+    request_id = envelope.request_id
+    follow_up = recorded_follow_up(role, envelope, recorded, now_iso())
+    if (
+        follow_up is not None
+        and not state_of(await context.project(request_id)).ended
+        and not await context.recall(request_id, outcome_key(follow_up.target, follow_up))
+    ):
+        await anyio.to_thread.run_sync(queue.put, follow_up)
 
 
 class OutcomeWriter:
@@ -62,13 +84,7 @@ class OutcomeWriter:
         the envelope stays queued (``NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
-                plan, state, applied = await self._write(envelope, decide, state)
-                # Not applied: another delivery of this envelope recorded its outcome and
-                # queued its follow-up already (a worker that hung past its lease, say).
-                if plan.follow_up is not None and applied:
-                    await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
-                if plan.drop_queued and applied:
-                    await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
+                plan, state, _ = await self.record(envelope, decide, state)
                 await anyio.to_thread.run_sync(self._queue.done, claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
@@ -79,6 +95,26 @@ class OutcomeWriter:
             )
             raise NotSaved from exc
         return plan, state
+
+    async def record(
+        self,
+        envelope: MessageEnvelope,
+        decide: Callable[[RequestState], OutcomePlan],
+        state: RequestState,
+    ) -> tuple[OutcomePlan, RequestState, bool]:
+        """Write the plan ``decide`` makes of ``state`` (decided again from the state a
+        refused write answers) and queue its follow-up; the plan, the state it was decided
+        from, and whether this call wrote it (``False``: the envelope's outcome was recorded
+        before, by another delivery or another answer). What ``decide`` raises, and the
+        store's errors, are raised."""
+        plan, state, applied = await self._write(envelope, decide, state)
+        # Not applied: another delivery of this envelope recorded its outcome and queued its
+        # follow-up already (a worker that hung past its lease, a second answer).
+        if plan.follow_up is not None and applied:
+            await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+        if plan.drop_queued and applied:
+            await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
+        return plan, state, applied
 
     async def _write(
         self,

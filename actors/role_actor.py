@@ -5,7 +5,8 @@ the prompt, the contract, at most two repair prompts, each re-projected) and per
 outcome in one compare-and-set write (``outcome_writes``). A result naming ``next_role``
 queues an envelope for it. The envelope leaves the queue only after all of that, so a crash
 means it is handled again; an envelope whose request ended meanwhile (cancelled, or failed by
-another worker's outcome) is dropped without a model call.
+another worker's outcome) is dropped without a model call. A person's role (``human``) asks no
+model: its envelope waits in the inbox for ``teams-runtime answer`` (``person_waits``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from loguru import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.model_backends import ModelBackend
-from teams_runtime.actors.outcome_writes import NotSaved, OutcomeWriter, outcome_key
+from teams_runtime.actors.outcome_writes import (
+    NotSaved,
+    OutcomeWriter,
+    outcome_key,
+    queue_recorded_follow_up,
+)
+from teams_runtime.actors.person_waits import is_person, wait_for_person
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_calls import RequestEnded, RoleCalls
 from teams_runtime.actors.tracing import traced_envelope
@@ -43,14 +50,14 @@ from teams_runtime.policy.outcomes import (
     plan_for,
     plan_model_failure,
     plan_outcome,
-    recorded_follow_up,
     state_of,
 )
-from teams_runtime.storage import Claim, WorkQueue, Workspace
+from teams_runtime.storage import AnswerInbox, Claim, WorkQueue, Workspace
 
 __all__ = ["Outcome", "RoleActor", "Working", "outcome_key"]
 
-Outcome = Literal["done", "failed", "deferred", "rejected"]
+# "waiting": the envelope went to the inbox, for a person's answer.
+Outcome = Literal["done", "failed", "deferred", "rejected", "waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +88,10 @@ class RoleActor:
         concurrency: int = 4,
         inbox_size: int = 256,
         rate_card: RateCard | None = None,
+        inbox: AnswerInbox | None = None,
     ) -> None:
+        if is_person(model) and inbox is None:
+            raise ValueError(f"the {role} role is a person's (model.backend: human): give an inbox")
         self.role = role
         self._model = model
         self._max_hops = max_hops
@@ -99,6 +109,7 @@ class RoleActor:
             rate_card=rate_card,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
+        self._inbox = inbox  # where a person's role puts its envelopes
         self._slots = anyio.Semaphore(concurrency)
         self._mailbox: Mailbox[Claim] = Mailbox(role, inbox_size)
         self._group: TaskGroup | None = None
@@ -215,16 +226,7 @@ class RoleActor:
             self.role,
             request_id,
         )
-        follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso())
-        # The crash may have come before it was queued; once it is handled, or the request
-        # has ended, it is not. (Its id is derived from this envelope's: a copy queued twice
-        # is recorded once.)
-        if (
-            follow_up is not None
-            and not state_of(await self._context.project(request_id)).ended
-            and not await self._context.recall(request_id, outcome_key(follow_up.target, follow_up))
-        ):
-            await anyio.to_thread.run_sync(self._queue.put, follow_up)
+        await queue_recorded_follow_up(self._context, self._queue, self.role, envelope, recorded)
         await anyio.to_thread.run_sync(self._queue.done, claim)
         return "done"
 
@@ -242,7 +244,27 @@ class RoleActor:
         except NotSaved:
             return await self._release(claim)
 
+    async def _wait_for_person(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
+        """Put the envelope in the inbox for a person, unless its request ended."""
+        ended = state_of(await self._context.project(envelope.request_id)).ended
+        if ended:
+            raise RequestEnded(envelope.request_id, ended)
+        assert self._inbox is not None  # checked when the role was made
+        try:
+            await wait_for_person(self._inbox, self._queue, claim, envelope, self._model)
+        except (TeamsRuntimeError, OSError) as exc:  # the inbox cannot be written: try later
+            self._log.bind(request_id=envelope.request_id).error(
+                "{}: request {} not put in the inbox ({}); its envelope is deferred",
+                self.role,
+                envelope.request_id,
+                exc,
+            )
+            return await self._release(claim)
+        return "waiting"
+
     async def _handle(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
+        if is_person(self._model):
+            return await self._wait_for_person(envelope, claim)
         request_id = envelope.request_id
         result = await self._calls.valid_result(envelope)
         now = now_iso()

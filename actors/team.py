@@ -3,7 +3,8 @@
 It loads ``team_runtime.yaml`` once (a restart picks up changes), hands the same config to
 every role actor and to the ContextActor, and feeds queued envelopes to their roles. Deferred
 envelopes (``storage.deferrals``) come back by themselves: every ``RESTORE_SECONDS`` the Team
-queues again those whose next attempt is due, whichever worker deferred them; ``run --once``
+queues again those whose next attempt is due, whichever worker deferred them (``team_chores``,
+which also looks at the waiting answers of the people's roles it serves); ``run --once``
 waits for the ones it deferred itself, at most ``DEFERRED_WAIT_SECONDS`` in all.
 """
 
@@ -23,19 +24,21 @@ from loguru import logger
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, server_away
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.person_waits import is_person
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor
 from teams_runtime.actors.role_backends import role_backends
-from teams_runtime.actors.team_reports import RoleStatus, RunSummary
+from teams_runtime.actors.team_chores import RESTORE_SECONDS, TeamChores
+from teams_runtime.actors.team_reports import RoleStatus, RunSummary, log_start
 from teams_runtime.actors.tracing import Tracing, active, stamping
 from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.pricing import card_for
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
+    AnswerInbox,
     Claim,
     RecordStore,
     WorkQueue,
@@ -47,7 +50,6 @@ from teams_runtime.storage.queued_envelopes import new_worker_id
 
 __all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary", "Team"]
 
-RESTORE_SECONDS = 1.0  # how often a worker looks for deferred envelopes that are due
 DEFERRED_WAIT_SECONDS = 60.0  # how long `run --once` waits in all for envelopes it deferred
 
 
@@ -69,6 +71,7 @@ class Team:
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
         queue: WorkQueue | None = None,
+        inbox: AnswerInbox | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
         deferred_wait: float | None = None,
@@ -83,8 +86,8 @@ class Team:
         )
         # OpenTelemetry spans and metrics (telemetry.otel); a no-op without it.
         self.tracing = tracing if tracing is not None else tracing_for(self.config, self.served)
-        self._given = (store, queue)
-        self._store, self._queue = store, queue  # the given ones, or the open scope's
+        self._given = (store, queue, inbox)
+        self._store, self._queue, self._inbox = store, queue, inbox  # given, or the scope's
         self._opened: AbstractAsyncContextManager[None] | None = None  # `async with team`
         self._worker_id = new_worker_id()  # one per Team, whichever scope opens its queue
         self.roles: dict[str, RoleActor] = {}
@@ -102,7 +105,8 @@ class Team:
         self._deferred_wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
         self._mine_deferred: set[str] = set()  # ids of envelopes this run deferred, not handled
         self._wait_until: float | None = None  # `once`: the end of its wait for them
-        self._last_restore = -RESTORE_SECONDS
+        self._chores: TeamChores | None = None  # the run's (it needs the run's ContextActor)
+        self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
 
     @property
@@ -119,21 +123,29 @@ class Team:
             raise RuntimeError("the Team's queue is open only while it runs (Team.run)")
         return self._queue
 
+    @property
+    def inbox(self) -> AnswerInbox:
+        """The inbox of people's answers, while it is open (as the store is)."""
+        if self._inbox is None:
+            raise RuntimeError("the Team's inbox is open only while it runs (Team.run)")
+        return self._inbox
+
     @asynccontextmanager
     async def _backend_open(self) -> AsyncIterator[None]:
-        """The store and queue open for the block: the given ones, those of an enclosing
-        scope, else the workspace's, opened here and closed when the block ends."""
-        if self._store is not None and self._queue is not None:
+        """The store, queue and inbox open for the block: the given ones, those of an
+        enclosing scope, else the workspace's, opened here and closed when the block ends."""
+        if self._store is not None and self._queue is not None and self._inbox is not None:
             yield
             return
         async with open_backend(self.workspace, self.config, worker_id=self._worker_id) as opened:
-            given_store, given_queue = self._given
+            given_store, given_queue, given_inbox = self._given
             self._store = given_store if given_store is not None else opened.store
             self._queue = given_queue if given_queue is not None else opened.queue
+            self._inbox = given_inbox if given_inbox is not None else opened.inbox
             try:
                 yield
             finally:
-                self._store, self._queue = self._given
+                self._store, self._queue, self._inbox = self._given
 
     async def __aenter__(self) -> Team:
         """Open the store and queue until the block ends (``run`` inside it uses them)."""
@@ -173,6 +185,8 @@ class Team:
                 self.summary.deferred += 1
             case "rejected":
                 self.summary.rejected += 1
+            case "waiting":
+                self.summary.waiting += 1
         if claim.envelope is not None:
             if outcome == "deferred":
                 self._mine_deferred.add(claim.envelope.envelope_id)
@@ -191,8 +205,12 @@ class Team:
             role: (actor.working(), self._handled[role], self._failed[role])
             for role, actor in self.roles.items()
         }
-        queue = self._queue
+        queue, inbox = self._queue, self._inbox
         waiting = await anyio.to_thread.run_sync(queue.waiting) if queue is not None else {}
+        # People's answers are counted only when this worker serves a person's role.
+        answers = {}
+        if inbox is not None and self.people:
+            answers = await anyio.to_thread.run_sync(inbox.counts)
         return [
             RoleStatus(
                 role=role,
@@ -200,6 +218,8 @@ class Team:
                 handled=handled,
                 failed=failed,
                 queued=waiting.get(role, 0),
+                person=role in self.people,
+                answers=answers.get(role, 0),
             )
             for role, (working, handled, failed) in now.items()
         ]
@@ -241,6 +261,7 @@ class Team:
                 concurrency=self._concurrency,
                 inbox_size=self._inbox_size,
                 rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
+                inbox=self.inbox,
             )
             self.roles[role] = actor
             await group.start(actor.serve)
@@ -249,7 +270,8 @@ class Team:
         due_soon = False  # `once` waited for an envelope it deferred: restore it now
         while True:
             self._progress = anyio.Event()
-            await self._restore_due(force=due_soon)
+            assert self._chores is not None
+            await self._chores.run(force=due_soon)
             given = await self._dispatch_pending()
             if once and self._in_flight:
                 await self._progress.wait()
@@ -283,24 +305,6 @@ class Team:
             return None
         return max(due - now, 0.0) + 0.01  # then restored (a file's mtime may round up)
 
-    async def _restore_due(self, *, force: bool = False) -> None:
-        """Queue again the deferred envelopes whose next attempt has come (every
-        ``RESTORE_SECONDS``, or now when `once` waited for one). A queue that cannot be read
-        now is tried again next time: it never stops the team."""
-        now = anyio.current_time()
-        if not force and now - self._last_restore < RESTORE_SECONDS:
-            return
-        self._last_restore = now
-        try:
-            restored = await anyio.to_thread.run_sync(self.queue.restore_deferred)
-        except (TeamsRuntimeError, OSError) as exc:
-            logger.warning("deferred envelopes not looked at ({}); trying again", exc)
-            return
-        if restored:
-            logger.info(
-                "{} queued again: next attempt due", count_of(restored, "deferred envelope")
-            )
-
     async def _renew_lease(self) -> None:
         if not await anyio.to_thread.run_sync(self.queue.renew):
             logger.warning("the worker's lease could not be renewed (a full disk?); retrying")
@@ -320,31 +324,12 @@ class Team:
         lease: anyio.CancelScope,
     ) -> None:
         await self._renew_lease()
+        self._chores = TeamChores(
+            self.queue, self.inbox, context, self.config.model_for, self.people
+        )
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)
-        context_config = self.config.prompt_context
-        logger.info(
-            "team started in {} as worker {} (backend {}, roles {}; prompt_context "
-            "enabled={} recent_events={} max_events={})",
-            self.workspace.root,
-            getattr(self.queue, "worker_id", "-"),
-            ",".join(sorted({backend.name for backend in self.backends.values()})),
-            ",".join(self.served),
-            str(context_config.enabled).lower(),
-            context_config.recent_events,
-            context_config.max_events,
-        )
-        wanted, ack_wait = self.config.queue.lease_seconds, self.queue.lease_seconds
-        if abs(wanted - ack_wait) >= 0.001:  # a shared queue made by a host set otherwise
-            logger.warning(
-                "queue.lease_seconds is {:g} here, but the team's queue was created with an "
-                "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
-                "docs/scaling.md says how to change it",
-                wanted,
-                ack_wait,
-                ack_wait,
-                ack_wait / 3,
-            )
+        log_start(self.workspace.root, self.config, self.queue, self.backends, self.served)
 
     async def run(
         self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED

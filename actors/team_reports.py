@@ -1,14 +1,22 @@
-"""What a Team reports: the summary of a run, and each role as the worker sees it now (what
-``Team.status`` gives a live view). Ids and counts only, never content."""
+"""What a Team reports: the summary of a run, each role as the worker sees it now (what
+``Team.status`` gives a live view), and the line it logs when it starts. Ids and counts only,
+never content."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
 import msgspec
+from loguru import logger
 
+from teams_runtime.actors.model_backends import ModelBackend
 from teams_runtime.actors.role_actor import Working
+from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
+from teams_runtime.storage import WorkQueue
 
-__all__ = ["RoleStatus", "RunSummary"]
+__all__ = ["RoleStatus", "RunSummary", "log_start"]
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -18,6 +26,7 @@ class RunSummary(msgspec.Struct, kw_only=True):
     failed: int = 0
     deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
     rejected: int = 0
+    waiting: int = 0  # envelopes put in the inbox for a person's answer
     prompts_sent: int = 0
     # `once`: envelopes this run deferred and left (not due within its wait), and when the
     # first of them is due (Unix time); any worker takes them then.
@@ -31,10 +40,47 @@ class RunSummary(msgspec.Struct, kw_only=True):
 class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
     """One role as this worker sees it now (what ``Team.status`` gives a live view): the
     requests it is handling and since when, its outcomes so far in this run, and the envelopes
-    waiting for it in the queue (for any worker). Ids and counts only, never content."""
+    waiting for it in the queue (for any worker); for a person's role (``person``), its answers
+    waiting in the inbox. Ids and counts only, never content."""
 
     role: str
     working: list[Working]
     handled: int
     failed: int
     queued: int
+    person: bool = False
+    answers: int = 0
+
+
+def log_start(
+    root: Path,
+    config: TeamConfig,
+    queue: WorkQueue,
+    backends: Mapping[str, ModelBackend],
+    served: Sequence[str],
+) -> None:
+    """Log that a team started (where, which worker, backends, roles, prompt_context), and
+    warn when the shared queue's lease is not the one this host's config names."""
+    context_config = config.prompt_context
+    logger.info(
+        "team started in {} as worker {} (backend {}, roles {}; prompt_context "
+        "enabled={} recent_events={} max_events={})",
+        root,
+        getattr(queue, "worker_id", "-"),
+        ",".join(sorted({backend.name for backend in backends.values()})),
+        ",".join(served),
+        str(context_config.enabled).lower(),
+        context_config.recent_events,
+        context_config.max_events,
+    )
+    wanted, ack_wait = config.queue.lease_seconds, queue.lease_seconds
+    if abs(wanted - ack_wait) >= 0.001:  # a shared queue made by a host set otherwise
+        logger.warning(
+            "queue.lease_seconds is {:g} here, but the team's queue was created with an "
+            "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
+            "docs/scaling.md says how to change it",
+            wanted,
+            ack_wait,
+            ack_wait,
+            ack_wait / 3,
+        )

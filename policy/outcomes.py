@@ -33,6 +33,7 @@ __all__ = [
     "plan_cancel",
     "plan_for",
     "plan_model_failure",
+    "plan_no_answer",
     "plan_outcome",
     "recorded_follow_up",
     "research_result",
@@ -255,6 +256,20 @@ def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
         "actor": role,
         "summary": f"the model failed for the {role} role",
         "payload": {"from_role": role, "reason": reason},
+    }
+    updates = {"status": "failed", "current_role": role, "updated_at": now}
+    return OutcomePlan(events=[event], updates=updates)
+
+
+def plan_no_answer(role: str, within: float, now: str) -> OutcomePlan:
+    """An ``answer_timed_out`` event and ``status: failed``: the person of ``role`` gave no
+    answer within ``within`` seconds (``answer_within``, with ``on_failure: fail``)."""
+    event = {
+        "timestamp": now,
+        "type": "answer_timed_out",
+        "actor": role,
+        "summary": f"no answer came for the {role} role within {within:g} s",
+        "payload": {"from_role": role, "answer_within_seconds": within},
     }
     updates = {"status": "failed", "current_role": role, "updated_at": now}
     return OutcomePlan(events=[event], updates=updates)

@@ -1,4 +1,5 @@
-"""Which ``RecordStore`` and ``WorkQueue`` a workspace uses, and the scope that owns them.
+"""Which ``RecordStore``, ``WorkQueue`` and ``AnswerInbox`` a workspace uses, and the scope that
+owns them.
 
 The workspace's ``backend`` section decides: ``file`` (the default) keeps requests and envelopes
 in the workspace folder; ``nats`` keeps them on a NATS JetStream server shared by every host of
@@ -20,9 +21,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
+from teams_runtime.storage.files.file_inbox import FileAnswerInbox
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
-from teams_runtime.storage.protocols import RecordStore, WorkQueue
+from teams_runtime.storage.protocols import AnswerInbox, RecordStore, WorkQueue
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
@@ -43,10 +45,11 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Backend:
-    """A workspace's store and queue (the queue as seen by one worker), open together."""
+    """A workspace's store, queue (as seen by one worker) and inbox, open together."""
 
     store: RecordStore
     queue: WorkQueue
+    inbox: AnswerInbox
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ async def open_backend(
         yield _file_backend(workspace, config, worker_id)
         return
     opened = _nats_connection(config)
+    from teams_runtime.storage.nats.nats_inbox import NatsAnswerInbox
     from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
     from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
@@ -96,7 +100,8 @@ async def open_backend(
         # Its constructor asks the server (a watch of the heads): blocking, like its calls.
         store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
-        yield Backend(store, NatsWorkQueue(connection, worker_id=worker_id))
+        queue = NatsWorkQueue(connection, worker_id=worker_id)
+        yield Backend(store, queue, NatsAnswerInbox(connection))
 
 
 @contextmanager
@@ -109,7 +114,7 @@ def blocking_backend(
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind != "nats":
         files = _file_backend(workspace, config, worker_id)
-        yield BlockingBackend(files.store, files.queue)
+        yield BlockingBackend(files.store, files.queue, files.inbox)
         return
     from anyio.from_thread import start_blocking_portal
 
@@ -119,7 +124,7 @@ def blocking_backend(
             open_backend(workspace, config, worker_id=worker_id)
         ) as backend,
     ):
-        yield BlockingBackend(backend.store, backend.queue, portal)
+        yield BlockingBackend(backend.store, backend.queue, backend.inbox, portal)
 
 
 def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | None) -> Backend:
@@ -127,6 +132,7 @@ def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | Non
     return Backend(
         FileRecordStore(workspace),
         FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease),
+        FileAnswerInbox(workspace),
     )
 
 

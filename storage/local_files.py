@@ -35,6 +35,7 @@ __all__ = [
     "FolderKeepsVanishing",
     "NotRegularFile",
     "Raced",
+    "create_new",
     "ensure_folder",
     "file_version",
     "folder",
@@ -274,6 +275,35 @@ def write_atomic(
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+def create_new(path: Path, data: bytes, *, runtime: Path) -> bool:
+    """Create ``path`` (inside ``runtime``) holding ``data`` unless something is there already;
+    whether it was created. Whole or not at all: the bytes are written and fsynced in a temp
+    file first, then linked into place (``link`` never replaces, nor follows a link there)."""
+    temp = f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    with folder(path.parent, runtime) as dfd:
+        try:
+            fd = os.open(temp, _CREATE_NEW, _NEW_FILE_MODE, dir_fd=dfd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(temp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                return False
+            with contextlib.suppress(OSError):
+                os.fsync(dfd)
+            return True
+        except OSError as exc:
+            raise RecordError(f"{path}: cannot be written ({exc.strerror}).") from exc
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dfd)
 
 
 class NotRegularFile(OSError):

@@ -1,6 +1,7 @@
-"""The two seams between the actors and where requests and envelopes are kept.
+"""The seams between the actors and where requests and envelopes are kept.
 
-``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles.
+``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles;
+``AnswerInbox`` keeps the envelopes of a person's role waiting for that person's answer.
 Both are blocking (the actors call them from worker threads; only ``RecordStore.version``
 never waits) and both have a file implementation (``files.file_store``,
 ``files.file_queue``); the test suites of ``tests/`` run against every implementation. A
@@ -22,9 +23,11 @@ from teams_runtime.codecs.stored_records import (
     ParsedRecord,
     RecordRead,
 )
+from teams_runtime.codecs.waiting_answers import WaitingAnswer
 
 __all__ = [
     "IDEMPOTENCY_WINDOW",
+    "AnswerInbox",
     "AppendOutcome",
     "Claim",
     "DeferredEnvelope",
@@ -218,4 +221,33 @@ class WorkQueue(Protocol):
     def waiting(self) -> dict[str, int]:
         """Envelopes per role no worker was handed (``snapshot().waiting``), read alone: cheap
         enough for a live view's refresh."""
+        ...
+
+
+class AnswerInbox(Protocol):
+    """The envelopes of people's roles (``model.backend: human``) waiting for an answer,
+    shared by every worker and every ``teams-runtime answer`` of a team. An envelope is put
+    here, then acked in the queue: no lease is held while a person thinks. Keyed by the
+    envelope's id: one envelope waits once, whoever puts it how often."""
+
+    def put(self, item: WaitingAnswer) -> bool:
+        """Keep ``item`` unless its envelope waits already (durable when it returns); whether
+        it was put."""
+        ...
+
+    def items(self) -> list[WaitingAnswer]:
+        """Every waiting answer, oldest first (what cannot be read is left out, untouched)."""
+        ...
+
+    def renew(self, item: WaitingAnswer) -> None:
+        """Replace the stored item of ``item``'s envelope with ``item`` (a new ``due``)."""
+        ...
+
+    def remove(self, item: WaitingAnswer) -> bool:
+        """Take ``item``'s envelope out of the inbox; whether this call did (``False``: it
+        was gone already)."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """Waiting answers per role (roles with none left out), without reading them."""
         ...

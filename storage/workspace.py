@@ -59,6 +59,11 @@ class Workspace:
         return self.runtime_dir / "queue"
 
     @property
+    def inbox_dir(self) -> Path:
+        """Where the envelopes of people's roles wait for an answer (file backend)."""
+        return self.runtime_dir / "inbox"
+
+    @property
     def attempts_dir(self) -> Path:
         return self.runtime_dir / "attempts"
 
@@ -69,6 +74,10 @@ class Workspace:
     def role_queue(self, role: str) -> Path:
         """The folder of envelopes waiting for ``role`` (only for the team's own roles)."""
         return self.queue_dir / check_role(role)
+
+    def role_inbox(self, role: str) -> Path:
+        """The folder of ``role``'s waiting answers (only for the team's own roles)."""
+        return self.inbox_dir / check_role(role)
 
     def role_log(self, role: str) -> Path:
         """The text log of ``role`` (only for the team's own roles)."""

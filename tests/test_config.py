@@ -143,7 +143,7 @@ def test_file_is_read_from_the_workspace(tmp_path: Path) -> None:
         pytest.param("model: 3", "team_runtime.yaml model must be a mapping.", id="not-mapping"),
         pytest.param(
             "model: {backend: gpt}",
-            "team_runtime.yaml model.backend 'gpt' is not one of dry_run, command, openai.",
+            "team_runtime.yaml model.backend 'gpt' is not one of dry_run, command, openai, human.",
             id="unknown-backend",
         ),
         pytest.param(

@@ -165,7 +165,7 @@ def test_role_keys_are_checked(text: str, message: str) -> None:
         pytest.param(
             "roles: {qa: {model: {backend: comand}}}",
             "team_runtime.yaml roles.qa.model.backend 'comand' is not one of dry_run, command, "
-            "openai; did you mean command?",
+            "openai, human; did you mean command?",
             id="own-choice",
         ),
         pytest.param(

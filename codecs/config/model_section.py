@@ -1,4 +1,5 @@
-"""The ``model`` section: which backend answers prompts (dry run, a command, an OpenAI server)."""
+"""The ``model`` section: which backend answers prompts (dry run, a command, an OpenAI server,
+or a person: ``human``, whose answers come through ``teams-runtime answer``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Literal, get_args
 
 import msgspec
 
+from teams_runtime.codecs.config.durations import duration_seconds
 from teams_runtime.codecs.config.openai_section import OpenAIConfig
 from teams_runtime.codecs.config.setting_checks import (
     LONGEST_CALL_SECONDS,
@@ -39,7 +41,7 @@ class DryRunConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The ``model`` section: which backend answers prompts, and how."""
 
-    backend: Literal["dry_run", "command", "openai"] = "dry_run"
+    backend: Literal["dry_run", "command", "openai", "human"] = "dry_run"
     command: list[str] = []
     timeout_seconds: float = 300.0
     env: dict[str, str] = {}
@@ -56,6 +58,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # TEAMS_RUNTIME_REASONING); the openai backend's are openai.model, openai.reasoning_effort.
     name: str = ""
     reasoning: str = ""
+    # `human` only: how long a person has to answer before `on_failure` handles the envelope
+    # (seconds, or text such as 4h); None waits without a limit. Seconds once built.
+    answer_within: float | str | None = None
 
     @property
     def structured_output_form(self) -> StructuredOutput:
@@ -63,12 +68,25 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         (never ``None`` once built: this is the same value, typed without it)."""
         if self.structured_output is not None:
             return self.structured_output
-        return "off" if self.backend == "dry_run" else "json_schema"
+        return "json_schema" if self.backend in ("command", "openai") else "off"
+
+    @property
+    def answer_seconds(self) -> float | None:
+        """``answer_within`` in seconds (``None``: a person's answer may take any time)."""
+        within = self.answer_within
+        return None if within is None else duration_seconds(within, "model.answer_within")
 
     def __post_init__(self) -> None:
         # A frozen Struct: filled in once, here. (A copy made with `structs.replace` keeps it:
         # a role's model is merged from what was written, never from a built config.)
         msgspec.structs.force_setattr(self, "structured_output", self.structured_output_form)
+        if self.answer_within is not None:
+            if self.backend != "human":
+                raise ConfigError(
+                    "team_runtime.yaml model.answer_within is for a person's role: set "
+                    "model.backend to human with it, or remove it (docs/roles.md)."
+                )
+            msgspec.structs.force_setattr(self, "answer_within", self.answer_seconds)
         if self.backend == "openai" and self.openai is None:
             raise ConfigError(
                 "team_runtime.yaml model.openai must be set when model.backend is openai "

@@ -97,7 +97,7 @@ class _Layout:
                     num_replicas=replicas,
                 )
             )
-            for bucket in (names.heads, names.workers):
+            for bucket in (names.heads, names.workers, names.inbox):
                 await self._ensure_bucket(bucket)
             ack_waits = await asyncio.gather(
                 *(
@@ -113,7 +113,7 @@ class _Layout:
         # The shortest, should a person have edited one role's consumer: renewing within it
         # keeps every claim.
         # (A worker whose queue.lease_seconds differs says so when its team starts, once
-        # logging is set up: actors/team.py.)
+        # logging is set up: actors/team_reports.py.)
         return min(ack_waits[: len(ROLES)])
 
     def _refused(self, exc: nats.js.errors.APIError) -> BackendError:

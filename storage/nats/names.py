@@ -39,6 +39,10 @@ class NatsNames(msgspec.Struct, frozen=True):
     def workers(self) -> str:
         return f"{self.prefix}_workers"
 
+    @property
+    def inbox(self) -> str:
+        return f"{self.prefix}_inbox"
+
     def event_subject(self, request_id: str, role: str | None) -> str:
         return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"
 
