@@ -1,10 +1,10 @@
 """The live view of a running team (``run`` and ``demo`` on a terminal), drawn with rich.
 
-A table on stderr with a row per role: the requests it is handling and for how long, and its
-handled / failed / queued counts. It is redrawn from ``Team.status`` twice a second by its own
-task; the roles never wait for it. Log lines are collected and printed above the table at each
-redraw, so the two never garble each other. Ids and counts only: no prompt, payload or envelope
-text.
+A table on stderr with a row per role: the requests it is handling and for how long (for a
+person's role, how many answers wait in the inbox), and its handled / failed / queued counts.
+It is redrawn from ``Team.status`` twice a second by its own task; the roles never wait for
+it. Log lines are collected and printed above the table at each redraw, so the two never
+garble each other. Ids and counts only: no prompt, payload or envelope text.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def _age(seconds: float) -> str:
 
 
 def _working(status: RoleStatus, now: float) -> str:
+    if status.person:
+        return f"a person: {count_of(status.answers, 'answer')} waiting"
     if not status.working:
         return "idle"
     shown = [f"{work.request_id} ({_age(now - work.since)})" for work in status.working]
@@ -70,10 +72,12 @@ def render_status(statuses: list[RoleStatus], now: float, title: str) -> Table:
             str(status.queued),
         )
     busy = sum(len(status.working) for status in statuses)
+    answers = sum(status.answers for status in statuses)
     table.caption = (
         f"{count_of(busy, 'request')} in progress, "
         f"{sum(s.handled for s in statuses)} handled, {sum(s.failed for s in statuses)} failed, "
         f"{sum(s.queued for s in statuses)} queued"
+        + (f", {answers} waiting for a person's answer" if answers else "")
     )
     table.caption_justify = "left"
     return table

@@ -1,7 +1,8 @@
 """The ``teams-runtime`` argument parser: the commands in the order ``--help`` lists them.
 
-Each command's flags are declared in ``request_subcommands`` or ``team_subcommands``; the
-flags several share in ``common_flags``, and the checks of their values in ``flag_types``.
+Each command's flags are declared in ``request_subcommands``, ``team_subcommands`` or
+``inbox_subcommands``; the flags several share in ``common_flags``, and the checks of their
+values in ``flag_types``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from teams_runtime.cli.ab_subcommand import add_ab
+from teams_runtime.cli.inbox_subcommands import add_answer, add_inbox
 from teams_runtime.cli.output import PROG
 from teams_runtime.cli.request_subcommands import (
     add_append,
@@ -114,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(commands)
     add_status(commands)
     add_cancel(commands)
+    add_inbox(commands)
+    add_answer(commands)
     add_prompt(commands)
     add_metrics(commands)
     add_export(commands)

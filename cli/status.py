@@ -7,11 +7,13 @@ import time
 from typing import Any
 
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.waiting_view import waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.policy.outcomes import ENDED
 from teams_runtime.storage import (
     IndexedParts,
     QueueSnapshot,
@@ -79,7 +81,10 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
         snapshot = backend.queue.snapshot()
         rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
+        waiting = backend.inbox.items()
     now = time.time()
+    # Read only: an answer whose request ended waits no more (`inbox` removes it).
+    ended = {row["request_id"] for row in rows if row["status"] in ENDED}
     return {
         "workspace": str(workspace.root.resolve()),
         "requests": rows,
@@ -92,6 +97,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             for role in ROLES
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
+        "waiting_answers": waiting_rows([i for i in waiting if i.request_id not in ended], now),
         "deferred": [
             {
                 "role": deferred.role,
@@ -140,9 +146,15 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"model server {server['base_url']} away since {server['away_since']} "
             f"({count_of(server['waiting'], 'envelope')} waiting)"
         )
+    for waiting in report["waiting_answers"]:
+        due = " (overdue)" if waiting["overdue"] else ""
+        lines.append(
+            f"waiting for an answer: {waiting['role']}:{waiting['request_id']} from "
+            f"{waiting['from_role']} since {waiting['since']}{due} (`teams-runtime inbox`)"
+        )
     for deferred in report["deferred"]:
         due = deferred["due_in_seconds"]
-        print(
+        lines.append(
             f"deferred {deferred['role']}:{deferred['request_id']} "
             f"({count_of(deferred['deferrals'], 'deferral')}): next attempt at "
             f"{deferred['next_attempt_at']} ({f'in {due:g} s' if due else 'due now'})"

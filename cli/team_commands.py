@@ -150,6 +150,7 @@ def _print_summary(
                 "failed": summary.failed,
                 "deferred": summary.deferred,
                 "rejected": summary.rejected,
+                "waiting": summary.waiting,
                 "prompts_sent": summary.prompts_sent,
                 "stopped": stopped or not once,
                 "queued": queued,
@@ -163,6 +164,11 @@ def _print_summary(
             f"Handled {count_of(summary.handled, 'envelope')}: {summary.failed} failed, "
             f"{summary.left_deferred} left queued, {summary.rejected} rejected; "
             f"{count_of(summary.prompts_sent, 'prompt')} sent."
+        )
+    if summary.waiting:
+        print(
+            f"{count_of(summary.waiting, 'envelope')} put in the inbox for a person's answer "
+            "(`teams-runtime inbox` lists what waits)."
         )
     if summary.left_deferred:
         print(

@@ -559,7 +559,7 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
     status, out, err = run_cli(capsys, "run", "--workspace", root, "--once", "--json")
     assert status == 0
     assert json.loads(out) == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
-                               "prompts_sent": 1, "stopped": False, "queued": None,
+                               "waiting": 0, "prompts_sent": 1, "stopped": False, "queued": None,
                                "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert "INFO" in err and "│" not in err  # stderr is not a terminal: plain lines
 

@@ -95,8 +95,8 @@ def test_an_event_count_with_an_exponent_is_still_not_an_integer() -> None:
         ),
         pytest.param(
             "model: {backend: comand}",
-            "team_runtime.yaml model.backend 'comand' is not one of dry_run, command, openai, human; "
-            "did you mean command?",
+            "team_runtime.yaml model.backend 'comand' is not one of dry_run, command, openai, "
+            "human; did you mean command?",
             id="backend-typo",
         ),
         pytest.param(

@@ -146,11 +146,11 @@ def test_run_json_prints_the_summary_and_still_draws_the_view(
     assert status == 0, screen
     summary = json.loads(out)
     assert list(summary) == [
-        "handled", "failed", "deferred", "rejected", "prompts_sent", "stopped", "queued",
-        "left_deferred", "next_attempt_at",
+        "handled", "failed", "deferred", "rejected", "waiting", "prompts_sent", "stopped",
+        "queued", "left_deferred", "next_attempt_at",
     ]  # fmt: skip
     assert summary == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
-                       "prompts_sent": 1, "stopped": False, "queued": None,
+                       "waiting": 0, "prompts_sent": 1, "stopped": False, "queued": None,
                        "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert _row(screen, "qa")[-1] == ["qa", "idle", "1", "0", "0"]
 
