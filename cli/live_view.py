@@ -77,7 +77,7 @@ def render_status(statuses: list[RoleStatus], now: float, title: str) -> Table:
         f"{count_of(busy, 'request')} in progress, "
         f"{sum(s.handled for s in statuses)} handled, {sum(s.failed for s in statuses)} failed, "
         f"{sum(s.queued for s in statuses)} queued"
-        + (f", {answers} waiting for a person's answer" if answers else "")
+        + (f", {count_of(answers, 'answer')} waiting" if answers else "")
     )
     table.caption_justify = "left"
     return table

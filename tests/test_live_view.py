@@ -179,3 +179,20 @@ def test_ctrl_c_leaves_the_final_state_on_screen(
     # The envelope went back to the queue: the last frame shows it queued, nobody at work.
     assert _row(screen, "developer")[-1] == ["developer", "idle", "0", "0", "1"]
     assert screen.rstrip().endswith("0 requests in progress, 0 handled, 0 failed, 1 queued")
+
+
+def test_a_persons_role_shows_the_answers_waiting_for_it(
+    team_workspace: Callable[..., Workspace], seed: Callable[..., None], tmp_path: Path
+) -> None:
+    person = {"roles": {"qa": {"model": {"backend": "human"}}}}
+    workspace = team_workspace("valid", sections=person)
+    seed(workspace, "req-live", "qa", events=5)
+    status, _, screen = _on_a_terminal(
+        ["run", "--workspace", str(workspace.root)],
+        tmp_path,
+        interrupt_when="a person: 1 answer waiting",  # once it is in the inbox
+    )
+    assert status == 0, screen
+    assert ["qa", "a person: 1 answer waiting", "0", "0", "0"] in _row(screen, "qa")
+    assert ["developer", "idle", "0", "0", "0"] in _row(screen, "developer")
+    assert "0 queued, 1 answer waiting" in screen

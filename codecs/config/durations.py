@@ -16,7 +16,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 _WRITTEN = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 
 
-def duration_seconds(value: float | str, setting: str) -> float:
+def duration_seconds(value: object, setting: str) -> float:
     """``value`` in seconds; a ``ConfigError`` naming ``setting`` (its dotted path) when it is
     no duration, not above 0, or longer than a year."""
     seconds: float | None = None

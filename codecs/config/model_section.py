@@ -3,7 +3,7 @@ or a person: ``human``, whose answers come through ``teams-runtime answer``)."""
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -59,8 +59,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     name: str = ""
     reasoning: str = ""
     # `human` only: how long a person has to answer before `on_failure` handles the envelope
-    # (seconds, or text such as 4h); None waits without a limit. Seconds once built.
-    answer_within: float | str | None = None
+    # (seconds, or text such as 4h); None waits without a limit. Seconds once built. Any kind
+    # is taken here so that every wrong one gets the duration's own message.
+    answer_within: Any = None
 
     @property
     def structured_output_form(self) -> StructuredOutput:

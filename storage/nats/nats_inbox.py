@@ -24,6 +24,7 @@ from teams_runtime.codecs.waiting_answers import (
     waiting_name,
 )
 from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.server_errors import wrong_last_sequence
 from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 __all__ = ["NatsAnswerInbox"]
@@ -69,8 +70,12 @@ class NatsAnswerInbox:
             try:
                 entry = await bucket.get(_key(item))
                 return await bucket.delete(_key(item), last=entry.revision)
-            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyWrongLastSequenceError):
-                return False  # removed (or renewed) by someone else meanwhile
+            except nats.js.errors.KeyNotFoundError:
+                return False  # removed by someone else
+            except nats.js.errors.APIError as exc:
+                if wrong_last_sequence(exc):
+                    return False  # removed (or renewed) by someone else meanwhile
+                raise
 
         removed: bool = self.connection.call(remove, what="an inbox removal")
         return removed

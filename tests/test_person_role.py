@@ -1,0 +1,365 @@
+"""A person as a role (``model.backend: human``), with real processes: ``run`` queues the
+envelope into the inbox, ``inbox`` and ``answer`` (other processes, on NATS other hosts) list
+and answer it, and the answer goes on as a model's result would. Each answer is recorded once:
+a second one, two at once, one to a cancelled request are refused (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.demo import sample_record
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.nats.connection import open_connection
+from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
+from teams_runtime.storage.nats.nats_store import NatsRecordStore
+
+SEEDED = 3  # generated events each request starts with
+REPORTS = ("role_report", "version_control_completed")
+# What the fake model hands on (planner -> developer -> version_controller -> qa); qa is a
+# person here, so the chain stops there for an answer.
+BEFORE_QA = ["planner", "developer", "version_controller"]
+
+
+def _cli(
+    workspace: Workspace, *argv: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "teams_runtime", *argv, "--workspace", str(workspace.root)],
+        capture_output=True, text=True, timeout=120, input=stdin,
+    )  # fmt: skip
+
+
+def _json(workspace: Workspace, *argv: str) -> Any:
+    done = _cli(workspace, *argv, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+class Team:
+    """A team whose qa is a person: ``worker`` is where ``run`` runs, ``person`` where the
+    person types (the same folder on files; another host's folder on NATS)."""
+
+    def __init__(self, worker: Workspace, person: Workspace, nats: NatsSettings | None) -> None:
+        self.worker, self.person, self.nats = worker, person, nats
+
+    def seed(self, request_id: str, role: str = "planner") -> None:
+        envelope = MessageEnvelope(request_id=request_id, sender="user", target=role, scope="s")
+        if self.nats is None:
+            from teams_runtime.storage import FileWorkQueue
+            from teams_runtime.storage.files.file_store import create_record
+
+            create_record(self.worker.record_paths(request_id), sample_record(SEEDED, request_id))
+            FileWorkQueue(self.worker).put(envelope)
+            return
+        with (
+            start_blocking_portal() as portal,
+            portal.wrap_async_context_manager(open_connection(self.nats)) as connection,
+        ):
+            NatsRecordStore(connection).create(request_id, sample_record(SEEDED, request_id))
+            NatsWorkQueue(connection).put(envelope)
+
+    def record(self, request_id: str) -> dict[str, Any]:
+        if self.nats is None:
+            data = self.worker.request_path(request_id).read_bytes()
+        else:
+            with (
+                start_blocking_portal() as portal,
+                portal.wrap_async_context_manager(open_connection(self.nats)) as connection,
+            ):
+                data = NatsRecordStore(connection).load(request_id)
+        record: dict[str, Any] = json.loads(data)
+        return record
+
+    def reports(self, request_id: str) -> list[str]:
+        events = self.record(request_id)["events"][SEEDED:]
+        return [event["actor"] for event in events if event.get("type") in REPORTS]
+
+    def run_once(self) -> str:
+        done = _cli(self.worker, "run", "--once", "--plain")
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+@pytest.fixture(params=["file", "nats"])
+def person_team(
+    request: pytest.FixtureRequest, team_workspace: Callable[..., Workspace], tmp_path: Path
+) -> Callable[..., Team]:
+    """Make a team whose ``role`` is a person (its ``model`` keys laid over ``backend:
+    human``); the rest run the fake model CLI. On NATS the person's folder is another host's."""
+
+    def make(role: str = "qa", **model: Any) -> Team:
+        roles = {"roles": {role: {"model": {"backend": "human", **model}}}}
+        if request.param == "file":
+            workspace = team_workspace("valid", sections=roles)
+            return Team(workspace, workspace, None)
+        settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+        backend = {"kind": "nats", "nats": {"url": settings.url, "prefix": settings.prefix}}
+        hosts = [
+            team_workspace("valid", root=tmp_path / name, sections={**roles, "backend": backend})
+            for name in ("worker-host", "person-host")
+        ]
+        return Team(hosts[0], hosts[1], settings)
+
+    return make
+
+
+def test_a_person_answers_what_a_worker_put_in_the_inbox(person_team: Callable[..., Team]) -> None:
+    team = person_team()
+    team.seed("req-1")
+    out = team.run_once()
+    assert "1 envelope put in the inbox for a person's answer" in out
+    assert team.reports("req-1") == BEFORE_QA  # the models' work; qa asked nobody
+    (waiting,) = _json(team.person, "inbox")["waiting"]
+    assert (waiting["request_id"], waiting["role"], waiting["from_role"]) == (
+        "req-1", "qa", "version_controller"
+    )  # fmt: skip
+    assert waiting["due_at"] is None and not waiting["overdue"]
+    # No worker holds it: the claim was acked once the envelope was in the inbox.
+    status = _json(team.person, "status")
+    assert status["roles"]["qa"] == {"waiting": 0, "claimed": 0, "deferred": 0}
+    assert [row["request_id"] for row in status["waiting_answers"]] == ["req-1"]
+    shown = _cli(team.person, "inbox", "show", "req-1")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("You are the qa role inside teams_runtime.")
+    assert "Current request:" in shown.stdout and "Incoming envelope:" in shown.stdout
+    answered = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Fine.")
+    assert answered.returncode == 0, answered.stderr
+    assert (
+        "Recorded the qa answer to req-1 (completed); the request is completed." in answered.stdout
+    )
+    record = team.record("req-1")
+    assert record["status"] == "completed" and record["result"]["summary"] == "Fine."
+    assert team.reports("req-1") == [*BEFORE_QA, "qa"]
+    again = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Twice.")
+    assert again.returncode == 2 and again.stdout == ""
+    assert again.stderr.startswith("teams-runtime: error: no answer waits for request req-1")
+    assert team.reports("req-1") == [*BEFORE_QA, "qa"]  # recorded once
+    assert _json(team.person, "inbox")["waiting"] == []
+    assert _json(team.person, "status")["waiting_answers"] == []
+
+
+def test_an_answer_hands_the_request_on_like_a_models_result(
+    person_team: Callable[..., Team],
+) -> None:
+    team = person_team()
+    team.seed("req-1")
+    team.run_once()
+    answered = _json(team.person, "answer", "req-1", "--status", "blocked", "--summary",
+                     "The totals are off.", "--next-role", "developer")  # fmt: skip
+    assert answered["handed_to"] == "developer" and answered["request_status"] == "in_progress"
+    team.run_once()  # developer and version_controller again, then qa waits again
+    assert team.reports("req-1") == [*BEFORE_QA, "qa", "developer", "version_controller"]
+    (waiting,) = _json(team.person, "inbox")["waiting"]
+    assert waiting["from_role"] == "version_controller"
+    hand_offs = [e["payload"] for e in team.record("req-1")["events"][SEEDED:]
+                 if e.get("type") in ("delegated", "version_control_requested")]  # fmt: skip
+    assert {"from_role": "qa", "to_role": "developer"} in hand_offs
+    # Named by its envelope id this time (the id `inbox --json` gives).
+    assert _json(team.person, "answer", waiting["envelope_id"], "--status", "completed",
+                 "--summary", "Now right.")["request_status"] == "completed"  # fmt: skip
+    assert team.record("req-1")["hops"] == len(hand_offs) == 6
+
+
+def test_two_answers_at_once_record_one(person_team: Callable[..., Team]) -> None:
+    team = person_team()
+    ids = ["req-1", "req-2"]
+    for request_id in ids:
+        team.seed(request_id)
+    team.run_once()
+    command = [sys.executable, "-P", "-m", "teams_runtime", "answer"]
+    racers = [
+        subprocess.Popen(
+            [
+                *command,
+                request_id,
+                "--status",
+                "completed",
+                "--summary",
+                f"answer {n}",
+                "--workspace",
+                str(team.person.root),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for request_id in ids
+        for n in (1, 2)
+    ]
+    outcomes = [(racer.wait(timeout=120), *racer.communicate()) for racer in racers]
+    for request_id, pair in zip(ids, (outcomes[0:2], outcomes[2:4]), strict=True):
+        assert sorted(status for status, _, _ in pair) == [0, 2], pair
+        (refused,) = [err for status, _, err in pair if status == 2]
+        assert refused.startswith("teams-runtime: error: ") and "Traceback" not in refused
+        assert team.reports(request_id) == [*BEFORE_QA, "qa"], request_id
+        (won,) = [out for status, out, _ in pair if status == 0]
+        assert won.startswith(f"Recorded the qa answer to {request_id} (completed)")
+        assert team.record(request_id)["result"]["summary"] in ("answer 1", "answer 2")
+    assert _json(team.person, "inbox")["waiting"] == []
+
+
+def test_an_answer_to_a_request_cancelled_meanwhile_is_refused(
+    person_team: Callable[..., Team],
+) -> None:
+    team = person_team()
+    team.seed("req-1")
+    team.run_once()
+    assert _cli(team.person, "cancel", "req-1").returncode == 0
+    before = team.record("req-1")
+    refused = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Ok.")
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "teams-runtime: error: request req-1 was cancelled meanwhile; the answer was not "
+        "recorded.\n"
+    )
+    assert team.record("req-1") == before  # nothing written
+    again = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Ok.")
+    assert (
+        again.stderr
+        == "teams-runtime: error: request req-1 is cancelled: no answer waits for it.\n"
+    )
+    assert _json(team.person, "inbox")["waiting"] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["--status", "completed", "--summary", "Ok.", "--next-role", "auditor"],
+            "next role 'auditor' is not a role of the team; the roles are: orchestrator, "
+            "research, planner, designer, architect, developer, qa, version_controller (or "
+            "none, to finish the request).",
+            id="next-role-not-in-team",
+        ),
+        pytest.param(
+            ["--status", "completed"],
+            "answer needs --status and --summary (or a whole result with --from FILE), e.g. "
+            '--status completed --summary "Looks right".',
+            id="no-summary",
+        ),
+        pytest.param(
+            ["--from", "-"],
+            "the answer breaks the qa role's contract, so it was not recorded: `status` must "
+            "be one of: completed, blocked, failed. `summary` is missing or empty. "
+            "(`teams-runtime inbox show` prints the contract; give a whole result with --from "
+            "FILE).",
+            id="from-breaks-the-contract",
+        ),
+        pytest.param(
+            ["--from", "no-such-result.json"],
+            "no-such-result.json: cannot be read (No such file or directory).",
+            id="from-missing",
+        ),
+    ],
+)
+def test_a_bad_answer_is_refused_and_changes_nothing(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    argv: list[str],
+    message: str,
+) -> None:
+    workspace = team_workspace("valid", sections={"roles": {"qa": {"model": {"backend": "human"}}}})
+    seed(workspace, "req-1", "qa", events=SEEDED)
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+    before = workspace.request_path("req-1").read_bytes()
+    done = _cli(workspace, "answer", "req-1", *argv, stdin='{"status": "done-ish"}')
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"teams-runtime: error: {message}\n"
+    assert workspace.request_path("req-1").read_bytes() == before
+    assert [row["request_id"] for row in _json(workspace, "inbox")["waiting"]] == ["req-1"]
+
+
+def test_a_whole_result_from_a_file_is_recorded_as_given(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    roles = {"roles": {"version_controller": {"model": {"backend": "human"}}}}
+    workspace = team_workspace("valid", sections=roles)
+    seed(workspace, "req-1", "version_controller", events=SEEDED)
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+    flags = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Done.")
+    assert flags.returncode == 2 and "`commit_status` must be one of" in flags.stderr
+    result = {"status": "completed", "summary": "Committed by hand.",
+              "commit_status": "committed", "commit_sha": "abc123",
+              "insights": ["the tests pass"], "next_role": "qa"}  # fmt: skip
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    done = _json(workspace, "answer", "req-1", "--from", str(tmp_path / "result.json"),
+                 "--next-role", "")  # fmt: skip
+    assert (done["handed_to"], done["request_status"]) == ("", "completed")  # the flag won
+    record = read_record(workspace, "req-1")
+    (report,) = [e for e in record["events"] if e.get("type") == "version_control_completed"]
+    assert report["payload"]["commit_sha"] == "abc123"
+    assert report["payload"]["insights"] == ["the tests pass"]
+    assert report["payload"]["next_role"] == ""
+
+
+def test_a_serving_worker_fails_a_request_whose_answer_did_not_come_in_time(
+    person_team: Callable[..., Team],
+) -> None:
+    team = person_team(answer_within="1s")
+    team.seed("req-1", role="qa")
+    worker = subprocess.Popen(
+        [sys.executable, "-P", "-m", "teams_runtime", "run", "--plain", "--workspace",
+         str(team.worker.root)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: team.record("req-1")["status"] == "failed", 60, "the timeout")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "qa: no answer for request req-1 within 1 s; the request failed" in err
+    (timed_out,) = [
+        e for e in team.record("req-1")["events"] if e.get("type") == "answer_timed_out"
+    ]
+    assert timed_out["payload"] == {"from_role": "qa", "answer_within_seconds": 1.0}
+    assert _json(team.person, "inbox")["waiting"] == []
+    late = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Late.")
+    assert late.returncode == 2 and "request req-1 is failed" in late.stderr
+
+
+def test_reading_the_inbox_applies_on_failure_to_what_is_overdue(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    person = {"backend": "human", "answer_within": 1, "on_failure": "requeue"}
+    workspace = team_workspace("valid", sections={"roles": {"qa": {"model": person}}})
+    seed(workspace, "req-1", "qa", events=SEEDED)
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+
+    def renewed() -> bool:
+        (row,) = _json(workspace, "inbox")["waiting"]
+        return bool(row["renewals"] >= 1 and not row["overdue"])
+
+    before = workspace.request_path("req-1").read_bytes()
+    _wait_for(renewed, 30, "the answer's renewal")  # requeue: it waits again, nothing failed
+    assert workspace.request_path("req-1").read_bytes() == before
+    config = workspace.config_path
+    config.write_text(config.read_text().replace("requeue", "fail"))
+    _wait_for(lambda: _json(workspace, "inbox")["waiting"] == [], 30, "the timeout")
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "failed"
+    assert [e["type"] for e in record["events"]].count("answer_timed_out") == 1
