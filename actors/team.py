@@ -56,9 +56,9 @@ DEFERRED_WAIT_SECONDS = 60.0  # how long `run --once` waits in all for envelopes
 class Team:
     """Runs the roles of one workspace.
 
-    Its store and queue are the ones given, or the workspace's, opened by ``run`` for the run
-    (on NATS: a connection of the run's own) and closed after it. Inside ``async with team:``
-    they stay open across runs and after them, for the block."""
+    Its store, queue and inbox (of people's answers) are the ones given, or the workspace's,
+    opened by ``run`` for the run (on NATS: a connection of the run's own) and closed after it.
+    Inside ``async with team:`` they stay open across runs and after them, for the block."""
 
     def __init__(
         self,
