@@ -40,6 +40,7 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "repairs": totals["repairs"],
         "retries": totals["retries"],
         "failures": totals["failures"],
+        "truncated": totals["truncated"],
         "latency_p95_ms": totals["latency_p95_ms"],
     }
 
@@ -61,6 +62,7 @@ _ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("repairs", "contract repairs", lambda v: f"{v:,}"),
     ("retries", "retries", lambda v: f"{v:,}"),
     ("failures", "failures", lambda v: f"{v:,}"),
+    ("truncated", "answers cut (length)", lambda v: f"{v:,}"),
     ("latency_p95_ms", "p95 latency ms", lambda v: f"{v:,.0f}"),
 ]
 

@@ -49,6 +49,8 @@ class CallGroup:
     invalid: int = 0
     failures: int = 0  # failed calls and calls given up while their server was away
     server_away: int = 0
+    # Calls by the finish reason their server gave (records without one are not counted).
+    finish_reasons: dict[str, int] = field(default_factory=dict)
     # What the prompts would have taken with their full history, estimated per call from its
     # own tokens per character (calls with usage only), and the cost of that (priced calls).
     full_history_tokens: float = 0.0
@@ -76,6 +78,9 @@ class CallGroup:
         self.invalid += record.outcome == "invalid"
         self.failures += record.outcome in ("failed", "server_away")
         self.server_away += record.outcome == "server_away"
+        if record.finish_reason is not None:
+            reasons = self.finish_reasons
+            reasons[record.finish_reason] = reasons.get(record.finish_reason, 0) + 1
         if record.latency_ms is not None:
             self.latencies.append(record.latency_ms)
         if record.first_token_ms is not None:
@@ -145,6 +150,8 @@ class CallGroup:
             "invalid": self.invalid,
             "failures": self.failures,
             "server_away": self.server_away,
+            "truncated": self.finish_reasons.get("length", 0),
+            "finish_reasons": dict(sorted(self.finish_reasons.items())),
             "estimated_calls": self.estimated_calls,
             "full_history_prompt_tokens_estimate": self.full_history_tokens,
             "saved_prompt_tokens_estimate": self.full_history_tokens - self.estimated_prompt_tokens,
