@@ -26,6 +26,15 @@ def quantile(ordered: list[float] | list[int], share: float) -> float | None:
     return ordered[max(math.ceil(share * len(ordered)) - 1, 0)]
 
 
+def _full_history_tokens(record: PromptRecord) -> float | None:
+    """The input tokens ``record``'s prompt would have taken with its full history, by the
+    call's own tokens per character (so each model's tokenizer); ``None`` without reported
+    input tokens (or characters to divide by)."""
+    if record.prompt_tokens is None or not record.prompt_chars:
+        return None
+    return record.full_history_chars * record.prompt_tokens / record.prompt_chars
+
+
 @dataclass
 class CallGroup:
     """The records of one group, summed as they are read."""
@@ -93,12 +102,12 @@ class CallGroup:
             self.prompt_tokens += record.prompt_tokens
             self.completion_tokens += record.completion_tokens
             self.cached_prompt_tokens += record.cached_prompt_tokens or 0
-            self._estimate(record, record.prompt_tokens, card)
+        self._estimate(record, card)
 
-    def _estimate(self, record: PromptRecord, tokens: int, card: RateCard | None) -> None:
-        if not record.prompt_chars:
+    def _estimate(self, record: PromptRecord, card: RateCard | None) -> None:
+        tokens, full = record.prompt_tokens, _full_history_tokens(record)
+        if tokens is None or full is None:
             return
-        full = record.full_history_chars * tokens / record.prompt_chars
         self.full_history_tokens += full
         self.estimated_calls += 1
         self.estimated_prompt_tokens += tokens

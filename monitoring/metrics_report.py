@@ -2,7 +2,9 @@
 
 ``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
 with msgspec; malformed or torn lines are counted and skipped. Memory holds one small
-aggregate per group (``call_groups``) and a few sums per request.
+aggregate per group (``call_groups``) and a few sums per request. ``aggregate`` is the one
+place records are filtered and summed: the table, ``--json``, ``--chart`` and ``ab`` all read
+its report.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ __all__ = [
     "Skipped",
     "aggregate",
     "log_files",
-    "passes",
     "read_records",
 ]
 
@@ -97,6 +98,8 @@ def _group_value(record: PromptRecord, key: str) -> Any:
             return record.enabled
         case "model":
             return record.model or "unknown"  # a schema-1 record does not say
+        case "hour":  # as the record's own (local, with offset) date and hour
+            return f"{record.timestamp[:10]} {record.timestamp[11:13]}h"
         case _:  # day, as the record's own (local, with offset) date
             return record.timestamp[:10]
 
@@ -133,7 +136,7 @@ def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
+def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
     """Whether ``record`` counts; ``None`` when its timestamp cannot be placed."""
     if filters.role is not None and record.role != filters.role:
         return False
@@ -149,6 +152,18 @@ def passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bo
     return True
 
 
+def _matching(files: Iterable[Path], filters: Filters, skipped: Skipped) -> Iterator[PromptRecord]:
+    """The records of ``files`` that pass ``filters``; one whose timestamp cannot be placed
+    against ``since`` counts as a skipped line."""
+    since = datetime.fromisoformat(filters.since) if filters.since else None
+    for record in read_records(files, skipped):
+        counted = _passes(record, filters, since)
+        if counted is None:
+            skipped.lines += 1
+        if counted:
+            yield record
+
+
 def aggregate(
     files: Iterable[Path],
     filters: Filters,
@@ -161,17 +176,11 @@ def aggregate(
     ``rate_cards`` price the full-history estimate (the records carry their own costs);
     ``status_of`` gives a request's status now (what ``completed_requests`` counts)."""
     cards = rate_cards or {}
-    since = datetime.fromisoformat(filters.since) if filters.since else None
     skipped = Skipped()
     totals = CallGroup()
     groups: dict[tuple[Any, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
-    for record in read_records(files, skipped):
-        counted = passes(record, filters, since)
-        if counted is None:
-            skipped.lines += 1
-        if not counted:
-            continue
+    for record in _matching(files, filters, skipped):
         card = cards.get(record.model) if record.model is not None else None
         totals.add(record, card)
         key = tuple(_group_value(record, name) for name in by)
