@@ -32,15 +32,14 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "cached_ratio": totals["cached_ratio"],
         "output_tokens": totals["completion_tokens"],
         "completed_requests": done["requests"],
-        "input_tokens_per_completed_request": (
-            done["mean_prompt_tokens"] if totals["prompts_with_usage"] else None
-        ),
+        "input_tokens_per_completed_request": done["mean_prompt_tokens"],
         "cost_usd": totals["cost_usd"] if totals["priced_calls"] else None,
-        "cost_usd_per_completed_request": done["mean_cost_usd"] if totals["priced_calls"] else None,
+        "cost_usd_per_completed_request": done["mean_cost_usd"],
         "repairs": totals["repairs"],
         "retries": totals["retries"],
         "failures": totals["failures"],
-        "truncated": totals["truncated"],
+        # Unknown (not none) when no call said why its answer ended: a dry run, a command.
+        "truncated": totals["truncated"] if totals["finish_reasons"] else None,
         "latency_p95_ms": totals["latency_p95_ms"],
     }
 

@@ -123,16 +123,20 @@ class _Request:
 
 
 def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The completed requests' sums and means; a mean is ``None`` when no call of theirs had
+    what it needs (usage, a price): unknown, not zero."""
     done = [row for row in requests if row.get("status") == "completed"]
     count = len(done)
     tokens = sum(row["prompt_tokens"] for row in done)
     cost = sum(row["cost_usd"] for row in done)
+    with_usage = any(row["calls_with_usage"] for row in done)
+    priced = any(row["priced_calls"] for row in done)
     return {
         "requests": count,
         "prompt_tokens": tokens,
         "cost_usd": cost,
-        "mean_prompt_tokens": tokens / count if count else None,
-        "mean_cost_usd": cost / count if count else None,
+        "mean_prompt_tokens": tokens / count if with_usage else None,
+        "mean_cost_usd": cost / count if priced else None,
     }
 
 

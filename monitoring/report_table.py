@@ -88,11 +88,13 @@ def render_report(report: MetricsReport) -> str:
     if tokens:
         lines += ["", _saved(totals, cost)]
     done = report.completed_requests
-    if done["requests"]:
-        lines.append(
-            f"Per completed request ({done['requests']}): {done['mean_prompt_tokens']:,.0f} "
-            f"input tokens" + (f", ${done['mean_cost_usd']:,.4f}" if cost else "") + "."
-        )
+    took = []  # only what is known: a dry run's requests took no counted tokens
+    if done["mean_prompt_tokens"] is not None:
+        took.append(f"{done['mean_prompt_tokens']:,.0f} input tokens")
+    if done["mean_cost_usd"] is not None:
+        took.append(f"${done['mean_cost_usd']:,.4f}")
+    if took:
+        lines.append(f"Per completed request ({done['requests']}): {', '.join(took)}.")
     if report.by == ["enabled"]:
         lines += ["", _compare_enabled(report)]
     lines.append(f"\nskipped lines: {report.skipped_lines}")
