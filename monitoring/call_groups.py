@@ -16,7 +16,7 @@ from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.pricing import input_cost
 from teams_runtime.codecs.prompt_records import PromptRecord
 
-__all__ = ["CallGroup", "quantile"]
+__all__ = ["CallGroup", "full_history_tokens", "quantile"]
 
 
 def quantile(ordered: list[float] | list[int], share: float) -> float | None:
@@ -26,7 +26,7 @@ def quantile(ordered: list[float] | list[int], share: float) -> float | None:
     return ordered[max(math.ceil(share * len(ordered)) - 1, 0)]
 
 
-def _full_history_tokens(record: PromptRecord) -> float | None:
+def full_history_tokens(record: PromptRecord) -> float | None:
     """The input tokens ``record``'s prompt would have taken with its full history, by the
     call's own tokens per character (so each model's tokenizer); ``None`` without reported
     input tokens (or characters to divide by)."""
@@ -102,10 +102,11 @@ class CallGroup:
             self.prompt_tokens += record.prompt_tokens
             self.completion_tokens += record.completion_tokens
             self.cached_prompt_tokens += record.cached_prompt_tokens or 0
-        self._estimate(record, card)
+        if record.prompt_tokens is not None:  # (the estimate needs only the input tokens)
+            self._estimate(record, card)
 
     def _estimate(self, record: PromptRecord, card: RateCard | None) -> None:
-        tokens, full = record.prompt_tokens, _full_history_tokens(record)
+        tokens, full = record.prompt_tokens, full_history_tokens(record)
         if tokens is None or full is None:
             return
         self.full_history_tokens += full

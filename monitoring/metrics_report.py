@@ -2,9 +2,9 @@
 
 ``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
 with msgspec; malformed or torn lines are counted and skipped. Memory holds one small
-aggregate per group (``call_groups``) and a few sums per request. ``aggregate`` is the one
-place records are filtered and summed: the table, ``--json``, ``--chart`` and ``ab`` all read
-its report.
+aggregate per group (``call_groups``) and a few sums per request. ``matching_records`` is the
+one place records are filtered (``aggregate`` and ``--chart`` read through it), and
+``group_value`` the one place a record's group is named.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ __all__ = [
     "MetricsReport",
     "Skipped",
     "aggregate",
+    "group_value",
     "log_files",
+    "matching_records",
     "read_records",
 ]
 
@@ -88,7 +90,8 @@ class MetricsReport(msgspec.Struct, kw_only=True):
     skipped_lines: int
 
 
-def _group_value(record: PromptRecord, key: str) -> Any:
+def group_value(record: PromptRecord, key: str) -> Any:
+    """The value ``record`` has for a ``--by`` key (``GROUP_KEYS``)."""
     match key:
         case "role":
             return record.role
@@ -156,7 +159,9 @@ def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> b
     return True
 
 
-def _matching(files: Iterable[Path], filters: Filters, skipped: Skipped) -> Iterator[PromptRecord]:
+def matching_records(
+    files: Iterable[Path], filters: Filters, skipped: Skipped
+) -> Iterator[PromptRecord]:
     """The records of ``files`` that pass ``filters``; one whose timestamp cannot be placed
     against ``since`` counts as a skipped line."""
     since = datetime.fromisoformat(filters.since) if filters.since else None
@@ -184,10 +189,10 @@ def aggregate(
     totals = CallGroup()
     groups: dict[tuple[Any, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
-    for record in _matching(files, filters, skipped):
+    for record in matching_records(files, filters, skipped):
         card = cards.get(record.model) if record.model is not None else None
         totals.add(record, card)
-        key = tuple(_group_value(record, name) for name in by)
+        key = tuple(group_value(record, name) for name in by)
         groups.setdefault(key, CallGroup()).add(record, card)
         requests.setdefault(record.request_id, _Request()).add(record)
     rows = []
