@@ -65,7 +65,9 @@ class ModelFailure(TeamsRuntimeError):
     What the model printed travels beside the message, for the attempts folder and never for
     logs: ``stderr_tail`` (its last 8 KiB of stderr), ``output`` (its stdout text; for a model
     server, what it answered: an error body, or the text that came before the failure) and
-    ``exit_status`` (``None`` when it did not exit by itself, and for a model server).
+    ``exit_status`` (``None`` when it did not exit by itself, and for a model server), and
+    ``finish_reason``: why a model server said its answer ended, when it said so before the
+    call failed (one of ``codecs.model_replies.FINISH_REASONS``; ``None`` otherwise).
     """
 
     def __init__(
@@ -75,11 +77,13 @@ class ModelFailure(TeamsRuntimeError):
         stderr_tail: str = "",
         output: str = "",
         exit_status: int | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         super().__init__(reason)
         self.stderr_tail = stderr_tail
         self.output = output
         self.exit_status = exit_status
+        self.finish_reason = finish_reason
 
 
 class PromptTooLarge(ModelFailure):

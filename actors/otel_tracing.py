@@ -6,9 +6,6 @@ through the envelope's ``traceparent``), and one per model call inside it (``cha
 with the GenAI semantic conventions' attributes). Metrics: token, cost and omitted-event
 counters and a call-duration histogram. Attributes are ids, names and counts from the prompt
 record: never prompt, event or payload text.
-
-Prompt-record fields that another release adds (``model``, ``latency_ms``, ``cost_usd``,
-``cached_prompt_tokens``, ``outcome``, ``finish_reason``) are read by name when present.
 """
 
 from __future__ import annotations
@@ -152,29 +149,26 @@ class OtelTracing(Tracing):
     def model_call(self, record: PromptRecord) -> None:
         now = time.time_ns()
         held = self._current.get(trace.get_current_span().get_span_context().span_id)
-        latency_ms = _field(record, "latency_ms")
-        if isinstance(latency_ms, int | float):
-            start = now - int(latency_ms * 1_000_000)
+        if record.latency_ms is not None:
+            start = now - int(record.latency_ms * 1_000_000)
         else:  # a record without latency: the call began where the previous one ended
             start = held.last_end_ns if held is not None else now
         # The record's `model` is the rate-card key, `provider/model`: the request's model is
         # what it asked the server for (this role's model name).
-        model = self._models.get(record.role) or _field(record, "model") or "unknown"
-        answered = record.answer_read is not None
-        attributes = _call_attributes(record, str(model), answered)
+        model = self._models.get(record.role) or record.model or "unknown"
+        failed = _failed(record)
+        attributes = _call_attributes(record, model, failed)
         span = self._tracer.start_span(
             f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes, start_time=start
         )
-        if not answered:
+        if failed:
             span.set_status(Status(StatusCode.ERROR, "the model call gave no answer"))
         span.end(end_time=now)
         if held is not None:
             held.last_end_ns = now
-        self._count(record, str(model), attributes, (now - start) / 1e9)
+        self._count(record, model, (now - start) / 1e9)
 
-    def _count(
-        self, record: PromptRecord, model: str, attributes: Mapping[str, Any], seconds: float
-    ) -> None:
+    def _count(self, record: PromptRecord, model: str, seconds: float) -> None:
         labels = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,
@@ -185,9 +179,8 @@ class OtelTracing(Tracing):
             self._tokens.add(record.prompt_tokens, {**labels, "gen_ai.token.type": "input"})
         if record.completion_tokens is not None:
             self._tokens.add(record.completion_tokens, {**labels, "gen_ai.token.type": "output"})
-        cost = attributes.get("teams_runtime.cost_usd")
-        if isinstance(cost, float):
-            self._cost.add(cost, labels)
+        if record.cost_usd is not None:
+            self._cost.add(record.cost_usd, labels)
         self._omitted.add(record.omitted_events, labels)
         self._duration.record(seconds, labels)
 
@@ -199,18 +192,21 @@ class OtelTracing(Tracing):
             flush()
 
 
-def _field(record: PromptRecord, name: str) -> Any:
-    """A record field that a later schema may add: its value, or None."""
-    return getattr(record, name, None)
+def _failed(record: PromptRecord) -> bool:
+    """Whether the call gave no answer (its outcome says so; a record without one: no answer
+    was read)."""
+    if record.outcome is not None:
+        return record.outcome in ("failed", "server_away")
+    return record.answer_read is None
 
 
-def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, Any]:
-    """The GenAI and ``teams_runtime.*`` attributes of a model call: counts and ids only."""
-    finish = _field(record, "finish_reason") or ("stop" if answered else "error")
+def _call_attributes(record: PromptRecord, model: str, failed: bool) -> dict[str, Any]:
+    """The GenAI and ``teams_runtime.*`` attributes of a model call: counts and ids only.
+    ``gen_ai.response.finish_reasons`` is the server's, left out when it gave none (a command,
+    the dry run); a failed call has ``error.type``, its outcome."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
-        "gen_ai.response.finish_reasons": [str(finish)],
         "teams_runtime.role": record.role,
         "teams_runtime.purpose": record.purpose,
         "teams_runtime.request_id": record.request_id,
@@ -221,19 +217,17 @@ def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[s
         "teams_runtime.prompt_chars": record.prompt_chars,
         "teams_runtime.full_history_chars": record.full_history_chars,
     }
-    if record.prompt_tokens is not None:
-        attributes["gen_ai.usage.input_tokens"] = record.prompt_tokens
-    if record.completion_tokens is not None:
-        attributes["gen_ai.usage.output_tokens"] = record.completion_tokens
-    for name, key in (
-        ("cached_prompt_tokens", "gen_ai.usage.cache_read.input_tokens"),
-        ("attempt_kind", "teams_runtime.attempt_kind"),
-        ("outcome", "teams_runtime.outcome"),
-    ):
-        value = _field(record, name)
-        if value is not None:
-            attributes[key] = value
-    cost = _field(record, "cost_usd")
-    if isinstance(cost, int | float):
-        attributes["teams_runtime.cost_usd"] = float(cost)
+    if record.finish_reason is not None:
+        attributes["gen_ai.response.finish_reasons"] = [record.finish_reason]
+    if failed:
+        attributes["error.type"] = record.outcome or "_OTHER"  # the convention's fallback
+    optional: tuple[tuple[str, Any], ...] = (
+        ("gen_ai.usage.input_tokens", record.prompt_tokens),
+        ("gen_ai.usage.output_tokens", record.completion_tokens),
+        ("gen_ai.usage.cache_read.input_tokens", record.cached_prompt_tokens),
+        ("teams_runtime.attempt_kind", record.attempt_kind),
+        ("teams_runtime.outcome", record.outcome),
+        ("teams_runtime.cost_usd", record.cost_usd),
+    )
+    attributes.update((key, value) for key, value in optional if value is not None)
     return attributes

@@ -30,6 +30,7 @@ from teams_runtime.codecs.config import ModelConfig, RateCard
 from teams_runtime.codecs.contract import Validated, validate_reading
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.model_replies import FinishReason, finish_reason_of
 from teams_runtime.codecs.pricing import rate_key
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_records import CallOutcome, PromptRecord
@@ -185,10 +186,12 @@ class RoleCalls:
             reply: ModelReply | None = None
             reading: AnswerReading | None = None
             outcome: CallOutcome = "failed"
+            finish: FinishReason | None = None  # of a failed call (a reply carries its own)
             started = anyio.current_time()
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
+                finish = finish_reason_of(exc.finish_reason)
                 await self.keep_attempt(
                     AttemptRecord(
                         request_id=bundle.request_id,
@@ -224,7 +227,7 @@ class RoleCalls:
                     reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
                 )
             finally:
-                self._log_call(bundle, call, started, reply, reading, outcome)
+                self._log_call(bundle, call, started, reply, reading, outcome, finish)
         raise AssertionError("unreachable")
 
     def _log_call(
@@ -235,6 +238,7 @@ class RoleCalls:
         reply: ModelReply | None,
         reading: AnswerReading | None,
         outcome: CallOutcome,
+        finish: FinishReason | None,
     ) -> None:
         """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
         ended = anyio.current_time()
@@ -248,6 +252,7 @@ class RoleCalls:
             latency_seconds=ended - started,
             first_token_seconds=first - started if first is not None else None,
             outcome=outcome,
+            finish_reason=reply.finish_reason if reply is not None else finish,
         )
         record = log_prompt(bundle, bundle.chars(), facts)
         if self._on_prompt is not None:

@@ -32,14 +32,14 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "cached_ratio": totals["cached_ratio"],
         "output_tokens": totals["completion_tokens"],
         "completed_requests": done["requests"],
-        "input_tokens_per_completed_request": (
-            done["mean_prompt_tokens"] if totals["prompts_with_usage"] else None
-        ),
+        "input_tokens_per_completed_request": done["mean_prompt_tokens"],
         "cost_usd": totals["cost_usd"] if totals["priced_calls"] else None,
-        "cost_usd_per_completed_request": done["mean_cost_usd"] if totals["priced_calls"] else None,
+        "cost_usd_per_completed_request": done["mean_cost_usd"],
         "repairs": totals["repairs"],
         "retries": totals["retries"],
         "failures": totals["failures"],
+        # Unknown (not none) when no call said why its answer ended: a dry run, a command.
+        "truncated": totals["truncated"] if totals["finish_reasons"] else None,
         "latency_p95_ms": totals["latency_p95_ms"],
     }
 
@@ -61,6 +61,7 @@ _ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("repairs", "contract repairs", lambda v: f"{v:,}"),
     ("retries", "retries", lambda v: f"{v:,}"),
     ("failures", "failures", lambda v: f"{v:,}"),
+    ("truncated", "answers cut (length)", lambda v: f"{v:,}"),
     ("latency_p95_ms", "p95 latency ms", lambda v: f"{v:,.0f}"),
 ]
 

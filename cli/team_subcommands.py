@@ -204,9 +204,8 @@ def add_metrics(commands: Commands) -> None:
         action="append",
         choices=GROUP_KEYS,
         metavar="KEY",
-        help="group by role, purpose, enabled, model (the rate card key) or day; repeat to "
-        "combine "
-        "(default: --by role --by purpose)",
+        help="group by role, purpose, enabled, model (the rate card key), day or hour; repeat "
+        "to combine (default: --by role --by purpose)",
     )
     add_json(metrics, "print the report as JSON")
     metrics.add_argument(

@@ -16,7 +16,7 @@ from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.pricing import input_cost
 from teams_runtime.codecs.prompt_records import PromptRecord
 
-__all__ = ["CallGroup", "quantile"]
+__all__ = ["CallGroup", "full_history_tokens", "quantile"]
 
 
 def quantile(ordered: list[float] | list[int], share: float) -> float | None:
@@ -24,6 +24,15 @@ def quantile(ordered: list[float] | list[int], share: float) -> float | None:
     if not ordered:
         return None
     return ordered[max(math.ceil(share * len(ordered)) - 1, 0)]
+
+
+def full_history_tokens(record: PromptRecord) -> float | None:
+    """The input tokens ``record``'s prompt would have taken with its full history, by the
+    call's own tokens per character (so each model's tokenizer); ``None`` without reported
+    input tokens (or characters to divide by)."""
+    if record.prompt_tokens is None or not record.prompt_chars:
+        return None
+    return record.full_history_chars * record.prompt_tokens / record.prompt_chars
 
 
 @dataclass
@@ -49,6 +58,8 @@ class CallGroup:
     invalid: int = 0
     failures: int = 0  # failed calls and calls given up while their server was away
     server_away: int = 0
+    # Calls by the finish reason their server gave (records without one are not counted).
+    finish_reasons: dict[str, int] = field(default_factory=dict)
     # What the prompts would have taken with their full history, estimated per call from its
     # own tokens per character (calls with usage only), and the cost of that (priced calls).
     full_history_tokens: float = 0.0
@@ -76,6 +87,9 @@ class CallGroup:
         self.invalid += record.outcome == "invalid"
         self.failures += record.outcome in ("failed", "server_away")
         self.server_away += record.outcome == "server_away"
+        if record.finish_reason is not None:
+            reasons = self.finish_reasons
+            reasons[record.finish_reason] = reasons.get(record.finish_reason, 0) + 1
         if record.latency_ms is not None:
             self.latencies.append(record.latency_ms)
         if record.first_token_ms is not None:
@@ -88,12 +102,13 @@ class CallGroup:
             self.prompt_tokens += record.prompt_tokens
             self.completion_tokens += record.completion_tokens
             self.cached_prompt_tokens += record.cached_prompt_tokens or 0
-            self._estimate(record, record.prompt_tokens, card)
+        if record.prompt_tokens is not None:  # (the estimate needs only the input tokens)
+            self._estimate(record, card)
 
-    def _estimate(self, record: PromptRecord, tokens: int, card: RateCard | None) -> None:
-        if not record.prompt_chars:
+    def _estimate(self, record: PromptRecord, card: RateCard | None) -> None:
+        tokens, full = record.prompt_tokens, full_history_tokens(record)
+        if tokens is None or full is None:
             return
-        full = record.full_history_chars * tokens / record.prompt_chars
         self.full_history_tokens += full
         self.estimated_calls += 1
         self.estimated_prompt_tokens += tokens
@@ -145,6 +160,8 @@ class CallGroup:
             "invalid": self.invalid,
             "failures": self.failures,
             "server_away": self.server_away,
+            "truncated": self.finish_reasons.get("length", 0),
+            "finish_reasons": dict(sorted(self.finish_reasons.items())),
             "estimated_calls": self.estimated_calls,
             "full_history_prompt_tokens_estimate": self.full_history_tokens,
             "saved_prompt_tokens_estimate": self.full_history_tokens - self.estimated_prompt_tokens,

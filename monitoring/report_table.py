@@ -14,7 +14,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _row(label: list[str], values: dict[str, Any], tokens: bool, cost: bool) -> list[str]:
+def _row(
+    label: list[str], values: dict[str, Any], tokens: bool, cost: bool, cut: bool
+) -> list[str]:
     counts = (values["total_events"], values["included_events"], values["omitted_events"])
     events = "/".join(f"{count:,}" for count in counts)
     usage = []
@@ -39,6 +41,7 @@ def _row(label: list[str], values: dict[str, Any], tokens: bool, cost: bool) -> 
         f"{_ms(values['latency_p50_ms'])}/{_ms(values['latency_p95_ms'])}/"
         f"{_ms(values['latency_max_ms'])}",
         f"{values['repairs']}/{values['retries']}/{values['failures']}",
+        *([f"{values['truncated']:,}"] if cut else []),
     ]
 
 
@@ -51,10 +54,12 @@ def _label(value: Any) -> str:
 
 def render_report(report: MetricsReport) -> str:
     """The human table: a row per group, then the totals (tokens columns when a model server
-    reported usage, a cost column when a rate card priced a call)."""
+    reported usage, a cost column when a rate card priced a call, a truncated column when a
+    server stopped an answer at its token limit)."""
     totals = report.totals
     tokens = totals["prompts_with_usage"] > 0
     cost = totals["priced_calls"] > 0
+    cut = totals["truncated"] > 0
     headers = [
         *report.by,
         "prompts",
@@ -68,12 +73,13 @@ def render_report(report: MetricsReport) -> str:
         *(["cost"] if cost else []),
         "latency ms p50/p95/max",
         "repairs/retries/failed",
+        *(["truncated"] if cut else []),
     ]
     rows = [
-        _row([_label(group[key]) for key in report.by], group, tokens, cost)
+        _row([_label(group[key]) for key in report.by], group, tokens, cost, cut)
         for group in report.groups
     ]
-    rows.append(_row(["total", *[""] * (len(report.by) - 1)], totals, tokens, cost))
+    rows.append(_row(["total", *[""] * (len(report.by) - 1)], totals, tokens, cost, cut))
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(headers, widths, strict=True))]
     for row in rows:
@@ -82,11 +88,13 @@ def render_report(report: MetricsReport) -> str:
     if tokens:
         lines += ["", _saved(totals, cost)]
     done = report.completed_requests
-    if done["requests"]:
-        lines.append(
-            f"Per completed request ({done['requests']}): {done['mean_prompt_tokens']:,.0f} "
-            f"input tokens" + (f", ${done['mean_cost_usd']:,.4f}" if cost else "") + "."
-        )
+    took = []  # only what is known: a dry run's requests took no counted tokens
+    if done["mean_prompt_tokens"] is not None:
+        took.append(f"{done['mean_prompt_tokens']:,.0f} input tokens")
+    if done["mean_cost_usd"] is not None:
+        took.append(f"${done['mean_cost_usd']:,.4f}")
+    if took:
+        lines.append(f"Per completed request ({done['requests']}): {', '.join(took)}.")
     if report.by == ["enabled"]:
         lines += ["", _compare_enabled(report)]
     lines.append(f"\nskipped lines: {report.skipped_lines}")

@@ -149,6 +149,7 @@ def test_two_workers_export_one_trace_per_request_over_otlp_http(
         attributes = call["attributes"]
         assert attributes["gen_ai.operation.name"] == "chat"
         assert attributes["gen_ai.request.model"] == "dry_run"
-        assert attributes["gen_ai.response.finish_reasons"] == ["stop"]
+        # The dry run is no model server: it says no finish reason, so none is exported.
+        assert "gen_ai.response.finish_reasons" not in attributes
         assert attributes["teams_runtime.request_id"].startswith("req-")
         assert by_id[call["parent"]]["worker"] == call["worker"]

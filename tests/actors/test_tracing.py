@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from teams_runtime.actors.otel_tracing import OtelTracing, model_names
 from teams_runtime.actors.team import RunSummary
@@ -29,6 +30,8 @@ from teams_runtime.codecs.config import parse_team_config
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
+
+from .fake_openai_server import FakeOpenAIServer, Text
 
 pytestmark = pytest.mark.anyio
 
@@ -143,6 +146,52 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
 _TOKENS = "gen_ai.client.token.usage.total"
 
 
+@pytest.mark.parametrize("sent", ["stop", "length", "content_filter", "tool_calls", None])
+async def test_the_call_span_carries_the_servers_finish_reason(
+    openai_workspace: Callable[..., Workspace],
+    openai_server: FakeOpenAIServer,
+    seed: Callable[..., None],
+    run_once: RunOnce,
+    sent: str | None,
+) -> None:
+    workspace = openai_workspace()
+    seed(workspace, "req-otel", "qa", events=3)
+    openai_server.finish_reason = sent  # None: a null finish_reason, then [DONE]
+    caught = _Caught(workspace)
+    await run_once(workspace, tracing=caught.tracing)
+    (call,) = [span for span in caught.finished() if span.name.startswith("chat ")]
+    attributes = dict(call.attributes or {})
+    if sent is None:  # unknown: left out, as the convention's optional attribute
+        assert "gen_ai.response.finish_reasons" not in attributes
+    else:
+        assert attributes["gen_ai.response.finish_reasons"] == (sent,)
+    assert "error.type" not in attributes and call.status.status_code is StatusCode.UNSET
+
+
+async def test_a_failed_calls_span_is_an_error_with_its_type_and_finish_reason(
+    openai_workspace: Callable[..., Workspace],
+    openai_server: FakeOpenAIServer,
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    workspace = openai_workspace(model={"attempts": 2})
+    seed(workspace, "req-otel", "qa", events=3)
+    openai_server.finish_reason = "length"
+    openai_server.then(Text(""))  # the model's tokens all spent before any answer text
+    caught = _Caught(workspace)
+    await run_once(workspace, tracing=caught.tracing)
+    calls = sorted(
+        (span for span in caught.finished() if span.name.startswith("chat ")),
+        key=lambda span: span.start_time or 0,
+    )
+    failed, retried = (dict(span.attributes or {}) for span in calls)
+    assert calls[0].status.status_code is StatusCode.ERROR
+    assert (failed["error.type"], failed["teams_runtime.outcome"]) == ("failed", "failed")
+    assert failed["gen_ai.response.finish_reasons"] == ("length",)
+    assert calls[1].status.status_code is StatusCode.UNSET and "error.type" not in retried
+    assert retried["teams_runtime.attempt_kind"] == "retry"
+
+
 async def test_a_requests_hops_form_one_trace_through_the_queued_envelopes(
     team_workspace: Callable[..., Workspace], seed: Callable[..., None], run_once: RunOnce
 ) -> None:
@@ -173,8 +222,9 @@ async def test_a_requests_hops_form_one_trace_through_the_queued_envelopes(
         assert call.parent is not None
         parent = by_id[call.parent.span_id]
         assert parent.name == f"handle {dict(call.attributes or {})['teams_runtime.role']}"
-        # The command backend reports no tokens: the usage attributes are left out.
+        # The command backend reports no tokens and no finish reason: both are left out.
         assert "gen_ai.usage.input_tokens" not in dict(call.attributes or {})
+        assert "gen_ai.response.finish_reasons" not in dict(call.attributes or {})
 
 
 def test_without_otel_there_is_no_tracing_and_with_it_the_sdk_is_used() -> None:

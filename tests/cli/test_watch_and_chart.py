@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -117,6 +118,42 @@ def test_chart_falls_back_to_characters_when_no_tokens_were_reported(
     ]
     assert main(["metrics", "--chart", "--role", "developer", "--workspace", str(root)]) == 0
     assert capsys.readouterr().out == "no data: no prompt records with compaction on match.\n"
+
+
+def test_chart_filters_skips_and_estimates_as_metrics_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chart draws metrics' own report: the same records pass its filters, the same are
+    skipped (a torn line; a timestamp that cannot be placed against --since), and its bars
+    are the report's sent and full-history figures per hour."""
+    root = _workspace(
+        tmp_path,
+        [
+            _record("2026-11-30T09:10:00+01:00", prompt_tokens=250, completion_tokens=9),
+            _record("2026-11-30T09:50:00+01:00", prompt_tokens=100, completion_tokens=9),
+            _record("2026-11-30T11:00:00+01:00", prompt_tokens=400, completion_tokens=9),
+            _record("2026-11-30T08:00:00+01:00", prompt_tokens=400, completion_tokens=9),  # early
+            _record("2026-11-30T10:00:00", prompt_tokens=400, completion_tokens=9),  # no offset
+            _record("2026-11-30T10:00:00+01:00", role="developer", prompt_tokens=400),
+        ],
+    )
+    filters = ["--since", "2026-11-30T09:00:00+01:00", "--role", "qa", "--workspace", str(root)]
+    capsys.readouterr()
+    assert main(["metrics", "--json", "--by", "hour", *filters]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["skipped_lines"] == 2
+    hours = {group["hour"]: group for group in report["groups"]}
+    assert list(hours) == ["2026-11-30 09h", "2026-11-30 11h"]
+    assert main(["metrics", "--chart", "--per", "hour", *filters]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for number, (hour, group) in enumerate(hours.items()):
+        full = group["full_history_prompt_tokens_estimate"]
+        sent = full - group["saved_prompt_tokens_estimate"]
+        assert lines[1 + 2 * number].startswith(f"{hour}  sent ")
+        assert lines[1 + 2 * number].endswith(f"{round(sent):>12,}")
+        saved = 100 * group["saved_prompt_tokens_estimate"] / full
+        assert lines[2 + 2 * number].endswith(f"{round(full):>12,}  saved {saved:.1f}%")
+    assert (hours["2026-11-30 09h"]["prompt_tokens"], lines[-1]) == (350, "note: 2 skipped lines.")
 
 
 @pytest.mark.parametrize(

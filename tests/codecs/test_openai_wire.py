@@ -59,7 +59,7 @@ def test_events_are_the_same_however_the_bytes_are_split(cuts: list[int]) -> Non
     assert events[-1] == b"[DONE]" and len(events) == 4
     chunks = [decode_chunk(data) for data in events[:-1]]
     assert "".join(chunk.text() for chunk in chunks) == "Hello"
-    assert [chunk.finished() for chunk in chunks] == [False, True, False]
+    assert [chunk.finish_reason() for chunk in chunks] == [None, "stop", None]
     assert chunks[2].token_usage() == TokenUsage(prompt_tokens=12, completion_tokens=2)
     assert chunks[0].token_usage() is None
 
@@ -145,7 +145,7 @@ def test_usage_that_cannot_be_used_is_none_and_the_chunk_still_read(
     data: bytes, usage: tuple[int, int] | None
 ) -> None:
     chunk = decode_chunk(data)
-    assert chunk.text() == "" and not chunk.finished()
+    assert chunk.text() == "" and chunk.finish_reason() is None
     expected = (
         None if usage is None else TokenUsage(prompt_tokens=usage[0], completion_tokens=usage[1])
     )

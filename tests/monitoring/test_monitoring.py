@@ -4,10 +4,12 @@ metrics` over the prompt records."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from teams_runtime.actors.team import RunSummary
@@ -23,6 +25,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
+from teams_runtime.monitoring.call_groups import CallGroup
 from teams_runtime.storage import FileWorkQueue, Workspace
 
 pytestmark = pytest.mark.anyio
@@ -127,6 +130,44 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     assert "300/3" in totals_row.split()
     without = aggregate(log_files(logs), Filters(role="planner"), ["role"])
     assert "tokens" not in render_report(without)  # no usage reported: no column
+
+
+def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    used_record = _record(request_id="used", prompt_tokens=90, completion_tokens=1, cost_usd=0.5)
+    records = [_record(request_id="dry"), used_record]  # a dry run's call, a priced one
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(r) for r in records])
+
+    def report_of(request_id: str) -> Any:
+        filters = Filters(request_id=request_id)
+        return aggregate(log_files(logs), filters, ["role"], status_of=lambda _: "completed")
+
+    dry = report_of("dry")
+    assert dry.completed_requests == {
+        "requests": 1,
+        "prompt_tokens": 0,
+        "cost_usd": 0.0,
+        "mean_prompt_tokens": None,
+        "mean_cost_usd": None,
+    }
+    assert "Per completed request" not in render_report(dry)
+    used = report_of("used")
+    assert (
+        used.completed_requests["mean_prompt_tokens"],
+        used.completed_requests["mean_cost_usd"],
+    ) == (90, 0.5)
+    assert "Per completed request (1): 90 input tokens, $0.5000." in render_report(used)
+
+
+def test_the_guide_names_every_record_field_and_report_key() -> None:
+    """docs/monitoring.md's field table and its list of the group keys, against the code."""
+    guide = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    rows = re.findall(r"^\| (`[^|]*`) \|", guide, re.MULTILINE)
+    documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
+    assert documented == {field.name for field in msgspec.structs.fields(PromptRecord)}
+    start = guide.index("`totals` and each group hold:")
+    listed = set(re.findall(r"`([a-z_0-9]+)`", guide[start : guide.index("Token sums", start)]))
+    assert set(CallGroup().as_dict()) <= listed
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ Every request is kept (headers, body, whether it was chunked, arrival time).
     strict-plain       a 400 naming ``response_format`` to any response_format
 
 ``cached_tokens = N`` reports N of each prompt's tokens as cached (``prompt_tokens_details``).
+``finish_reason`` is what the answer's last delta (or a whole completion) says: ``"stop"`` by
+default, any other string as given (``"length"``: the model hit max_tokens), ``None``: a null
+``finish_reason`` there (the stream still ends with [DONE]).
 ``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
 ``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
 """
@@ -142,6 +145,7 @@ class FakeOpenAIServer:
         # Reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
         # when set: a server with a prompt cache.
         self.cached_tokens: int | None = None
+        self.finish_reason: str | None = "stop"
         self.requests: list[SeenRequest] = []
         self.hang_ups = 0  # stalled requests whose client closed the connection
         self._hung_up = threading.Event()
@@ -245,7 +249,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             events = [_event({"choices": [{"index": 0, "delta": first}]})]
             for piece in _pieces(text):
                 events.append(_event({"choices": [{"index": 0, "delta": {"content": piece}}]}))
-            events.append(_event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            finish = {"index": 0, "delta": {}, "finish_reason": server.finish_reason}
+            events.append(_event({"choices": [finish]}))
             usage = {
                 "prompt_tokens": len(prompt) // PROMPT_TOKENS_PER_CHAR,
                 "completion_tokens": len(text),
@@ -335,9 +340,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 case Whole():
                     usage = {"prompt_tokens": 7, "completion_tokens": 3}
                     message = {"role": "assistant", "content": valid}
-                    data = json.dumps(
-                        {"choices": [{"message": message, "finish_reason": "stop"}], "usage": usage}
-                    ).encode()
+                    choice = {"message": message, "finish_reason": server.finish_reason}
+                    data = json.dumps({"choices": [choice], "usage": usage}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
