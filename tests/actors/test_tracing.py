@@ -31,7 +31,7 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
 
-from .fake_openai_server import FakeOpenAIServer, Text
+from ..support.fake_openai_server import FakeOpenAIServer, Text
 
 pytestmark = pytest.mark.anyio
 

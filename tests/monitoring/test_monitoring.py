@@ -28,6 +28,8 @@ from teams_runtime.monitoring import (
 from teams_runtime.monitoring.call_groups import CallGroup
 from teams_runtime.storage import FileWorkQueue, Workspace
 
+from ..support.paths import PROJECT_ROOT
+
 pytestmark = pytest.mark.anyio
 
 RunOnce = Callable[..., Awaitable[RunSummary]]
@@ -161,7 +163,7 @@ def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path
 
 def test_the_guide_names_every_record_field_and_report_key() -> None:
     """docs/monitoring.md's field table and its list of the group keys, against the code."""
-    guide = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    guide = (PROJECT_ROOT / "docs" / "monitoring.md").read_text()
     rows = re.findall(r"^\| (`[^|]*`) \|", guide, re.MULTILINE)
     documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
     assert documented == {field.name for field in msgspec.structs.fields(PromptRecord)}

@@ -21,9 +21,9 @@ from teams_runtime.exceptions import ModelFailure
 from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import Workspace
 
-from .cli_in_process import run_cli
-from .fake_model import answer_for
-from .fake_openai_server import FakeOpenAIServer, Text, Whole
+from ..support.cli_in_process import run_cli
+from ..support.fake_model import answer_for
+from ..support.fake_openai_server import FakeOpenAIServer, Text, Whole
 
 pytestmark = pytest.mark.anyio
 
