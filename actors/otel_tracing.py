@@ -160,12 +160,13 @@ class OtelTracing(Tracing):
         # The record's `model` is the rate-card key, `provider/model`: the request's model is
         # what it asked the server for (this role's model name).
         model = self._models.get(record.role) or _field(record, "model") or "unknown"
-        answered = record.answer_read is not None
+        answered = _answered(record)
         attributes = _call_attributes(record, str(model), answered)
         span = self._tracer.start_span(
             f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes, start_time=start
         )
         if not answered:
+            span.set_attribute("error.type", str(_field(record, "outcome") or "failed"))
             span.set_status(Status(StatusCode.ERROR, "the model call gave no answer"))
         span.end(end_time=now)
         if held is not None:
@@ -197,6 +198,15 @@ class OtelTracing(Tracing):
         flush = getattr(self._meter_provider, "force_flush", None)
         if callable(flush):
             flush()
+
+
+def _answered(record: PromptRecord) -> bool:
+    """Whether an answer came back: one the contract refused (outcome ``invalid``, a repair
+    follows) is an answer, so its span is no error; ``failed`` and ``server_away`` are."""
+    outcome = _field(record, "outcome")
+    if outcome is not None:
+        return outcome in ("completed", "invalid")
+    return record.answer_read is not None  # a record without an outcome (schema 1)
 
 
 def _field(record: PromptRecord, name: str) -> Any:

@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from teams_runtime.actors.otel_tracing import OtelTracing, model_names
 from teams_runtime.actors.team import RunSummary
@@ -29,6 +30,8 @@ from teams_runtime.codecs.config import parse_team_config
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
+
+from .fake_openai_server import FakeOpenAIServer, Status, Text
 
 pytestmark = pytest.mark.anyio
 
@@ -141,6 +144,42 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
 
 
 _TOKENS = "gen_ai.client.token.usage.total"
+
+
+async def test_only_a_call_that_gave_no_answer_is_an_error_span(
+    openai_workspace: Callable[..., Workspace],
+    openai_server: FakeOpenAIServer,
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    """A failed call, then an answer the contract refuses (an answer all the same: tokens,
+    cost), then the repair that passes: only the first span is an error."""
+    workspace = openai_workspace()
+    seed(workspace, "req-bad", "qa", events=3)
+    openai_server.then(Status(400), Text("not json at all"))
+    caught = _Caught(workspace)
+    summary = await run_once(workspace, tracing=caught.tracing)
+    assert [r.outcome for r in summary.prompts] == ["failed", "invalid", "completed"]
+    calls = sorted(
+        (span for span in caught.finished() if span.name.startswith("chat ")),
+        key=lambda span: span.start_time or 0,
+    )
+    seen = [
+        (
+            dict(span.attributes or {})["teams_runtime.outcome"],
+            span.status.status_code,
+            dict(span.attributes or {}).get("error.type"),
+        )
+        for span in calls
+    ]
+    assert seen == [
+        ("failed", StatusCode.ERROR, "failed"),
+        ("invalid", StatusCode.UNSET, None),
+        ("completed", StatusCode.UNSET, None),
+    ]
+    invalid = dict(calls[1].attributes or {})
+    assert invalid["gen_ai.usage.output_tokens"] > 0  # the refused answer's tokens count
+    assert "error" not in invalid["gen_ai.response.finish_reasons"]
 
 
 async def test_a_requests_hops_form_one_trace_through_the_queued_envelopes(
