@@ -225,9 +225,16 @@ def test_without_otel_there_is_no_tracing_and_with_it_the_sdk_is_used() -> None:
         parse_team_config("telemetry: {otel: 1}\n", "team_runtime.yaml")
 
 
-def test_otel_without_the_extra_is_a_user_error_naming_the_install(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(["run", "--once"], id="run"), pytest.param(["config"], id="config")],
+)
+def test_otel_without_the_extra_is_a_user_error_naming_the_install(
+    tmp_path: Path, command: list[str]
+) -> None:
     """A fresh interpreter in which ``opentelemetry`` cannot be imported, as without the
-    extra: `run` exits 2 with the install command, and the envelope stays queued."""
+    extra: `run` exits 2 with the install command, and so does `config`, which checks what
+    `run` would refuse."""
     root = tmp_path / "ws"
     (root).mkdir()
     (root / "team_runtime.yaml").write_text(yaml.safe_dump({"telemetry": {"otel": True}}))
@@ -244,7 +251,7 @@ def test_otel_without_the_extra_is_a_user_error_naming_the_install(tmp_path: Pat
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
     done = subprocess.run(
-        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        [sys.executable, "-P", "-m", "teams_runtime", *command, "--workspace", str(root)],
         capture_output=True,
         text=True,
         env=env,
