@@ -104,6 +104,7 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
     assert record.prompt_tokens and record.completion_tokens  # the server reported them
     assert attributes == {
         "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",  # the rate-card key's provider (the default)
         "gen_ai.request.model": "fake-coder",
         "gen_ai.usage.input_tokens": record.prompt_tokens,
         "gen_ai.usage.output_tokens": record.completion_tokens,
@@ -134,16 +135,24 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
     words = [value for value in _strings(stored["events"]) if len(value) > 12]
     assert words and not [value for value in words if value in text]
     assert "do it" not in text and stored["result"]["summary"] not in text
-    # Metrics: tokens by type, omitted events, one duration.
+    # Metrics, as the GenAI conventions name them: a token histogram by gen_ai.token.type,
+    # one duration in seconds; and ours: omitted events.
     points = caught.points()
-    tokens = {p.attributes["gen_ai.token.type"]: p.value for p in points[_TOKENS]}
-    assert tokens == {"input": record.prompt_tokens, "output": record.completion_tokens}
+    tokens = {p.attributes["gen_ai.token.type"]: (p.count, p.sum) for p in points[_TOKENS]}
+    assert tokens == {"input": (1, record.prompt_tokens), "output": (1, record.completion_tokens)}
+    for point in points[_TOKENS]:
+        assert point.explicit_bounds[:3] == (1, 4, 16)  # the conventions' advised buckets
+        assert point.attributes["gen_ai.provider.name"] == "openai"
+        assert point.attributes["gen_ai.operation.name"] == "chat"
+    [duration] = points["gen_ai.client.operation.duration"]
+    assert duration.count == 1 and duration.explicit_bounds[0] == 0.01
+    assert 0 < duration.sum < 60  # seconds, not milliseconds
     assert [p.value for p in points["teams_runtime.omitted_events"]] == [record.omitted_events]
-    assert [p.count for p in points["gen_ai.client.operation.duration"]] == [1]
     assert "teams_runtime.cost" not in points  # no cost known: nothing counted
+    assert "gen_ai.client.token.usage.total" not in points
 
 
-_TOKENS = "gen_ai.client.token.usage.total"
+_TOKENS = "gen_ai.client.token.usage"
 
 
 async def test_only_a_call_that_gave_no_answer_is_an_error_span(
@@ -180,6 +189,9 @@ async def test_only_a_call_that_gave_no_answer_is_an_error_span(
     invalid = dict(calls[1].attributes or {})
     assert invalid["gen_ai.usage.output_tokens"] > 0  # the refused answer's tokens count
     assert "error" not in invalid["gen_ai.response.finish_reasons"]
+    durations = caught.points()["gen_ai.client.operation.duration"]
+    errors = sorted((p.attributes.get("error.type", ""), p.count) for p in durations)
+    assert errors == [("", 1), ("", 1), ("failed", 1)]  # on the failed call's duration only
 
 
 async def test_a_requests_hops_form_one_trace_through_the_queued_envelopes(
