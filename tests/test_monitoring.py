@@ -197,6 +197,14 @@ def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
     )
 
 
+def test_one_call_reads_as_a_word(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    used = _record(prompt_tokens=250, completion_tokens=10)
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(used)])
+    table = render_report(aggregate(log_files(logs), Filters(), ["role"]))
+    assert "(estimated from each call's own tokens per character, 1 call)." in table
+
+
 def test_a_dry_run_has_no_tokens_and_no_cost_not_zero_ones(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(_record(model="dry_run/dry_run"))] * 3)
