@@ -101,23 +101,27 @@ def render_report(report: MetricsReport) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _of(part: int, whole: int, what: str) -> str:
-    return f"{part:,} of {count_of(whole, 'call')} {what}"
+def _shares(
+    values: dict[str, Any], calls: int, counts: list[tuple[str, str]], *, none_too: bool
+) -> str:
+    """``2 of 3 calls reported usage``, for each ``(key, what)`` of ``counts`` whose count in
+    ``values`` is below ``calls`` (and above none unless ``none_too``); empty if none is."""
+    parts = [
+        f"{values[key]:,} of {count_of(calls, 'call')} {what}"
+        for key, what in counts
+        if values[key] < calls and (none_too or values[key] > 0)
+    ]
+    return ", ".join(parts)
 
 
 def _partial(values: dict[str, Any], cost: bool) -> str:
     """Which sums cover only some of the calls, and how many: empty when all are whole."""
-    calls = values["prompts"]
-    parts = [
-        _of(values[key], calls, what)
-        for key, what, shown in (
-            ("prompts_with_usage", "reported usage", True),
-            ("prompts_with_cached_tokens", "said what was cached", True),
-            ("priced_calls", "priced", cost),
-        )
-        if shown and 0 < values[key] < calls
+    counts = [
+        ("prompts_with_usage", "reported usage"),
+        ("prompts_with_cached_tokens", "said what was cached"),
+        *([("priced_calls", "priced")] if cost else []),
     ]
-    return ", ".join(parts)
+    return _shares(values, values["prompts"], counts, none_too=False)
 
 
 def _saved(totals: dict[str, Any], cost: bool) -> str:
@@ -150,16 +154,12 @@ def _per_request(done: dict[str, Any], cost: bool) -> str:
         figures.append(
             "cost unknown" if done["mean_cost_usd"] is None else _usd(done["mean_cost_usd"])
         )
-    calls = done["calls"]
-    partial = [
-        _of(done[key], calls, what)
-        for key, what, shown in (
-            ("calls_with_usage", "reported usage", True),
-            ("priced_calls", "priced", cost),
-        )
-        if shown and done[key] < calls
+    counts = [
+        ("calls_with_usage", "reported usage"),
+        *([("priced_calls", "priced")] if cost else []),
     ]
-    note = f" ({', '.join(partial)})" if partial else ""
+    partial = _shares(done, done["calls"], counts, none_too=True)
+    note = f" ({partial})" if partial else ""
     return f"Per completed request ({done['requests']}): {', '.join(figures)}{note}."
 
 
