@@ -31,6 +31,7 @@ import yaml
 from teams_runtime import demo
 from teams_runtime.actors.model_backends import DryRunBackend
 from teams_runtime.actors.team import Team
+from teams_runtime.actors.tracing import NO_TRACING
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     TeamConfig,
@@ -105,7 +106,9 @@ def _run_arm(
     if dry_run:  # no model is called: nothing to price (a per-call card would price it)
         backend = DryRunBackend(config.model.dry_run)
         config = msgspec.structs.replace(config, telemetry=TelemetryConfig(enabled=False))
-    team = Team(root, config, backend=backend)  # checks each role's model before seeding
+    # No spans or metrics, whatever telemetry.otel says: the arms are measurements, not the
+    # team's work (and their requests exist only in the arms' folders).
+    team = Team(root, config, backend=backend, tracing=NO_TRACING)  # checks each role's model
     seeds = {f"ab-backfill-{n}": (BACKFILL_EVENTS, role) for n in range(1, requests + 1)}
     anyio.run(partial(demo.seed_requests, workspace, seeds, label="A/B"))
     configure_logging(workspace, console_level="WARNING")

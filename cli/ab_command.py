@@ -11,6 +11,7 @@ import msgspec
 from teams_runtime.cli.ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace
 
 __all__ = ["cmd_ab"]
@@ -33,7 +34,7 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "output_tokens": totals["completion_tokens"],
         "completed_requests": done["requests"],
         "input_tokens_per_completed_request": done["mean_prompt_tokens"],
-        "cost_usd": totals["cost_usd"] if totals["priced_calls"] else None,
+        "cost_usd": totals["cost_usd"],
         "cost_usd_per_completed_request": done["mean_cost_usd"],
         "repairs": totals["repairs"],
         "retries": totals["retries"],
@@ -108,8 +109,9 @@ def _print(
         if same
         else "Configs: DIFFER beyond prompt_context.enabled; the comparison proves nothing.",
         (
-            f"Compaction in the after arm: yes ({proof['compacted_calls']} of {proof['calls']} "
-            f"calls compacted, {proof['omitted_events']:,} events omitted)."
+            f"Compaction in the after arm: yes ({proof['compacted_calls']:,} of "
+            f"{count_of(proof['calls'], 'call')} compacted, "
+            f"{count_of(proof['omitted_events'], 'event')} omitted)."
             if proof["compacted"]
             else "Compaction in the after arm: NO (no call's projection omitted an event); a "
             "token drop alone proves nothing."

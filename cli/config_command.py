@@ -11,8 +11,10 @@ from typing import Any
 import msgspec
 
 from teams_runtime.actors.backend_checks import start_problem
+from teams_runtime.actors.tracing_setup import check_otel
 from teams_runtime.cli.output import PROG, write_json
 from teams_runtime.codecs.config import TeamConfig, section_notes
+from teams_runtime.codecs.pricing import rate_card_notes
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
@@ -39,7 +41,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     problem = start_problem(((role, config.model_for(role)) for role in ROLES), workspace.root)
     if problem is not None:
         raise ConfigError(problem)
-    for note in section_notes(config):  # on stderr: stdout stays the JSON alone
+    check_otel(config)  # the refusal `run` would give, said before it has to
+    notes = [*section_notes(config), *rate_card_notes(config, ROLES)]
+    for note in notes:  # on stderr: stdout stays the JSON alone
         print(f"{PROG}: note: {note}", file=sys.stderr)
     if args.probe:
         from teams_runtime.cli.probe_command import probe_servers  # only --probe needs httpx

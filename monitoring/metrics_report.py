@@ -124,22 +124,35 @@ class _Request:
             self.priced_calls += 1
             self.cost_usd += record.cost_usd
 
+    def row(self) -> dict[str, Any]:
+        """Its figures; ``None`` for a sum that no call reported (unknown, not zero)."""
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens if self.calls_with_usage else None,
+            "calls_with_usage": self.calls_with_usage,
+            "cost_usd": self.cost_usd if self.priced_calls else None,
+            "priced_calls": self.priced_calls,
+        }
+
 
 def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
     """The completed requests' sums and means; a mean is ``None`` when no call of theirs had
     what it needs (usage, a price): unknown, not zero."""
     done = [row for row in requests if row.get("status") == "completed"]
     count = len(done)
-    tokens = sum(row["prompt_tokens"] for row in done)
-    cost = sum(row["cost_usd"] for row in done)
-    with_usage = any(row["calls_with_usage"] for row in done)
-    priced = any(row["priced_calls"] for row in done)
+    with_usage = sum(row["calls_with_usage"] for row in done)
+    priced = sum(row["priced_calls"] for row in done)
+    tokens = sum(row["prompt_tokens"] or 0 for row in done) if with_usage else None
+    cost = sum(row["cost_usd"] or 0.0 for row in done) if priced else None
     return {
         "requests": count,
+        "calls": sum(row["calls"] for row in done),
+        "calls_with_usage": with_usage,
+        "priced_calls": priced,
         "prompt_tokens": tokens,
         "cost_usd": cost,
-        "mean_prompt_tokens": tokens / count if with_usage else None,
-        "mean_cost_usd": cost / count if priced else None,
+        "mean_prompt_tokens": tokens / count if tokens is not None else None,
+        "mean_cost_usd": cost / count if cost is not None else None,
     }
 
 
@@ -197,7 +210,7 @@ def aggregate(
         requests.setdefault(record.request_id, _Request()).add(record)
     rows = []
     for request_id, request in sorted(requests.items()):
-        row: dict[str, Any] = {"request_id": request_id, **request.__dict__}
+        row: dict[str, Any] = {"request_id": request_id, **request.row()}
         if status_of is not None:
             row["status"] = status_of(request_id)
         rows.append(row)

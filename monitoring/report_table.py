@@ -1,10 +1,12 @@
 """The human table of a metrics report: a row per group, then the totals, then what
-compaction saved and what a completed request took. Rounded for reading; ``--json`` is not."""
+compaction saved and what a completed request took. Rounded for reading; ``--json`` is not.
+A figure nothing reported reads ``-``; a sum over some of the calls says over how many."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.monitoring.metrics_report import MetricsReport
 
 __all__ = ["render_report"]
@@ -14,6 +16,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.4f}"
+
+
 def _row(
     label: list[str], values: dict[str, Any], tokens: bool, cost: bool, cut: bool
 ) -> list[str]:
@@ -21,12 +27,14 @@ def _row(
     events = "/".join(f"{count:,}" for count in counts)
     usage = []
     if tokens:
-        ratio = values["cached_ratio"]
+        sent, cached, ratio = (
+            values[key] for key in ("prompt_tokens", "cached_prompt_tokens", "cached_ratio")
+        )
         usage = [
-            f"{values['prompt_tokens']:,}/{values['completion_tokens']:,}",
-            f"{values['cached_prompt_tokens']:,} ({0 if ratio is None else ratio:.0%})",
+            "-" if sent is None else f"{sent:,}/{values['completion_tokens']:,}",
+            "-" if cached is None else f"{cached:,} ({ratio:.0%})",
         ]
-    money = [f"${values['cost_usd']:,.4f}"] if cost else []
+    money = [_usd(values["cost_usd"])] if cost else []
     return [
         *label,
         f"{values['prompts']:,}",
@@ -87,32 +95,78 @@ def render_report(report: MetricsReport) -> str:
     lines.insert(-1, "")
     if tokens:
         lines += ["", _saved(totals, cost)]
+        partial = _partial(totals, cost)
+        if partial:
+            lines.append(f"Partial sums: {partial}.")
     done = report.completed_requests
-    took = []  # only what is known: a dry run's requests took no counted tokens
-    if done["mean_prompt_tokens"] is not None:
-        took.append(f"{done['mean_prompt_tokens']:,.0f} input tokens")
-    if done["mean_cost_usd"] is not None:
-        took.append(f"${done['mean_cost_usd']:,.4f}")
-    if took:
-        lines.append(f"Per completed request ({done['requests']}): {', '.join(took)}.")
+    if done["requests"]:
+        lines.append(_per_request(done, cost))
     if report.by == ["enabled"]:
         lines += ["", _compare_enabled(report)]
     lines.append(f"\nskipped lines: {report.skipped_lines}")
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _shares(
+    values: dict[str, Any], calls: int, counts: list[tuple[str, str]], *, none_too: bool
+) -> str:
+    """``2 of 3 calls reported usage``, for each ``(key, what)`` of ``counts`` whose count in
+    ``values`` is below ``calls`` (and above none unless ``none_too``); empty if none is."""
+    parts = [
+        f"{values[key]:,} of {count_of(calls, 'call')} {what}"
+        for key, what in counts
+        if values[key] < calls and (none_too or values[key] > 0)
+    ]
+    return ", ".join(parts)
+
+
+def _partial(values: dict[str, Any], cost: bool) -> str:
+    """Which sums cover only some of the calls, and how many: empty when all are whole."""
+    counts = [
+        ("prompts_with_usage", "reported usage"),
+        ("prompts_with_cached_tokens", "said what was cached"),
+        *([("priced_calls", "priced")] if cost else []),
+    ]
+    return _shares(values, values["prompts"], counts, none_too=False)
+
+
 def _saved(totals: dict[str, Any], cost: bool) -> str:
+    estimated, calls = totals["estimated_calls"], totals["prompts"]
+    over = (
+        count_of(estimated, "call") if estimated == calls else f"{estimated:,} of {calls:,} calls"
+    )
+    if totals["full_history_prompt_tokens_estimate"] is None:
+        return "Compaction saved: unknown (no call with usage has a prompt size to estimate from)."
     saved = (
         f"Compaction saved about {totals['saved_prompt_tokens_estimate']:,.0f} input tokens: "
         f"{totals['full_history_prompt_tokens_estimate']:,.0f} with full history (estimated "
-        f"from each call's own tokens per character, {totals['estimated_calls']} calls)"
+        f"from each call's own tokens per character, {over})"
     )
-    if cost:
+    if cost and totals["full_history_cost_usd_estimate"] is not None:
+        priced = totals["estimated_priced_calls"]
         saved += (
-            f", ${totals['saved_cost_usd_estimate']:,.4f} of "
-            f"${totals['full_history_cost_usd_estimate']:,.4f}"
+            f", {_usd(totals['saved_cost_usd_estimate'])} of "
+            f"{_usd(totals['full_history_cost_usd_estimate'])}"
+            + (f" (over the {priced:,} priced)" if priced < estimated else "")
         )
     return saved + "."
+
+
+def _per_request(done: dict[str, Any], cost: bool) -> str:
+    """What a completed request took on average, saying when some of its calls are missing."""
+    tokens = done["mean_prompt_tokens"]
+    figures = ["input tokens unknown" if tokens is None else f"{tokens:,.0f} input tokens"]
+    if cost:
+        figures.append(
+            "cost unknown" if done["mean_cost_usd"] is None else _usd(done["mean_cost_usd"])
+        )
+    counts = [
+        ("calls_with_usage", "reported usage"),
+        *([("priced_calls", "priced")] if cost else []),
+    ]
+    partial = _shares(done, done["calls"], counts, none_too=True)
+    note = f" ({partial})" if partial else ""
+    return f"Per completed request ({done['requests']}): {', '.join(figures)}{note}."
 
 
 def _compare_enabled(report: MetricsReport) -> str:

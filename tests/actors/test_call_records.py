@@ -209,3 +209,40 @@ def test_metrics_prices_tokens_by_the_rate_cards_per_model(
     table = run_cli(capsys, "metrics", "--workspace", str(tmp_path), "--by", "model")[1]
     assert "openai/small-1b" in table and "Compaction saved about" in table
     assert "Per completed request (1)" in table
+
+
+def _notes(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("teams-runtime: note: ")]
+
+
+def test_config_notes_a_card_no_role_uses_and_roles_no_card_prices(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """configuration.md's old example: a `local/...` card while the provider is `openai` by
+    default never prices anything; `config` says so, naming the keys the calls use."""
+    cards = (
+        "    local/mid-8b: {per_invocation_usd: 0}\n    openai/small-1b: {per_invocation_usd: 1}\n"
+    )
+    (tmp_path / "team_runtime.yaml").write_text(_config(openai_server, cards=cards))
+    status, out, err = run_cli(capsys, "config", "--workspace", str(tmp_path))
+    assert status == 0 and json.loads(out)["telemetry"]["rate_cards"]
+    assert _notes(err) == [
+        "teams-runtime: note: team_runtime.yaml telemetry.rate_cards local/mid-8b matches no "
+        "role's model: the roles' calls use openai/mid-8b, openai/small-1b (a key is "
+        "<provider>/<model>, model.openai.provider openai unless set).",
+        "teams-runtime: note: team_runtime.yaml telemetry.rate_cards has no card for "
+        "openai/mid-8b (every role but qa): their calls' cost_usd is null.",
+    ]
+    # With the provider the card names, it prices every role: nothing to say.
+    (tmp_path / "team_runtime.yaml").write_text(
+        _config(openai_server, provider="local", cards=cards.replace("openai/", "local/"))
+    )
+    assert _notes(run_cli(capsys, "config", "--workspace", str(tmp_path))[2]) == []
+
+
+def test_without_rate_cards_config_says_nothing_of_them(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "team_runtime.yaml").write_text(_config(openai_server))
+    status, _, err = run_cli(capsys, "config", "--workspace", str(tmp_path))
+    assert status == 0 and _notes(err) == []

@@ -31,7 +31,7 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
 
-from ..support.fake_openai_server import FakeOpenAIServer, Text
+from ..support.fake_openai_server import FakeOpenAIServer, Status, Text
 
 pytestmark = pytest.mark.anyio
 
@@ -104,6 +104,7 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
     assert record.prompt_tokens and record.completion_tokens  # the server reported them
     assert attributes == {
         "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",  # the rate-card key's provider (the default)
         "gen_ai.request.model": "fake-coder",
         "gen_ai.usage.input_tokens": record.prompt_tokens,
         "gen_ai.usage.output_tokens": record.completion_tokens,
@@ -134,16 +135,63 @@ async def test_each_model_call_is_a_genai_span_inside_its_envelope_span(
     words = [value for value in _strings(stored["events"]) if len(value) > 12]
     assert words and not [value for value in words if value in text]
     assert "do it" not in text and stored["result"]["summary"] not in text
-    # Metrics: tokens by type, omitted events, one duration.
+    # Metrics, as the GenAI conventions name them: a token histogram by gen_ai.token.type,
+    # one duration in seconds; and ours: omitted events.
     points = caught.points()
-    tokens = {p.attributes["gen_ai.token.type"]: p.value for p in points[_TOKENS]}
-    assert tokens == {"input": record.prompt_tokens, "output": record.completion_tokens}
+    tokens = {p.attributes["gen_ai.token.type"]: (p.count, p.sum) for p in points[_TOKENS]}
+    assert tokens == {"input": (1, record.prompt_tokens), "output": (1, record.completion_tokens)}
+    for point in points[_TOKENS]:
+        assert point.explicit_bounds[:3] == (1, 4, 16)  # the conventions' advised buckets
+        assert point.attributes["gen_ai.provider.name"] == "openai"
+        assert point.attributes["gen_ai.operation.name"] == "chat"
+    [duration] = points["gen_ai.client.operation.duration"]
+    assert duration.count == 1 and duration.explicit_bounds[0] == 0.01
+    assert 0 < duration.sum < 60  # seconds, not milliseconds
     assert [p.value for p in points["teams_runtime.omitted_events"]] == [record.omitted_events]
-    assert [p.count for p in points["gen_ai.client.operation.duration"]] == [1]
     assert "teams_runtime.cost" not in points  # no cost known: nothing counted
+    assert "gen_ai.client.token.usage.total" not in points
 
 
-_TOKENS = "gen_ai.client.token.usage.total"
+_TOKENS = "gen_ai.client.token.usage"
+
+
+async def test_only_a_call_that_gave_no_answer_is_an_error_span(
+    openai_workspace: Callable[..., Workspace],
+    openai_server: FakeOpenAIServer,
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    """A failed call, then an answer the contract refuses (an answer all the same: tokens,
+    cost), then the repair that passes: only the first span is an error."""
+    workspace = openai_workspace()
+    seed(workspace, "req-bad", "qa", events=3)
+    openai_server.then(Status(400), Text("not json at all"))
+    caught = _Caught(workspace)
+    summary = await run_once(workspace, tracing=caught.tracing)
+    assert [r.outcome for r in summary.prompts] == ["failed", "invalid", "completed"]
+    calls = sorted(
+        (span for span in caught.finished() if span.name.startswith("chat ")),
+        key=lambda span: span.start_time or 0,
+    )
+    seen = [
+        (
+            dict(span.attributes or {})["teams_runtime.outcome"],
+            span.status.status_code,
+            dict(span.attributes or {}).get("error.type"),
+        )
+        for span in calls
+    ]
+    assert seen == [
+        ("failed", StatusCode.ERROR, "failed"),
+        ("invalid", StatusCode.UNSET, None),
+        ("completed", StatusCode.UNSET, None),
+    ]
+    invalid = dict(calls[1].attributes or {})
+    assert invalid["gen_ai.usage.output_tokens"] > 0  # the refused answer's tokens count
+    assert "error" not in invalid["gen_ai.response.finish_reasons"]
+    durations = caught.points()["gen_ai.client.operation.duration"]
+    errors = sorted((p.attributes.get("error.type", ""), p.count) for p in durations)
+    assert errors == [("", 1), ("", 1), ("failed", 1)]  # on the failed call's duration only
 
 
 @pytest.mark.parametrize("sent", ["stop", "length", "content_filter", "tool_calls", None])
@@ -236,9 +284,16 @@ def test_without_otel_there_is_no_tracing_and_with_it_the_sdk_is_used() -> None:
         parse_team_config("telemetry: {otel: 1}\n", "team_runtime.yaml")
 
 
-def test_otel_without_the_extra_is_a_user_error_naming_the_install(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(["run", "--once"], id="run"), pytest.param(["config"], id="config")],
+)
+def test_otel_without_the_extra_is_a_user_error_naming_the_install(
+    tmp_path: Path, command: list[str]
+) -> None:
     """A fresh interpreter in which ``opentelemetry`` cannot be imported, as without the
-    extra: `run` exits 2 with the install command, and the envelope stays queued."""
+    extra: `run` exits 2 with the install command, and so does `config`, which checks what
+    `run` would refuse."""
     root = tmp_path / "ws"
     (root).mkdir()
     (root / "team_runtime.yaml").write_text(yaml.safe_dump({"telemetry": {"otel": True}}))
@@ -255,7 +310,7 @@ def test_otel_without_the_extra_is_a_user_error_naming_the_install(tmp_path: Pat
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
     done = subprocess.run(
-        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        [sys.executable, "-P", "-m", "teams_runtime", *command, "--workspace", str(root)],
         capture_output=True,
         text=True,
         env=env,

@@ -124,3 +124,16 @@ def test_a_bad_config_runs_no_arm(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert status == 2 and out == ""
     assert err.startswith("teams-runtime: error: ") and "telemetry.enabled must be a boolean" in err
     assert not keep.exists()
+
+
+def test_counts_read_as_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One request through one role: `1 of 1 call compacted`, not `1 of 1 calls`."""
+    root = _workspace(tmp_path, capsys)
+    (root / "team_runtime.yaml").write_text("model: {dry_run: {route: [planner]}}\n")
+    status, out, err = run_cli(
+        capsys, "ab", "--dry-run", "--requests", "1", "--workspace", str(root)
+    )
+    assert status == 0, err
+    [line] = [line for line in out.splitlines() if line.startswith("Compaction in the after")]
+    assert line.startswith("Compaction in the after arm: yes (1 of 1 call compacted, ")
+    assert line.endswith(" events omitted).")

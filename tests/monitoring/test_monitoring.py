@@ -14,6 +14,7 @@ import pytest
 
 from teams_runtime.actors.team import RunSummary
 from teams_runtime.cli import main
+from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.monitoring import (
@@ -125,7 +126,11 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     assert (totals["prompts"], totals["prompts_with_usage"]) == (4, 2)
     assert (totals["prompt_tokens"], totals["completion_tokens"]) == (300, 3)
     groups = {g["role"]: g for g in report.groups}
-    assert (groups["planner"]["prompts_with_usage"], groups["planner"]["prompt_tokens"]) == (0, 0)
+    # No usage reported: unknown, not zero.
+    assert (groups["planner"]["prompts_with_usage"], groups["planner"]["prompt_tokens"]) == (
+        0,
+        None,
+    )
     table = render_report(report).splitlines()
     assert "tokens in/out" in table[0]
     totals_row = next(line for line in table if line.startswith("total"))
@@ -147,12 +152,17 @@ def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path
     dry = report_of("dry")
     assert dry.completed_requests == {
         "requests": 1,
-        "prompt_tokens": 0,
-        "cost_usd": 0.0,
+        "calls": 1,
+        "calls_with_usage": 0,
+        "priced_calls": 0,
+        "prompt_tokens": None,
+        "cost_usd": None,
         "mean_prompt_tokens": None,
         "mean_cost_usd": None,
     }
-    assert "Per completed request" not in render_report(dry)
+    assert "Per completed request (1): input tokens unknown (0 of 1 call reported usage)." in (
+        render_report(dry)
+    )
     used = report_of("used")
     assert (
         used.completed_requests["mean_prompt_tokens"],
@@ -168,8 +178,93 @@ def test_the_guide_names_every_record_field_and_report_key() -> None:
     documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
     assert documented == {field.name for field in msgspec.structs.fields(PromptRecord)}
     start = guide.index("`totals` and each group hold:")
-    listed = set(re.findall(r"`([a-z_0-9]+)`", guide[start : guide.index("Token sums", start)]))
+    end = start + re.search(r"Token\s+sums", guide[start:]).start()  # type: ignore[union-attr]
+    listed = set(re.findall(r"`([a-z_0-9]+)`", guide[start:end]))
     assert set(CallGroup().as_dict()) <= listed
+
+
+def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model whose server reports no usage, a server that never says what it cached, and a
+    request one of whose three calls reported nothing: null and "-", never 0 or $0."""
+    (tmp_path / "team_runtime.yaml").write_text("")
+    priced = {"model": "openai/big", "prompt_tokens": 900, "completion_tokens": 50}
+    records = [
+        _record(request_id="r1", **priced, cached_prompt_tokens=300, cost_usd=0.01),
+        _record(request_id="r1", **priced, cost_usd=0.01),  # usage without cached tokens
+        _record(request_id="r1", model="local/tiny"),  # no usage, no cost
+    ]
+    _write(
+        tmp_path / ".teams_runtime" / "logs",
+        PROMPT_LOG_NAME,
+        [encode_prompt_record(r) for r in records],
+    )
+    root = str(tmp_path)
+    assert main(["metrics", "--workspace", root, "--by", "model", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    tiny = next(group for group in report["groups"] if group["model"] == "local/tiny")
+    for key in (
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_prompt_tokens",
+        "cached_ratio",
+        "cost_usd",
+        "full_history_prompt_tokens_estimate",
+        "full_history_cost_usd_estimate",
+        "saved_cost_usd_estimate",
+    ):
+        assert tiny[key] is None, key
+    assert (tiny["priced_calls"], tiny["prompts_with_usage"]) == (0, 0)
+    totals = report["totals"]
+    # The ratio is over the one call that said what was cached, not diluted by the others.
+    assert (totals["prompts_with_cached_tokens"], totals["cached_ratio"]) == (1, 300 / 900)
+    assert (totals["prompt_tokens"], totals["cost_usd"]) == (1800, pytest.approx(0.02))
+    [request] = report["requests"]
+    assert (request["calls"], request["calls_with_usage"], request["priced_calls"]) == (3, 2, 2)
+    done = aggregate(
+        log_files(tmp_path / ".teams_runtime" / "logs"),
+        Filters(),
+        ["model"],
+        rate_cards={"openai/big": RateCard(input_per_million_usd=1, output_per_million_usd=2)},
+        status_of=lambda request_id: "completed",
+    )
+    assert done.completed_requests["prompt_tokens"] == 1800
+    assert (done.completed_requests["calls"], done.completed_requests["calls_with_usage"]) == (3, 2)
+    table = render_report(done)
+    row = next(line for line in table.splitlines() if line.startswith("local/tiny")).split()
+    assert row[-5:-2] == ["-", "-", "-"]  # tokens in/out, cached in, cost
+    assert "$0.0000" not in table
+    assert (
+        "Partial sums: 2 of 3 calls reported usage, 1 of 3 calls said what was cached, "
+        "2 of 3 calls priced." in table
+    )
+    assert "each call's own tokens per character, 2 of 3 calls), $" in table
+    assert (
+        "Per completed request (1): 1,800 input tokens, $0.0200 (2 of 3 calls reported usage, "
+        "2 of 3 calls priced)." in table
+    )
+
+
+def test_one_call_reads_as_a_word(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    used = _record(prompt_tokens=250, completion_tokens=10)
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(used)])
+    table = render_report(aggregate(log_files(logs), Filters(), ["role"]))
+    assert "(estimated from each call's own tokens per character, 1 call)." in table
+
+
+def test_a_dry_run_has_no_tokens_and_no_cost_not_zero_ones(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(_record(model="dry_run/dry_run"))] * 3)
+    report = aggregate(log_files(logs), Filters(), ["role"], status_of=lambda _: "completed")
+    assert report.totals["prompt_tokens"] is None and report.totals["cost_usd"] is None
+    done = report.completed_requests
+    assert (done["prompt_tokens"], done["mean_prompt_tokens"], done["cost_usd"]) == (None,) * 3
+    table = render_report(report)
+    assert "Per completed request (1): input tokens unknown (0 of 3 calls reported usage)." in (
+        table
+    )
 
 
 @pytest.mark.parametrize(
