@@ -38,8 +38,8 @@ from teams_runtime.storage.nats.append_writer import APPEND_SECONDS, AppendWrite
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.head_changes import prepare
 from teams_runtime.storage.nats.record_reader import RecordReader
-from teams_runtime.storage.nats.tokens import id_of_token, token_of
-from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead
+from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
+from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 
 __all__ = ["UNSEEN", "NatsRecordStore"]
 
@@ -141,13 +141,27 @@ class NatsRecordStore:
         found = self.connection.call(lambda: self.reader.get_head(key), what="a record head read")
         return found is not None
 
-    def list_ids(self) -> list[str]:
+    def _keys(self) -> list[str]:
         async def keys() -> list[str]:
             return await self.connection.bucket_keys(self.reader.kv, self.names.heads)
 
-        return sorted(
-            id_of_token(key) for key in self.connection.call(keys, what="a listing of records")
-        )
+        listed: list[str] = self.connection.call(keys, what="a listing of records")
+        return listed
+
+    def list_ids(self) -> list[str]:
+        ids = (request_id_of_token(key) for key in self._keys())
+        return sorted(request_id for request_id in ids if request_id is not None)
+
+    def strays(self) -> list[Stray]:
+        """Keys of the heads bucket no request id reads back from (another program's)."""
+        return [
+            Stray(
+                where=f"nats:{self.names.heads}/{key}",
+                reason="not a key teams-runtime writes (no request id reads back from it); skipped",
+            )
+            for key in sorted(self._keys())
+            if request_id_of_token(key) is None
+        ]
 
     # --- writing -----------------------------------------------------------------------------
 
