@@ -70,7 +70,7 @@ def why_stray(names: NatsNames, subject: str, roles: Collection[str]) -> str | N
     (``None``: a role reads it, and it names a request the way the runtime does)."""
     place = names.place_of(subject)
     if place is None:
-        return f"not a subject teams-runtime writes ({names.prefix}.q.<role>.<request>)"
+        return f"no role reads it (not {names.prefix}.q.<role>.<request>, as teams-runtime writes)"
     role, token = place
     if role not in roles:
         return f"no role reads it (no consumer {names.role_consumer(role)})"
