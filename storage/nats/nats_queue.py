@@ -374,7 +374,7 @@ class NatsWorkQueue:
 
         async def look() -> list[Stray]:
             subjects, leases = await asyncio.gather(
-                stray_subjects(self._js, self.names), self._leases.strays()
+                stray_subjects(self.connection), self._leases.strays()
             )
             return subjects + leases
 

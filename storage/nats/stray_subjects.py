@@ -84,13 +84,12 @@ def _waiting(subject: str) -> bool:
     return subject.split(".")[1] == "q"  # else deferred: the queue stream holds no other kind
 
 
-async def _queue_subjects(js: JetStreamContext, names: NatsNames) -> dict[str, int]:
-    stream = await js.stream_info(names.queue, subjects_filter=">")
-    return dict(stream.state.subjects or {})
-
-
-async def _strays(js: JetStreamContext, names: NatsNames) -> list[tuple[str, str, int]]:
-    roles, subjects = await asyncio.gather(reading_roles(js, names), _queue_subjects(js, names))
+async def _strays(connection: NatsConnection) -> list[tuple[str, str, int]]:
+    """Each stray subject of the queue stream, why, and how many envelopes wait on it."""
+    js, names = connection.js, connection.names
+    roles, subjects = await asyncio.gather(
+        reading_roles(js, names), connection.stream_subjects(names.queue, ">")
+    )
     found = []
     for subject, count in sorted(subjects.items()):
         reason = why_stray(names, subject, roles)
@@ -99,11 +98,12 @@ async def _strays(js: JetStreamContext, names: NatsNames) -> list[tuple[str, str
     return found
 
 
-async def stray_subjects(js: JetStreamContext, names: NatsNames) -> list[Stray]:
+async def stray_subjects(connection: NatsConnection) -> list[Stray]:
     """Each subject of the queue stream no role reads as it is, with its count and why."""
+    queue = connection.names.queue
     return [
-        Stray(where=f"nats:{names.queue} {subject}", reason=reason, envelopes=count)
-        for subject, reason, count in await _strays(js, names)
+        Stray(where=f"nats:{queue} {subject}", reason=reason, envelopes=count)
+        for subject, reason, count in await _strays(connection)
     ]
 
 
@@ -114,7 +114,7 @@ async def set_aside(connection: NatsConnection) -> int:
     that holds it (it rejects it itself)."""
     js, names = connection.js, connection.names
     moved = 0
-    for subject, reason, _ in await _strays(js, names):
+    for subject, reason, _ in await _strays(connection):
         seq = await _first_undelivered(connection, subject)
         while (message := await _next(js, names, subject, seq)) is not None:
             assert message.seq is not None
