@@ -27,6 +27,7 @@ from teams_runtime.cli.team_subcommands import (
     add_demo,
     add_init,
     add_metrics,
+    add_purge_strays,
     add_run,
     add_status,
     add_submit,
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(commands)
     add_status(commands)
     add_cancel(commands)
+    add_purge_strays(commands)
     add_prompt(commands)
     add_metrics(commands)
     add_export(commands)

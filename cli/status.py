@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.status_strays import stray_lines, stray_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
@@ -79,6 +80,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
         snapshot = backend.queue.snapshot()
         rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
+        strays = stray_rows(workspace, backend)
     now = time.time()
     return {
         "workspace": str(workspace.root.resolve()),
@@ -114,6 +116,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for worker in snapshot.workers
         ],
+        "strays": strays,
     }
 
 
@@ -142,7 +145,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         )
     for deferred in report["deferred"]:
         due = deferred["due_in_seconds"]
-        print(
+        lines.append(
             f"deferred {deferred['role']}:{deferred['request_id']} "
             f"({count_of(deferred['deferrals'], 'deferral')}): next attempt at "
             f"{deferred['next_attempt_at']} ({f'in {due:g} s' if due else 'due now'})"
@@ -151,7 +154,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
         lines.append(f"worker {worker['worker']}: {state}, holds {holds}")
-    return lines
+    return lines + stray_lines(report["strays"])
 
 
 def cmd_status(args: argparse.Namespace) -> int:

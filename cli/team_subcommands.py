@@ -23,6 +23,7 @@ __all__ = [
     "add_demo",
     "add_init",
     "add_metrics",
+    "add_purge_strays",
     "add_run",
     "add_status",
     "add_submit",
@@ -165,6 +166,23 @@ def add_status(commands: Commands) -> None:
         "--count", type=positive_count, metavar="N", help="with --watch: stop after N redraws"
     )
     status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
+
+
+def add_purge_strays(commands: Commands) -> None:
+    """Declare ``purge-strays`` and its flags."""
+    purge = commands.add_parser(
+        "purge-strays",
+        help="set aside the envelopes no role reads (status lists them as strays)",
+        description="Move every envelope no role of the team reads out of the queue, to the "
+        "rejected ones with the reason: on files, those in a queue folder named by no role "
+        "(into .teams_runtime/queue/rejected/); on NATS, those on a queue subject no role "
+        "consumer reads, or one the runtime never writes (into the PREFIX_rejected stream). "
+        "Nothing a role reads is touched; other strays `status` names (files, KV keys) are "
+        "left for you to remove.",
+    )
+    add_workspace(purge)
+    add_json(purge)
+    purge.set_defaults(handler=LazyCommand("teams_runtime.cli.strays_command", "cmd_purge_strays"))
 
 
 def add_metrics(commands: Commands) -> None:

@@ -16,6 +16,7 @@ from teams_runtime.storage.protocols import (
     QueueSnapshot,
     RecordRead,
     RecordStore,
+    Stray,
     WorkerLease,
     WorkQueue,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "Stray",
     "WorkQueue",
     "WorkerLease",
     "Workspace",

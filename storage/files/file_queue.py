@@ -39,8 +39,16 @@ from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage.files.lease_files import LeaseFiles
+from teams_runtime.storage.files.stray_files import queue_strays, set_aside_unread
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
-from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import (
+    Claim,
+    DeferredEnvelope,
+    QueueSnapshot,
+    Stray,
+    WorkerLease,
+)
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 from teams_runtime.storage.workspace import Workspace
 
@@ -78,7 +86,8 @@ class FileWorkQueue:
         self._claimed = self._root / "claimed"
         self._workers = self._root / "workers"
         self._mine = self._claimed / self.worker_id
-        self._lease = self._workers / f"{self.worker_id}.lease"
+        self._leases = LeaseFiles(self._workers, self._runtime)
+        self._lease = self._leases.path(self.worker_id)
         self._last_recovery = 0.0
 
     def _deferred(self, role: str) -> Path:
@@ -211,11 +220,7 @@ class FileWorkQueue:
     def retire(self) -> None:
         """Stop working: this worker's claims wait again, its lease goes."""
         self._return_claims(self._mine)
-        with (
-            contextlib.suppress(OSError, TeamsRuntimeError),
-            folder(self._workers, self._runtime, create=False) as dfd,
-        ):
-            os.unlink(self._lease.name, dir_fd=dfd)
+        self._leases.remove(self.worker_id)
 
     def _recover_expired(self) -> None:
         now = time.time()
@@ -225,24 +230,15 @@ class FileWorkQueue:
         for worker in self._subfolders(self._claimed):
             if worker != self.worker_id and self._expired(worker, now):
                 self._return_claims(self._claimed / worker)
-                self._remove_lease(worker)
-        for name in self._lease_names():  # dead workers that held nothing
-            worker = name.removesuffix(".lease")
-            age = self._lease_age(worker, now)
+                self._leases.remove(worker)
+        for worker in self._leases.workers():  # dead workers that held nothing
+            age = self._leases.age(worker, now)
             if worker != self.worker_id and (age or 0) > STALE_LEASES * self.lease_seconds:
-                self._remove_lease(worker)
-
-    def _remove_lease(self, worker: str) -> None:
-        with (
-            contextlib.suppress(OSError, TeamsRuntimeError),
-            folder(self._workers, self._runtime, create=False) as dfd,
-        ):
-            os.unlink(f"{worker}.lease", dir_fd=dfd)
+                self._leases.remove(worker)
 
     def _expired(self, worker: str, now: float) -> bool:
         try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                renewed = os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
+            renewed = self._leases.renewed(worker)
         except FileNotFoundError:
             return True  # claims without a lease: a worker that died before its first renewal
         except TeamsRuntimeError:
@@ -314,7 +310,7 @@ class FileWorkQueue:
         waiting = self.waiting()
         deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
         claimed = dict.fromkeys(ROLES, 0)
-        leases = {n.removesuffix(".lease") for n in self._lease_names()}
+        leases = set(self._leases.workers())
         workers = []
         for name in sorted(set(self._subfolders(self._claimed)) | leases):
             holds = []
@@ -322,7 +318,7 @@ class FileWorkQueue:
                 for envelope in self._names(self._claimed / name / role):
                     claimed[role] += 1
                     holds.append(f"{role}:{_request_of(envelope)}")
-            age = self._lease_age(name, now)
+            age = self._leases.age(name, now)
             alive = age is not None and age <= self.lease_seconds
             # A dead worker is shown only while its claims wait to be returned (by the next
             # worker that looks for work): a lease that is only a leftover is not a worker.
@@ -363,19 +359,11 @@ class FileWorkQueue:
         """A listing of each role's queue folder."""
         return {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
 
-    def _lease_names(self) -> list[str]:
-        try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                return [n for n in os.listdir(dfd) if n.endswith(".lease")]
-        except (FileNotFoundError, TeamsRuntimeError):
-            return []
+    def strays(self) -> list[Stray]:
+        return queue_strays(self.workspace, ROLES)
 
-    def _lease_age(self, worker: str, now: float) -> float | None:
-        try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                return now - os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
-        except (FileNotFoundError, TeamsRuntimeError):
-            return None
+    def set_aside_strays(self) -> int:
+        return set_aside_unread(self.workspace, ROLES)
 
 
 def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:

@@ -11,10 +11,11 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 
+from teams_runtime.codecs.roles import ROLES
 from teams_runtime.storage.deferrals import deferral_view
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.names import NatsNames
-from teams_runtime.storage.nats.tokens import id_of_token
+from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.protocols import DeferredEnvelope
 
 __all__ = [
@@ -55,13 +56,27 @@ async def deferred_messages(js: JetStreamContext, names: NatsNames) -> list[RawS
         seq = message.seq + 1
 
 
-def deferred_envelope(names: NatsNames, message: RawStreamMsg) -> DeferredEnvelope:
-    """What ``status`` shows of one deferred envelope (ids, counts, its next attempt)."""
-    subject = message.subject or ""
+def _role_and_request(names: NatsNames, message: RawStreamMsg) -> tuple[str, str] | None:
+    """The role and request id of a deferred envelope; ``None`` for a subject the runtime
+    never defers to (another program's: a stray, which ``status`` names and no worker
+    restores)."""
+    place = names.place_of(message.subject or "")
+    if place is None or place[0] not in ROLES:
+        return None
+    request_id = request_id_of_token(place[1])
+    return None if request_id is None else (place[0], request_id)
+
+
+def deferred_envelope(names: NatsNames, message: RawStreamMsg) -> DeferredEnvelope | None:
+    """What ``status`` shows of one deferred envelope (ids, counts, its next attempt);
+    ``None`` for a stray."""
+    found = _role_and_request(names, message)
+    if found is None:
+        return None
     envelope_id, deferrals = deferral_view(message.data or b"")
     return DeferredEnvelope(
-        role=names.role_of(subject),
-        request_id=id_of_token(names.request_token_of(subject)),
+        role=found[0],
+        request_id=found[1],
         envelope_id=envelope_id,
         deferrals=deferrals,
         next_attempt=next_attempt(message.headers),
@@ -82,8 +97,10 @@ async def restore_due(
     for message in await deferred_messages(js, names):
         if message.seq is None or next_attempt(message.headers) > now:
             continue
-        subject = message.subject or ""
-        waiting = names.waiting_subject(names.role_of(subject), names.request_token_of(subject))
+        found = _role_and_request(names, message)
+        if found is None:
+            continue  # a stray: it stays where it is, and `status` names it
+        waiting = names.waiting_subject(found[0], token_of(found[1]))
         await js.publish(waiting, message.data or b"", headers=once(message.seq))
         try:
             await connection.api(f"STREAM.MSG.DELETE.{names.queue}", {"seq": message.seq})

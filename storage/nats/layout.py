@@ -1,7 +1,8 @@
 """What the nats backend needs on the server, made when missing: the team's streams, KV
-buckets and role consumers (``ensure_layout``). What exists is never changed: a host whose
-config differs (``queue.lease_seconds``, ``replicas``) reads the settings the team's queue was
-made with instead of imposing its own. The names are in ``NatsNames`` and in docs/scaling.md.
+buckets and role consumers (``ensure_layout``). What exists is never changed (but for letting
+the workers bucket's entries expire): a host whose config differs (``queue.lease_seconds``,
+``replicas``) reads the settings the team's queue was made with instead of imposing its own.
+The names are in ``NatsNames`` and in docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class _Layout:
             )
             for bucket in (names.heads, names.workers):
                 await self._ensure_bucket(bucket)
+            await self._expiring_entries(names.workers)
             ack_waits = await asyncio.gather(
                 *(
                     self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
@@ -156,6 +158,21 @@ class _Layout:
             except nats.js.errors.APIError as exc:
                 if exc.err_code != STREAM_NAME_IN_USE:  # made by another host meanwhile
                     raise
+
+    async def _expiring_entries(self, bucket: str) -> None:
+        """Let the bucket's entries carry a TTL (``Nats-TTL``: the leases expire by
+        themselves). The one change made to what exists: a bucket made by an older client
+        lacks it, and turning it on changes nothing else (it cannot be turned off again)."""
+        info = await self.js.stream_info(f"KV_{bucket}")
+        if not info.config.allow_msg_ttl:
+            info.config.allow_msg_ttl = True
+            try:
+                await self.js.update_stream(info.config)
+            except nats.js.errors.APIError as exc:
+                if exc.code == 503:
+                    raise
+                # A server before 2.11, or one that refuses: the entries stay until their
+                # workers retire, and `status` shows a dead one's lease expired.
 
     async def _ensure_consumer(self, name: str, subject: str) -> float:
         """Create the durable pull consumer ``name`` unless it exists; its ack wait."""

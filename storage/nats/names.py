@@ -15,7 +15,7 @@ class NatsNames(msgspec.Struct, frozen=True):
 
     Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
     ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
-    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
+    default) for any; ``place_of`` reads them back from a subject."""
 
     prefix: str
 
@@ -70,13 +70,21 @@ class NatsNames(msgspec.Struct, frozen=True):
     def every_rejected(self) -> str:
         return f"{self.prefix}.rejected.>"
 
-    def role_of(self, subject: str) -> str:
-        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
-        return subject.split(".", 3)[2]
+    def place_of(self, subject: str) -> tuple[str, str] | None:
+        """The role and request token of an envelope's subject (``waiting``, ``deferred``,
+        ``rejected``); ``None`` for a subject of any other shape (not one the runtime
+        writes: another program may publish anything under the queue's subjects)."""
+        parts = subject.split(".")
+        if len(parts) != 4 or parts[0] != self.prefix or not parts[2] or not parts[3]:
+            return None
+        return parts[2], parts[3]
 
-    def request_token_of(self, subject: str) -> str:
-        """The request token of an envelope's subject."""
-        return subject.split(".", 3)[3]
+    def set_aside_subject(self, subject: str) -> str:
+        """Where an envelope on the queue's ``subject`` is set aside: the rejected subject with
+        the same tokens after the kind (``<prefix>.rejected._`` if there are none, or one is
+        empty)."""
+        rest = subject.split(".")[2:]
+        return f"{self.prefix}.rejected.{'.'.join(rest) if rest and all(rest) else '_'}"
 
     def role_consumer(self, role: str) -> str:
         return f"{self.prefix}_q_{role}"

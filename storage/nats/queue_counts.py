@@ -21,6 +21,7 @@ from nats.js.api import ConsumerInfo
 
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.storage.nats.names import NatsNames
+from teams_runtime.storage.nats.tokens import request_id_of_token
 
 __all__ = ["RoleCounts", "per_role", "role_counts"]
 
@@ -53,18 +54,22 @@ async def _deliverable(js: JetStreamContext, names: NatsNames) -> dict[str, int]
     counts = dict.fromkeys(ROLES, 0)
     stream = await js.stream_info(names.queue, subjects_filter=names.every_waiting)
     for subject, count in (stream.state.subjects or {}).items():
-        role = names.role_of(subject)
-        if role in counts and subject.count(".") == 3:  # no deeper subject: never delivered
-            counts[role] += count
+        place = names.place_of(subject)  # no other shape: never delivered (a stray's)
+        if place is not None and place[0] in counts:
+            counts[place[0]] += count
     return counts
 
 
 async def per_role(js: JetStreamContext, names: NatsNames, subjects: str) -> dict[str, int]:
-    """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
+    """The queue stream's messages on ``subjects`` (waiting or deferred) per role that some
+    worker takes: a deferred one naming no request is never restored (a stray, as is any on
+    a subject of another shape: ``stray_subjects``)."""
     counts = dict.fromkeys(ROLES, 0)
     stream = await js.stream_info(names.queue, subjects_filter=subjects)
     for subject, count in (stream.state.subjects or {}).items():
-        role = names.role_of(subject)
-        if role in counts:
-            counts[role] += count
+        place = names.place_of(subject)
+        if place is None or place[0] not in counts:
+            continue
+        if subject.startswith(f"{names.prefix}.q.") or request_id_of_token(place[1]) is not None:
+            counts[place[0]] += count
     return counts

@@ -30,6 +30,7 @@ from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.tokens import token_of
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
@@ -668,3 +669,46 @@ def test_status_after_killing_workers_shows_only_the_live_ones(
                 worker.send_signal(signal.SIGTERM)
                 worker.communicate(timeout=60)
     assert workers[2].returncode == 0
+
+
+def _lease_keys(settings: NatsSettings) -> list[str]:
+    """The keys of the team's workers bucket, as another program lists them."""
+    with _connected(settings) as connection:
+        bucket = connection.names.workers
+
+        async def keys() -> list[str]:
+            kv = await connection.js.key_value(bucket)
+            return sorted(await connection.bucket_keys(kv, bucket))
+
+        found: list[str] = connection.call(keys)
+        return found
+
+
+def test_nats_status_after_killing_workers_shows_only_the_live_ones(
+    team_workspace: Callable[..., Workspace], tmp_path: Path, nats_server: Any
+) -> None:
+    settings: NatsSettings = nats_server.settings()
+    _nats_seed(settings, [], "qa", events=0, lease=2)  # the team's lease: 2 s
+    hosts = _nats_hosts(team_workspace, tmp_path, settings, "valid", 3, lease_seconds=2)
+    workers = [_worker(host) for host in hosts]  # serving, idle
+    try:
+
+        def listed() -> list[str]:
+            return [lease["worker"] for lease in _cli_json(hosts[0], "status")["workers"]]
+
+        _wait_for(lambda: len(listed()) == 3, 60, "three live workers")
+        for worker in workers[:2]:
+            worker.send_signal(signal.SIGKILL)
+            worker.communicate(timeout=30)
+        (survivor,) = [name for name in listed() if f"-{workers[2].pid}-" in name]
+        # Gone once their lease (2 s) has passed: the server removed their entries (a TTL),
+        # so no one lists them, `lease expired` or not.
+        _wait_for(lambda: listed() == [survivor], 30, "only the live worker listed")
+        assert _lease_keys(settings) == [token_of(survivor)]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                worker.communicate(timeout=60)
+    assert workers[2].returncode == 0
+    assert _lease_keys(settings) == []  # the last one retired: nothing left of any of them

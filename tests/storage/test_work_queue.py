@@ -4,6 +4,7 @@ file queue promises: its folders, rejected files with their reasons, the problem
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import time
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats
 import pytest
+from nats.js.api import StreamConfig
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
@@ -22,6 +25,7 @@ from teams_runtime.exceptions import UnsafeRequestIdError
 from teams_runtime.storage import Claim, DeferredEnvelope, FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
+from teams_runtime.storage.nats.tokens import token_of
 
 from ..conftest import SMALL_MAX_PAYLOAD
 
@@ -549,3 +553,70 @@ def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
     assert kept.endswith("the whole text is in the request's record]")
     assert len(kept.encode("utf-8")) < SMALL_MAX_PAYLOAD
     queue.done(claim)
+
+
+def _workers_bucket(connection: NatsConnection) -> tuple[list[str], int]:
+    """The keys of the team's workers bucket and how many messages its stream holds."""
+    bucket = connection.names.workers
+
+    async def look() -> tuple[list[str], int]:
+        kv = await connection.js.key_value(bucket)
+        keys = await connection.bucket_keys(kv, bucket)
+        info = await connection.js.stream_info(f"KV_{bucket}")
+        return sorted(keys), int(info.state.messages)
+
+    found: tuple[list[str], int] = connection.call(look)
+    return found
+
+
+def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_nats_lease_entries_expire_by_the_server_a_lease_after_their_last_renewal(
+    nats_connection: NatsConnection,
+) -> None:
+    """The team's lease here is 1 s: an entry not renewed (a worker killed) is removed by the
+    server itself, and a retired worker leaves nothing behind, not even its purge marker."""
+    dead, live = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
+    assert dead.renew() and live.renew()
+    assert {lease.worker for lease in live.snapshot().workers} == {dead.worker_id, live.worker_id}
+    renewed_until = time.monotonic() + 2.5  # past the dead one's lease, the live one renewing
+    while time.monotonic() < renewed_until:
+        assert live.renew()
+        time.sleep(0.3)
+    alone = [token_of(live.worker_id)]
+    _until(lambda: _workers_bucket(nats_connection)[0] == alone, 10, "the dead one's expiry")
+    assert [lease.worker for lease in live.snapshot().workers] == [live.worker_id]
+    live.retire()
+    _until(lambda: _workers_bucket(nats_connection) == ([], 0), 10, "an empty bucket")
+
+
+def test_nats_a_workers_bucket_made_without_ttls_gets_them(
+    nats_server: Any, nats_connect: Callable[..., NatsConnection]
+) -> None:
+    """A bucket made before entries expired (by an older client, or by hand) is the one change
+    the runtime makes to what exists: it lets entries carry a TTL, and they expire."""
+    settings = nats_server.settings()
+
+    async def old_bucket() -> None:
+        client = await nats.connect(settings.url)
+        try:
+            bucket = f"{settings.prefix}_workers"
+            config = StreamConfig(
+                name=f"KV_{bucket}", subjects=[f"$KV.{bucket}.>"], max_msgs_per_subject=1,
+                allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
+            )  # fmt: skip
+            await client.jetstream().add_stream(config)
+        finally:
+            await client.close()
+
+    asyncio.run(old_bucket())
+    connection = nats_connect(settings, queue_ack_seconds=1)
+    dead = NatsWorkQueue(connection)
+    assert dead.renew()
+    assert _workers_bucket(connection)[0] == [token_of(dead.worker_id)]
+    _until(lambda: _workers_bucket(connection) == ([], 0), 10, "the entry to expire")

@@ -192,7 +192,12 @@ def test_envelope_subjects_give_back_their_role_and_request_token() -> None:
         names.deferred_subject("qa", token),
         names.rejected_subject("qa", token),
     ):
-        assert (names.role_of(subject), names.request_token_of(subject)) == ("qa", token)
+        assert names.place_of(subject) == ("qa", token)
+    for stray in ("team-1.q.qa", "team-1.q.qa.a.b", "team-2.q.qa.x", "team-1.q..x", "team-1"):
+        assert names.place_of(stray) is None  # not a subject the runtime writes
+    assert names.set_aside_subject("team-1.q.qa.a.b") == "team-1.rejected.qa.a.b"
+    assert names.set_aside_subject("team-1.deferred.qa") == "team-1.rejected.qa"
+    assert names.set_aside_subject("team-1.q..x") == "team-1.rejected._"
     assert names.waiting_subject() == "team-1.q.*.*"
     assert names.deferred_subject(token=token) == f"team-1.deferred.*.{token}"
 
