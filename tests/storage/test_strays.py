@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.storage.nats.tokens import id_of_token, request_id_of_token, token_of
 
-from .cli_in_process import init_nats_workspace, run_cli
+from ..support.cli_in_process import init_nats_workspace, run_cli
 
 Plant = Callable[[Path, NatsSettings | None], None]
 _ENVELOPE = b'{"request_id": "req-9", "sender": "user", "target": "qa", "scope": "x"}'
