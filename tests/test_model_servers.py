@@ -63,6 +63,29 @@ def test_the_probe_schedule_doubles_from_1_to_60_seconds_with_jitter() -> None:
         assert full / 2 <= wait <= full
 
 
+async def test_calls_in_flight_when_a_server_dies_log_one_outage(
+    log_messages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls sent before an outage end after it began (an answer that had come, a connection
+    reset): they neither end it nor start another, so one outage is one away and one back."""
+    monkeypatch.setattr(model_servers, "PROBE_FIRST_SECONDS", 0.01)
+    server = model_servers.ModelServer("http://127.0.0.1:1/v1", None)
+    assert not await server.turn() and not await server.turn()  # two calls, sent while there
+    sent = server.period
+    await server.away("cannot connect (ConnectError)", False, sent)  # one finds it gone
+    await server.answered(False, sent)  # the other's answer was on its way before
+    assert server.is_away()
+    assert await server.turn()  # this call's turn to probe
+    await server.away("cannot connect (ConnectError)", True, server.period)
+    assert await server.turn()
+    await server.answered(True, server.period)  # back
+    late = "the connection closed before any answer (RemoteProtocolError)"
+    await server.away(late, False, sent)  # a call from before the outage, reset only now
+    assert not server.is_away()
+    assert len(_lines(log_messages, "is away")) == 1
+    assert len(_lines(log_messages, "is back")) == 1
+
+
 async def test_a_refused_connection_waits_for_the_server_and_is_not_a_failure(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, log_messages: list[Any],
     quick_probes: None,
