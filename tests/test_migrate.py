@@ -275,7 +275,7 @@ def test_append_and_import_of_events_larger_than_a_message_on_nats(
     big_record = record_file.with_name("req-2.json")
     big_record.write_bytes(encode_record(record))
     status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
-    assert (status, err) == (0, "") and "Imported 2 of 2 request(s)." in out
+    assert (status, err) == (0, "") and "Imported 2 of 2 requests." in out
     status, out, err = run_cli(capsys, "append", "req-1", "--from", str(big), *where)
     assert (status, err) == (0, "") and "Appended 1 event to req-1; it now has 41 events." in out
     status, out, _ = run_cli(capsys, "export", "req-2", *where)
@@ -321,7 +321,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     assert out.splitlines() == [
         "req-1 is already there, identical; left as it is.",
         "Imported req-2 (15 events).",
-        "Imported 1 of 2 request(s).",
+        "Imported 1 of 2 requests.",
     ]
     status, out, _ = run_cli(capsys, "export", "req-2", *where)
     assert out.encode() == big_record.read_bytes()
