@@ -81,12 +81,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
             intent=args.intent,
             urgency=args.urgency,
             request_id=args.request_id,
+            reopen=args.reopen,
         )
     )
     if args.json:
-        write_json({"request_id": done.request_id, "role": args.role, "created": done.created})
+        write_json(
+            {
+                "request_id": done.request_id,
+                "role": args.role,
+                "created": done.created,
+                "reopened": bool(done.reopened),
+            }
+        )
         return 0
     state = "new request" if done.created else "existing request"
+    if done.reopened:
+        state = f"reopened: it was {done.reopened}"
     print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
     return 0
 

@@ -103,6 +103,12 @@ def add_submit(commands: Commands) -> None:
         metavar="ID",
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
     )
+    submit.add_argument(
+        "--reopen",
+        action="store_true",
+        help="allow more work for a request that is completed, failed or cancelled "
+        "(it is reopened, with a `reopened` event); without it such a request is refused",
+    )
     add_json(submit)
     submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
 

@@ -523,7 +523,8 @@ def test_submit_append_cancel_json(tmp_path: Path, capsys: pytest.CaptureFixture
     status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
                              "--request-id", "req-j", "--json")  # fmt: skip
     assert status == 0
-    assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True}
+    assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True,
+                               "reopened": False}  # fmt: skip
     status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
                              "--request-id", "req-j", "--json")  # fmt: skip
     assert json.loads(out)["created"] is False
