@@ -155,7 +155,8 @@ class Team:
             await opened.__aexit__(kind, error, traceback)
 
     def _prompt_sent(self, record: PromptRecord) -> None:
-        self.summary.prompts_sent += 1
+        self.summary.model_calls += 1
+        self.summary.answered += record.outcome in ("completed", "invalid")
         if self._keep_prompt_records:
             self.summary.prompts.append(record)
 
@@ -164,7 +165,7 @@ class Team:
         self._busy[claim.role] -= 1
         match outcome:
             case "done":
-                self.summary.handled += 1
+                self.summary.done += 1
                 self._handled[claim.role] += 1
             case "failed":
                 self.summary.failed += 1
@@ -389,12 +390,15 @@ class Team:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
                     logger.error("the worker could not hand its envelopes back: {}", exc)
+        summary = self.summary
         logger.info(
-            "team finished: {} handled, {} failed, {} deferred, {} rejected",
-            self.summary.handled,
-            self.summary.failed,
-            self.summary.deferred,
-            self.summary.rejected,
+            "team finished: {} done, {} failed, {} rejected, {} deferred; {}, {} answered",
+            summary.done,
+            summary.failed,
+            summary.rejected,
+            count_of(summary.deferred, "time"),
+            count_of(summary.model_calls, "model call"),
+            summary.answered,
         )
         return self.summary
 

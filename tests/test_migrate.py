@@ -203,7 +203,7 @@ def test_submit_run_status_cancel_on_nats(
     status, out, _ = run_cli(capsys, "cancel", "req-b", *where)
     assert status == 0 and "dropped 1 queued envelope." in out
     status, out, _ = run_cli(capsys, "run", "--once", *where)
-    assert status == 0 and "Handled 3 envelopes: 0 failed" in out
+    assert status == 0 and "Finished 3 envelopes: 3 done, 0 failed" in out
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     report = json.loads(out)
     assert {row["request_id"]: row["status"] for row in report["requests"]} == {
@@ -251,7 +251,7 @@ def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
         capsys.readouterr()
         for _ in range(2):
             status, out, err = run_cli(capsys, "run", "--once", *where)
-            assert status == 0 and "0 left queued" in out, err
+            assert status == 0 and "Finished" in out and "deferred" not in out, err
         assert (state / "calls-req-1-qa").read_text() == "1"
         status, out, _ = run_cli(capsys, "export", "req-1", *where)
         record = json.loads(out)
@@ -340,7 +340,7 @@ def test_a_request_id_in_any_script_on_nats(
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == [nfc]
     status, out, err = run_cli(capsys, "run", "--once", *where)
-    assert status == 0 and "Handled 1 envelope: 0 failed" in out, err
+    assert status == 0 and "Finished 1 envelope: 1 done, 0 failed" in out, err
     for name in (nfc, nfd):
         status, out, err = run_cli(capsys, "export", name, *where)
         assert (status, err) == (0, "") and json.loads(out)["status"] == "completed"
