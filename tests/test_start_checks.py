@@ -112,7 +112,8 @@ def test_only_the_served_roles_are_checked(tmp_path: Path) -> None:
     _write(tmp_path, {"model": model, "roles": {"qa": {"model": {"command": ["./missing"]}}}})
     Team(tmp_path, roles=["planner", "developer"])  # qa is not served here: no refusal
     with pytest.raises(
-        ConfigError, match=r"^role qa: model\.command\[0\] './missing' names a file that does not exist"
+        ConfigError,
+        match=r"^role qa: model\.command\[0\] './missing' names a file that does not exist",
     ):
         Team(tmp_path, roles=["qa"])
 

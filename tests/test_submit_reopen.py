@@ -77,7 +77,9 @@ def test_a_request_that_has_not_finished_takes_more_work_as_it_is(
     assert [event["type"] for event in _record(workspace)["events"][-1:]] == ["delegated"]
 
 
-def test_reopen_on_nats(tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any) -> None:
+def test_reopen_on_nats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nats_server: Any
+) -> None:
     root = str(init_nats_workspace(tmp_path / "host", nats_server.settings()))
     assert main([*SUBMIT, "--workspace", root]) == 0
     assert main(["cancel", "req-1", "--workspace", root]) == 0

@@ -305,7 +305,9 @@ def test_a_cancel_during_the_call_wins_whatever_the_call_does(
     out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "Traceback" not in err
-    counted = "Finished 1 envelope: 0 done, 1 failed" if exit_status else "Finished 1 envelope: 1 done"
+    counted = (
+        "Finished 1 envelope: 0 done, 1 failed" if exit_status else "Finished 1 envelope: 1 done"
+    )
     assert out.startswith(counted)
     record = read_record(workspace, "req-1")
     assert record["status"] == "cancelled"
