@@ -147,4 +147,6 @@ def test_config_prints_each_roles_model_and_notes_upstreams_sections_on_stderr(
     assert err == (
         "teams-runtime: note: team_runtime.yaml sprint is checked but not used: teams-runtime "
         "runs no sprints.\n"
+        "teams-runtime: note: team_runtime.yaml role_defaults gives the model name of qa "
+        "(small): that is the model each asks for; set roles.<role>.model to ask for another.\n"
     )
