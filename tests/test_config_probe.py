@@ -1,5 +1,6 @@
-"""``config --probe``: one tiny request to each distinct model server the roles use, and what
-it answered (the model it answers as, usage in the stream, the response_format it takes)."""
+"""``config --probe``: one tiny request to each distinct model server and model the roles use,
+and what it answered (the model it answers as, usage in the stream, the response_format it
+takes)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,30 @@ def test_one_request_per_distinct_server(
             and "small-served" in second
         )
         assert (len(openai_server.requests), len(other.requests)) == (1, 1)
+
+
+def test_one_request_per_model_a_server_is_asked_for(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One server, two models (a big planner, a small qa): each model is asked once, and a
+    model the server does not serve is said apart from the one it does."""
+    openai = {"base_url": openai_server.base_url, "model": "big"}
+    small = {"model": {"openai": {"model": "small"}}}
+    (tmp_path / "team_runtime.yaml").write_text(
+        yaml.safe_dump({"model": {"backend": "openai", "openai": openai}, "roles": {"qa": small}})
+    )
+    not_served = Status(404, body='{"error": {"message": "model not found"}}')
+    openai_server.then(_stream("big", usage=True), not_served)
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    assert status == 1  # one of them gave no answer
+    results = {result["model"]: result for result in json.loads(out)}
+    assert sorted(results) == ["big", "small"]
+    assert results["small"]["roles"] == ["qa"] and "qa" not in results["big"]["roles"]
+    asked = sorted(seen.json()["model"] for seen in openai_server.requests)
+    assert asked == ["big", "small"]
+    answered = [r for r in results.values() if r["problem"] is None]
+    refused = [r for r in results.values() if r["problem"] == "it answered 404"]
+    assert len(answered) == len(refused) == 1
 
 
 def test_a_server_that_is_not_there_is_said_and_exits_1(
