@@ -59,7 +59,8 @@ def _servers_away(
     workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
 ) -> list[dict[str, Any]]:
     """The model servers a running worker waits for (``model_servers``' files), each with the
-    envelopes of the roles it serves that wait for it (queued or held by a worker)."""
+    roles it serves and their envelopes, counted as the ``roles`` block counts them: waiting
+    (no worker took them: none will while it is away) and claimed (held by calls that wait)."""
     served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
     for role in ROLES:
         model = config.model_for(role)
@@ -68,8 +69,15 @@ def _servers_away(
     rows = []
     for away in servers_away(workspace):
         roles = served.get(away.base_url, [])
-        waiting = sum(snapshot.waiting[role] + snapshot.claimed[role] for role in roles)
-        rows.append({"base_url": away.base_url, "away_since": away.away_since, "waiting": waiting})
+        rows.append(
+            {
+                "base_url": away.base_url,
+                "away_since": away.away_since,
+                "roles": roles,
+                "waiting": sum(snapshot.waiting[role] for role in roles),
+                "claimed": sum(snapshot.claimed[role] for role in roles),
+            }
+        )
     return rows
 
 
@@ -136,9 +144,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
         for role, c in busy.items()) or "none queued"))  # fmt: skip
     for server in report["model_servers_away"]:
+        # "waiting" and "claimed" as in the envelopes line above: the same envelopes.
         lines.append(
-            f"model server {server['base_url']} away since {server['away_since']} "
-            f"({count_of(server['waiting'], 'envelope')} waiting)"
+            f"model server {server['base_url']} away since {server['away_since']}: its roles "
+            f"({', '.join(server['roles']) or 'none'}) take no new work; "
+            f"{count_of(server['waiting'], 'envelope')} waiting, {server['claimed']} claimed"
         )
     for deferred in report["deferred"]:
         due = deferred["due_in_seconds"]

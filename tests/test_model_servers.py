@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -221,7 +222,12 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
             assert status.returncode == 0, status.stderr
             (away_line,) = [line for line in status.stdout.splitlines() if "model server" in line]
             assert away_line.startswith(f"model server {url} away since ")
-            assert away_line.endswith(f" ({len(requests)} envelopes waiting)")
+            # The words of the envelopes line: waiting (not taken) and claimed (held).
+            counts = re.search(r": its roles \(([a-z_, ]+)\) take no new work; (\d+) envelopes? "
+                               r"waiting, (\d+) claimed$", away_line)  # fmt: skip
+            assert counts is not None, away_line
+            assert "planner" in counts.group(1).split(", ")
+            assert int(counts.group(2)) + int(counts.group(3)) == len(requests)
             await anyio.sleep(max(20 - (anyio.current_time() - down_at), 0))  # down 20 s
             assert sum(queue.snapshot().claimed.values()) <= claimed_then  # no new work taken
             openai_server.up()
