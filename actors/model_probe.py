@@ -1,6 +1,7 @@
 """``config --probe``: one tiny request to each OpenAI-compatible server the roles use, for
-each model they ask it for, to say what it answers before a run depends on it: the model it answers as, whether it reports token
-usage in a stream, and which ``response_format`` form it takes.
+each model they ask it for, to say what it answers before a run depends on it: the model it
+answers as, whether it reports token usage in a stream, and which ``response_format`` form it
+takes.
 
 The request is a plain one, made here (not through ``OpenAIBackend``, which carries prompts,
 retries and the contract): a streamed chat completion of a few tokens asking for a one-field
