@@ -18,7 +18,9 @@ def _row(label: list[str], values: dict[str, Any], tokens: bool, cost: bool) -> 
     counts = (values["total_events"], values["included_events"], values["omitted_events"])
     events = "/".join(f"{count:,}" for count in counts)
     usage = []
-    if tokens:
+    if tokens and not values["prompts_with_usage"]:  # none of its calls said: not "0 tokens"
+        usage = ["-", "-"]
+    elif tokens:
         ratio = values["cached_ratio"]
         usage = [
             f"{values['prompt_tokens']:,}/{values['completion_tokens']:,}",
@@ -51,7 +53,8 @@ def _label(value: Any) -> str:
 
 def render_report(report: MetricsReport) -> str:
     """The human table: a row per group, then the totals (tokens columns when a model server
-    reported usage, a cost column when a rate card priced a call)."""
+    reported usage, ``-`` in a group none of whose calls did; a line saying why there are none
+    otherwise; a cost column when a rate card priced a call)."""
     totals = report.totals
     tokens = totals["prompts_with_usage"] > 0
     cost = totals["priced_calls"] > 0
@@ -81,6 +84,8 @@ def render_report(report: MetricsReport) -> str:
     lines.insert(-1, "")
     if tokens:
         lines += ["", _saved(totals, cost)]
+    elif totals["prompts"]:
+        lines += ["", _NO_USAGE]
     done = report.completed_requests
     if done["requests"]:
         lines.append(
@@ -91,6 +96,13 @@ def render_report(report: MetricsReport) -> str:
         lines += ["", _compare_enabled(report)]
     lines.append(f"\nskipped lines: {report.skipped_lines}")
     return "\n".join(line.rstrip() for line in lines)
+
+
+_NO_USAGE = (
+    "No call reported token usage, so there are no tokens columns: the command and dry-run "
+    "backends report none, nor does a server that leaves usage out of its stream "
+    "(llama-cpp-python's)."
+)
 
 
 def _saved(totals: dict[str, Any], cost: bool) -> str:
