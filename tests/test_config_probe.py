@@ -5,7 +5,10 @@ takes)."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,6 +146,38 @@ def test_a_server_that_is_not_there_is_said_and_exits_1(
     status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
     assert status == 1
     assert out.startswith(f"{url} (orchestrator,") and out.endswith(": no answer (ConnectError)\n")
+    server = FakeOpenAIServer(port=port).start()  # started, on the port the config names
+    try:
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    finally:
+        server.stop()
+    assert (status, server.port) == (0, port)
+    assert out.startswith(f"{url} (orchestrator,") and ": answered, naming no model;" in out
+
+
+def test_the_fake_server_runs_as_a_program_on_a_chosen_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python tests/fake_openai_server.py --port N`: what a person tries the runtime with."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    program = Path(__file__).with_name("fake_openai_server.py")
+    server = subprocess.Popen(
+        [sys.executable, "-P", str(program), "--port", str(port), "--flavour", "llama.cpp"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{port}/v1"
+        assert server.stdout.readline() == f"listening on {url}\n"
+        _workspace(tmp_path, {"backend": "openai", "openai": {"base_url": url, "model": "m"}})
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+        assert status == 0 and "response_format json_schema accepted" in out, out
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)  # waits, and closes its pipe
+    assert server.returncode == 0
 
 
 def test_nothing_to_probe_without_a_server(
