@@ -1,4 +1,5 @@
-"""The commands about one request: project, explain, append, prompt, cancel, export, import."""
+"""The commands about one request: project, explain, append, prompt, cancel, retry, export,
+import."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ __all__ = [
     "add_import",
     "add_project",
     "add_prompt",
+    "add_retry",
 ]
 
 
@@ -101,6 +103,29 @@ def add_cancel(commands: Commands) -> None:
     add_workspace(cancel)
     add_json(cancel)
     cancel.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_cancel"))
+
+
+def add_retry(commands: Commands) -> None:
+    """Declare ``retry`` and its flags."""
+    retry = commands.add_parser(
+        "retry",
+        help="queue a failed request's last step again, or put rejected envelopes back",
+        description="Queue again the envelope of the step that failed REQUEST_ID (the record "
+        "gets a `retried` event and is in progress again), or, with --rejected, put rejected "
+        "envelopes back in their queues as they were (REQUEST_ID's, or every one). `status` "
+        "lists failed requests and rejected envelopes.",
+    )
+    retry.add_argument(
+        "request_id", nargs="?", metavar="REQUEST_ID", help="the request (optional with --rejected)"
+    )
+    retry.add_argument(
+        "--rejected",
+        action="store_true",
+        help="put rejected envelopes back in their queues (after fixing their cause)",
+    )
+    add_workspace(retry)
+    add_json(retry)
+    retry.set_defaults(handler=LazyCommand("teams_runtime.cli.retry_command", "cmd_retry"))
 
 
 def add_prompt(commands: Commands) -> None:

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.status_hints import hint_lines, rejected_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
@@ -87,6 +88,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
         snapshot = backend.queue.snapshot()
         rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
+        rejected = rejected_rows(backend.rejected)
     now = time.time()
     return {
         "workspace": str(workspace.root.resolve()),
@@ -111,6 +113,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for deferred in snapshot.deferred_envelopes
         ],
+        "rejected": rejected,
         "workers": [
             {
                 "worker": worker.worker,
@@ -152,7 +155,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         )
     for deferred in report["deferred"]:
         due = deferred["due_in_seconds"]
-        print(
+        lines.append(
             f"deferred {deferred['role']}:{deferred['request_id']} "
             f"({count_of(deferred['deferrals'], 'deferral')}): next attempt at "
             f"{deferred['next_attempt_at']} ({f'in {due:g} s' if due else 'due now'})"
@@ -161,6 +164,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
         lines.append(f"worker {worker['worker']}: {state}, holds {holds}")
+    lines += hint_lines(report)  # what a person can try again, and how
     return lines
 
 
