@@ -23,7 +23,13 @@ from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
-from teams_runtime.policy.outcomes import RequestState, plan_cancel, state_of, status_of
+from teams_runtime.policy.outcomes import (
+    FAILED_ENVELOPE,
+    RequestState,
+    plan_cancel,
+    state_of,
+    status_of,
+)
 from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend
 
@@ -124,11 +130,15 @@ async def _extend(
             )
         events = [_reopened(status, now)] if finished else []
         events.append(_delegated(envelope.target, now))
+        updates: dict[str, Any] = {
+            "status": "queued",
+            "current_role": envelope.target,
+            "updated_at": now,
+        }
+        if status == "failed":  # the failed step is not retried now: its envelope is spent
+            updates[FAILED_ENVELOPE] = None
         appended = await context.append_keyed(
-            request_id,
-            events,
-            updates={"status": "queued", "current_role": envelope.target, "updated_at": now},
-            expect={"status": state.status},
+            request_id, events, updates=updates, expect={"status": state.status}
         )
         if not appended.refused:
             return status if finished else ""

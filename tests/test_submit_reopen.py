@@ -23,6 +23,8 @@ def _workspace(root: Path, status: str) -> Workspace:
     assert main(["init", str(root)]) == 0
     workspace = Workspace(root)
     record = sample_record(4, "req-1") | {"status": status}
+    if status == "failed":  # as a failing outcome leaves it, for `retry`
+        record["failed_envelope"] = {"request_id": "req-1", "sender": "user", "target": "qa"}
     create_record(workspace.record_paths("req-1"), record)
     return workspace
 
@@ -56,6 +58,7 @@ def test_more_work_for_a_finished_request_needs_reopen(
     assert out.startswith(f"Queued req-1 for qa (reopened: it was {status}); ")
     record = _record(workspace)
     assert record["status"] == "queued" and record["current_role"] == "qa"
+    assert record.get("failed_envelope") is None  # a reopened failure is not retried later
     reopened, delegated = record["events"][-2:]
     assert (reopened["type"], reopened["payload"]) == ("reopened", {"from_status": status})
     assert delegated["type"] == "delegated"
