@@ -154,7 +154,7 @@ def _report(summary: RunSummary, seconds: float) -> None:
     out.write(
         f"\n{count_of(len(summary.prompts), 'prompt')} ({compacted} compacted) in {seconds:.1f} s: "
         f"{sent:,} characters sent instead of {full:,} with full history "
-        f"({1 - sent / full:.0%} saved). {summary.handled} envelopes handled, "
+        f"({1 - sent / full:.0%} saved). {count_of(summary.done, 'envelope')} done, "
         f"{summary.failed} failed. Backend: dry run (no model was called).\n"
         "Omitted events stay in the records on disk; each prompt's notice says where.\n"
     )

@@ -8,6 +8,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── RecordError                       a request record file cannot be used
     │   ├── UnsafeRequestIdError (also ValueError)   the id is not a safe file name
     │   └── UnknownRequestError           no record exists for the id
+    ├── RequestStateError                 the request's status does not allow what was asked
     ├── EnvelopeError                     a queued envelope file cannot be used
     ├── ModelFailure                      one model call failed (a content-free reason)
     │   └── PromptTooLarge                the prompt does not fit the model's context
@@ -29,6 +30,7 @@ __all__ = [
     "ModelFailure",
     "PromptTooLarge",
     "RecordError",
+    "RequestStateError",
     "TeamsRuntimeError",
     "UnknownRequestError",
     "UnsafeRequestIdError",
@@ -53,6 +55,11 @@ class UnsafeRequestIdError(RecordError, ValueError):
 
 class UnknownRequestError(RecordError):
     """No request record exists for the id."""
+
+
+class RequestStateError(TeamsRuntimeError):
+    """The request's status does not allow what was asked (more work for a finished request
+    without reopening it, a retry of one that has not failed); nothing was written."""
 
 
 class EnvelopeError(TeamsRuntimeError):

@@ -1,5 +1,10 @@
 """What users put in: new work (``teams-runtime submit``, the demo's seeding) and
-cancellations (``teams-runtime cancel``)."""
+cancellations (``teams-runtime cancel``).
+
+More work for a request that has finished (``completed``, ``failed``) or was ``cancelled``
+reopens it, which is done only when asked (``reopen``): work sent to the wrong id should not
+quietly bring back a request that was over. A ``blocked`` request takes more work as it is
+(that work is what it waits for)."""
 
 from __future__ import annotations
 
@@ -12,15 +17,24 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.outcome_writes import MAX_RACES
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import PUBLIC_ROLES
-from teams_runtime.policy.outcomes import plan_cancel, status_of
+from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
+from teams_runtime.policy.outcomes import (
+    FAILED_ENVELOPE,
+    RequestState,
+    plan_cancel,
+    state_of,
+    status_of,
+)
 from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend
 
 __all__ = [
+    "FINISHED",
     "Cancellation",
     "Submission",
     "cancel",
@@ -31,12 +45,16 @@ __all__ = [
 ]
 
 
+FINISHED = ("completed", "failed", "cancelled")  # more work for these reopens the request
+
+
 class Submission(msgspec.Struct, frozen=True):
     """What ``submit`` did."""
 
     request_id: str
     created: bool
     envelope_path: str  # the queue's name for the envelope: its file, for the file queue
+    reopened: str = ""  # the status it had, when this work reopened a finished request
 
 
 def new_request_id() -> str:
@@ -83,20 +101,65 @@ def new_record(envelope: MessageEnvelope, now: str) -> dict[str, Any]:
     }
 
 
+def _reopened(status: str, now: str) -> dict[str, Any]:
+    return {
+        "timestamp": now,
+        "type": "reopened",
+        "actor": "user",
+        "summary": f"the request was reopened (it was {status})",
+        "payload": {"from_status": status},
+    }
+
+
+async def _extend(
+    context: ContextHandle, envelope: MessageEnvelope, now: str, *, reopen: bool
+) -> str:
+    """Add the ``delegated`` event of more work to an existing request (and ``reopened``
+    first, for a finished one); the status it reopened from, or ``""``. Decided from the
+    status the write replaces (a compare-and-set), so a request that finishes meanwhile is
+    not reopened unasked. Raises ``RequestStateError`` for a finished one without ``reopen``."""
+    request_id = envelope.request_id
+    state = state_of(await context.project(request_id))
+    for _ in range(MAX_RACES):
+        status = state.status if isinstance(state.status, str) else ""
+        finished = status in FINISHED
+        if finished and not reopen:
+            raise RequestStateError(
+                f"request {request_id} is {status}; more work would reopen it: give --reopen "
+                "to do so. Nothing was queued."
+            )
+        events = [_reopened(status, now)] if finished else []
+        events.append(_delegated(envelope.target, now))
+        updates: dict[str, Any] = {
+            "status": "queued",
+            "current_role": envelope.target,
+            "updated_at": now,
+        }
+        if status == "failed":  # the failed step is not retried now: its envelope is spent
+            updates[FAILED_ENVELOPE] = None
+        appended = await context.append_keyed(
+            request_id, events, updates=updates, expect={"status": state.status}
+        )
+        if not appended.refused:
+            return status if finished else ""
+        state = RequestState.of({k: msgspec.json.decode(v) for k, v in appended.fields.items()})
+    raise TeamsRuntimeError(
+        f"request {request_id}: other writers changed its status {MAX_RACES} times in a row; "
+        "nothing was queued (submit again)."
+    )
+
+
 async def submit_with(
-    context: ContextHandle, queue: WorkQueue, envelope: MessageEnvelope
+    context: ContextHandle, queue: WorkQueue, envelope: MessageEnvelope, *, reopen: bool = False
 ) -> Submission:
-    """Create or extend the request's record, then queue the envelope (in that order)."""
+    """Create or extend the request's record, then queue the envelope (in that order). A
+    finished request (``FINISHED``) is extended only with ``reopen``; else
+    ``RequestStateError`` and nothing is written."""
     now = now_iso()
     created = await context.create(envelope.request_id, new_record(envelope, now))
-    if not created:
-        await context.append_event(
-            envelope.request_id,
-            _delegated(envelope.target, now),
-            updates={"status": "queued", "current_role": envelope.target, "updated_at": now},
-        )
+    reopened = "" if created else await _extend(context, envelope, now, reopen=reopen)
     ticket = await anyio.to_thread.run_sync(queue.put, envelope)
-    return Submission(envelope.request_id, created, ticket)
+    return Submission(envelope.request_id, created, ticket, reopened)
 
 
 async def submit(
@@ -108,8 +171,10 @@ async def submit(
     intent: str = "",
     urgency: str = "normal",
     request_id: str | None = None,
+    reopen: bool = False,
 ) -> Submission:
-    """Queue work for ``role``: a new request, or more work on an existing one."""
+    """Queue work for ``role``: a new request, or more work on an existing one (one that
+    has finished or was cancelled only with ``reopen``: see ``submit_with``)."""
     if role not in PUBLIC_ROLES:
         raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(PUBLIC_ROLES)}")
     envelope = MessageEnvelope(
@@ -126,7 +191,7 @@ async def submit(
         open_backend(root) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
-        return await submit_with(context, backend.queue, envelope)
+        return await submit_with(context, backend.queue, envelope, reopen=reopen)
 
 
 class Cancellation(msgspec.Struct, frozen=True):

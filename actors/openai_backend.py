@@ -152,18 +152,19 @@ class OpenAIBackend:
         server = self._server
         while True:
             probing = await server.turn()
+            period = server.period  # what this call's outcome says something about
             try:
                 reply = await self._complete(bundle, key, probing=probing)
             except _Away as away:
-                await server.away(away.reason, probing)
+                await server.away(away.reason, probing, period)
                 continue
             except ModelFailure:
-                await server.answered(probing)  # it answered: there, whatever it said
+                await server.answered(probing, period)  # it answered: there, whatever it said
                 raise
             except BaseException:
                 server.gave_up(probing)
                 raise
-            await server.answered(probing)
+            await server.answered(probing, period)
             return reply
 
     async def _complete(self, bundle: PromptBundle, key: str, *, probing: bool) -> ModelReply:

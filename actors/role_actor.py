@@ -234,7 +234,7 @@ class RoleActor:
         )
         if self._model.on_failure == "requeue":
             return await self._release(claim)  # on_failure: requeue
-        failure = plan_model_failure(self.role, reason, now_iso())
+        failure = plan_model_failure(self.role, reason, now_iso(), envelope)
         state = state_of(await self._context.project(envelope.request_id))
         try:
             await self._writer.persist(envelope, claim, lambda at: plan_for(at, failure), state)

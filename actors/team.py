@@ -9,7 +9,6 @@ waits for the ones it deferred itself, at most ``DEFERRED_WAIT_SECONDS`` in all.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -23,6 +22,7 @@ from loguru import logger
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, server_away
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.once_wait import OnceWait
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor
 from teams_runtime.actors.role_backends import role_backends
@@ -99,9 +99,8 @@ class Team:
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
         # `run --once`: how long it waits in all for envelopes it deferred to come due.
-        self._deferred_wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
-        self._mine_deferred: set[str] = set()  # ids of envelopes this run deferred, not handled
-        self._wait_until: float | None = None  # `once`: the end of its wait for them
+        wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
+        self._once = OnceWait(self.served, wait)
         self._last_restore = -RESTORE_SECONDS
         self.summary = RunSummary()
 
@@ -155,7 +154,8 @@ class Team:
             await opened.__aexit__(kind, error, traceback)
 
     def _prompt_sent(self, record: PromptRecord) -> None:
-        self.summary.prompts_sent += 1
+        self.summary.model_calls += 1
+        self.summary.answered += record.outcome in ("completed", "invalid")
         if self._keep_prompt_records:
             self.summary.prompts.append(record)
 
@@ -164,7 +164,7 @@ class Team:
         self._busy[claim.role] -= 1
         match outcome:
             case "done":
-                self.summary.handled += 1
+                self.summary.done += 1
                 self._handled[claim.role] += 1
             case "failed":
                 self.summary.failed += 1
@@ -174,10 +174,7 @@ class Team:
             case "rejected":
                 self.summary.rejected += 1
         if claim.envelope is not None:
-            if outcome == "deferred":
-                self._mine_deferred.add(claim.envelope.envelope_id)
-            else:
-                self._mine_deferred.discard(claim.envelope.envelope_id)
+            self._once.finished(claim.envelope.envelope_id, deferred=outcome == "deferred")
         self._progress.set()
 
     async def status(self) -> list[RoleStatus]:
@@ -257,31 +254,12 @@ class Team:
             # New work may come from other workers (or, for a service, from anyone).
             wait, due_soon = self._poll_interval, False
             if once and not given:
-                until_due = await self._once_wait()
+                until_due = await self._once.next_wait(self.queue, self.summary)
                 if until_due is None:
                     return
                 wait, due_soon = until_due or self._poll_interval, bool(until_due)
             with anyio.move_on_after(wait):
                 await self._progress.wait()
-
-    async def _once_wait(self) -> float | None:
-        """What `run --once` waits for now: ``0`` other workers' envelopes (waiting or
-        claimed: one may come its way), else the seconds until the first envelope it deferred
-        itself is due, if that is within its ``deferred_wait`` (in all); ``None``: done."""
-        snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
-        if any(snapshot.waiting.values()) or any(snapshot.claimed.values()):
-            return 0.0
-        mine = [e for e in snapshot.deferred_envelopes if e.envelope_id in self._mine_deferred]
-        if not mine:
-            return None
-        now = time.time()
-        if self._wait_until is None:
-            self._wait_until = now + self._deferred_wait
-        due = min(envelope.next_attempt for envelope in mine)
-        if due > self._wait_until:
-            self.summary.left_deferred, self.summary.next_attempt = len(mine), due
-            return None
-        return max(due - now, 0.0) + 0.01  # then restored (a file's mtime may round up)
 
     async def _restore_due(self, *, force: bool = False) -> None:
         """Queue again the deferred envelopes whose next attempt has come (every
@@ -389,12 +367,15 @@ class Team:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
                     logger.error("the worker could not hand its envelopes back: {}", exc)
+        summary = self.summary
         logger.info(
-            "team finished: {} handled, {} failed, {} deferred, {} rejected",
-            self.summary.handled,
-            self.summary.failed,
-            self.summary.deferred,
-            self.summary.rejected,
+            "team finished: {} done, {} failed, {} rejected, {} deferred; {}, {} answered",
+            summary.done,
+            summary.failed,
+            summary.rejected,
+            count_of(summary.deferred, "time"),
+            count_of(summary.model_calls, "model call"),
+            summary.answered,
         )
         return self.summary
 

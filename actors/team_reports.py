@@ -12,13 +12,19 @@ __all__ = ["RoleStatus", "RunSummary"]
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
-    """What one run did."""
+    """What one run did. Each envelope the run finished counts once, by how it ended:
+    ``done`` (its outcome recorded, the request handed on or ended as the role said, or the
+    request found ended), ``failed`` (the request is failed by it) or ``rejected`` (set aside
+    unusable); ``finished`` is their sum. ``model_calls`` counts every call made to a model
+    (its prompt handed to the backend), ``answered`` those that got an answer back (valid or
+    not): a call to a model that never answered is a call, not an answer."""
 
-    handled: int = 0
+    done: int = 0
     failed: int = 0
-    deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
+    deferred: int = 0  # times an envelope was deferred (one may be deferred, then done)
     rejected: int = 0
-    prompts_sent: int = 0
+    model_calls: int = 0
+    answered: int = 0
     # `once`: envelopes this run deferred and left (not due within its wait), and when the
     # first of them is due (Unix time); any worker takes them then.
     left_deferred: int = 0
@@ -26,6 +32,21 @@ class RunSummary(msgspec.Struct, kw_only=True):
     # The records themselves only when the Team is asked to keep them (a service that runs
     # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)
+
+    @property
+    def finished(self) -> int:
+        """The envelopes this run took to an end: done, failed or rejected."""
+        return self.done + self.failed + self.rejected
+
+    @property
+    def handled(self) -> int:
+        """``done``, by its older name."""
+        return self.done
+
+    @property
+    def prompts_sent(self) -> int:
+        """``model_calls``, by its older name."""
+        return self.model_calls
 
 
 class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from teams_runtime.cli.request_subcommands import (
     add_import,
     add_project,
     add_prompt,
+    add_retry,
 )
 from teams_runtime.cli.team_subcommands import (
     add_config,
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_status(commands)
     add_cancel(commands)
     add_purge_strays(commands)
+    add_retry(commands)
     add_prompt(commands)
     add_metrics(commands)
     add_export(commands)

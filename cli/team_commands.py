@@ -81,12 +81,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
             intent=args.intent,
             urgency=args.urgency,
             request_id=args.request_id,
+            reopen=args.reopen,
         )
     )
     if args.json:
-        write_json({"request_id": done.request_id, "role": args.role, "created": done.created})
+        write_json(
+            {
+                "request_id": done.request_id,
+                "role": args.role,
+                "created": done.created,
+                "reopened": bool(done.reopened),
+            }
+        )
         return 0
     state = "new request" if done.created else "existing request"
+    if done.reopened:
+        state = f"reopened: it was {done.reopened}"
     print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
     return 0
 
@@ -146,11 +156,13 @@ def _print_summary(
     if as_json:
         write_json(
             {
-                "handled": summary.handled,
+                "finished": summary.finished,
+                "done": summary.done,
                 "failed": summary.failed,
-                "deferred": summary.deferred,
                 "rejected": summary.rejected,
-                "prompts_sent": summary.prompts_sent,
+                "deferred": summary.deferred,
+                "model_calls": summary.model_calls,
+                "answered": summary.answered,
                 "stopped": stopped or not once,
                 "queued": queued,
                 "left_deferred": summary.left_deferred,
@@ -159,10 +171,12 @@ def _print_summary(
         )
         return
     if once:
+        # Each count says what it counts: the breakdown adds up to the envelopes finished,
+        # and a model call is not an answer.
         print(
-            f"Handled {count_of(summary.handled, 'envelope')}: {summary.failed} failed, "
-            f"{summary.left_deferred} left queued, {summary.rejected} rejected; "
-            f"{count_of(summary.prompts_sent, 'prompt')} sent."
+            f"Finished {count_of(summary.finished, 'envelope')}: {summary.done} done, "
+            f"{summary.failed} failed, {summary.rejected} rejected; "
+            f"{count_of(summary.model_calls, 'model call')}, {summary.answered} answered."
         )
     if summary.left_deferred:
         print(

@@ -32,7 +32,15 @@ __all__ = [
 
 def add_init(commands: Commands) -> None:
     """Declare ``init`` and its flags."""
-    init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
+    init = commands.add_parser(
+        "init",
+        help="create a workspace with a default team_runtime.yaml",
+        description="Create a workspace in DIR: a team_runtime.yaml with the default "
+        "prompt_context block and the .teams_runtime/requests/ folder (with --backend nats, a "
+        "backend block naming the server instead of the folder). An existing "
+        "team_runtime.yaml is never overwritten. Then `teams-runtime submit` and "
+        "`teams-runtime run`; see docs/cli.md.",
+    )
     init.add_argument(
         "directory",
         nargs="?",
@@ -83,7 +91,8 @@ def add_submit(commands: Commands) -> None:
         help="queue work for a role (creates the request record if it is new)",
         description="Create a request (status queued, events created + delegated) or add a "
         "delegated event to an existing one, and queue an envelope for ROLE. "
-        "`teams-runtime run` handles it.",
+        "`teams-runtime run` handles it. A request that is completed, failed or cancelled "
+        "takes more work only with --reopen.",
     )
     add_workspace(submit)
     submit.add_argument(
@@ -103,6 +112,12 @@ def add_submit(commands: Commands) -> None:
         "--request-id",
         metavar="ID",
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    submit.add_argument(
+        "--reopen",
+        action="store_true",
+        help="allow more work for a request that is completed, failed or cancelled "
+        "(it is reopened, with a `reopened` event); without it such a request is refused",
     )
     add_json(submit)
     submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
@@ -243,7 +258,11 @@ def add_metrics(commands: Commands) -> None:
 def add_demo(commands: Commands) -> None:
     """Declare ``demo`` and its flags."""
     run_demo = commands.add_parser(
-        "demo", help="run a team (dry run, no model) on requests with long histories"
+        "demo",
+        help="run a team (dry run, no model) on requests with long histories",
+        description="Build a workspace with three requests whose records hold long histories, "
+        "run the team on them with the dry-run backend (no model) and print, per prompt, what "
+        "compaction kept and saved. --keep DIR keeps the workspace to explore.",
     )
     run_demo.add_argument(
         "--keep",

@@ -26,7 +26,9 @@ def _row(
     counts = (values["total_events"], values["included_events"], values["omitted_events"])
     events = "/".join(f"{count:,}" for count in counts)
     usage = []
-    if tokens:
+    if tokens and not values["prompts_with_usage"]:  # none of its calls said: not "0 tokens"
+        usage = ["-", "-"]
+    elif tokens:
         sent, cached, ratio = (
             values[key] for key in ("prompt_tokens", "cached_prompt_tokens", "cached_ratio")
         )
@@ -62,8 +64,9 @@ def _label(value: Any) -> str:
 
 def render_report(report: MetricsReport) -> str:
     """The human table: a row per group, then the totals (tokens columns when a model server
-    reported usage, a cost column when a rate card priced a call, a truncated column when a
-    server stopped an answer at its token limit)."""
+    reported usage, ``-`` in a group none of whose calls did; a line saying why there are none
+    otherwise; a cost column when a rate card priced a call; a truncated column when a server
+    stopped an answer at its token limit)."""
     totals = report.totals
     tokens = totals["prompts_with_usage"] > 0
     cost = totals["priced_calls"] > 0
@@ -98,6 +101,8 @@ def render_report(report: MetricsReport) -> str:
         partial = _partial(totals, cost)
         if partial:
             lines.append(f"Partial sums: {partial}.")
+    elif totals["prompts"]:
+        lines += ["", _NO_USAGE]
     done = report.completed_requests
     if done["requests"]:
         lines.append(_per_request(done, cost))
@@ -128,6 +133,13 @@ def _partial(values: dict[str, Any], cost: bool) -> str:
         *([("priced_calls", "priced")] if cost else []),
     ]
     return _shares(values, values["prompts"], counts, none_too=False)
+
+
+_NO_USAGE = (
+    "No call reported token usage, so there are no tokens columns: the command and dry-run "
+    "backends report none, nor does a server that leaves usage out of its stream "
+    "(llama-cpp-python's)."
+)
 
 
 def _saved(totals: dict[str, Any], cost: bool) -> str:

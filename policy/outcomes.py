@@ -23,11 +23,13 @@ from teams_runtime.codecs.projection_reply import Projection
 
 __all__ = [
     "ENDED",
+    "FAILED_ENVELOPE",
     "MAX_REPAIRS",
     "OutcomePlan",
     "RequestState",
     "as_ended",
     "contract_failure",
+    "envelope_kept",
     "follow_up_id",
     "hops_of",
     "plan_cancel",
@@ -42,6 +44,8 @@ __all__ = [
 
 MAX_REPAIRS = 2
 ENDED = ("cancelled", "failed")  # statuses after which a request's envelopes are not handled
+# The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
+FAILED_ENVELOPE = "failed_envelope"
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +84,14 @@ class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
     updates: dict[str, Any]
     follow_up: MessageEnvelope | None = None
     drop_queued: bool = False
+
+
+def envelope_kept(envelope: MessageEnvelope) -> dict[str, Any]:
+    """The envelope as a failing outcome keeps it in the record (``FAILED_ENVELOPE``): every
+    field but the trace context, which belongs to the run that queued it."""
+    kept: dict[str, Any] = msgspec.to_builtins(envelope)
+    kept.pop("traceparent", None)
+    return kept
 
 
 def follow_up_id(envelope_id: str, next_role: str) -> str:
@@ -187,7 +199,7 @@ def plan_outcome(
     with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
     """
     if result["next_role"] and hops + 1 > max_hops:
-        return _hop_limit(role, result, now, hops, max_hops)
+        return _hop_limit(role, envelope, result, now, hops, max_hops)
     if result["next_role"]:
         return _hand_off(role, envelope, result, now, hops)
     updates = {
@@ -197,11 +209,18 @@ def plan_outcome(
         "current_role": role,
         "next_role": "",
     }
+    if result["status"] == "failed":  # kept for `retry`: this step is what it asks again
+        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
     return OutcomePlan(events=[_report(role, result, now)], updates=updates)
 
 
 def _hop_limit(
-    role: str, result: dict[str, Any], now: str, hops: int, max_hops: int
+    role: str,
+    envelope: MessageEnvelope,
+    result: dict[str, Any],
+    now: str,
+    hops: int,
+    max_hops: int,
 ) -> OutcomePlan:
     stop = {
         "timestamp": now,
@@ -218,6 +237,7 @@ def _hop_limit(
         "status": "failed",
         "current_role": role,
         "next_role": "",
+        FAILED_ENVELOPE: envelope_kept(envelope),
     }
     return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
 
@@ -247,8 +267,11 @@ def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
     return OutcomePlan(events=[event], updates=updates, drop_queued=True)
 
 
-def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
-    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free)."""
+def plan_model_failure(
+    role: str, reason: str, now: str, envelope: MessageEnvelope | None = None
+) -> OutcomePlan:
+    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free), and the
+    ``envelope`` whose call failed, for ``retry`` (``FAILED_ENVELOPE``)."""
     event = {
         "timestamp": now,
         "type": "model_failed",
@@ -256,7 +279,9 @@ def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
         "summary": f"the model failed for the {role} role",
         "payload": {"from_role": role, "reason": reason},
     }
-    updates = {"status": "failed", "current_role": role, "updated_at": now}
+    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
+    if envelope is not None:
+        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
     return OutcomePlan(events=[event], updates=updates)
 
 

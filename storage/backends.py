@@ -22,7 +22,9 @@ from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
+from teams_runtime.storage.files.rejected_files import FileRejectedShelf
 from teams_runtime.storage.protocols import RecordStore, WorkQueue
+from teams_runtime.storage.rejected import RejectedShelf
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
@@ -43,10 +45,12 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Backend:
-    """A workspace's store and queue (the queue as seen by one worker), open together."""
+    """A workspace's store and queue (the queue as seen by one worker), open together, and
+    the envelopes its workers set aside (``rejected``)."""
 
     store: RecordStore
     queue: WorkQueue
+    rejected: RejectedShelf
 
 
 @dataclass(frozen=True)
@@ -91,12 +95,14 @@ async def open_backend(
     opened = _nats_connection(config)
     from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
     from teams_runtime.storage.nats.nats_store import NatsRecordStore
+    from teams_runtime.storage.nats.rejected_queue import NatsRejectedShelf
 
     async with opened as connection:
         # Its constructor asks the server (a watch of the heads): blocking, like its calls.
         store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
-        yield Backend(store, NatsWorkQueue(connection, worker_id=worker_id))
+        queue = NatsWorkQueue(connection, worker_id=worker_id)
+        yield Backend(store, queue, NatsRejectedShelf(connection))
 
 
 @contextmanager
@@ -109,7 +115,7 @@ def blocking_backend(
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind != "nats":
         files = _file_backend(workspace, config, worker_id)
-        yield BlockingBackend(files.store, files.queue)
+        yield BlockingBackend(files.store, files.queue, files.rejected)
         return
     from anyio.from_thread import start_blocking_portal
 
@@ -119,7 +125,7 @@ def blocking_backend(
             open_backend(workspace, config, worker_id=worker_id)
         ) as backend,
     ):
-        yield BlockingBackend(backend.store, backend.queue, portal)
+        yield BlockingBackend(backend.store, backend.queue, backend.rejected, portal)
 
 
 def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | None) -> Backend:
@@ -127,6 +133,7 @@ def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | Non
     return Backend(
         FileRecordStore(workspace),
         FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease),
+        FileRejectedShelf(workspace),
     )
 
 

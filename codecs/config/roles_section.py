@@ -36,7 +36,7 @@ from teams_runtime.codecs.config.value_messages import convert_section, nearest
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["RoleConfig", "check_role_keys", "roles_from_blocks"]
+__all__ = ["RoleConfig", "check_role_keys", "roles_from_blocks", "upstream_choice"]
 
 _FILE = "team_runtime.yaml"
 _PLACEHOLDERS = (("{model}", "name", "model"), ("{reasoning}", "reasoning", "reasoning"))
@@ -124,7 +124,7 @@ def _check_placeholders(role: str, model: ModelConfig, source: str) -> None:
             )
 
 
-def _choice_for(
+def upstream_choice(
     role: str, role_defaults: Mapping[str, ModelChoice], agents: Mapping[str, ModelChoice]
 ) -> tuple[ModelChoice | None, str]:
     """The role's entry of upstream's defaults, and where it is written."""
@@ -184,6 +184,6 @@ def roles_from_blocks(
             own = {}
         if not isinstance(own, Mapping):
             raise ConfigError(f"{_FILE} roles.{role}.model must be a mapping.")
-        choice, source = _choice_for(role, role_defaults, agents)
+        choice, source = upstream_choice(role, role_defaults, agents)
         roles[role] = RoleConfig(model=_role_model(role, model, base_block, own, choice, source))
     return roles

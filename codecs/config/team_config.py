@@ -18,6 +18,7 @@ from teams_runtime.codecs.config.model_choices import (
     internal_agent_defaults_from_block,
     role_defaults_from_block,
 )
+from teams_runtime.codecs.config.model_notes import role_defaults_note
 from teams_runtime.codecs.config.model_section import ModelConfig
 from teams_runtime.codecs.config.prompt_context_section import (
     PromptContextConfig,
@@ -83,7 +84,8 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 def section_notes(config: TeamConfig) -> list[str]:
     """One line for each of upstream's sections present in ``config`` that drives nothing
-    here: checked, kept, and otherwise left alone."""
+    here (checked, kept, and otherwise left alone), and one naming the roles whose model name
+    ``role_defaults`` gives (``model_notes``)."""
     notes = [
         f"team_runtime.yaml {name} is checked but not used: {why}."
         for name, why in UNUSED_SECTIONS.items()
@@ -96,6 +98,9 @@ def section_notes(config: TeamConfig) -> list[str]:
             f"{'is' if len(agents) == 1 else 'are'} checked but not used: teams-runtime has no "
             "such agents (its version_controller entry is used)."
         )
+    named = role_defaults_note(config)
+    if named is not None:
+        notes.append(named)
     return notes
 
 

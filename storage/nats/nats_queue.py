@@ -47,6 +47,7 @@ from teams_runtime.storage.nats.pulls import pull_now
 from teams_runtime.storage.nats.queue_counts import per_role, role_counts
 from teams_runtime.storage.nats.queue_drops import drop_waiting_and_deferred
 from teams_runtime.storage.nats.queue_snapshot import queue_snapshot
+from teams_runtime.storage.nats.rejected_queue import REASON_HEADER
 from teams_runtime.storage.nats.stray_subjects import check_subject, set_aside, stray_subjects
 from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.nats.values import message_room
@@ -56,8 +57,6 @@ from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_i
 __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
 
 RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
-
-_REASON_HEADER = "Tr-Reason"
 
 
 def _once(step: str, ticket: str) -> dict[str, str]:
@@ -236,7 +235,7 @@ class NatsWorkQueue:
     def reject(self, claim: Claim, reason: str) -> None:
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
-            _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
+            REASON_HEADER: " ".join(reason.split())[:2000] or "-",
             **_once("rejected", claim.ticket),
         }
         self._finish(claim, "a queue reject", self.names.rejected_subject, headers)

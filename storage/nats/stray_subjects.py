@@ -22,13 +22,13 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.exceptions import EnvelopeError
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.names import NatsNames
+from teams_runtime.storage.nats.rejected_queue import REASON_HEADER
 from teams_runtime.storage.nats.server_errors import CONSUMER_NOT_FOUND
 from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.protocols import Stray
 
 __all__ = ["check_subject", "reading_roles", "set_aside", "stray_subjects", "why_stray"]
 
-_REASON_HEADER = "Tr-Reason"  # as a worker's reject writes it
 _DELETE_FAILED = 10057  # JetStream: the message to delete is gone (taken meanwhile)
 _CONSUMERS_PAGE = 256  # the server lists at most this many consumers per request
 
@@ -119,7 +119,7 @@ async def set_aside(connection: NatsConnection) -> int:
         while (message := await _next(js, names, subject, seq)) is not None:
             assert message.seq is not None
             once = f"rejected:{names.queue}/{message.seq}"  # as a worker's reject of it
-            headers = {_REASON_HEADER: reason, "Nats-Msg-Id": once}
+            headers = {REASON_HEADER: reason, "Nats-Msg-Id": once}
             await js.publish(names.set_aside_subject(subject), message.data or b"", headers=headers)
             try:
                 await connection.api(f"STREAM.MSG.DELETE.{names.queue}", {"seq": message.seq})

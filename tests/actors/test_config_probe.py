@@ -1,10 +1,14 @@
-"""``config --probe``: one tiny request to each distinct model server the roles use, and what
-it answered (the model it answers as, usage in the stream, the response_format it takes)."""
+"""``config --probe``: one tiny request to each distinct model server and model the roles use,
+and what it answered (the model it answers as, usage in the stream, the response_format it
+takes)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +111,30 @@ def test_one_request_per_distinct_server(
         assert (len(openai_server.requests), len(other.requests)) == (1, 1)
 
 
+def test_one_request_per_model_a_server_is_asked_for(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One server, two models (a big planner, a small qa): each model is asked once, and a
+    model the server does not serve is said apart from the one it does."""
+    openai = {"base_url": openai_server.base_url, "model": "big"}
+    small = {"model": {"openai": {"model": "small"}}}
+    (tmp_path / "team_runtime.yaml").write_text(
+        yaml.safe_dump({"model": {"backend": "openai", "openai": openai}, "roles": {"qa": small}})
+    )
+    not_served = Status(404, body='{"error": {"message": "model not found"}}')
+    openai_server.then(_stream("big", usage=True), not_served)
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    assert status == 1  # one of them gave no answer
+    results = {result["model"]: result for result in json.loads(out)}
+    assert sorted(results) == ["big", "small"]
+    assert results["small"]["roles"] == ["qa"] and "qa" not in results["big"]["roles"]
+    asked = sorted(seen.json()["model"] for seen in openai_server.requests)
+    assert asked == ["big", "small"]
+    answered = [r for r in results.values() if r["problem"] is None]
+    refused = [r for r in results.values() if r["problem"] == "it answered 404"]
+    assert len(answered) == len(refused) == 1
+
+
 def test_a_server_that_is_not_there_is_said_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,6 +146,38 @@ def test_a_server_that_is_not_there_is_said_and_exits_1(
     status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
     assert status == 1
     assert out.startswith(f"{url} (orchestrator,") and out.endswith(": no answer (ConnectError)\n")
+    server = FakeOpenAIServer(port=port).start()  # started, on the port the config names
+    try:
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    finally:
+        server.stop()
+    assert (status, server.port) == (0, port)
+    assert out.startswith(f"{url} (orchestrator,") and ": answered, naming no model;" in out
+
+
+def test_the_fake_server_runs_as_a_program_on_a_chosen_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python tests/fake_openai_server.py --port N`: what a person tries the runtime with."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    program = Path(__file__).with_name("fake_openai_server.py")
+    server = subprocess.Popen(
+        [sys.executable, "-P", str(program), "--port", str(port), "--flavour", "llama.cpp"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{port}/v1"
+        assert server.stdout.readline() == f"listening on {url}\n"
+        _workspace(tmp_path, {"backend": "openai", "openai": {"base_url": url, "model": "m"}})
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+        assert status == 0 and "response_format json_schema accepted" in out, out
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)  # waits, and closes its pipe
+    assert server.returncode == 0
 
 
 def test_nothing_to_probe_without_a_server(

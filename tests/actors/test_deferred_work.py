@@ -234,11 +234,13 @@ def test_run_once_says_what_it_left_deferred(
     root = str(workspace.root)
     status, out, _ = run_cli(capsys, "run", "--workspace", root, "--once", "--plain")
     assert status == 0
-    assert out.startswith("Handled 0 envelopes: 0 failed, 1 left queued, 0 rejected; 1 prompt")
+    assert out.startswith(
+        "Finished 0 envelopes: 0 done, 0 failed, 0 rejected; 1 model call, 0 answered.\n"
+    )
     assert "Left 1 deferred envelope; the next is due at " in out
     seed(workspace, "req-2", "qa", events=3)  # req-1 is not due yet: this run leaves req-2
     status, out, _ = run_cli(capsys, "run", "--workspace", root, "--once", "--json", "--plain")
     summary = msgspec.json.decode(out)
-    assert (status, summary["handled"], summary["left_deferred"]) == (0, 0, 1)
+    assert (status, summary["finished"], summary["left_deferred"]) == (0, 0, 1)
     assert datetime.fromisoformat(summary["next_attempt_at"]).timestamp() > time.time()
     assert FileWorkQueue(workspace).counts()["qa"] == 2

@@ -275,7 +275,7 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
         if runner.poll() is None:
             runner.kill()
     assert runner.returncode == 0, err
-    assert "Handled 0 envelopes" in out
+    assert "Finished 0 envelopes" in out
     assert "Stopped; 1 envelope queued for the next run." in out
     assert "SIGTERM received: stopping the team" in err
     counts = FileWorkQueue(Workspace(root)).counts()
@@ -340,7 +340,7 @@ def test_a_relative_command_runs_from_the_workspace_whatever_the_folder(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "Handled 1 envelope: 0 failed" in done.stdout
+    assert "Finished 1 envelope: 1 done, 0 failed" in done.stdout
     cwd, workspace = (root / "where.txt").read_text().splitlines()
     assert os.path.samefile(cwd, root)
     assert workspace == str(root)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,29 @@ def test_the_probe_schedule_doubles_from_1_to_60_seconds_with_jitter() -> None:
     waits = [server._backoff() for _ in range(10)]
     for wait, full in zip(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60, 60], strict=True):
         assert full / 2 <= wait <= full
+
+
+async def test_calls_in_flight_when_a_server_dies_log_one_outage(
+    log_messages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls sent before an outage end after it began (an answer that had come, a connection
+    reset): they neither end it nor start another, so one outage is one away and one back."""
+    monkeypatch.setattr(model_servers, "PROBE_FIRST_SECONDS", 0.01)
+    server = model_servers.ModelServer("http://127.0.0.1:1/v1", None)
+    assert not await server.turn() and not await server.turn()  # two calls, sent while there
+    sent = server.period
+    await server.away("cannot connect (ConnectError)", False, sent)  # one finds it gone
+    await server.answered(False, sent)  # the other's answer was on its way before
+    assert server.is_away()
+    assert await server.turn()  # this call's turn to probe
+    await server.away("cannot connect (ConnectError)", True, server.period)
+    assert await server.turn()
+    await server.answered(True, server.period)  # back
+    late = "the connection closed before any answer (RemoteProtocolError)"
+    await server.away(late, False, sent)  # a call from before the outage, reset only now
+    assert not server.is_away()
+    assert len(_lines(log_messages, "is away")) == 1
+    assert len(_lines(log_messages, "is back")) == 1
 
 
 async def test_a_refused_connection_waits_for_the_server_and_is_not_a_failure(
@@ -198,7 +222,12 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
             assert status.returncode == 0, status.stderr
             (away_line,) = [line for line in status.stdout.splitlines() if "model server" in line]
             assert away_line.startswith(f"model server {url} away since ")
-            assert away_line.endswith(f" ({len(requests)} envelopes waiting)")
+            # The words of the envelopes line: waiting (not taken) and claimed (held).
+            counts = re.search(r": its roles \(([a-z_, ]+)\) take no new work; (\d+) envelopes? "
+                               r"waiting, (\d+) claimed$", away_line)  # fmt: skip
+            assert counts is not None, away_line
+            assert "planner" in counts.group(1).split(", ")
+            assert int(counts.group(2)) + int(counts.group(3)) == len(requests)
             await anyio.sleep(max(20 - (anyio.current_time() - down_at), 0))  # down 20 s
             assert sum(queue.snapshot().claimed.values()) <= claimed_then  # no new work taken
             openai_server.up()

@@ -755,7 +755,7 @@ def test_run_once_through_the_cli_logs_usage_and_never_the_key(
         assert done.returncode == 0, done.stderr
         outputs += [done.stdout, done.stderr]
     run_out, config_out, metrics_json, metrics_table = outputs[2:9:2]
-    assert "Handled 4 envelopes: 0 failed" in run_out and "5 prompts sent" in run_out
+    assert "Finished 4 envelopes: 4 done, 0 failed" in run_out and "5 model calls" in run_out
     assert {seen.headers["authorization"] for seen in openai_server.requests} == {f"Bearer {KEY}"}
     config = json.loads(config_out)["model"]
     assert config["backend"] == "openai" and config["openai"]["api_key_env"] == KEY_ENV
@@ -810,5 +810,5 @@ def test_stopping_a_run_closes_the_call_in_flight_and_keeps_the_envelope(
     assert openai_server.wait_for_hang_up(10)  # the run closed the connection
     assert read_record(workspace, "req-1").get("status") != "failed"
     done = _cli("run", "--once", "--workspace", str(workspace.root), env=dict(os.environ))
-    assert done.returncode == 0 and "Handled 1 envelope: 0 failed" in done.stdout
+    assert done.returncode == 0 and "Finished 1 envelope: 1 done, 0 failed" in done.stdout
     assert read_record(workspace, "req-1")["status"] == "completed"

@@ -45,8 +45,9 @@ def test_run_with_a_missing_command_exits_2_before_any_claim(
     status, out, err = run_cli(capsys, "run", "--once", "--plain", "--workspace", str(tmp_path))
     assert (status, out) == (2, "")
     assert err == (
-        "teams-runtime: error: every role (8 roles): model.command[0] './nonexistent' is not "
-        f"found (no such file: {tmp_path}/nonexistent), then start again.\n"
+        "teams-runtime: error: every role (8 roles): model.command[0] './nonexistent' names a "
+        f"file that does not exist ({tmp_path}/nonexistent); correct the path or put the "
+        "program there, then start again.\n"
     )
     _nothing_claimed(workspace)
     assert read_record(workspace, "req-1") == before
@@ -60,8 +61,8 @@ def test_config_refuses_what_run_refuses(
     assert (status, out) == (2, "")
     assert err == (
         "teams-runtime: error: every role (8 roles): model.command[0] 'no-such-model-cli-here' "
-        "is not found on PATH; install it, or write its path (./my-model-cli for one in the "
-        "workspace), then start again.\n"
+        "is not found on PATH; install it, or write its path (./no-such-model-cli-here if it is "
+        "in the workspace), then start again.\n"
     )
 
 
@@ -111,7 +112,8 @@ def test_only_the_served_roles_are_checked(tmp_path: Path) -> None:
     _write(tmp_path, {"model": model, "roles": {"qa": {"model": {"command": ["./missing"]}}}})
     Team(tmp_path, roles=["planner", "developer"])  # qa is not served here: no refusal
     with pytest.raises(
-        ConfigError, match=r"^role qa: model\.command\[0\] './missing' is not found"
+        ConfigError,
+        match=r"^role qa: model\.command\[0\] './missing' names a file that does not exist",
     ):
         Team(tmp_path, roles=["qa"])
 
@@ -145,4 +147,6 @@ def test_config_prints_each_roles_model_and_notes_upstreams_sections_on_stderr(
     assert err == (
         "teams-runtime: note: team_runtime.yaml sprint is checked but not used: teams-runtime "
         "runs no sprints.\n"
+        "teams-runtime: note: team_runtime.yaml role_defaults gives the model name of qa "
+        "(small): that is the model each asks for; set roles.<role>.model to ask for another.\n"
     )

@@ -309,7 +309,7 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "(existing request)" in out
     status, out, _ = run_cli(capsys, "run", "--workspace", str(root), "--once")
     assert status == 0
-    assert "Handled 4 envelopes: 0 failed" in out
+    assert "Finished 4 envelopes: 4 done, 0 failed, 0 rejected; 4 model calls, 4 answered." in out
     record = json.loads((root / ".teams_runtime" / "requests" / "req-a.json").read_text())
     assert record["status"] == "completed"
     status, out, _ = run_cli(capsys, "prompt", "req-a", "--role", "qa", "--workspace", str(root))
@@ -523,7 +523,8 @@ def test_submit_append_cancel_json(tmp_path: Path, capsys: pytest.CaptureFixture
     status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
                              "--request-id", "req-j", "--json")  # fmt: skip
     assert status == 0
-    assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True}
+    assert json.loads(out) == {"request_id": "req-j", "role": "qa", "created": True,
+                               "reopened": False}  # fmt: skip
     status, out, _ = run_cli(capsys, "submit", "--workspace", root, "--role", "qa", "--scope", "x",
                              "--request-id", "req-j", "--json")  # fmt: skip
     assert json.loads(out)["created"] is False
@@ -558,8 +559,9 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
     capsys.readouterr()
     status, out, err = run_cli(capsys, "run", "--workspace", root, "--once", "--json")
     assert status == 0
-    assert json.loads(out) == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
-                               "prompts_sent": 1, "stopped": False, "queued": None,
+    assert json.loads(out) == {"finished": 1, "done": 1, "failed": 0, "rejected": 0,
+                               "deferred": 0, "model_calls": 1, "answered": 1,
+                               "stopped": False, "queued": None,
                                "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert "INFO" in err and "│" not in err  # stderr is not a terminal: plain lines
 

@@ -95,7 +95,7 @@ def test_run_on_a_terminal_shows_each_role_its_request_and_counts(
         ["run", "--workspace", str(slow_qa.root), "--once"], tmp_path
     )
     assert status == 0, screen
-    assert "Handled 1 envelope: 0 failed, 0 left queued, 0 rejected; 1 prompt sent." in out
+    assert "Finished 1 envelope: 1 done, 0 failed, 0 rejected; 1 model call, 1 answered." in out
     assert "working on (for)" in screen and "handled" in screen and "queued" in screen
     qa_rows = _row(screen, "qa")
     # While the model ran, qa's row named the request and how long it had been at it ...
@@ -130,7 +130,7 @@ def test_without_a_terminal_or_with_plain_it_prints_log_lines(
         )
         status, out, err = done.returncode, done.stdout, done.stderr
     assert status == 0, err
-    assert "Handled 1 envelope" in out
+    assert "Finished 1 envelope: 1 done" in out
     assert "working on" not in err and "│" not in err and "┃" not in err
     lines = err.strip().splitlines()
     assert all(re.match(r"\d\d:\d\d:\d\d (INFO|WARNING) ", line) for line in lines), err
@@ -146,11 +146,11 @@ def test_run_json_prints_the_summary_and_still_draws_the_view(
     assert status == 0, screen
     summary = json.loads(out)
     assert list(summary) == [
-        "handled", "failed", "deferred", "rejected", "prompts_sent", "stopped", "queued",
-        "left_deferred", "next_attempt_at",
+        "finished", "done", "failed", "rejected", "deferred", "model_calls", "answered",
+        "stopped", "queued", "left_deferred", "next_attempt_at",
     ]  # fmt: skip
-    assert summary == {"handled": 1, "failed": 0, "deferred": 0, "rejected": 0,
-                       "prompts_sent": 1, "stopped": False, "queued": None,
+    assert summary == {"finished": 1, "done": 1, "failed": 0, "rejected": 0, "deferred": 0,
+                       "model_calls": 1, "answered": 1, "stopped": False, "queued": None,
                        "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert _row(screen, "qa")[-1] == ["qa", "idle", "1", "0", "0"]
 

@@ -202,7 +202,7 @@ def test_submit_run_status_cancel_on_nats(
     status, out, _ = run_cli(capsys, "cancel", "req-b", *where)
     assert status == 0 and "dropped 1 queued envelope." in out
     status, out, _ = run_cli(capsys, "run", "--once", *where)
-    assert status == 0 and "Handled 3 envelopes: 0 failed" in out
+    assert status == 0 and "Finished 3 envelopes: 3 done, 0 failed" in out
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     report = json.loads(out)
     assert {row["request_id"]: row["status"] for row in report["requests"]} == {
@@ -250,7 +250,7 @@ def test_a_model_answer_of_a_megabyte_is_stored_on_nats_as_on_files(
         capsys.readouterr()
         for _ in range(2):
             status, out, err = run_cli(capsys, "run", "--once", *where)
-            assert status == 0 and "0 left queued" in out, err
+            assert status == 0 and "Finished" in out and "deferred" not in out, err
         assert (state / "calls-req-1-qa").read_text() == "1"
         status, out, _ = run_cli(capsys, "export", "req-1", *where)
         record = json.loads(out)
@@ -274,7 +274,7 @@ def test_append_and_import_of_events_larger_than_a_message_on_nats(
     big_record = record_file.with_name("req-2.json")
     big_record.write_bytes(encode_record(record))
     status, out, err = run_cli(capsys, "import", str(record_file), str(big_record), *where)
-    assert (status, err) == (0, "") and "Imported 2 of 2 request(s)." in out
+    assert (status, err) == (0, "") and "Imported 2 of 2 requests." in out
     status, out, err = run_cli(capsys, "append", "req-1", "--from", str(big), *where)
     assert (status, err) == (0, "") and "Appended 1 event to req-1; it now has 41 events." in out
     status, out, _ = run_cli(capsys, "export", "req-2", *where)
@@ -320,7 +320,7 @@ def test_an_import_the_server_refuses_half_way_leaves_no_request_behind(
     assert out.splitlines() == [
         "req-1 is already there, identical; left as it is.",
         "Imported req-2 (15 events).",
-        "Imported 1 of 2 request(s).",
+        "Imported 1 of 2 requests.",
     ]
     status, out, _ = run_cli(capsys, "export", "req-2", *where)
     assert out.encode() == big_record.read_bytes()
@@ -339,7 +339,7 @@ def test_a_request_id_in_any_script_on_nats(
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert [row["request_id"] for row in json.loads(out)["requests"]] == [nfc]
     status, out, err = run_cli(capsys, "run", "--once", *where)
-    assert status == 0 and "Handled 1 envelope: 0 failed" in out, err
+    assert status == 0 and "Finished 1 envelope: 1 done, 0 failed" in out, err
     for name in (nfc, nfd):
         status, out, err = run_cli(capsys, "export", name, *where)
         assert (status, err) == (0, "") and json.loads(out)["status"] == "completed"

@@ -94,7 +94,7 @@ def test_three_workers_handle_each_envelope_once(
     outputs = [worker.communicate(timeout=120) for worker in workers]
     for worker, (out, err) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, err
-        assert out.startswith("Handled ")
+        assert out.startswith("Finished ")
     handled = sum(int(out.split()[1]) for out, _ in outputs)
     assert handled == len(ids) * len(ROUTE)  # 48, not 48 per worker
     for request_id in ids:
@@ -306,7 +306,9 @@ def test_a_cancel_during_the_call_wins_whatever_the_call_does(
     out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "Traceback" not in err
-    counted = "Handled 0 envelopes: 1 failed" if exit_status else "Handled 1 envelope"
+    counted = (
+        "Finished 1 envelope: 0 done, 1 failed" if exit_status else "Finished 1 envelope: 1 done"
+    )
     assert out.startswith(counted)
     record = read_record(workspace, "req-1")
     assert record["status"] == "cancelled"
@@ -434,7 +436,7 @@ def test_three_hosts_on_nats_handle_each_envelope_once(
     outputs = [worker.communicate(timeout=180) for worker in workers]
     for worker, (out, err) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, err
-        assert out.startswith("Handled ")
+        assert out.startswith("Finished ")
     assert sum(int(out.split()[1]) for out, _ in outputs) == len(ids) * len(ROUTE)
     for request_id, record in _nats_records(settings, ids).items():
         assert _reports(record, 5) == ROUTE, request_id

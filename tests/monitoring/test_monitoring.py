@@ -135,8 +135,13 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     assert "tokens in/out" in table[0]
     totals_row = next(line for line in table if line.startswith("total"))
     assert "300/3" in totals_row.split()
+    planner_row = next(line for line in table if line.startswith("planner"))
+    column = table[0].index("tokens in/out")
+    assert planner_row[column:].split()[:2] == ["-", "-"]  # none of its calls said: not "0/0"
     without = aggregate(log_files(logs), Filters(role="planner"), ["role"])
-    assert "tokens" not in render_report(without)  # no usage reported: no column
+    shown = render_report(without).splitlines()
+    assert "tokens in/out" not in shown[0]  # no usage reported: no column, and a line says why
+    assert "No call reported token usage, so there are no tokens columns" in shown[-3]
 
 
 def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path: Path) -> None:

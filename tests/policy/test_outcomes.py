@@ -14,6 +14,7 @@ from teams_runtime.policy.outcomes import (
     RequestState,
     as_ended,
     contract_failure,
+    envelope_kept,
     follow_up_id,
     plan_for,
     plan_model_failure,
@@ -57,12 +58,14 @@ def test_a_result_without_next_role_finishes_the_request(status: str) -> None:
             "payload": result,
         }
     ]
+    kept = {"failed_envelope": envelope_kept(ENVELOPE)} if status == "failed" else {}
     assert plan.updates == {
         "result": result,
         "updated_at": NOW,
         "status": status,
         "current_role": "qa",
         "next_role": "",
+        **kept,  # a failed step keeps its envelope, for `retry`
     }
     assert plan.follow_up is None
 
@@ -141,6 +144,9 @@ def test_a_model_failure_fails_the_request_with_its_reason() -> None:
     ]
     assert plan.updates == {"status": "failed", "current_role": "qa", "updated_at": NOW}
     assert plan.follow_up is None
+    with_envelope = plan_model_failure("qa", "the model printed nothing", NOW, ENVELOPE)
+    assert with_envelope.updates["failed_envelope"] == envelope_kept(ENVELOPE)
+    assert "traceparent" not in envelope_kept(ENVELOPE)  # the trace is the queuing run's
 
 
 def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
@@ -203,6 +209,7 @@ def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> No
     assert stop["payload"] == {"hops": 3, "max_hops": 3, "from_role": "developer", "to_role": "qa"}
     assert "team.max_hops is 3" in stop["summary"]
     assert plan.updates["status"] == "failed" and plan.follow_up is None and plan.drop_queued
+    assert plan.updates["failed_envelope"]["envelope_id"] == ENVELOPE.envelope_id
 
 
 def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:

@@ -271,7 +271,7 @@ def test_workers_keep_serving_beside_every_kind_of_stray(
     done = _run_once(tmp_path)  # a real worker process beside them
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stdout.startswith("Handled 2 envelopes")
+    assert ": 2 done, 0 failed" in done.stdout
     report, _ = _status(capsys, tmp_path)
     assert [(row["request_id"], row["status"]) for row in report["requests"]] == [
         ("req-1", "completed"),
@@ -322,7 +322,7 @@ def test_purge_strays_sets_aside_only_envelopes_no_role_reads(
 
     done = _run_once(tmp_path)  # workers are unaffected
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Handled 1 envelope:")
+    assert ": 1 done, 0 failed" in done.stdout
 
 
 def _set_aside(root: Path, settings: NatsSettings | None) -> int:

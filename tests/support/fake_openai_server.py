@@ -1,4 +1,5 @@
-"""A real OpenAI-compatible chat-completions server for the tests, on 127.0.0.1 (a free port).
+"""A real OpenAI-compatible chat-completions server for the tests, on 127.0.0.1 (a free port,
+or the one given: ``FakeOpenAIServer(port=8080)``).
 
 It speaks HTTP/1.1 over real sockets (``http.server`` in a thread), reads chunked request
 bodies, and answers each request with the next behaviour of its script (``answer`` when the
@@ -42,21 +43,43 @@ default, any other string as given (``"length"``: the model hit max_tokens), ``N
 ``finish_reason`` there (the stream still ends with [DONE]).
 ``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
 ``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
+``port`` is the port it listens on.
+
+To try the runtime by hand against it, run it as a program: it serves until Ctrl-C, every
+request answered with a valid result, and prints its base URL on a first line::
+
+    python tests/fake_openai_server.py --port 8080 [--flavour llama-cpp-python]
+    listening on http://127.0.0.1:8080/v1
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import re
+import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from .fake_model import answer_for
+if __package__:
+    from .fake_model import answer_for
+else:  # run as a program (`python tests/fake_openai_server.py`): its neighbour by path
+    _spec = importlib.util.spec_from_file_location(
+        "fake_model", Path(__file__).with_name("fake_model.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _fake_model = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_fake_model)
+    answer_for: Callable[[str, str], dict[str, object]] = _fake_model.answer_for
 
 # The usage the server reports: prompt characters / 4 and one token per answer character.
 PROMPT_TOKENS_PER_CHAR = 4
@@ -138,7 +161,11 @@ def _pieces(text: str, count: int = 4) -> list[str]:
 class FakeOpenAIServer:
     """The server; ``then(...)`` scripts the next answers, ``requests`` is what it received."""
 
-    def __init__(self, flavour: Flavour = "openai", n_ctx_chars: int | None = None) -> None:
+    def __init__(
+        self, flavour: Flavour = "openai", n_ctx_chars: int | None = None, *, port: int = 0
+    ) -> None:
+        """A server of ``flavour`` on 127.0.0.1: on ``port``, or a free one (``0``, the
+        default: ``port`` says which). Serving once ``start`` is called."""
         self.flavour = flavour
         self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
         self.loading = False
@@ -152,7 +179,7 @@ class FakeOpenAIServer:
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
-        self._port = 0
+        self._port = port
         self._listen()
 
     def _listen(self) -> None:
@@ -162,6 +189,11 @@ class FakeOpenAIServer:
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one given, or the free one it found)."""
+        return self._port
 
     @property
     def base_url(self) -> str:
@@ -413,3 +445,24 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     raise AssertionError(f"unknown behaviour {behaviour!r}")
 
     return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM (see the module's docstring)."""
+    parser = argparse.ArgumentParser(description="A fake OpenAI-compatible server on loopback.")
+    parser.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    parser.add_argument("--flavour", default="openai", help="openai, llama.cpp, ...")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    server = FakeOpenAIServer(args.flavour, port=args.port).start()
+    print(f"listening on {server.base_url}", flush=True)
+    while not stop.wait(0.2):  # a short wait: the signal's handler runs between them
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -504,8 +504,13 @@ def test_backend_nats_is_read() -> None:
     [
         pytest.param(
             "backend: {kind: redis}",
-            "team_runtime.yaml backend.kind must be one of: file, nats.",
+            "team_runtime.yaml backend.kind 'redis' is not one of file, nats.",
             id="kind",
+        ),
+        pytest.param(
+            "backend: {kind: nat}",
+            "team_runtime.yaml backend.kind 'nat' is not one of file, nats; did you mean nats?",
+            id="kind-typo",
         ),
         pytest.param(
             "backend: {kind: nats, nats: {url: 'http://host:4222'}}",

@@ -81,6 +81,28 @@ def test_config_says_which_sections_are_checked_but_not_used() -> None:
     assert section_notes(_parse("model: {}")) == []
 
 
+LOCAL_SERVER = (
+    "model: {backend: openai, openai: {base_url: 'http://127.0.0.1:8080/v1', model: local}}\n"
+)
+
+
+def test_config_names_the_roles_whose_model_name_role_defaults_gives() -> None:
+    """Moved to a local server, the scaffold's role_defaults still name hosted models: each
+    role asks the server for gpt-5.5 or gpt-5.4-mini, not the model section's name."""
+    notes = section_notes(_parse(SCAFFOLD + LOCAL_SERVER))
+    assert notes[-1] == (
+        "team_runtime.yaml role_defaults gives the model name of orchestrator, research, "
+        "planner, designer, architect, developer and qa (gpt-5.5); version_controller "
+        "(gpt-5.4-mini, from internal_agent_defaults): that is the model each asks for, not the "
+        "model section's 'local'; set roles.<role>.model to ask for another."
+    )
+    own = "roles: {qa: {model: {openai: {model: small}}}}\n"  # qa's own name wins: not listed
+    (note,) = [n for n in section_notes(_parse(SCAFFOLD + LOCAL_SERVER + own)) if "gives" in n]
+    assert "architect and developer (gpt-5.5)" in note and "qa" not in note
+    assert section_notes(_parse(LOCAL_SERVER)) == []  # no role_defaults: nothing to say
+    assert not any("gives" in n for n in section_notes(_parse(SCAFFOLD)))  # dry run: no name
+
+
 SPRINT = "sprint: {id: s1, %s}"
 
 

@@ -84,7 +84,7 @@ def test_an_event_count_with_an_exponent_is_still_not_an_integer() -> None:
         pytest.param(
             f"model: {{{SERVER}, max_tokens: 1e3}}}}",
             "team_runtime.yaml model.openai.max_tokens must be a whole number, not a decimal "
-            "number.",
+            "number (write 1000).",
             id="max-tokens-exponent",
         ),
         pytest.param(

@@ -677,7 +677,7 @@ def test_a_stray_file_among_the_claims_is_passed_over(
     (claimed / "README").write_text("a person left this here")
     assert main(["status", "--workspace", str(tmp_path)]) == 0
     assert main(["run", "--once", "--workspace", str(tmp_path)]) == 0
-    assert "Handled 1 envelope" in capsys.readouterr().out
+    assert "Finished 1 envelope: 1 done" in capsys.readouterr().out
 
 
 def test_a_lease_that_cannot_be_written_does_not_stop_the_run(
@@ -688,7 +688,7 @@ def test_a_lease_that_cannot_be_written_does_not_stop_the_run(
     FileWorkQueue(workspace).put(MessageEnvelope(request_id="r1", sender="u", target="qa"))
     (workspace.queue_dir / "workers").write_text("not a folder: no lease can be written here")
     assert main(["run", "--once", "--workspace", str(tmp_path)]) == 0
-    assert "Handled 1 envelope" in capsys.readouterr().out
+    assert "Finished 1 envelope: 1 done" in capsys.readouterr().out
 
 
 def test_a_folder_swapped_for_a_link_mid_write_never_receives_a_file(tmp_path: Path) -> None:
