@@ -16,6 +16,7 @@ import yaml
 
 from ..support.cli_in_process import run_cli
 from ..support.fake_openai_server import FakeOpenAIServer, Raw, Status
+from ..support.paths import PROJECT_ROOT
 
 # llama-cpp-python's answer to a json_schema response_format (a validation error naming it).
 REFUSED = Status(
@@ -158,11 +159,11 @@ def test_a_server_that_is_not_there_is_said_and_exits_1(
 def test_the_fake_server_runs_as_a_program_on_a_chosen_port(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python tests/fake_openai_server.py --port N`: what a person tries the runtime with."""
+    """`python tests/support/fake_openai_server.py --port N`: what a person tries the runtime with."""
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    program = Path(__file__).with_name("fake_openai_server.py")
+    program = PROJECT_ROOT / "tests" / "support" / "fake_openai_server.py"
     server = subprocess.Popen(
         [sys.executable, "-P", str(program), "--port", str(port), "--flavour", "llama.cpp"],
         stdout=subprocess.PIPE, text=True,

@@ -48,7 +48,7 @@ default, any other string as given (``"length"``: the model hit max_tokens), ``N
 To try the runtime by hand against it, run it as a program: it serves until Ctrl-C, every
 request answered with a valid result, and prints its base URL on a first line::
 
-    python tests/fake_openai_server.py --port 8080 [--flavour llama-cpp-python]
+    python tests/support/fake_openai_server.py --port 8080 [--flavour llama-cpp-python]
     listening on http://127.0.0.1:8080/v1
 """
 
@@ -72,7 +72,7 @@ from typing import Any
 
 if __package__:
     from .fake_model import answer_for
-else:  # run as a program (`python tests/fake_openai_server.py`): its neighbour by path
+else:  # run as a program (`python tests/support/fake_openai_server.py`): its neighbour by path
     _spec = importlib.util.spec_from_file_location(
         "fake_model", Path(__file__).with_name("fake_model.py")
     )
