@@ -159,7 +159,7 @@ def test_a_server_that_is_not_there_is_said_and_exits_1(
 def test_the_fake_server_runs_as_a_program_on_a_chosen_port(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`python tests/support/fake_openai_server.py --port N`: what a person tries the runtime with."""
+    """`python tests/support/fake_openai_server.py --port N`: what a person tries first."""
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]

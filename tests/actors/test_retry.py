@@ -40,7 +40,7 @@ def host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
 
 
 def _model(root: Path, mode: str, **sections: Any) -> None:
-    """Answer every prompt of ``root`` with ``tests/support/fake_model.py MODE``, one call a prompt."""
+    """Answer every prompt of ``root`` with ``support/fake_model.py MODE``, one call each."""
     path = root / "team_runtime.yaml"
     config = yaml.safe_load(path.read_text())
     config["model"] = {
