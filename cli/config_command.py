@@ -13,7 +13,6 @@ import msgspec
 from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.cli.output import PROG, write_json
 from teams_runtime.codecs.config import TeamConfig, section_notes
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
 
@@ -25,10 +24,15 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     role runs with it, and nothing secret (a NATS URL's user and password are ``***``)."""
     shown: dict[str, Any] = msgspec.to_builtins(config)
     shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
+    cast = config.cast
+    shown["team"]["roles"] = list(cast.names)  # the team in force, written or not
     # Every role, also in a config built in code without them (model_for's fallback).
     shown["roles"] = {
-        role: {**shown["roles"].get(role, {}), "model": msgspec.to_builtins(config.model_for(role))}
-        for role in ROLES
+        role: {
+            **msgspec.to_builtins(cast.role(role)),
+            "model": msgspec.to_builtins(config.model_for(role)),
+        }
+        for role in cast.names
     }
     return shown
 
@@ -36,7 +40,8 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
 def cmd_config(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)
-    problem = start_problem(((role, config.model_for(role)) for role in ROLES), workspace.root)
+    roles = config.cast.names
+    problem = start_problem(((role, config.model_for(role)) for role in roles), workspace.root)
     if problem is not None:
         raise ConfigError(problem)
     for note in section_notes(config):  # on stderr: stdout stays the JSON alone
