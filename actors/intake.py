@@ -12,18 +12,19 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.codecs.config import Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.codecs.roles import PUBLIC_ROLES
 from teams_runtime.policy.outcomes import plan_cancel, status_of
 from teams_runtime.storage import WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.backends import open_backend, workspace_config
 
 __all__ = [
     "Cancellation",
     "Submission",
     "cancel",
+    "check_new_work",
     "new_record",
     "new_request_id",
     "submit",
@@ -42,6 +43,17 @@ class Submission(msgspec.Struct, frozen=True):
 def new_request_id() -> str:
     """A fresh, safe request id: ``req-YYYYMMDD-HHMMSS-xxxx``."""
     return f"req-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def check_new_work(cast: Cast, role: str) -> str:
+    """Return ``role`` if ``submit`` may queue new work for it: a role of the team whose work
+    does not come only from a hand-off (a ``version_control`` role: the hand-off says what to
+    commit). Else ``ValueError`` naming the roles that take new work."""
+    if role not in cast.takes_new_work:
+        why = " for new work (its work comes from a hand-off)" if role in cast.roles else ""
+        choices = ", ".join(cast.takes_new_work)
+        raise ValueError(f"unknown role {role!r}{why}; choose one of: {choices}")
+    return role
 
 
 def _delegated(role: str, now: str) -> dict[str, Any]:
@@ -109,9 +121,11 @@ async def submit(
     urgency: str = "normal",
     request_id: str | None = None,
 ) -> Submission:
-    """Queue work for ``role``: a new request, or more work on an existing one."""
-    if role not in PUBLIC_ROLES:
-        raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(PUBLIC_ROLES)}")
+    """Queue work for ``role``, a role of the workspace's team that takes new work
+    (``check_new_work``): a new request, or more work on an existing one."""
+    root = Workspace(workspace)
+    config = await anyio.to_thread.run_sync(workspace_config, root)
+    check_new_work(config.cast, role)
     envelope = MessageEnvelope(
         request_id=check_request_id(request_id or new_request_id()),
         sender="user",
@@ -121,9 +135,8 @@ async def submit(
         scope=scope,
         body=body,
     )
-    root = Workspace(workspace)
     async with (  # the workspace's store and queue, open for this submit (NATS connects)
-        open_backend(root) as backend,
+        open_backend(root, config) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
         return await submit_with(context, backend.queue, envelope)

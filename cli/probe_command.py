@@ -9,7 +9,6 @@ import msgspec
 from teams_runtime.actors.model_probe import ServerProbe, probe_all
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import OpenAIConfig, TeamConfig
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["probe_servers", "servers_of"]
 
@@ -18,7 +17,7 @@ def servers_of(config: TeamConfig) -> list[tuple[OpenAIConfig, list[str]]]:
     """Each distinct server (``base_url``) the roles' models call, with the roles that call
     it; the first of them says which model and key the probe uses."""
     servers: dict[str, tuple[OpenAIConfig, list[str]]] = {}
-    for role in ROLES:
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
             url = model.openai.base_url.rstrip("/")

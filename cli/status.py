@@ -10,7 +10,6 @@ from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
@@ -61,7 +60,7 @@ def _servers_away(
     """The model servers a running worker waits for (``model_servers``' files), each with the
     envelopes of the roles it serves that wait for it (queued or held by a worker)."""
     served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
-    for role in ROLES:
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
             served.setdefault(model.openai.base_url, []).append(role)
@@ -89,7 +88,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
                 "claimed": snapshot.claimed[role],
                 "deferred": snapshot.deferred[role],
             }
-            for role in ROLES
+            for role in config.cast.names
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
         "deferred": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from teams_runtime.storage.nats.tokens import token_of
+from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 __all__ = ["NatsNames"]
 
@@ -13,9 +13,11 @@ __all__ = ["NatsNames"]
 class NatsNames(msgspec.Struct, frozen=True):
     """The streams, buckets, consumers and subjects of one team on the server (by prefix).
 
-    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
-    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
-    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
+    Envelopes stand on ``<prefix>.<kind>.<role token>.<request token>`` (kind ``q``: waiting,
+    ``deferred``, ``rejected``): the builders take the role's name (written as a ``token_of``
+    token: a built-in role's name is its own token) and a request's ``token_of`` token, ``*``
+    (the default) for any (no role name is ``*``: it starts with a letter or digit);
+    ``role_of`` and ``request_token_of`` read them back from a subject."""
 
     prefix: str
 
@@ -50,13 +52,13 @@ class NatsNames(msgspec.Struct, frozen=True):
         return f"{self.prefix}.req.*.ev.*"
 
     def waiting_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.q.{role}.{token}"
+        return f"{self.prefix}.q.{_role_token(role)}.{token}"
 
     def deferred_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.deferred.{role}.{token}"
+        return f"{self.prefix}.deferred.{_role_token(role)}.{token}"
 
     def rejected_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.rejected.{role}.{token}"
+        return f"{self.prefix}.rejected.{_role_token(role)}.{token}"
 
     @property
     def every_waiting(self) -> str:
@@ -72,15 +74,19 @@ class NatsNames(msgspec.Struct, frozen=True):
 
     def role_of(self, subject: str) -> str:
         """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
-        return subject.split(".", 3)[2]
+        return id_of_token(subject.split(".", 3)[2])
 
     def request_token_of(self, subject: str) -> str:
         """The request token of an envelope's subject."""
         return subject.split(".", 3)[3]
 
     def role_consumer(self, role: str) -> str:
-        return f"{self.prefix}_q_{role}"
+        return f"{self.prefix}_q_{token_of(role)}"
 
     @property
     def deferred_consumer(self) -> str:
         return f"{self.prefix}_deferred"
+
+
+def _role_token(role: str) -> str:
+    return role if role == "*" else token_of(role)

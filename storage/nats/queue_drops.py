@@ -19,7 +19,9 @@ async def drop_waiting_and_deferred(connection: NatsConnection, token: str) -> i
     handed, and its deferred ones; returns how many."""
     js, names = connection.js, connection.names
     stream = await js.stream_info(names.queue, subjects_filter=names.waiting_subject("*", token))
-    roles = sorted({names.role_of(subject) for subject in stream.state.subjects or {}})
+    # Only the team's roles have a consumer (one the team no longer has keeps its envelopes).
+    found = {names.role_of(subject) for subject in stream.state.subjects or {}}
+    roles = sorted(found & set(connection.roles))
     dropped = 0
     for role in roles:
         dropped += await _drop_waiting(connection, role, token)
