@@ -248,9 +248,20 @@ def _reading_issue(reading: AnswerReading) -> str:
     return "The answer is not valid JSON: send one JSON object and nothing else."
 
 
-def _next_role_issue(next_roles: NextRoles) -> str:
-    """The issue of a ``next_role`` that is none of ``next_roles``: it names those allowed."""
-    return f"`next_role` must be empty or one of: {', '.join(next_roles.roles)}."
+def _next_role_issue(next_roles: NextRoles, role: str) -> str:
+    """The issue of a ``next_role`` that is none of ``next_roles``: it names those allowed
+    (and, when the role's ``hands_to`` narrows them, that it does)."""
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.limited:
+        return f"`next_role` must be empty or one of: {roles}."
+    if not next_roles.roles:
+        return f'`next_role` must be "": {role} hands the request to no role (it finishes it).'
+    if not next_roles.finish:
+        return (
+            f"`next_role` must be one of: {roles} ({role} may hand the request only to these, "
+            "and may not finish it)."
+        )
+    return f"`next_role` must be empty or one of: {roles} ({role} may hand only to these)."
 
 
 def validate_reading(
@@ -282,7 +293,7 @@ def validate_reading(
     next_role = answer.get("next_role")
     next_role = "" if next_role is None else next_role
     if not next_roles.allows(next_role):
-        issues.append(_next_role_issue(next_roles))
+        issues.append(_next_role_issue(next_roles, role))
     issues += _kind_issues(answer, kind)
     issues += _type_issues(answer, kind)
     if issues:

@@ -44,7 +44,7 @@ Rules:
 - Treat `Current request` as the source of truth; the envelope only says why you were called.
 - Read the latest `result` and the recent `events` before you decide.
 - Set `request_id` to "{request_id}" and `role` to "{role}".
-- Set `next_role` to the role that should act next, or "" when the request is done.
+{next_role_rule}
 
 Role rules ({role}):
 {role_rules}"""
@@ -95,9 +95,25 @@ _PREVIOUS_LIMIT = 4000  # characters of an invalid answer shown back to the mode
 
 
 def next_roles_of(role: str, cast: Cast = DEFAULT_CAST) -> NextRoles:
-    """What ``role``'s answers may name as ``next_role``: any role of ``cast`` (the team),
-    or none."""
-    return NextRoles(roles=cast.names)
+    """What ``role``'s answers may name as ``next_role``: its ``hands_to`` in ``cast`` (the
+    team), else any role of the team, or none."""
+    return cast.next_roles(role) if role in cast.roles else NextRoles(roles=cast.names)
+
+
+def _next_role_rule(next_roles: NextRoles) -> str:
+    """The role task's rule on ``next_role``: the roles it may hand to, when its ``hands_to``
+    narrows them (the default team's line is unchanged)."""
+    if not next_roles.limited:
+        return '- Set `next_role` to the role that should act next, or "" when the request is done.'
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.roles:
+        return '- Set `next_role` to "": your result finishes the request.'
+    if not next_roles.finish:
+        return f"- Set `next_role` to the role that should act next: one of {roles}."
+    return (
+        f'- Set `next_role` to the role that should act next (one of {roles}), or "" when '
+        "the request is done."
+    )
 
 
 def answer_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> AnswerKind:
@@ -209,6 +225,7 @@ def build_prompt(
         "shape": shape,
         "sprint": _sprint(projection),
         "role_rules": _bullets(cast.rules_of(role) if known else ()),
+        "next_role_rule": _next_role_rule(next_roles),
     }
     if kind == "task":
         head = ROLE_TASK_TEMPLATE.format(**values)
