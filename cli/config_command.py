@@ -1,6 +1,6 @@
 """``teams-runtime config``: check ``team_runtime.yaml`` and this host's part of it, print the
-configuration in force (each role's model as it runs), and with ``--probe`` ask each model
-server once what it can do."""
+configuration in force (each role's model as it runs), with ``--probe`` ask each model server
+once what it can do, and with ``--graph`` say who may hand a request to whom."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from teams_runtime.actors.backend_checks import start_problem
-from teams_runtime.cli.output import PROG, write_json
+from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.codecs.config import TeamConfig, section_notes
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
@@ -40,6 +40,16 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
 def cmd_config(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)
+    if args.graph:  # the config's own view: no model needs to be on this host for it
+        if args.probe:
+            raise UserError("--graph and --probe are two views: give one of them.")
+        from teams_runtime.cli.cast_graph import graph_lines, hand_off_graph
+
+        if args.json:
+            write_json(hand_off_graph(config.cast))
+        else:
+            print("\n".join(graph_lines(config.cast)))
+        return 0
     roles = config.cast.names
     problem = start_problem(((role, config.model_for(role)) for role in roles), workspace.root)
     if problem is not None:

@@ -72,7 +72,15 @@ def add_config(commands: Commands) -> None:
         help="send one tiny request to each model server the roles use and say what it "
         "answered (its model name, usage, response_format) instead",
     )
-    add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
+    check.add_argument(
+        "--graph",
+        action="store_true",
+        help="instead, print who may hand a request to whom (team.roles, roles.<role>.hands_to)",
+    )
+    add_json(
+        check,
+        "JSON output (the configuration always is; with --probe or --graph, theirs too)",
+    )
     check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 

@@ -241,3 +241,41 @@ def test_the_dry_run_keeps_to_the_hand_off_rules(
     record = json.loads((root / ".teams_runtime" / "requests" / "req-1.json").read_text())
     assert _reports(record) == ["writer", "reviewer"]
     assert record["status"] == "completed"
+
+
+def test_config_graph_says_who_may_hand_to_whom(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    config = root / "team_runtime.yaml"
+    config.write_text(yaml.safe_dump({"team": {"roles": list(ROLES)}, "roles": TEAM}))
+    argv = ("config", "--graph", "--workspace", str(root))
+    status, out, _ = run_cli(capsys, *argv)
+    assert (status, out) == (0, (
+        "team: writer, reviewer, editor (new work: writer, reviewer, editor)\n"
+        "writer   -> reviewer\n"
+        "reviewer -> writer, editor, or done\n"
+        "editor   -> done\n"
+    ))  # fmt: skip
+    status, out, _ = run_cli(capsys, *argv, "--json")
+    graph = json.loads(out)["roles"]
+    assert list(graph) == list(ROLES)
+    assert graph["writer"] == {"prompt_kind": "role_task", "takes_new_work": True,
+                               "hands_to": ["reviewer"], "may_finish": False,
+                               "limited": True}  # fmt: skip
+    assert (graph["editor"]["hands_to"], graph["editor"]["may_finish"]) == ([], True)
+    # Without hands_to a role may hand to any role of the team: the built-in team's case.
+    config.write_text("team: {roles: [planner, qa, version_controller]}\n")
+    status, out, _ = run_cli(capsys, *argv)
+    assert out.splitlines() == [
+        "team: planner, qa, version_controller (new work: planner, qa)",
+        "planner            -> any role, or done",
+        "qa                 -> any role, or done",
+        "version_controller -> any role, or done",
+    ]
+    graph = json.loads(run_cli(capsys, *argv, "--json")[1])["roles"]
+    assert graph["qa"]["hands_to"] == ["planner", "qa", "version_controller"]
+    assert graph["version_controller"]["takes_new_work"] is False
+    status, out, err = run_cli(capsys, *argv, "--probe")
+    assert (status, out) == (2, "") and "--graph and --probe are two views" in err
