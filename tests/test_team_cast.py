@@ -38,19 +38,23 @@ class Workspace:
         self.settings = settings
         self.state = root / "model-state"
 
-    def configure(self, script: dict[str, list[str]], fake_model: Path) -> None:
-        """The team, its model the fake one answering by ``script`` (role -> next roles)."""
+    def configure(
+        self, script: dict[str, list[str]], fake_model: Path, team: dict[str, Any]
+    ) -> None:
+        """The ``team`` (role -> its settings), its model the fake one answering by ``script``
+        (role -> next roles)."""
         config = yaml.safe_load((self.root / "team_runtime.yaml").read_text())
         (self.root / "script.json").write_text(json.dumps(script))
-        config["team"] = {"roles": list(ROLES)}
-        config["roles"] = TEAM
+        config["team"] = {"roles": list(team)}
+        config["roles"] = team
         config["model"] = {
             "backend": "command",
             "command": [sys.executable, str(fake_model), f"script:{self.root / 'script.json'}",
                         str(self.state)],
             "timeout_seconds": 20,
         }  # fmt: skip
-        (self.root / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+        (self.root / "team_runtime.yaml").write_text(text, encoding="utf-8")
 
     def cli(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
         return run_cli(capsys, *argv, "--workspace", str(self.root))
@@ -72,8 +76,8 @@ class Workspace:
 @pytest.fixture(params=["file", "nats"])
 def workspace(
     request: pytest.FixtureRequest, tmp_path: Path, fake_model: Path
-) -> Iterator[Callable[[dict[str, list[str]]], Workspace]]:
-    def make(script: dict[str, list[str]]) -> Workspace:
+) -> Iterator[Callable[..., Workspace]]:
+    def make(script: dict[str, list[str]], team: dict[str, Any] | None = None) -> Workspace:
         root = tmp_path / "ws"
         settings = None
         if request.param == "nats":
@@ -82,7 +86,7 @@ def workspace(
         else:
             assert main(["init", str(root)]) == 0
         made = Workspace(root, settings)
-        made.configure(script, fake_model)
+        made.configure(script, fake_model, TEAM if team is None else team)
         return made
 
     yield make
@@ -107,7 +111,7 @@ def _consumers(settings: NatsSettings) -> set[str]:
 
 
 def test_a_request_goes_through_the_team_the_config_declares(
-    workspace: Callable[[dict[str, list[str]]], Workspace], capsys: pytest.CaptureFixture[str]
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ws = workspace({"writer": ["reviewer"], "reviewer": ["editor"], "editor": [""]})
     capsys.readouterr()
@@ -145,7 +149,7 @@ def test_a_request_goes_through_the_team_the_config_declares(
 
 
 def test_a_hand_off_outside_hands_to_gets_a_repair_naming_the_allowed_roles(
-    workspace: Callable[[dict[str, list[str]]], Workspace], capsys: pytest.CaptureFixture[str]
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The writer names the editor (it may hand only to the reviewer), the reviewer names qa
     # (no role of this team); each is repaired, and the request goes on as the rules say.
@@ -180,7 +184,7 @@ def test_a_hand_off_outside_hands_to_gets_a_repair_naming_the_allowed_roles(
 
 
 def test_a_role_that_keeps_breaking_the_rules_fails_the_request(
-    workspace: Callable[[dict[str, list[str]]], Workspace], capsys: pytest.CaptureFixture[str]
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ws = workspace({"writer": ["editor"], "reviewer": [""], "editor": [""]})
     capsys.readouterr()
@@ -201,7 +205,7 @@ def test_a_role_that_keeps_breaking_the_rules_fails_the_request(
 
 
 def test_the_role_flags_take_the_team_from_the_config(
-    workspace: Callable[[dict[str, list[str]]], Workspace], capsys: pytest.CaptureFixture[str]
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ws = workspace({"writer": ["reviewer"], "reviewer": [""], "editor": [""]})
     capsys.readouterr()
@@ -279,3 +283,29 @@ def test_config_graph_says_who_may_hand_to_whom(
     assert graph["version_controller"]["takes_new_work"] is False
     status, out, err = run_cli(capsys, *argv, "--probe")
     assert (status, out) == (2, "") and "--graph and --probe are two views" in err
+
+
+def test_a_role_name_of_any_script_names_its_folder_subject_and_log(
+    workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `.`, `:` and letters beyond ASCII are a role name's as a request id's: they become a
+    # folder and a log file as they are, and a NATS subject token and consumer name encoded.
+    team = {"rédacteur.v2": {"hands_to": ["relecteur:2"]}, "relecteur:2": {"hands_to": [""]}}
+    ws = workspace({"rédacteur.v2": ["relecteur:2"], "relecteur:2": [""]}, team)
+    capsys.readouterr()
+    assert ws.cli(capsys, "submit", "--role", "rédacteur.v2", "--scope", "Écris-le",
+                  "--request-id", "req-1")[0] == 0  # fmt: skip
+    status, out, err = ws.cli(capsys, "run", "--once")
+    assert status == 0 and "Handled 2 envelopes: 0 failed" in out, err
+    assert _reports(ws.record(capsys, "req-1")) == list(team)
+    logs = ws.root / ".teams_runtime" / "logs"
+    assert {path.name for path in logs.glob("*.log")} == {f"{role}.log" for role in team}
+    status, out, _ = ws.cli(capsys, "status", "--json")
+    assert list(json.loads(out)["roles"]) == list(team)
+    if ws.settings is not None:
+        prefix = ws.settings.prefix
+        assert _consumers(ws.settings) == {
+            f"{prefix}_q_r=C3=A9dacteur=2Ev2",
+            f"{prefix}_q_relecteur=3A2",
+            f"{prefix}_deferred",
+        }

@@ -41,6 +41,9 @@ class RoleSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     concurrency: int | None = None
 
 
+_SETTINGS = frozenset(field.encode_name for field in msgspec.structs.fields(RoleSettings))
+
+
 def _name_error(path: str, value: object) -> ConfigError:
     if not isinstance(value, str):
         return ConfigError(f"{_FILE} {path} must be text, not {kind_of(value)}.")
@@ -115,7 +118,8 @@ def check_hands_to(role: str, hands_to: list[str], names: Sequence[str]) -> None
 def role_settings(role: str, settings: Mapping[str, Any], names: Sequence[str]) -> RoleSettings:
     """``roles.<role>``'s settings beside ``model`` in force: as written, else the built-in
     role's (rules, prompt kind), else none (a role of the team's own)."""
-    written = {key: value for key, value in settings.items() if key != "model"}
+    # Only its own keys: `model` is read elsewhere, and an unknown key was refused already.
+    written = {key: value for key, value in settings.items() if key in _SETTINGS}
     own = convert_section(written, RoleSettings, f"roles.{role}", _DOC)
     rules = own.rules if own.rules is not None else list(BUILT_IN_RULES.get(role, ()))
     _check_rules(role, rules)
