@@ -18,7 +18,7 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
-from teams_runtime.codecs.roles import NextRoles
+from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.policy.projection import notice_text
 
 __all__ = [
@@ -137,7 +137,7 @@ class PromptBundle:
     head: str
     envelope: MessageEnvelope | None
     # What the answer may name as `next_role` (the contract, the schema sent with the prompt).
-    next_roles: NextRoles
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES
     _streamed: list[int] = field(default_factory=lambda: [0, 0], repr=False, compare=False)
 
     @property

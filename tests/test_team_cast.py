@@ -5,6 +5,7 @@ hand-off outside a role's ``hands_to`` is repaired or failed as the contract say
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -309,3 +310,21 @@ def test_a_role_name_of_any_script_names_its_folder_subject_and_log(
             f"{prefix}_q_relecteur=3A2",
             f"{prefix}_deferred",
         }
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_role_handles_as_many_envelopes_at_once_as_its_concurrency(
+    team_workspace: Callable[..., Any], capsys: pytest.CaptureFixture[str], concurrency: int
+) -> None:
+    sections = {"team": {"roles": ["writer"]}, "roles": {"writer": {"concurrency": concurrency}}}
+    ws = team_workspace("slow:1.0", sections=sections)
+    argv = ("--workspace", str(ws.root))
+    for number in range(3):
+        assert run_cli(capsys, "submit", "--role", "writer", "--scope", "x", "--request-id",
+                       f"req-{number}", *argv)[0] == 0  # fmt: skip
+    status, out, _ = run_cli(capsys, "run", "--once", *argv)
+    assert status == 0 and "Handled 3 envelopes" in out
+    log = (ws.root / "model-state" / "calls.log").read_text().splitlines()
+    spans = sorted((json.loads(line)["start"], json.loads(line)["end"]) for line in log)
+    overlapping = any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
+    assert overlapping is (concurrency > 1)
