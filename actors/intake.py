@@ -18,10 +18,10 @@ import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.outcome_writes import MAX_RACES
+from teams_runtime.codecs.config import Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.codecs.roles import PUBLIC_ROLES
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import (
     FAILED_ENVELOPE,
@@ -31,13 +31,14 @@ from teams_runtime.policy.outcomes import (
     status_of,
 )
 from teams_runtime.storage import WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.backends import open_backend, workspace_config
 
 __all__ = [
     "FINISHED",
     "Cancellation",
     "Submission",
     "cancel",
+    "check_new_work",
     "new_record",
     "new_request_id",
     "submit",
@@ -60,6 +61,17 @@ class Submission(msgspec.Struct, frozen=True):
 def new_request_id() -> str:
     """A fresh, safe request id: ``req-YYYYMMDD-HHMMSS-xxxx``."""
     return f"req-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def check_new_work(cast: Cast, role: str) -> str:
+    """Return ``role`` if ``submit`` may queue new work for it: a role of the team whose work
+    does not come only from a hand-off (a ``version_control`` role: the hand-off says what to
+    commit). Else ``ValueError`` naming the roles that take new work."""
+    if role not in cast.takes_new_work:
+        why = " for new work (its work comes from a hand-off)" if role in cast.roles else ""
+        choices = ", ".join(cast.takes_new_work)
+        raise ValueError(f"unknown role {role!r}{why}; choose one of: {choices}")
+    return role
 
 
 def _delegated(role: str, now: str) -> dict[str, Any]:
@@ -173,10 +185,12 @@ async def submit(
     request_id: str | None = None,
     reopen: bool = False,
 ) -> Submission:
-    """Queue work for ``role``: a new request, or more work on an existing one (one that
-    has finished or was cancelled only with ``reopen``: see ``submit_with``)."""
-    if role not in PUBLIC_ROLES:
-        raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(PUBLIC_ROLES)}")
+    """Queue work for ``role``, a role of the workspace's team that takes new work
+    (``check_new_work``): a new request, or more work on an existing one (one that has
+    finished or was cancelled only with ``reopen``: see ``submit_with``)."""
+    root = Workspace(workspace)
+    config = await anyio.to_thread.run_sync(workspace_config, root)
+    check_new_work(config.cast, role)
     envelope = MessageEnvelope(
         request_id=check_request_id(request_id or new_request_id()),
         sender="user",
@@ -186,9 +200,8 @@ async def submit(
         scope=scope,
         body=body,
     )
-    root = Workspace(workspace)
     async with (  # the workspace's store and queue, open for this submit (NATS connects)
-        open_backend(root) as backend,
+        open_backend(root, config) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
         return await submit_with(context, backend.queue, envelope, reopen=reopen)

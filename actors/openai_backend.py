@@ -323,7 +323,12 @@ class OpenAIBackend:
         format_: dict[str, object] = {}
         if form != "none":
             kind = bundle.answer_kind
-            schema = generation_schema(kind, request_id=bundle.request_id, role=bundle.role)
+            schema = generation_schema(
+                kind,
+                request_id=bundle.request_id,
+                role=bundle.role,
+                next_roles=bundle.next_roles,
+            )
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
         yield request_head(config.model, request_fields(config, format_), config.system)
         async for chunk in bundle.chunks():

@@ -14,6 +14,7 @@ failed before envelopes were kept is retried with its own fields (scope, body, .
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import FAILED_ENVELOPE, follow_up_id, state_of
 from teams_runtime.storage import WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.backends import open_backend, workspace_config
 
 __all__ = ["Retried", "requeue_rejected", "retry_failed", "retry_with"]
 
@@ -42,7 +43,7 @@ class Retried(msgspec.Struct, frozen=True):
     envelope_id: str
 
 
-def _kept_envelope(projection: Projection) -> MessageEnvelope | None:
+def _kept_envelope(projection: Projection, roles: Sequence[str]) -> MessageEnvelope | None:
     """The envelope the failing outcome kept, else one made of the record's own fields."""
     kept = projection.value(FAILED_ENVELOPE)
     if isinstance(kept, dict):
@@ -51,7 +52,7 @@ def _kept_envelope(projection: Projection) -> MessageEnvelope | None:
         except msgspec.ValidationError:
             pass  # edited by hand into something else: the record's fields below
     role = projection.value("current_role")
-    if not isinstance(role, str) or role not in ROLES:
+    if not isinstance(role, str) or role not in roles:
         return None
 
     def text(key: str, default: str = "") -> str:
@@ -88,11 +89,17 @@ def _retried(envelope: MessageEnvelope, old_id: str, now: str) -> dict[str, Any]
 
 
 async def retry_with(
-    context: ContextHandle, queue: WorkQueue, request_id: str, *, max_hops: int
+    context: ContextHandle,
+    queue: WorkQueue,
+    request_id: str,
+    *,
+    max_hops: int,
+    roles: Sequence[str] = ROLES,
 ) -> Retried:
     """Queue a failed request's last envelope again (see the module's docstring). Raises
     ``RequestStateError`` (nothing written) when the request has not failed, failed at the
-    hop limit that still holds (``max_hops``), or names no role to retry."""
+    hop limit that still holds (``max_hops``), or names no role of the team (``roles``) to
+    retry."""
     request_id = check_request_id(request_id)
     projection = await context.project(request_id)
     state = state_of(projection)
@@ -108,7 +115,7 @@ async def retry_with(
             f"{max_hops}: a retry would stop at the hop limit again; raise team.max_hops in "
             "team_runtime.yaml first."
         )
-    failed = _kept_envelope(projection)
+    failed = _kept_envelope(projection, roles)
     if failed is None:
         raise RequestStateError(
             f"request {request_id} keeps no envelope to retry and its current_role names no "
@@ -161,11 +168,14 @@ async def _undo(context: ContextHandle, request_id: str, role: str, now: str) ->
 async def retry_failed(workspace: str | Path, request_id: str, *, max_hops: int) -> Retried:
     """``retry_with`` on the workspace's store and queue, open for this call."""
     root = Workspace(workspace)
+    config = await anyio.to_thread.run_sync(workspace_config, root)
     async with (
-        open_backend(root) as backend,
+        open_backend(root, config) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
-        return await retry_with(context, backend.queue, request_id, max_hops=max_hops)
+        return await retry_with(
+            context, backend.queue, request_id, max_hops=max_hops, roles=config.cast.names
+        )
 
 
 async def requeue_rejected(workspace: str | Path, request_id: str | None) -> int:

@@ -26,7 +26,7 @@ from teams_runtime.actors.outcome_writes import NotSaved, OutcomeWriter, outcome
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_calls import RequestEnded, RoleCalls
 from teams_runtime.actors.tracing import traced_envelope
-from teams_runtime.codecs.config import ModelConfig, RateCard
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -81,8 +81,10 @@ class RoleActor:
         concurrency: int = 4,
         inbox_size: int = 256,
         rate_card: RateCard | None = None,
+        cast: Cast = DEFAULT_CAST,
     ) -> None:
         self.role = role
+        self._cast = cast  # the team the role is one of
         self._model = model
         self._max_hops = max_hops
         self._context = context
@@ -97,6 +99,7 @@ class RoleActor:
             backend=backend,
             on_prompt=on_prompt,
             rate_card=rate_card,
+            cast=cast,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._slots = anyio.Semaphore(concurrency)
@@ -215,7 +218,7 @@ class RoleActor:
             self.role,
             request_id,
         )
-        follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso())
+        follow_up = recorded_follow_up(self.role, envelope, recorded, now_iso(), self._cast)
         # The crash may have come before it was queued; once it is handled, or the request
         # has ended, it is not. (Its id is derived from this envelope's: a copy queued twice
         # is recorded once.)
@@ -249,7 +252,13 @@ class RoleActor:
 
         def decide(state: RequestState) -> OutcomePlan:
             plan = plan_outcome(
-                self.role, envelope, result, now, hops=state.count, max_hops=self._max_hops
+                self.role,
+                envelope,
+                result,
+                now,
+                hops=state.count,
+                max_hops=self._max_hops,
+                cast=self._cast,
             )
             return plan_for(state, plan)
 

@@ -26,14 +26,13 @@ from teams_runtime.actors.once_wait import OnceWait
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor
 from teams_runtime.actors.role_backends import role_backends
-from teams_runtime.actors.team_reports import RoleStatus, RunSummary
+from teams_runtime.actors.team_reports import RoleStatus, RunSummary, log_lease_difference
 from teams_runtime.actors.tracing import Tracing, active, stamping
 from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.pricing import card_for
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     Claim,
@@ -76,7 +75,8 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
+        self.cast = self.config.cast  # the team's roles: every part of the run takes them here
+        self.served = tuple(self.cast.check(role) for role in roles) if roles else self.cast.names
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.backends = role_backends(
             self.config, self.served, self.workspace.root, self.servers, backend
@@ -89,7 +89,10 @@ class Team:
         self._worker_id = new_worker_id()  # one per Team, whichever scope opens its queue
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
-        self._concurrency = concurrency
+        # Envelopes each role handles at once: the role's own `concurrency`, else this.
+        self._concurrency = {
+            role: self.cast.concurrency_of(role, concurrency) for role in self.served
+        }
         self._poll_interval = poll_interval
         self._in_flight = 0  # envelopes told to a role and not finished yet
         self._busy: Counter[str] = Counter()  # the same, per role
@@ -205,13 +208,11 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
-            if server_away(
-                self.backends[role]
-            ):  # its calls wait for the server: no new work for it
+            if server_away(self.backends[role]):  # its calls wait: no new work for it
                 continue
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
-            room = self._concurrency - self._busy[role]
+            room = self._concurrency[role] - self._busy[role]
             claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
             for claim in claims:
                 self._in_flight += 1
@@ -235,9 +236,10 @@ class Team:
                 locks=locks,
                 on_finished=self._finished,
                 on_prompt=self._prompt_sent,
-                concurrency=self._concurrency,
+                concurrency=self._concurrency[role],
                 inbox_size=self._inbox_size,
                 rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
+                cast=self.cast,
             )
             self.roles[role] = actor
             await group.start(actor.serve)
@@ -312,17 +314,7 @@ class Team:
             context_config.recent_events,
             context_config.max_events,
         )
-        wanted, ack_wait = self.config.queue.lease_seconds, self.queue.lease_seconds
-        if abs(wanted - ack_wait) >= 0.001:  # a shared queue made by a host set otherwise
-            logger.warning(
-                "queue.lease_seconds is {:g} here, but the team's queue was created with an "
-                "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
-                "docs/scaling.md says how to change it",
-                wanted,
-                ack_wait,
-                ack_wait,
-                ack_wait / 3,
-            )
+        log_lease_difference(self.config.queue.lease_seconds, self.queue.lease_seconds)
 
     async def run(
         self, *, once: bool = False, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED

@@ -1,14 +1,16 @@
-"""What a Team reports: the summary of a run, and each role as the worker sees it now (what
-``Team.status`` gives a live view). Ids and counts only, never content."""
+"""What a Team reports: the summary of a run, each role as the worker sees it now (what
+``Team.status`` gives a live view), and a lease that differs from the config's. Ids and counts
+only, never content."""
 
 from __future__ import annotations
 
 import msgspec
+from loguru import logger
 
 from teams_runtime.actors.role_actor import Working
 from teams_runtime.codecs.prompt_records import PromptRecord
 
-__all__ = ["RoleStatus", "RunSummary"]
+__all__ = ["RoleStatus", "RunSummary", "log_lease_difference"]
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -59,3 +61,19 @@ class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
     handled: int
     failed: int
     queued: int
+
+
+def log_lease_difference(wanted: float, ack_wait: float) -> None:
+    """Warn when this host's ``queue.lease_seconds`` (``wanted``) is not the lease the team's
+    queue has (``ack_wait``: a shared queue made by a host set otherwise), which this worker
+    uses."""
+    if abs(wanted - ack_wait) >= 0.001:
+        logger.warning(
+            "queue.lease_seconds is {:g} here, but the team's queue was created with an "
+            "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "
+            "docs/scaling.md says how to change it",
+            wanted,
+            ack_wait,
+            ack_wait,
+            ack_wait / 3,
+        )

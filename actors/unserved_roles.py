@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["UNSERVED_NOTICE_SECONDS", "UnservedRoles"]
 
@@ -42,7 +41,7 @@ class UnservedRoles:
         """Called each time ``--once`` finds envelopes waiting (``waiting``: per role, not
         claimed). The line to log when roles this worker does not serve have had envelopes
         waiting ``after`` seconds, once per set of such roles; else ``None``."""
-        roles = tuple(r for r in ROLES if waiting.get(r, 0) > 0 and r not in self._served)
+        roles = tuple(r for r, n in waiting.items() if n > 0 and r not in self._served)
         now = self._clock()
         if roles != self._roles:
             self._roles, self._since = roles, now

@@ -10,7 +10,6 @@ import msgspec
 from teams_runtime.actors.model_probe import ServerProbe, probe_all
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import OpenAIConfig, TeamConfig
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["probe_servers", "servers_of"]
 
@@ -20,7 +19,7 @@ def servers_of(config: TeamConfig) -> list[tuple[OpenAIConfig, list[str]]]:
     that call it so: a server may serve one role's model and not another's (a name it does
     not know, one it has to load). The first of the roles says which key the probe uses."""
     servers: dict[tuple[str, str], tuple[OpenAIConfig, list[str]]] = {}
-    for role in ROLES:
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
             pair = (model.openai.base_url.rstrip("/"), model.openai.model)

@@ -12,9 +12,8 @@ from teams_runtime.cli.common_flags import (
     add_selector,
     add_workspace,
 )
-from teams_runtime.cli.flag_types import not_empty, prompt_kind
+from teams_runtime.cli.flag_types import not_empty, prompt_kind, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = [
     "add_append",
@@ -138,15 +137,19 @@ def add_prompt(commands: Commands) -> None:
     )
     prompt.add_argument("request_id", metavar="REQUEST_ID")
     prompt.add_argument(
-        "--role", required=True, choices=ROLES, metavar="ROLE", help=f"one of: {', '.join(ROLES)}"
+        "--role",
+        required=True,
+        type=role_name,
+        metavar="ROLE",
+        help="a role of the team (`config --graph` lists them)",
     )
     prompt.add_argument(
         "--kind",
         type=prompt_kind,
         metavar="KIND",
-        help="the prompt kind, named as in the logs: the role's own (research_decision for "
-        "research, version_control for version_controller, else role_task; the default) or "
-        "contract_repair",
+        help="the prompt kind, named as in the logs: the role's own (its prompt_kind: "
+        "research_decision for research, version_control for version_controller, else "
+        "role_task; the default) or contract_repair",
     )
     add_workspace(prompt)
     add_overrides(prompt)

@@ -12,7 +12,6 @@ from teams_runtime.cli.status_strays import stray_lines, stray_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
@@ -64,7 +63,7 @@ def _servers_away(
     roles it serves and their envelopes, counted as the ``roles`` block counts them: waiting
     (no worker took them: none will while it is away) and claimed (held by calls that wait)."""
     served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
-    for role in ROLES:
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
             served.setdefault(model.openai.base_url, []).append(role)
@@ -101,7 +100,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
                 "claimed": snapshot.claimed[role],
                 "deferred": snapshot.deferred[role],
             }
-            for role in ROLES
+            for role in config.cast.names
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
         "deferred": [

@@ -19,6 +19,7 @@ from teams_runtime.actors.intake import submit
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import PROG, UserError, write_json
+from teams_runtime.cli.role_flags import new_work_role, team_roles
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
@@ -70,7 +71,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    load_team_config(args.workspace)  # a broken or missing config is an error before any write
+    config = load_team_config(args.workspace)  # broken or missing: an error before any write
+    new_work_role(config.cast, args.role)
     done = anyio.run(
         partial(
             submit,
@@ -189,12 +191,15 @@ def _print_summary(
 
 def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
+    config = load_team_config(workspace.root)
+    roles = team_roles(config.cast, args.roles) if args.roles else None
+    team = Team(workspace.root, config, roles=roles)
     view = LiveView() if wants_live_view(args.plain) else None
     configure_logging(
         workspace,
         console_level="DEBUG" if args.verbose else "INFO",
         console=None if view is None else view.log_line,
+        roles=team.served,
     )
     try:
         run = partial(_run_and_count, team, once=args.once, view=view)

@@ -10,13 +10,14 @@ from teams_runtime.cli.flag_types import (
     not_empty,
     positive_count,
     role_list,
+    role_name,
     seconds,
     timestamp,
 )
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.config import BACKEND_KINDS
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
-from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
+from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = [
     "add_config",
@@ -80,7 +81,15 @@ def add_config(commands: Commands) -> None:
         help="send one tiny request to each model server the roles use and say what it "
         "answered (its model name, usage, response_format) instead",
     )
-    add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
+    check.add_argument(
+        "--graph",
+        action="store_true",
+        help="instead, print who may hand a request to whom (team.roles, roles.<role>.hands_to)",
+    )
+    add_json(
+        check,
+        "JSON output (the configuration always is; with --probe or --graph, theirs too)",
+    )
     check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 
@@ -98,9 +107,10 @@ def add_submit(commands: Commands) -> None:
     submit.add_argument(
         "--role",
         required=True,
-        choices=PUBLIC_ROLES,
+        type=role_name,
         metavar="ROLE",
-        help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
+        help="who gets the work: a role of the team (`config --graph` lists them; the "
+        f"built-in team's: {', '.join(PUBLIC_ROLES)})",
     )
     submit.add_argument(
         "--scope", required=True, type=not_empty, metavar="TEXT", help="what is asked, in a line"
@@ -143,7 +153,7 @@ def add_run(commands: Commands) -> None:
         "--roles",
         type=role_list,
         metavar="R1,R2",
-        help=f"serve only these roles (default: all: {','.join(ROLES)})",
+        help="serve only these roles of the team (default: all of them)",
     )
     run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
     run.add_argument(
@@ -224,7 +234,7 @@ def add_metrics(commands: Commands) -> None:
         metavar="ISO",
         help="only records at or after this time (e.g. 2026-11-30T08:00+01:00)",
     )
-    metrics.add_argument("--role", choices=ROLES, metavar="R", help="only this role")
+    metrics.add_argument("--role", type=role_name, metavar="R", help="only this role")
     metrics.add_argument(
         "--purpose",
         choices=sorted(PURPOSES.values()),

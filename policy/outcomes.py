@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.contract import ContractFailure, RoleResult
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
@@ -130,11 +131,12 @@ def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hand_off(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int
+    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int, cast: Cast
 ) -> OutcomePlan:
     next_role: str = result["next_role"]
-    event_type = "version_control_requested" if next_role == "version_controller" else "delegated"
-    report = _report(role, result, now)
+    commit = cast.is_version_control(next_role)  # the version controller, or a role like it
+    event_type = "version_control_requested" if commit else "delegated"
+    report = _report(role, result, now, cast)
     hand_off = {
         "timestamp": now,
         "type": event_type,
@@ -150,7 +152,7 @@ def _hand_off(
         "next_role": next_role,
         "hops": hops + 1,
     }
-    if next_role == "version_controller":
+    if commit:
         updates["version_control"] = {
             "mode": "commit",
             "scope": envelope.scope,
@@ -173,10 +175,11 @@ def _hand_off(
     return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
 
 
-def _report(role: str, result: dict[str, Any], now: str) -> dict[str, Any]:
+def _report(role: str, result: dict[str, Any], now: str, cast: Cast) -> dict[str, Any]:
+    committed = cast.is_version_control(role)
     return {
         "timestamp": now,
-        "type": "version_control_completed" if role == "version_controller" else "role_report",
+        "type": "version_control_completed" if committed else "role_report",
         "actor": role,
         "summary": result["summary"],
         "payload": result,
@@ -191,17 +194,20 @@ def plan_outcome(
     *,
     hops: int = 0,
     max_hops: int = 40,
+    cast: Cast = DEFAULT_CAST,
 ) -> OutcomePlan:
     """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
     adds a hand-off event and the envelope for that role.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
     with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
+    ``cast`` (the team) says which roles commit: a hand-off to one asks for a commit, and its
+    report is a ``version_control_completed`` event.
     """
     if result["next_role"] and hops + 1 > max_hops:
-        return _hop_limit(role, envelope, result, now, hops, max_hops)
+        return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
     if result["next_role"]:
-        return _hand_off(role, envelope, result, now, hops)
+        return _hand_off(role, envelope, result, now, hops, cast)
     updates = {
         "result": result,
         "updated_at": now,
@@ -211,7 +217,7 @@ def plan_outcome(
     }
     if result["status"] == "failed":  # kept for `retry`: this step is what it asks again
         updates[FAILED_ENVELOPE] = envelope_kept(envelope)
-    return OutcomePlan(events=[_report(role, result, now)], updates=updates)
+    return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
 
 
 def _hop_limit(
@@ -221,6 +227,7 @@ def _hop_limit(
     now: str,
     hops: int,
     max_hops: int,
+    cast: Cast,
 ) -> OutcomePlan:
     stop = {
         "timestamp": now,
@@ -239,7 +246,8 @@ def _hop_limit(
         "next_role": "",
         FAILED_ENVELOPE: envelope_kept(envelope),
     }
-    return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
+    report = _report(role, result, now, cast)
+    return OutcomePlan(events=[report, stop], updates=updates, drop_queued=True)
 
 
 def as_ended(plan: OutcomePlan) -> OutcomePlan:
@@ -305,9 +313,14 @@ _HAND_OFFS = ("delegated", "version_control_requested")
 
 
 def recorded_follow_up(
-    role: str, envelope: MessageEnvelope, recorded: list[dict[str, Any]], now: str
+    role: str,
+    envelope: MessageEnvelope,
+    recorded: list[dict[str, Any]],
+    now: str,
+    cast: Cast = DEFAULT_CAST,
 ) -> MessageEnvelope | None:
-    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events."""
+    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events
+    (``None`` if it handed on nothing, or to a role ``cast`` no longer has)."""
     if not any(isinstance(e, dict) and e.get("type") in _HAND_OFFS for e in recorded):
         return None
     report = next((e for e in recorded if isinstance(e.get("payload"), dict)), None)
@@ -316,4 +329,6 @@ def recorded_follow_up(
     result = report["payload"]
     if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
         return None
-    return plan_outcome(role, envelope, result, now, max_hops=1 << 30).follow_up
+    if result["next_role"] not in cast.roles:
+        return None
+    return plan_outcome(role, envelope, result, now, max_hops=1 << 30, cast=cast).follow_up

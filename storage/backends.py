@@ -132,8 +132,8 @@ def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | Non
     lease = config.queue.lease_seconds
     return Backend(
         FileRecordStore(workspace),
-        FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease),
-        FileRejectedShelf(workspace),
+        FileWorkQueue(workspace, roles=config.cast.names, worker_id=worker_id, lease_seconds=lease),
+        FileRejectedShelf(workspace, config.cast.names),
     )
 
 
@@ -150,4 +150,8 @@ def _nats_connection(config: TeamConfig) -> AbstractAsyncContextManager[NatsConn
             f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
             f"({exc.name or exc}); install it with: {extra_install_command('nats')}."
         ) from None
-    return open_connection(config.backend.nats, queue_ack_seconds=config.queue.lease_seconds)
+    return open_connection(
+        config.backend.nats,
+        queue_ack_seconds=config.queue.lease_seconds,
+        roles=config.cast.names,  # a role consumer each
+    )

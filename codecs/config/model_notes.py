@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from teams_runtime.codecs.config.cast import Cast
 from teams_runtime.codecs.config.model_choices import ModelChoice
 from teams_runtime.codecs.config.model_section import ModelConfig
 from teams_runtime.codecs.config.roles_section import upstream_choice
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["role_defaults_note"]
 
@@ -31,6 +31,9 @@ class TeamModels(Protocol):
     @property
     def internal_agent_defaults(self) -> Mapping[str, ModelChoice]: ...
 
+    @property
+    def cast(self) -> Cast: ...
+
     def model_for(self, role: str) -> ModelConfig: ...
 
 
@@ -46,7 +49,7 @@ def role_defaults_note(config: TeamModels) -> str | None:
     when none does: no entry, an entry overridden by ``roles.<role>.model``, or a backend that
     names no model)."""
     by_name: dict[tuple[str, str], list[str]] = {}
-    for role in ROLES:
+    for role in config.cast.names:
         choice, source = upstream_choice(role, config.role_defaults, config.internal_agent_defaults)
         name = _name_of(config.model_for(role))
         if choice is not None and choice.model and name == choice.model:

@@ -28,7 +28,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -36,7 +36,7 @@ import msgspec
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import with_checked_request_id
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.files.lease_files import LeaseFiles
@@ -71,12 +71,14 @@ class FileWorkQueue:
         self,
         workspace: Workspace,
         *,
+        roles: Sequence[str] = ROLES,
         worker_id: str | None = None,
         lease_seconds: float = 60.0,
         retry: RetrySchedule | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.workspace = workspace
+        self.roles = tuple(roles)  # the team's (``TeamConfig.cast``): a folder each
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
         self._retry = retry or RetrySchedule()
@@ -99,7 +101,7 @@ class FileWorkQueue:
         """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
         without an ``envelope_id`` gets one."""
         envelope = with_checked_request_id(envelope)  # files and records use the NFC form
-        waiting = self.workspace.role_queue(envelope.target)
+        waiting = self.workspace.role_queue(check_role(envelope.target, self.roles))
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
         stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
         if not envelope.envelope_id:
@@ -111,6 +113,7 @@ class FileWorkQueue:
     def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
             return []
+        check_role(role, self.roles)
         self.renew()
         self._recover_expired()
         waiting = self.workspace.role_queue(role)
@@ -166,7 +169,7 @@ class FileWorkQueue:
     def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many."""
         dropped = 0
-        for role in ROLES:
+        for role in self.roles:
             for place in (self.workspace.role_queue(role), self._deferred(role)):
                 names = [n for n in self._names(place) if _request_of(n) == request_id]
                 if not names:
@@ -202,7 +205,7 @@ class FileWorkQueue:
         waiting folders; how many. A rename keeps the mtime, which is past by then."""
         restored = 0
         now = self._clock()
-        for role in ROLES:
+        for role in self.roles:
             deferred = self._deferred(role)
             for name in self._names(deferred):
                 due = self._mtime(deferred, name)
@@ -247,7 +250,7 @@ class FileWorkQueue:
 
     def _return_claims(self, worker_folder: Path) -> None:
         for role in self._subfolders(worker_folder):
-            if role in ROLES:
+            if role in self.roles:
                 held = worker_folder / role
                 for name in self._names(held):
                     self._move(held, name, self.workspace.role_queue(role))
@@ -300,7 +303,7 @@ class FileWorkQueue:
         snapshot = self.snapshot()
         return {
             role: snapshot.waiting[role] + snapshot.claimed[role] + snapshot.deferred[role]
-            for role in ROLES
+            for role in self.roles
         }
 
     def snapshot(self) -> QueueSnapshot:
@@ -308,13 +311,13 @@ class FileWorkQueue:
         workers: every live one, and a dead one while its claims wait to be returned."""
         now = time.time()
         waiting = self.waiting()
-        deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
-        claimed = dict.fromkeys(ROLES, 0)
+        deferred = {role: len(self._names(self._deferred(role))) for role in self.roles}
+        claimed = dict.fromkeys(self.roles, 0)
         leases = set(self._leases.workers())
         workers = []
         for name in sorted(set(self._subfolders(self._claimed)) | leases):
             holds = []
-            for role in ROLES:
+            for role in self.roles:
                 for envelope in self._names(self._claimed / name / role):
                     claimed[role] += 1
                     holds.append(f"{role}:{_request_of(envelope)}")
@@ -334,7 +337,7 @@ class FileWorkQueue:
 
     def _deferred_envelopes(self) -> list[DeferredEnvelope]:
         found = []
-        for role in ROLES:
+        for role in self.roles:
             place = self._deferred(role)
             for name in self._names(place):
                 due = self._mtime(place, name)
@@ -357,13 +360,13 @@ class FileWorkQueue:
 
     def waiting(self) -> dict[str, int]:
         """A listing of each role's queue folder."""
-        return {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
+        return {role: len(self._names(self.workspace.role_queue(role))) for role in self.roles}
 
     def strays(self) -> list[Stray]:
-        return queue_strays(self.workspace, ROLES)
+        return queue_strays(self.workspace, self.roles)
 
     def set_aside_strays(self) -> int:
-        return set_aside_unread(self.workspace, ROLES)
+        return set_aside_unread(self.workspace, self.roles)
 
 
 def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 
 import msgspec
 
@@ -37,8 +38,11 @@ def _request_id(data: bytes) -> str:
 class FileRejectedShelf:
     """``queue/rejected/`` of one workspace (read and moved without following links)."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, roles: Sequence[str] = ROLES) -> None:
         self.workspace = workspace
+        # Longest first: a role's name may hold a "-" (`code-review`), and another role's
+        # name may be its start (`code`).
+        self._roles = sorted(roles, key=len, reverse=True)
         self._runtime = workspace.runtime_dir
         self._folder = workspace.queue_dir / "rejected"
 
@@ -59,9 +63,10 @@ class FileRejectedShelf:
     def listing(self) -> list[RejectedEnvelope]:
         found = []
         for name in self._names():
-            role, _, queued_as = name.partition("-")
-            if role not in ROLES or not queued_as:
-                continue  # not one the queue set aside
+            role = next((r for r in self._roles if name.startswith(f"{r}-")), None)
+            queued_as = name[len(role) + 1 :] if role is not None else ""
+            if role is None or not queued_as:
+                continue  # not one the queue set aside (a stray's, or a role's gone)
             named = _QUEUED_NAME.fullmatch(queued_as)
             request_id = named["request_id"] if named else _request_id(self._read(name))
             reason = self._read(f"{name}.reason").decode("utf-8", "replace").strip()
@@ -74,14 +79,14 @@ class FileRejectedShelf:
                 )
             )
         # The queue's names start with the time they were queued at: oldest first.
-        return sorted(found, key=lambda envelope: envelope.name.partition("-")[2])
+        return sorted(found, key=lambda envelope: envelope.name[len(envelope.role) + 1 :])
 
     def requeue(self, request_id: str | None = None) -> int:
         moved = 0
         for envelope in self.listing():
             if request_id is not None and envelope.request_id != request_id:
                 continue
-            queued_as = envelope.name.partition("-")[2]
+            queued_as = envelope.name[len(envelope.role) + 1 :]
             try:
                 with (
                     folder(self._folder, self._runtime, create=False) as src,

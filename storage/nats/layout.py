@@ -8,7 +8,7 @@ The names are in ``NatsNames`` and in docs/scaling.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import nats.js.errors
@@ -23,7 +23,6 @@ from nats.js.api import (
 )
 
 from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 from teams_runtime.storage.nats.names import NatsNames
 from teams_runtime.storage.nats.server_errors import (
@@ -44,15 +43,17 @@ async def ensure_layout(
     api: ApiRequest,
     settings: NatsSettings,
     wanted_ack_seconds: float,
+    roles: Sequence[str],
 ) -> float:
-    """Create the streams, buckets and consumers that are missing; never change one that
-    exists (another host made it, maybe with other settings: they stay the team's). Returns
-    the ack wait of the role consumers: the team's lease.
+    """Create the streams, buckets and consumers that are missing (a consumer for each of
+    ``roles``); never change one that exists (another host made it, maybe with other
+    settings: they stay the team's). Returns the ack wait of the role consumers: the team's
+    lease.
 
     ``api`` sends one JetStream API request. Raises ``BackendError`` when the server refuses
     the layout, and the ``APIError`` itself when JetStream is busy (503: retried by the
     caller)."""
-    return await _Layout(js, api, settings, wanted_ack_seconds).ensure()
+    return await _Layout(js, api, settings, wanted_ack_seconds, roles).ensure()
 
 
 class _Layout:
@@ -62,8 +63,10 @@ class _Layout:
         api: ApiRequest,
         settings: NatsSettings,
         wanted_ack_seconds: float,
+        roles: Sequence[str],
     ) -> None:
         self.js = js
+        self.roles = tuple(roles)
         self.api = api
         self.settings = settings
         self.names = NatsNames(settings.prefix)
@@ -104,7 +107,7 @@ class _Layout:
             ack_waits = await asyncio.gather(
                 *(
                     self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
-                    for role in ROLES
+                    for role in self.roles
                 ),
                 self._ensure_consumer(names.deferred_consumer, names.every_deferred),
             )
@@ -116,7 +119,7 @@ class _Layout:
         # keeps every claim.
         # (A worker whose queue.lease_seconds differs says so when its team starts, once
         # logging is set up: actors/team.py.)
-        return min(ack_waits[: len(ROLES)])
+        return min(ack_waits[: len(self.roles)])
 
     def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
         """The one line for the server refusing to create the layout (never a traceback)."""

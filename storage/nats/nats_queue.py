@@ -36,7 +36,7 @@ from nats.js import JetStreamContext
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
-from teams_runtime.codecs.roles import ROLES, check_role
+from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.nats.connection import NatsConnection
@@ -97,8 +97,9 @@ class NatsWorkQueue:
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
         # Made at the first claim: a queue that only puts (`submit`) subscribes to nothing.
-        self._maybe_work = dict.fromkeys(ROLES, True)
-        self._last_pull = dict.fromkeys(ROLES, 0.0)
+        self.roles = connection.roles  # the team's: the connection made their consumers
+        self._maybe_work = dict.fromkeys(self.roles, True)
+        self._last_pull = dict.fromkeys(self.roles, 0.0)
         self._doorbell: Any = None
 
     async def _listen_for_puts(self) -> None:
@@ -128,7 +129,7 @@ class NatsWorkQueue:
         """Queue an envelope (durable once the server acknowledged it); one without an
         ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
         envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
-        check_role(envelope.target)
+        check_role(envelope.target, self.roles)
         if not envelope.envelope_id:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
@@ -143,7 +144,7 @@ class NatsWorkQueue:
     def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
             return []
-        check_role(role)
+        check_role(role, self.roles)
         if self._doorbell is None:
             self.connection.call(self._listen_for_puts, what="a queue subscription")
         now = time.monotonic()
@@ -342,7 +343,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            return await per_role(self._js, self.names, ">")  # waiting and deferred ones
+            return await per_role(self._js, self.names, ">", self.roles)  # waiting, deferred
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -352,7 +353,9 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            return await queue_snapshot(self._js, self.names, self._leases, self.lease_seconds)
+            return await queue_snapshot(
+                self._js, self.names, self._leases, self.lease_seconds, self.roles
+            )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
         return snapshot
@@ -362,7 +365,7 @@ class NatsWorkQueue:
         requests at once)."""
 
         async def look() -> dict[str, int]:
-            return (await role_counts(self._js, self.names)).waiting
+            return (await role_counts(self._js, self.names, self.roles)).waiting
 
         waiting: dict[str, int] = self.connection.call(look, what="a queue count")
         return waiting

@@ -21,7 +21,8 @@ async def drop_waiting_and_deferred(connection: NatsConnection, token: str) -> i
     js, names = connection.js, connection.names
     stream = await js.stream_info(names.queue, subjects_filter=names.waiting_subject("*", token))
     places = [names.place_of(subject) for subject in stream.state.subjects or {}]
-    roles = sorted({place[0] for place in places if place is not None})
+    # Only the team's roles have a consumer (one the team no longer has keeps its envelopes).
+    roles = sorted({place[0] for place in places if place is not None} & set(connection.roles))
     dropped = 0
     for role in roles:
         dropped += await _drop_waiting(connection, role, token)

@@ -4,6 +4,7 @@ per role (waiting, claimed, deferred), each deferred envelope, and every worker'
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from nats.js import JetStreamContext
 
@@ -17,17 +18,22 @@ __all__ = ["queue_snapshot"]
 
 
 async def queue_snapshot(
-    js: JetStreamContext, names: NatsNames, leases: LeaseBucket, lease_seconds: float
+    js: JetStreamContext,
+    names: NatsNames,
+    leases: LeaseBucket,
+    lease_seconds: float,
+    roles: Sequence[str],
 ) -> QueueSnapshot:
-    """Per role: waiting (not delivered), claimed (delivered, not acked), deferred; each
-    deferred envelope (strays left out: ``stray_subjects`` names them) and the leases."""
+    """Per role of ``roles`` (the team's): waiting (not delivered), claimed (delivered, not
+    acked), deferred; each deferred envelope (strays left out: ``stray_subjects`` names them)
+    and the leases."""
     counts, deferred, messages, workers = await asyncio.gather(
-        role_counts(js, names),
-        per_role(js, names, names.every_deferred),
+        role_counts(js, names, roles),
+        per_role(js, names, names.every_deferred, roles),
         deferred_messages(js, names),
         leases.every_lease(lease_seconds),
     )
-    shown = [deferred_envelope(names, message) for message in messages]
+    shown = [deferred_envelope(names, message, roles) for message in messages]
     envelopes = [envelope for envelope in shown if envelope is not None]
     return QueueSnapshot(
         waiting=counts.waiting,

@@ -324,7 +324,32 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        pytest.param(["submit", "--role", "boss", "--scope", "x"], "invalid choice", id="role"),
+        pytest.param(
+            ["submit", "--role", "boss", "--scope", "x"],
+            "--role: unknown role 'boss'; choose one of: orchestrator, research, planner, ",
+            id="role",
+        ),
+        pytest.param(
+            ["submit", "--role", "version_controller", "--scope", "x"],
+            "--role: unknown role 'version_controller' for new work (its work comes from a "
+            "hand-off); choose one of: ",
+            id="internal-role",
+        ),
+        pytest.param(
+            ["submit", "--role", "../x", "--scope", "x"],
+            "argument --role: '../x' is not a role name: use only letters and digits",
+            id="not-a-role-name",
+        ),
+        pytest.param(
+            ["prompt", "x", "--role", "boss"],
+            "--role: unknown role 'boss'; roles are: orchestrator, research, ",
+            id="prompt-role",
+        ),
+        pytest.param(
+            ["run", "--once", "--roles", "qa,boss"],
+            "--roles: boss is not of the team; its roles are: orchestrator, ",
+            id="run-roles",
+        ),
         pytest.param(
             ["submit", "--role", "qa", "--scope", "x", "--request-id", "../x"],
             "not a safe file name",

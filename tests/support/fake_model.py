@@ -4,7 +4,10 @@
 
 MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
 sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid |
-long_summary:<characters> (a valid answer whose summary is that long).
+long_summary:<characters> (a valid answer whose summary is that long) |
+script:<file> (a valid answer whose next_role is the script's: the file is a JSON object of
+role -> the next_role of its 1st, 2nd, ... call on a request, the last one repeated; each
+prompt is kept as STATE_DIR/prompt-<request>-<role>-<call>.txt).
 STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
@@ -60,6 +63,10 @@ def main() -> int:
     if "Current request:" not in prompt:
         return 3
     answer = answer_for(role, request_id)
+    if mode.startswith("script:"):
+        script = json.loads(Path(mode.split(":", 1)[1]).read_text())[role]
+        answer["next_role"] = script[min(count, len(script)) - 1]
+        (state / f"prompt-{request_id}-{role}-{count}.txt").write_text(prompt)
     if mode == "exit_1":
         print("model exploded", file=sys.stderr)
         return 1

@@ -114,7 +114,7 @@ def test_a_list_replaces_the_one_below_it() -> None:
             "roles: {boss: {}}",
             "team_runtime.yaml roles.boss is not a role of the team; the roles are: "
             + ", ".join(ROLES)
-            + ".",
+            + " (to add one, list the team in team.roles).",
             id="unknown-role",
         ),
         pytest.param(
