@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -34,6 +34,7 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
+from teams_runtime.storage.backends import workspace_config
 
 __all__ = ["run", "sample_event", "sample_record", "seed_requests"]
 
@@ -41,9 +42,12 @@ _START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 _KINDS = ("role_report", "delegated", "role_report", "retried", "role_report", "resumed")
 
 
-def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
-    """The ``index``-th event of a generated history (deterministic)."""
-    role = ROLES[(index * 5 + index // 8) % len(ROLES)]
+def sample_event(
+    index: int, request_id: str = "req-demo", roles: Sequence[str] = ROLES
+) -> dict[str, Any]:
+    """The ``index``-th event of a generated history (deterministic) among ``roles`` (a
+    team's; by default the built-in eight)."""
+    role = roles[(index * 5 + index // 8) % len(roles)]
     kind = _KINDS[index % len(_KINDS)]
     event: dict[str, Any] = {
         "timestamp": (_START + timedelta(minutes=index)).isoformat(),
@@ -61,7 +65,7 @@ def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
             "insights": [f"observation {k} of step {index} from the {role} role" for k in range(5)],
             "proposals": {"next_step": "continue", "risk": "low", "estimate_hours": index % 7},
             "artifacts": [f"docs/{role}/step_{index}_{k}.md" for k in range(3)],
-            "next_role": ROLES[(index + 1) % len(ROLES)],
+            "next_role": roles[(index + 1) % len(roles)],
             "error": "",
         }
     elif kind == "delegated":
@@ -74,9 +78,12 @@ def sample_event(index: int, request_id: str = "req-demo") -> dict[str, Any]:
     return event
 
 
-def sample_record(events: int, request_id: str = "req-demo") -> dict[str, Any]:
-    """A request record with ``events`` generated events and the usual top-level keys."""
-    history = [sample_event(index, request_id) for index in range(events)]
+def sample_record(
+    events: int, request_id: str = "req-demo", roles: Sequence[str] = ROLES
+) -> dict[str, Any]:
+    """A request record with ``events`` generated events of ``roles`` and the usual top-level
+    keys."""
+    history = [sample_event(index, request_id, roles) for index in range(events)]
     last_report: dict[str, Any] = next(
         (event["payload"] for event in reversed(history) if event["type"] == "role_report"), {}
     )
@@ -118,12 +125,14 @@ async def seed_requests(
     workspace: Workspace, seeds: Mapping[str, tuple[int, str]], *, label: str
 ) -> None:
     """Create each request of ``seeds`` (id -> (events in its history, the role to queue for))
-    with a long sample history, and queue an envelope for its role; ``label`` names the run
-    in the envelopes' scope ("demo", "A/B")."""
-    queue = FileWorkQueue(workspace)
+    with a long sample history of the workspace's team, and queue an envelope for its role;
+    ``label`` names the run in the envelopes' scope ("demo", "A/B")."""
+    config = await anyio.to_thread.run_sync(workspace_config, workspace)
+    roles = config.cast.names
+    queue = FileWorkQueue(workspace, roles=roles)
     async with open_context(workspace.root) as context:
         for request_id, (events, role) in seeds.items():
-            await context.create(request_id, sample_record(events, request_id))
+            await context.create(request_id, sample_record(events, request_id, roles))
             envelope = MessageEnvelope(
                 request_id=request_id,
                 sender="user",
@@ -154,7 +163,7 @@ def _report(summary: RunSummary, seconds: float) -> None:
     out.write(
         f"\n{count_of(len(summary.prompts), 'prompt')} ({compacted} compacted) in {seconds:.1f} s: "
         f"{sent:,} characters sent instead of {full:,} with full history "
-        f"({1 - sent / full:.0%} saved). {summary.handled} envelopes handled, "
+        f"({1 - sent / full:.0%} saved). {count_of(summary.done, 'envelope')} done, "
         f"{summary.failed} failed. Backend: dry run (no model was called).\n"
         "Omitted events stay in the records on disk; each prompt's notice says where.\n"
     )
@@ -167,10 +176,8 @@ async def _run_once(team: Team) -> RunSummary:
     return await team.run(once=True)
 
 
-def _run_in(workspace: Workspace, run_team: RunTeam) -> RunSummary:
-    _prepare(workspace)
+def _run_in(workspace: Workspace, team: Team, run_team: RunTeam) -> RunSummary:
     anyio.run(partial(seed_requests, workspace, _SEEDS, label="demo"))
-    team = Team(workspace.root, load_team_config(workspace.root), keep_prompt_records=True)
     return anyio.run(run_team, team)
 
 
@@ -196,9 +203,11 @@ def run(
     takes the warning lines instead of stderr."""
     started = time.perf_counter()
     with _demo_workspace(keep) as workspace:
-        configure_logging(workspace, console_level="WARNING", console=console)
+        _prepare(workspace)
+        team = Team(workspace.root, load_team_config(workspace.root), keep_prompt_records=True)
+        configure_logging(workspace, console_level="WARNING", console=console, roles=team.served)
         try:
-            summary = _run_in(workspace, run_team)
+            summary = _run_in(workspace, team, run_team)
         finally:
             stop_logging()
     _report(summary, time.perf_counter() - started)

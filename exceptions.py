@@ -8,6 +8,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── RecordError                       a request record file cannot be used
     │   ├── UnsafeRequestIdError (also ValueError)   the id is not a safe file name
     │   └── UnknownRequestError           no record exists for the id
+    ├── RequestStateError                 the request's status does not allow what was asked
     ├── EnvelopeError                     a queued envelope file cannot be used
     ├── ModelFailure                      one model call failed (a content-free reason)
     │   └── PromptTooLarge                the prompt does not fit the model's context
@@ -31,6 +32,7 @@ __all__ = [
     "ModelFailure",
     "PromptTooLarge",
     "RecordError",
+    "RequestStateError",
     "TeamsRuntimeError",
     "UnknownRequestError",
     "UnsafeRequestIdError",
@@ -57,6 +59,11 @@ class UnknownRequestError(RecordError):
     """No request record exists for the id."""
 
 
+class RequestStateError(TeamsRuntimeError):
+    """The request's status does not allow what was asked (more work for a finished request
+    without reopening it, a retry of one that has not failed); nothing was written."""
+
+
 class EnvelopeError(TeamsRuntimeError):
     """A queued envelope file cannot be used; the message names the file."""
 
@@ -67,7 +74,9 @@ class ModelFailure(TeamsRuntimeError):
     What the model printed travels beside the message, for the attempts folder and never for
     logs: ``stderr_tail`` (its last 8 KiB of stderr), ``output`` (its stdout text; for a model
     server, what it answered: an error body, or the text that came before the failure) and
-    ``exit_status`` (``None`` when it did not exit by itself, and for a model server).
+    ``exit_status`` (``None`` when it did not exit by itself, and for a model server), and
+    ``finish_reason``: why a model server said its answer ended, when it said so before the
+    call failed (one of ``codecs.model_replies.FINISH_REASONS``; ``None`` otherwise).
     """
 
     def __init__(
@@ -77,11 +86,13 @@ class ModelFailure(TeamsRuntimeError):
         stderr_tail: str = "",
         output: str = "",
         exit_status: int | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         super().__init__(reason)
         self.stderr_tail = stderr_tail
         self.output = output
         self.exit_status = exit_status
+        self.finish_reason = finish_reason
 
 
 class PromptTooLarge(ModelFailure):

@@ -30,4 +30,4 @@ bench *args:
 
 # a long decoder fuzz run (EXAMPLES per test, default 20000)
 fuzz examples="20000":
-    TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -P -m pytest tests/test_fuzz.py tests/test_store_trust.py -q
+    TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -P -m pytest tests/codecs/test_fuzz.py tests/storage/files/test_store_trust.py -q

@@ -52,13 +52,17 @@ def _command_problem(
         # Found as it will be run: with model.env over this environment.
         found = shutil.which(program, path=model.env.get("PATH", environ.get("PATH")))
         if found is None:
+            # The user's own command in the hint: `./NAME` runs one kept in the workspace.
             return (
                 f"{path}[0] {program!r} is not found on PATH; install it, or write its path "
-                "(./my-model-cli for one in the workspace)"
+                f"(./{program} if it is in the workspace)"
             )
         return None
     if not os.path.exists(where):
-        return f"{path}[0] {program!r} is not found (no such file: {where})"
+        return (
+            f"{path}[0] {program!r} names a file that does not exist ({where}); correct the "
+            "path or put the program there"
+        )
     if os.path.isdir(where) or not os.access(where, os.X_OK):
         return f"{path}[0] {program!r} is not an executable file; make it one (chmod +x {where})"
     return None

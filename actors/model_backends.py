@@ -11,7 +11,8 @@
 - ``OpenAIBackend`` (its own module, ``openai_backend``) talks to an OpenAI-compatible
   chat-completions server over HTTP.
 - ``DryRunBackend`` answers valid results without any model, handing each request along a
-  configured route of roles, so a new workspace runs end to end as it is.
+  configured route of roles (as far as each role's ``hands_to`` allows), so a new workspace
+  runs end to end as it is.
 - ``PersonBackend`` (``human``) stands for a person: its role never calls it, since its
   envelopes wait in the inbox for ``teams-runtime answer`` (``person_waits``).
 
@@ -40,6 +41,7 @@ from teams_runtime.actors.schema_files import schema_file
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.contract import ResearchDecision, RoleResult, VersionControlResult
 from teams_runtime.codecs.model_replies import ModelReply
+from teams_runtime.codecs.roles import NextRoles
 from teams_runtime.exceptions import ModelFailure
 from teams_runtime.policy.prompts import PromptBundle
 
@@ -261,11 +263,16 @@ class DryRunBackend:
     def __init__(self, config: DryRunConfig) -> None:
         self._route = list(config.route)
 
-    def _next_role(self, role: str) -> str:
+    def _next_role(self, role: str, allowed: NextRoles) -> str:
+        """The role after ``role`` on the route, or none; within what ``role`` may hand to
+        (its ``hands_to``): else none if it may finish, else the first it may hand to."""
+        wanted = ""
         if role in self._route:
             position = self._route.index(role)
-            return self._route[position + 1] if position + 1 < len(self._route) else ""
-        return ""
+            wanted = self._route[position + 1] if position + 1 < len(self._route) else ""
+        if allowed.allows(wanted):
+            return wanted
+        return "" if allowed.finish else allowed.roles[0]
 
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Read the prompt like a model would, then answer for its kind."""
@@ -273,7 +280,7 @@ class DryRunBackend:
             pass
         await checkpoint()
         role, request_id = bundle.role, bundle.request_id
-        next_role = self._next_role(role)
+        next_role = self._next_role(role, bundle.next_roles)
         answer: msgspec.Struct
         if bundle.answer_kind == "research_decision":
             answer = ResearchDecision(

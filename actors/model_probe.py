@@ -1,6 +1,7 @@
-"""``config --probe``: one tiny request to each OpenAI-compatible server the roles use, to say
-what it answers before a run depends on it: the model it answers as, whether it reports token
-usage in a stream, and which ``response_format`` form it takes.
+"""``config --probe``: one tiny request to each OpenAI-compatible server the roles use, for
+each model they ask it for, to say what it answers before a run depends on it: the model it
+answers as, whether it reports token usage in a stream, and which ``response_format`` form it
+takes.
 
 The request is a plain one, made here (not through ``OpenAIBackend``, which carries prompts,
 retries and the contract): a streamed chat completion of a few tokens asking for a one-field
@@ -54,7 +55,7 @@ class ServerProbe(msgspec.Struct, kw_only=True):
 
     base_url: str
     roles: list[str]
-    model: str  # the model asked for (the first of its roles')
+    model: str  # the model asked for (its roles')
     answered_as: str | None = None
     usage: bool | None = None  # reported in the stream
     response_format: str | None = None
@@ -123,8 +124,8 @@ def _name(event: object) -> str | None:
 
 
 async def probe_server(config: OpenAIConfig, roles: list[str]) -> ServerProbe:
-    """Ask the server of ``config`` (the first of ``roles``') once, or once a form it
-    refuses; waits at most ``PROBE_SECONDS`` a request. Never raises for what the server
+    """Ask the server of ``config`` for its model (``roles``' server and model) once, or once
+    a form it refuses; waits at most ``PROBE_SECONDS`` a request. Never raises for what the server
     does: ``problem`` says it."""
     result = ServerProbe(base_url=config.base_url, roles=roles, model=config.model)
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
@@ -151,7 +152,7 @@ async def probe_server(config: OpenAIConfig, roles: list[str]) -> ServerProbe:
 
 
 async def probe_all(servers: Iterable[tuple[OpenAIConfig, list[str]]]) -> list[ServerProbe]:
-    """Probe every server at once; the results in the order given."""
+    """Probe every server and model at once; the results in the order given."""
     pairs = list(servers)
     results: list[ServerProbe | None] = [None] * len(pairs)
 

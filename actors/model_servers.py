@@ -9,7 +9,13 @@ waiting call at a time probes it, by sending itself again after a backoff (1 s d
 apart); the others wait for its outcome. The first answer of any kind means the server is back.
 The Team claims no new work for a role whose server is away (``is_away``).
 
-One log line when a server goes away, one when it is back. The away state is also a file,
+One log line when a server goes away, one when it is back. A call reports its outcome with
+the *period* it was sent in (each away and each back starts a new one): an answer to a call
+sent before the server went away says nothing about it now, nor does a call sent before it
+came back that finds it gone, so neither ends nor starts an away period (calls in flight when
+a server dies would otherwise log it back, then away again, for one outage).
+
+The away state is also a file,
 ``.teams_runtime/servers/<key>.json`` (``codecs.server_records``), one per worker waiting,
 removed when the server is back or the worker stops: ``status`` runs in another process and
 reads them (``storage.server_files.servers_away``), dropping those of workers no longer
@@ -62,6 +68,7 @@ class ModelServer:
         self._away_at = 0.0
         self._probes = 0  # probes sent since it went away: the backoff's exponent
         self._probing = False
+        self._period = 0  # one more at each away and each back: see the module's docstring
         self._changed: anyio.Event | None = None  # made on first wait: inside the event loop
 
     def is_away(self) -> bool:
@@ -71,6 +78,17 @@ class ModelServer:
     @property
     def away_since(self) -> str | None:
         return self._away_since
+
+    @property
+    def period(self) -> int:
+        """The away or there period now: a call takes it when it is sent (after ``turn``) and
+        reports its outcome with it."""
+        return self._period
+
+    def _stale(self, probing: bool, period: int) -> bool:
+        # A probe is sent while away and nothing else changes the period meanwhile (other
+        # calls wait for it), so only calls that are not probes can be from before.
+        return not probing and period != self._period
 
     def _notify(self) -> None:
         if self._changed is not None:
@@ -102,12 +120,16 @@ class ModelServer:
         self._probes += 1
         return wait * random.uniform(0.5, 1.0)
 
-    async def away(self, reason: str, probing: bool) -> None:
-        """A call found the server away (``reason``: content-free). The first such call of an
-        away period logs it and writes the file."""
+    async def away(self, reason: str, probing: bool, period: int) -> None:
+        """A call sent in ``period`` found the server away (``reason``: content-free). The
+        first such call of an away period logs it and writes the file; one sent before the
+        server came back changes nothing (it is sent again and finds out afresh)."""
         if probing:
             self._probing = False
+        if self._stale(probing, period):
+            return
         if self._away_since is None:
+            self._period += 1
             self._away_since = now_iso()
             self._away_at = anyio.current_time()
             self._probes = 0
@@ -127,11 +149,15 @@ class ModelServer:
                 await anyio.to_thread.run_sync(self._files.write, record)
         self._notify()
 
-    async def answered(self, probing: bool) -> None:
-        """A call got an answer (of any kind): the server is there."""
+    async def answered(self, probing: bool, period: int) -> None:
+        """A call sent in ``period`` got an answer (of any kind): the server is there, unless
+        the call was sent before it went away (its answer is from before)."""
         if probing:
             self._probing = False
+        if self._stale(probing, period):
+            return
         if self._away_since is not None:
+            self._period += 1
             seconds = anyio.current_time() - self._away_at
             self._away_since = None
             logger.info("model server {} is back after {:.0f} s", self.base_url, seconds)

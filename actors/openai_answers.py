@@ -17,7 +17,7 @@ import msgspec
 
 from teams_runtime.codecs.api_keys import KeyScrubber
 from teams_runtime.codecs.config import OpenAIConfig
-from teams_runtime.codecs.model_replies import ModelReply, TokenUsage
+from teams_runtime.codecs.model_replies import FinishReason, ModelReply, TokenUsage
 from teams_runtime.codecs.openai_wire import (
     DONE,
     EventStreamDecoder,
@@ -105,6 +105,7 @@ class Answer:
         self.events = 0  # events of the stream received (an empty stream has none)
         self.usage: TokenUsage | None = None
         self.finished = False  # a finish_reason or [DONE] came
+        self.finish_reason: FinishReason | None = None  # the one the server sent, if any
         self.first_token_at: float | None = None  # anyio.current_time() of the first text
 
     def add(self, text: str) -> None:
@@ -124,8 +125,20 @@ class Answer:
         """The whole answer, scrubbed; raises ``ModelFailure`` if it is empty."""
         text = self.scrubber.scrub("".join(self.parts))
         if not text.strip():
-            raise self.failure("the model answered nothing")
-        return ModelReply(text=text, usage=self.usage, first_token_at=self.first_token_at)
+            # What a reasoning model does when its thinking takes every token it may use.
+            cut = " before its token limit (finish_reason length)" if self.cut() else ""
+            raise self.failure(f"the model answered nothing{cut}")
+        return ModelReply(
+            text=text,
+            usage=self.usage,
+            first_token_at=self.first_token_at,
+            finish_reason=self.finish_reason,
+        )
+
+    def cut(self) -> bool:
+        """Whether the server says it stopped the answer at its token limit (``max_tokens``
+        or its own)."""
+        return self.finish_reason == "length"
 
     def failure(self, reason: str, said: str = "", *, said_more: bool = False) -> ModelFailure:
         """A failed call: ``reason``, with the answer so far for the attempts folder (scrubbed:
@@ -136,7 +149,8 @@ class Answer:
             self.scrubber.scrub("".join(self.parts), more=True),
             self.scrubber.scrub(said, limit=KEPT_CHARS, more=said_more),
         ]
-        return ModelFailure(reason, output="\n".join(part for part in kept if part))
+        output = "\n".join(part for part in kept if part)
+        return ModelFailure(reason, output=output, finish_reason=self.finish_reason)
 
 
 async def read_response(
@@ -204,6 +218,7 @@ async def _read_whole(response: httpx.Response, answer: Answer, max_output_bytes
         ) from None
     answer.add(completion.text())
     answer.usage = completion.token_usage()
+    answer.finish_reason = completion.finish_reason()
     answer.finished = True
 
 
@@ -253,7 +268,10 @@ def _event(data: bytes, answer: Answer) -> bool:
         raise answer.failure("the model server reported an error in the stream", error)
     answer.add(chunk.text())
     answer.usage = chunk.token_usage() or answer.usage
-    answer.finished = answer.finished or chunk.finished()
+    reason = chunk.finish_reason()
+    if reason is not None:  # llama.cpp sends it in the last delta, OpenAI in its own chunk
+        answer.finish_reason = reason
+        answer.finished = True
     return False
 
 

@@ -15,6 +15,8 @@ held whole). The answer is read as a server-sent-event stream (``openai_answers`
   resolve, 429/502/503/504 after the retries) is not the request's fault: the call waits for
   it (``model_servers``) and is sent again when it is back; it is not an attempt.
 - A prompt that does not fit the server's context fails with ``PromptTooLarge``.
+- The answer's ``finish_reason`` travels up on the reply (the prompt record, the trace); an
+  answer the server stopped at its token limit (``length``) is worth a warning.
 - Anything else that goes wrong fails the call with a content-free ``ModelFailure``, as a
   failed model command does, and the role's ``model.attempts`` decide what comes next.
 
@@ -150,18 +152,19 @@ class OpenAIBackend:
         server = self._server
         while True:
             probing = await server.turn()
+            period = server.period  # what this call's outcome says something about
             try:
                 reply = await self._complete(bundle, key, probing=probing)
             except _Away as away:
-                await server.away(away.reason, probing)
+                await server.away(away.reason, probing, period)
                 continue
             except ModelFailure:
-                await server.answered(probing)  # it answered: there, whatever it said
+                await server.answered(probing, period)  # it answered: there, whatever it said
                 raise
             except BaseException:
                 server.gave_up(probing)
                 raise
-            await server.answered(probing)
+            await server.answered(probing, period)
             return reply
 
     async def _complete(self, bundle: PromptBundle, key: str, *, probing: bool) -> ModelReply:
@@ -298,14 +301,34 @@ class OpenAIBackend:
                 f"the connection to the model server broke ({type(exc).__name__}) after "
                 f"{answer.size} bytes of answer"
             ) from None
+        if answer.cut():
+            self._say_cut(bundle, answer.size)
         return answer.reply()
+
+    def _say_cut(self, bundle: PromptBundle, size: int) -> None:
+        """Warn that the server stopped an answer at its token limit: the answer is most
+        likely incomplete (an object the contract rejects, or nothing at all)."""
+        limit = self._config.max_tokens
+        logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose).warning(
+            "model server stopped the answer for {} on request {} at its token limit "
+            "(finish_reason length, {} bytes of answer; model.openai.max_tokens {})",
+            bundle.role,
+            bundle.request_id,
+            size,
+            limit if limit is not None else "not set: the server's own limit",
+        )
 
     async def _body(self, bundle: PromptBundle, form: ResponseFormat) -> AsyncIterator[bytes]:
         config = self._config
         format_: dict[str, object] = {}
         if form != "none":
             kind = bundle.answer_kind
-            schema = generation_schema(kind, request_id=bundle.request_id, role=bundle.role)
+            schema = generation_schema(
+                kind,
+                request_id=bundle.request_id,
+                role=bundle.role,
+                next_roles=bundle.next_roles,
+            )
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
         yield request_head(config.model, request_fields(config, format_), config.system)
         async for chunk in bundle.chunks():

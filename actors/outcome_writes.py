@@ -19,6 +19,7 @@ import msgspec
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -47,13 +48,16 @@ async def queue_recorded_follow_up(
     role: str,
     envelope: MessageEnvelope,
     recorded: list[dict[str, Any]],
+    *,
+    cast: Cast = DEFAULT_CAST,
 ) -> None:
     """Queue again the envelope an outcome already recorded (``recorded``: its events) handed
     on: the crash that left its envelope undone may have come before the follow-up was
-    queued. Not once the follow-up is handled or the request has ended. (Its id is derived
-    from ``envelope``'s: a copy queued twice is recorded once.)"""
+    queued (``cast``: the team; nothing to a role it no longer has). Not once the follow-up is
+    handled or the request has ended. (Its id is derived from ``envelope``'s: a copy queued
+    twice is recorded once.)"""
     request_id = envelope.request_id
-    follow_up = recorded_follow_up(role, envelope, recorded, now_iso())
+    follow_up = recorded_follow_up(role, envelope, recorded, now_iso(), cast)
     if (
         follow_up is not None
         and not state_of(await context.project(request_id)).ended

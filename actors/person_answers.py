@@ -2,7 +2,8 @@
 ``teams-runtime answer`` records.
 
 A person's result is held to the contract a model of that role is held to
-(``codecs.contract``: the role's prompt kind decides which), and recorded through the same
+(``codecs.contract``: the role's prompt kind in the team's cast decides which, and its
+``hands_to`` what it may name as ``next_role``), and recorded through the same
 path: ``policy.outcomes.plan_outcome`` decided from the request's ``hops`` and ``status``, one
 compare-and-set append keyed by the envelope (``outcome_writes``), then the follow-up queued.
 So an answer is recorded once: a second one finds the key and is refused, even when two hosts
@@ -25,10 +26,9 @@ from teams_runtime.actors.outcome_writes import (
     queue_recorded_follow_up,
 )
 from teams_runtime.actors.person_waits import tidy_inbox
-from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
 from teams_runtime.policy.outcomes import (
@@ -39,7 +39,7 @@ from teams_runtime.policy.outcomes import (
     state_of,
     status_of,
 )
-from teams_runtime.policy.prompts import PromptBundle, answer_kind_of, build_prompt, kind_for_role
+from teams_runtime.policy.prompts import PromptBundle, answer_kind_of, build_prompt
 from teams_runtime.storage import AnswerInbox, WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend
 
@@ -50,7 +50,6 @@ __all__ = [
     "pick_waiting",
     "read_inbox",
     "record_answer",
-    "team_roles",
     "waiting_prompt",
 ]
 
@@ -64,12 +63,6 @@ class Answered(msgspec.Struct, frozen=True, kw_only=True):
     status: str  # the result's
     handed_to: str  # the role an envelope was queued for ("" when none)
     request_status: str  # the record's status after the answer
-
-
-def team_roles(config: TeamConfig) -> tuple[str, ...]:
-    """The roles of the team, which a ``next_role`` may name (the one place that says so)."""
-    del config  # the cast is the built-in eight here; a team's own cast comes from its config
-    return ROLES
 
 
 class _NothingWaits(Exception):
@@ -111,25 +104,32 @@ async def _nothing_waits(context: ContextHandle, wanted: str) -> AnswerRefused:
     )
 
 
+def _cast_role(cast: Cast, item: WaitingAnswer) -> str:
+    """``item``'s role, which must still be one of the team's (``cast``)."""
+    if item.role not in cast.roles:
+        raise AnswerRefused(
+            f"request {item.request_id} waits for the {item.role} role, which the team no "
+            f"longer has (its roles are: {', '.join(cast.names)}); nothing was recorded."
+        )
+    return item.role
+
+
 def person_result(
-    item: WaitingAnswer, given: Mapping[str, Any], roles: Sequence[str]
+    item: WaitingAnswer, given: Mapping[str, Any], cast: Cast = DEFAULT_CAST
 ) -> dict[str, Any]:
     """The result ``given`` (fields from flags, or a whole result from a file) as the role's
-    contract takes it, its ``request_id`` and ``role`` filled in; ``AnswerRefused`` listing
-    every issue when it breaks the contract."""
-    next_role = given.get("next_role")
-    if isinstance(next_role, str) and next_role and next_role not in roles:
-        raise AnswerRefused(
-            f"next role {next_role!r} is not a role of the team; the roles are: "
-            f"{', '.join(roles)} (or none, to finish the request)."
-        )
-    result = {"request_id": item.request_id, "role": item.role, **given}
-    kind = kind_for_role(item.role)
+    contract in ``cast`` (the team) takes it, its ``request_id`` and ``role`` filled in: its
+    prompt kind's contract, and a ``next_role`` among the role's ``hands_to``.
+    ``AnswerRefused`` listing every issue when it breaks the contract."""
+    role = _cast_role(cast, item)
+    result = {"request_id": item.request_id, "role": role, **given}
+    kind = cast.prompt_kind_of(role)
     answer, issues = validate_answer(
         msgspec.json.encode(result).decode(),
         kind=answer_kind_of(kind),
         request_id=item.request_id,
-        role=item.role,
+        role=role,
+        next_roles=cast.next_roles(role),
     )
     if answer is None:
         raise AnswerRefused(
@@ -149,15 +149,17 @@ async def record_answer(
     result: dict[str, Any],
     *,
     max_hops: int,
+    cast: Cast = DEFAULT_CAST,
 ) -> Answered:
-    """Record ``result`` (checked by ``person_result``) as ``item``'s outcome, queue what it
-    hands on, and take ``item`` out of the inbox. Raises ``AnswerRefused`` (nothing written)
-    when its outcome is recorded already or its request ended."""
+    """Record ``result`` (checked by ``person_result``) as ``item``'s outcome in the team
+    ``cast``, queue what it hands on, and take ``item`` out of the inbox. Raises
+    ``AnswerRefused`` (nothing written) when its outcome is recorded already or its request
+    ended."""
     request_id, role = item.request_id, item.role
     with anyio.CancelScope(shield=True):  # a Ctrl-C mid-write leaves nothing half done
         recorded = await context.recall(request_id, outcome_key(role, item.envelope))
         if recorded:  # answered before, and that answer stopped short of removing it
-            await queue_recorded_follow_up(context, queue, role, item.envelope, recorded)
+            await queue_recorded_follow_up(context, queue, role, item.envelope, recorded, cast=cast)
             await anyio.to_thread.run_sync(inbox.remove, item)
             raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
                                 "this one was not.")  # fmt: skip
@@ -170,7 +172,9 @@ async def record_answer(
                     "recorded."
                 )
             hops = state.count
-            return plan_outcome(role, item.envelope, result, now, hops=hops, max_hops=max_hops)
+            return plan_outcome(
+                role, item.envelope, result, now, hops=hops, max_hops=max_hops, cast=cast
+            )
 
         writer = OutcomeWriter(role, context=context, queue=queue)
         state = state_of(await context.project(request_id))
@@ -214,9 +218,15 @@ async def answer(
             item = pick_waiting(items, wanted, role)
         except _NothingWaits:
             raise await _nothing_waits(context, wanted) from None
-        result = person_result(item, given, team_roles(config))
+        result = person_result(item, given, config.cast)
         return await record_answer(
-            context, backend.queue, backend.inbox, item, result, max_hops=config.team.max_hops
+            context,
+            backend.queue,
+            backend.inbox,
+            item,
+            result,
+            max_hops=config.team.max_hops,
+            cast=config.cast,
         )
 
 
@@ -227,7 +237,9 @@ async def read_inbox(workspace: Workspace, config: TeamConfig) -> list[WaitingAn
         open_backend(workspace, config) as backend,
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,
     ):
-        return await tidy_inbox(context, backend.queue, backend.inbox, config.model_for)
+        return await tidy_inbox(
+            context, backend.queue, backend.inbox, config.model_for, cast=config.cast
+        )
 
 
 async def waiting_prompt(
@@ -244,8 +256,9 @@ async def waiting_prompt(
             item = pick_waiting(items, wanted, role)
         except _NothingWaits:
             raise await _nothing_waits(context, wanted) from None
+        role = _cast_role(config.cast, item)
         projection = await context.project(item.request_id)
-        kind = kind_for_role(item.role)
+        kind = config.cast.prompt_kind_of(role)
         return item, build_prompt(
-            kind, role=item.role, projection=projection, envelope=item.envelope
+            kind, role=role, projection=projection, envelope=item.envelope, cast=config.cast
         )

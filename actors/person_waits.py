@@ -30,7 +30,7 @@ from teams_runtime.actors.outcome_writes import (
     outcome_key,
     queue_recorded_follow_up,
 )
-from teams_runtime.codecs.config import ModelConfig
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
@@ -72,14 +72,20 @@ async def wait_for_person(
 
 
 async def _settled(
-    context: ContextHandle, queue: WorkQueue, inbox: AnswerInbox, item: WaitingAnswer
+    context: ContextHandle,
+    queue: WorkQueue,
+    inbox: AnswerInbox,
+    item: WaitingAnswer,
+    cast: Cast,
 ) -> bool:
     """Finish ``item`` if its outcome is recorded or its request ended; whether it did. One
     whose record cannot be read is left waiting (``answer`` then says why)."""
     try:
         recorded = await context.recall(item.request_id, outcome_key(item.role, item.envelope))
         if recorded:
-            await queue_recorded_follow_up(context, queue, item.role, item.envelope, recorded)
+            await queue_recorded_follow_up(
+                context, queue, item.role, item.envelope, recorded, cast=cast
+            )
         elif not state_of(await context.project(item.request_id)).ended:
             return False
     except RecordError:
@@ -132,16 +138,19 @@ async def tidy_inbox(
     inbox: AnswerInbox,
     model_for: Callable[[str], ModelConfig],
     roles: Collection[str] | None = None,
+    *,
+    cast: Cast = DEFAULT_CAST,
 ) -> list[WaitingAnswer]:
-    """Look at every waiting answer (of ``roles``; all when ``None``): finish those answered
-    or ended, apply ``on_failure`` (``model_for(role)``'s) to the overdue; what still waits,
-    oldest first. A problem with one (the store busy) leaves it for the next look."""
+    """Look at every waiting answer (of ``roles``; all when ``None``; ``cast``: the team):
+    finish those answered or ended, apply ``on_failure`` (``model_for(role)``'s) to the
+    overdue; what still waits, oldest first. A problem with one (the store busy) leaves it for
+    the next look."""
     waiting = []
     for item in await anyio.to_thread.run_sync(inbox.items):
         if roles is not None and item.role not in roles:
             continue
         try:
-            if await _settled(context, queue, inbox, item):
+            if await _settled(context, queue, inbox, item, cast):
                 continue
             now = time.time()
             if item.overdue(now):

@@ -16,7 +16,7 @@ from teams_runtime.actors.tracing import model_call
 from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.model_replies import TokenUsage
+from teams_runtime.codecs.model_replies import FinishReason, TokenUsage
 from teams_runtime.codecs.pricing import call_cost
 from teams_runtime.codecs.prompt_records import (
     AttemptKind,
@@ -43,6 +43,7 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     latency_seconds: float | None = None
     first_token_seconds: float | None = None
     outcome: CallOutcome | None = None
+    finish_reason: FinishReason | None = None  # why the server said the answer ended
 
 
 def attempt_kind_of(purpose: str, call: int) -> AttemptKind:
@@ -103,6 +104,7 @@ def prompt_record(
         cached_prompt_tokens=usage.cached_prompt_tokens if usage is not None else None,
         cost_usd=call_cost(call.rate_card, usage, answered=call.read is not None),
         outcome=call.outcome,
+        finish_reason=call.finish_reason,
     )
 
 

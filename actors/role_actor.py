@@ -33,7 +33,7 @@ from teams_runtime.actors.person_waits import is_person, wait_for_person
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_calls import RequestEnded, RoleCalls
 from teams_runtime.actors.tracing import traced_envelope
-from teams_runtime.codecs.config import ModelConfig, RateCard
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -89,10 +89,12 @@ class RoleActor:
         inbox_size: int = 256,
         rate_card: RateCard | None = None,
         inbox: AnswerInbox | None = None,
+        cast: Cast = DEFAULT_CAST,
     ) -> None:
         if is_person(model) and inbox is None:
             raise ValueError(f"the {role} role is a person's (model.backend: human): give an inbox")
         self.role = role
+        self._cast = cast  # the team the role is one of
         self._model = model
         self._max_hops = max_hops
         self._context = context
@@ -107,6 +109,7 @@ class RoleActor:
             backend=backend,
             on_prompt=on_prompt,
             rate_card=rate_card,
+            cast=cast,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._inbox = inbox  # where a person's role puts its envelopes
@@ -226,7 +229,9 @@ class RoleActor:
             self.role,
             request_id,
         )
-        await queue_recorded_follow_up(self._context, self._queue, self.role, envelope, recorded)
+        await queue_recorded_follow_up(
+            self._context, self._queue, self.role, envelope, recorded, cast=self._cast
+        )
         await anyio.to_thread.run_sync(self._queue.done, claim)
         return "done"
 
@@ -236,7 +241,7 @@ class RoleActor:
         )
         if self._model.on_failure == "requeue":
             return await self._release(claim)  # on_failure: requeue
-        failure = plan_model_failure(self.role, reason, now_iso())
+        failure = plan_model_failure(self.role, reason, now_iso(), envelope)
         state = state_of(await self._context.project(envelope.request_id))
         try:
             await self._writer.persist(envelope, claim, lambda at: plan_for(at, failure), state)
@@ -271,7 +276,13 @@ class RoleActor:
 
         def decide(state: RequestState) -> OutcomePlan:
             plan = plan_outcome(
-                self.role, envelope, result, now, hops=state.count, max_hops=self._max_hops
+                self.role,
+                envelope,
+                result,
+                now,
+                hops=state.count,
+                max_hops=self._max_hops,
+                cast=self._cast,
             )
             return plan_for(state, plan)
 

@@ -26,21 +26,17 @@ from teams_runtime.actors.model_backends import (
 from teams_runtime.actors.prompt_log import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.codecs.answer_reading import AnswerReading, read_answer
 from teams_runtime.codecs.attempt_records import AttemptRecord
-from teams_runtime.codecs.config import ModelConfig, RateCard
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
 from teams_runtime.codecs.contract import Validated, validate_reading
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.model_replies import FinishReason, finish_reason_of
 from teams_runtime.codecs.pricing import rate_key
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_records import CallOutcome, PromptRecord
 from teams_runtime.exceptions import ModelFailure, PromptTooLarge, TeamsRuntimeError
 from teams_runtime.policy.outcomes import MAX_REPAIRS, contract_failure, research_result, state_of
-from teams_runtime.policy.prompts import (
-    PromptBundle,
-    PromptKind,
-    build_prompt,
-    kind_for_role,
-)
+from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.attempt_files import save_attempt
 
@@ -81,8 +77,11 @@ class RoleCalls:
         backend: ModelBackend,
         on_prompt: Callable[[PromptRecord], None] | None = None,
         rate_card: RateCard | None = None,
+        cast: Cast = DEFAULT_CAST,
     ) -> None:
         self.role = role
+        self._cast = cast  # the team: the role's prompt kind, rules and hand-offs
+        self._kind = cast.prompt_kind_of(role)
         self._model = model
         self._rate_key = rate_key(model)
         self._rate_card = rate_card  # what the prompt records price calls by
@@ -97,7 +96,7 @@ class RoleCalls:
         ``MAX_REPAIRS`` times; the role result to record, a contract failure if none passed.
         Raises ``ModelFailure`` (every call of a prompt failed), ``RequestEnded``, and what
         the ContextActor raises."""
-        kind = kind_for_role(self.role)
+        kind = self._kind
         request_id = envelope.request_id
         got = await self._project_and_prompt(kind, envelope)
         checked = got.checked
@@ -172,6 +171,7 @@ class RoleCalls:
             repairing=repairing,
             errors=errors,
             previous=previous,
+            cast=self._cast,
         )
         return await self._send_prompt(bundle)
 
@@ -185,10 +185,12 @@ class RoleCalls:
             reply: ModelReply | None = None
             reading: AnswerReading | None = None
             outcome: CallOutcome = "failed"
+            finish: FinishReason | None = None  # of a failed call (a reply carries its own)
             started = anyio.current_time()
             try:
                 reply = await complete_reporting(self._backend, bundle)
             except ModelFailure as exc:
+                finish = finish_reason_of(exc.finish_reason)
                 await self.keep_attempt(
                     AttemptRecord(
                         request_id=bundle.request_id,
@@ -217,14 +219,18 @@ class RoleCalls:
             else:
                 reading = read_answer(reply.text)
                 checked = validate_reading(
-                    reading, kind=bundle.answer_kind, request_id=bundle.request_id, role=self.role
+                    reading,
+                    kind=bundle.answer_kind,
+                    request_id=bundle.request_id,
+                    role=self.role,
+                    next_roles=bundle.next_roles,
                 )
                 outcome = "completed" if checked.answer is not None else "invalid"
                 return _Answer(
                     reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
                 )
             finally:
-                self._log_call(bundle, call, started, reply, reading, outcome)
+                self._log_call(bundle, call, started, reply, reading, outcome, finish)
         raise AssertionError("unreachable")
 
     def _log_call(
@@ -235,6 +241,7 @@ class RoleCalls:
         reply: ModelReply | None,
         reading: AnswerReading | None,
         outcome: CallOutcome,
+        finish: FinishReason | None,
     ) -> None:
         """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
         ended = anyio.current_time()
@@ -248,6 +255,7 @@ class RoleCalls:
             latency_seconds=ended - started,
             first_token_seconds=first - started if first is not None else None,
             outcome=outcome,
+            finish_reason=reply.finish_reason if reply is not None else finish,
         )
         record = log_prompt(bundle, bundle.chars(), facts)
         if self._on_prompt is not None:

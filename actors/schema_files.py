@@ -38,7 +38,12 @@ def _remove(path: str) -> None:
 async def schema_file(bundle: PromptBundle) -> AsyncIterator[str]:
     """The path of a file holding the schema of ``bundle``'s answer, for as long as the
     ``async with`` lasts (removed after it, shielded from cancellation)."""
-    schema = generation_schema(bundle.answer_kind, request_id=bundle.request_id, role=bundle.role)
+    schema = generation_schema(
+        bundle.answer_kind,
+        request_id=bundle.request_id,
+        role=bundle.role,
+        next_roles=bundle.next_roles,
+    )
     path = await anyio.to_thread.run_sync(_write, msgspec.json.encode(schema))
     try:
         yield path

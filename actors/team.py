@@ -10,7 +10,6 @@ waits for the ones it deferred itself, at most ``DEFERRED_WAIT_SECONDS`` in all.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,6 +23,7 @@ from loguru import logger
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, server_away
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.once_wait import OnceWait
 from teams_runtime.actors.person_waits import is_person
 from teams_runtime.actors.request_locks import RequestLocks
 from teams_runtime.actors.role_actor import Outcome, RoleActor
@@ -33,9 +33,9 @@ from teams_runtime.actors.team_reports import RoleStatus, RunSummary, log_start
 from teams_runtime.actors.tracing import Tracing, active, stamping
 from teams_runtime.actors.tracing_setup import tracing_for
 from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.pricing import card_for
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     AnswerInbox,
@@ -79,7 +79,8 @@ class Team:
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
-        self.served = tuple(check_role(role) for role in roles) if roles else ROLES
+        self.cast = self.config.cast  # the team's roles: every part of the run takes them here
+        self.served = tuple(self.cast.check(role) for role in roles) if roles else self.cast.names
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.backends = role_backends(
             self.config, self.served, self.workspace.root, self.servers, backend
@@ -92,7 +93,10 @@ class Team:
         self._worker_id = new_worker_id()  # one per Team, whichever scope opens its queue
         self.roles: dict[str, RoleActor] = {}
         self._ask_timeout = ask_timeout
-        self._concurrency = concurrency
+        # Envelopes each role handles at once: the role's own `concurrency`, else this.
+        self._concurrency = {
+            role: self.cast.concurrency_of(role, concurrency) for role in self.served
+        }
         self._poll_interval = poll_interval
         self._in_flight = 0  # envelopes told to a role and not finished yet
         self._busy: Counter[str] = Counter()  # the same, per role
@@ -102,9 +106,8 @@ class Team:
         self._progress = anyio.Event()
         self._keep_prompt_records = keep_prompt_records
         # `run --once`: how long it waits in all for envelopes it deferred to come due.
-        self._deferred_wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
-        self._mine_deferred: set[str] = set()  # ids of envelopes this run deferred, not handled
-        self._wait_until: float | None = None  # `once`: the end of its wait for them
+        wait = DEFERRED_WAIT_SECONDS if deferred_wait is None else deferred_wait
+        self._once = OnceWait(self.served, wait)
         self._chores: TeamChores | None = None  # the run's (it needs the run's ContextActor)
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
@@ -167,7 +170,8 @@ class Team:
             await opened.__aexit__(kind, error, traceback)
 
     def _prompt_sent(self, record: PromptRecord) -> None:
-        self.summary.prompts_sent += 1
+        self.summary.model_calls += 1
+        self.summary.answered += record.outcome in ("completed", "invalid")
         if self._keep_prompt_records:
             self.summary.prompts.append(record)
 
@@ -176,7 +180,7 @@ class Team:
         self._busy[claim.role] -= 1
         match outcome:
             case "done":
-                self.summary.handled += 1
+                self.summary.done += 1
                 self._handled[claim.role] += 1
             case "failed":
                 self.summary.failed += 1
@@ -188,10 +192,7 @@ class Team:
             case "waiting":
                 self.summary.waiting += 1
         if claim.envelope is not None:
-            if outcome == "deferred":
-                self._mine_deferred.add(claim.envelope.envelope_id)
-            else:
-                self._mine_deferred.discard(claim.envelope.envelope_id)
+            self._once.finished(claim.envelope.envelope_id, deferred=outcome == "deferred")
         self._progress.set()
 
     async def status(self) -> list[RoleStatus]:
@@ -228,13 +229,11 @@ class Team:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
         given = 0
         for role, actor in self.roles.items():
-            if server_away(
-                self.backends[role]
-            ):  # its calls wait for the server: no new work for it
+            if server_away(self.backends[role]):  # its calls wait: no new work for it
                 continue
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
-            room = self._concurrency - self._busy[role]
+            room = self._concurrency[role] - self._busy[role]
             claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
             for claim in claims:
                 self._in_flight += 1
@@ -258,10 +257,11 @@ class Team:
                 locks=locks,
                 on_finished=self._finished,
                 on_prompt=self._prompt_sent,
-                concurrency=self._concurrency,
+                concurrency=self._concurrency[role],
                 inbox_size=self._inbox_size,
                 rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
                 inbox=self.inbox,
+                cast=self.cast,
             )
             self.roles[role] = actor
             await group.start(actor.serve)
@@ -279,31 +279,12 @@ class Team:
             # New work may come from other workers (or, for a service, from anyone).
             wait, due_soon = self._poll_interval, False
             if once and not given:
-                until_due = await self._once_wait()
+                until_due = await self._once.next_wait(self.queue, self.summary)
                 if until_due is None:
                     return
                 wait, due_soon = until_due or self._poll_interval, bool(until_due)
             with anyio.move_on_after(wait):
                 await self._progress.wait()
-
-    async def _once_wait(self) -> float | None:
-        """What `run --once` waits for now: ``0`` other workers' envelopes (waiting or
-        claimed: one may come its way), else the seconds until the first envelope it deferred
-        itself is due, if that is within its ``deferred_wait`` (in all); ``None``: done."""
-        snapshot = await anyio.to_thread.run_sync(self.queue.snapshot)
-        if any(snapshot.waiting.values()) or any(snapshot.claimed.values()):
-            return 0.0
-        mine = [e for e in snapshot.deferred_envelopes if e.envelope_id in self._mine_deferred]
-        if not mine:
-            return None
-        now = time.time()
-        if self._wait_until is None:
-            self._wait_until = now + self._deferred_wait
-        due = min(envelope.next_attempt for envelope in mine)
-        if due > self._wait_until:
-            self.summary.left_deferred, self.summary.next_attempt = len(mine), due
-            return None
-        return max(due - now, 0.0) + 0.01  # then restored (a file's mtime may round up)
 
     async def _renew_lease(self) -> None:
         if not await anyio.to_thread.run_sync(self.queue.renew):
@@ -325,7 +306,7 @@ class Team:
     ) -> None:
         await self._renew_lease()
         self._chores = TeamChores(
-            self.queue, self.inbox, context, self.config.model_for, self.people
+            self.queue, self.inbox, context, self.config.model_for, self.people, self.cast
         )
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)
@@ -374,12 +355,15 @@ class Team:
                     await anyio.to_thread.run_sync(self.queue.retire)
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
                     logger.error("the worker could not hand its envelopes back: {}", exc)
+        summary = self.summary
         logger.info(
-            "team finished: {} handled, {} failed, {} deferred, {} rejected",
-            self.summary.handled,
-            self.summary.failed,
-            self.summary.deferred,
-            self.summary.rejected,
+            "team finished: {} done, {} failed, {} rejected, {} deferred; {}, {} answered",
+            summary.done,
+            summary.failed,
+            summary.rejected,
+            count_of(summary.deferred, "time"),
+            count_of(summary.model_calls, "model call"),
+            summary.answered,
         )
         return self.summary
 

@@ -15,7 +15,7 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.person_waits import tidy_inbox
-from teams_runtime.codecs.config import ModelConfig
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import AnswerInbox, WorkQueue
@@ -36,12 +36,14 @@ class TeamChores:
         context: ContextHandle,
         model_for: Callable[[str], ModelConfig],
         people: Collection[str],
+        cast: Cast = DEFAULT_CAST,
     ) -> None:
         self._queue = queue
         self._inbox = inbox
         self._context = context
         self._model_for = model_for
         self._people = people  # the people's roles this worker serves
+        self._cast = cast  # the team they are of
         self._last_restore = -RESTORE_SECONDS
         self._last_inbox = -INBOX_SECONDS
 
@@ -53,7 +55,12 @@ class TeamChores:
             self._last_inbox = anyio.current_time()
             try:
                 await tidy_inbox(
-                    self._context, self._queue, self._inbox, self._model_for, self._people
+                    self._context,
+                    self._queue,
+                    self._inbox,
+                    self._model_for,
+                    self._people,
+                    cast=self._cast,
                 )
             except (TeamsRuntimeError, OSError) as exc:
                 logger.warning("the waiting answers were not looked at ({}); trying again", exc)

@@ -1,6 +1,6 @@
 """What a Team reports: the summary of a run, each role as the worker sees it now (what
-``Team.status`` gives a live view), and the line it logs when it starts. Ids and counts only,
-never content."""
+``Team.status`` gives a live view), the line it logs when it starts, and a lease that differs
+from the config's. Ids and counts only, never content."""
 
 from __future__ import annotations
 
@@ -16,18 +16,24 @@ from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.storage import WorkQueue
 
-__all__ = ["RoleStatus", "RunSummary", "log_start"]
+__all__ = ["RoleStatus", "RunSummary", "log_lease_difference", "log_start"]
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
-    """What one run did."""
+    """What one run did. Each envelope the run finished counts once, by how it ended:
+    ``done`` (its outcome recorded, the request handed on or ended as the role said, or the
+    request found ended), ``failed`` (the request is failed by it) or ``rejected`` (set aside
+    unusable); ``finished`` is their sum. ``model_calls`` counts every call made to a model
+    (its prompt handed to the backend), ``answered`` those that got an answer back (valid or
+    not): a call to a model that never answered is a call, not an answer."""
 
-    handled: int = 0
+    done: int = 0
     failed: int = 0
-    deferred: int = 0  # times an envelope was deferred (one may be deferred, then handled)
+    deferred: int = 0  # times an envelope was deferred (one may be deferred, then done)
     rejected: int = 0
     waiting: int = 0  # envelopes put in the inbox for a person's answer
-    prompts_sent: int = 0
+    model_calls: int = 0
+    answered: int = 0
     # `once`: envelopes this run deferred and left (not due within its wait), and when the
     # first of them is due (Unix time); any worker takes them then.
     left_deferred: int = 0
@@ -35,6 +41,21 @@ class RunSummary(msgspec.Struct, kw_only=True):
     # The records themselves only when the Team is asked to keep them (a service that runs
     # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)
+
+    @property
+    def finished(self) -> int:
+        """The envelopes this run took to an end: done, failed or rejected."""
+        return self.done + self.failed + self.rejected
+
+    @property
+    def handled(self) -> int:
+        """``done``, by its older name."""
+        return self.done
+
+    @property
+    def prompts_sent(self) -> int:
+        """``model_calls``, by its older name."""
+        return self.model_calls
 
 
 class RoleStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,8 +94,14 @@ def log_start(
         context_config.recent_events,
         context_config.max_events,
     )
-    wanted, ack_wait = config.queue.lease_seconds, queue.lease_seconds
-    if abs(wanted - ack_wait) >= 0.001:  # a shared queue made by a host set otherwise
+    log_lease_difference(config.queue.lease_seconds, queue.lease_seconds)
+
+
+def log_lease_difference(wanted: float, ack_wait: float) -> None:
+    """Warn when this host's ``queue.lease_seconds`` (``wanted``) is not the lease the team's
+    queue has (``ack_wait``: a shared queue made by a host set otherwise), which this worker
+    uses."""
+    if abs(wanted - ack_wait) >= 0.001:
         logger.warning(
             "queue.lease_seconds is {:g} here, but the team's queue was created with an "
             "ack wait of {:g} s: this worker uses {:g} s (renewing every {:g} s); "

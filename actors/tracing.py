@@ -19,7 +19,7 @@ import msgspec
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.storage import Claim, QueueSnapshot, WorkQueue
+from teams_runtime.storage import Claim, QueueSnapshot, Stray, WorkQueue
 
 __all__ = [
     "NO_TRACING",
@@ -151,3 +151,9 @@ class _StampingQueue:
 
     def waiting(self) -> dict[str, int]:
         return self._queue.waiting()
+
+    def strays(self) -> list[Stray]:
+        return self._queue.strays()
+
+    def set_aside_strays(self) -> int:
+        return self._queue.set_aside_strays()

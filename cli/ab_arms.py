@@ -31,6 +31,8 @@ import yaml
 from teams_runtime import demo
 from teams_runtime.actors.model_backends import DryRunBackend
 from teams_runtime.actors.team import Team
+from teams_runtime.actors.tracing import NO_TRACING
+from teams_runtime.cli.role_flags import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     TeamConfig,
@@ -105,10 +107,12 @@ def _run_arm(
     if dry_run:  # no model is called: nothing to price (a per-call card would price it)
         backend = DryRunBackend(config.model.dry_run)
         config = msgspec.structs.replace(config, telemetry=TelemetryConfig(enabled=False))
-    team = Team(root, config, backend=backend)  # checks each role's model before seeding
+    # No spans or metrics, whatever telemetry.otel says: the arms are measurements, not the
+    # team's work (and their requests exist only in the arms' folders).
+    team = Team(root, config, backend=backend, tracing=NO_TRACING)  # checks each role's model
     seeds = {f"ab-backfill-{n}": (BACKFILL_EVENTS, role) for n in range(1, requests + 1)}
     anyio.run(partial(demo.seed_requests, workspace, seeds, label="A/B"))
-    configure_logging(workspace, console_level="WARNING")
+    configure_logging(workspace, console_level="WARNING", roles=team.served)
     try:
         anyio.run(lambda: team.run(once=True))
     finally:
@@ -147,15 +151,21 @@ def run_ab(
     *,
     dry_run: bool = False,
     keep: Path | None = None,
-    role: str = "planner",
+    role: str | None = None,
     requests: int = 2,
 ) -> list[ArmResult]:
-    """Run both arms from ``source``'s config (checked first: a bad config runs no arm)."""
+    """Run both arms from ``source``'s config (checked first: a bad config runs no arm), the
+    requests queued for ``role`` (default: ``planner``, or the team's first role that takes
+    new work when it has no planner)."""
     try:
         text = source.config_path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{source.config_path}: cannot be read ({exc.strerror}).") from None
-    parse_team_config(text, str(source.config_path))
+    cast = parse_team_config(text, str(source.config_path)).cast
+    choices = cast.takes_new_work
+    if role is None:
+        role = choices[0] if choices and "planner" not in choices else "planner"
+    role = new_work_role(cast, role)
     texts = {name: arm_config_text(text, enabled) for name, enabled in ARMS.items()}
     with _arms_folder(keep) as folder:
         return [

@@ -11,6 +11,7 @@ import msgspec
 from teams_runtime.cli.ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace
 
 __all__ = ["cmd_ab"]
@@ -32,14 +33,14 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "cached_ratio": totals["cached_ratio"],
         "output_tokens": totals["completion_tokens"],
         "completed_requests": done["requests"],
-        "input_tokens_per_completed_request": (
-            done["mean_prompt_tokens"] if totals["prompts_with_usage"] else None
-        ),
-        "cost_usd": totals["cost_usd"] if totals["priced_calls"] else None,
-        "cost_usd_per_completed_request": done["mean_cost_usd"] if totals["priced_calls"] else None,
+        "input_tokens_per_completed_request": done["mean_prompt_tokens"],
+        "cost_usd": totals["cost_usd"],
+        "cost_usd_per_completed_request": done["mean_cost_usd"],
         "repairs": totals["repairs"],
         "retries": totals["retries"],
         "failures": totals["failures"],
+        # Unknown (not none) when no call said why its answer ended: a dry run, a command.
+        "truncated": totals["truncated"] if totals["finish_reasons"] else None,
         "latency_p95_ms": totals["latency_p95_ms"],
     }
 
@@ -61,6 +62,7 @@ _ROWS: list[tuple[str, str, Callable[[Any], str]]] = [
     ("repairs", "contract repairs", lambda v: f"{v:,}"),
     ("retries", "retries", lambda v: f"{v:,}"),
     ("failures", "failures", lambda v: f"{v:,}"),
+    ("truncated", "answers cut (length)", lambda v: f"{v:,}"),
     ("latency_p95_ms", "p95 latency ms", lambda v: f"{v:,.0f}"),
 ]
 
@@ -107,8 +109,9 @@ def _print(
         if same
         else "Configs: DIFFER beyond prompt_context.enabled; the comparison proves nothing.",
         (
-            f"Compaction in the after arm: yes ({proof['compacted_calls']} of {proof['calls']} "
-            f"calls compacted, {proof['omitted_events']:,} events omitted)."
+            f"Compaction in the after arm: yes ({proof['compacted_calls']:,} of "
+            f"{count_of(proof['calls'], 'call')} compacted, "
+            f"{count_of(proof['omitted_events'], 'event')} omitted)."
             if proof["compacted"]
             else "Compaction in the after arm: NO (no call's projection omitted an event); a "
             "token drop alone proves nothing."

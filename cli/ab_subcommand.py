@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
+from teams_runtime.cli.flag_types import role_name
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["add_ab"]
 
@@ -56,10 +56,10 @@ def add_ab(commands: Commands) -> None:
     )
     ab.add_argument(
         "--role",
-        choices=ROLES,
-        default="planner",
+        type=role_name,
         metavar="R",
-        help="the role the requests are queued for (default planner)",
+        help="the role of the team the requests are queued for (default planner, or the "
+        "team's first role that takes new work when it has no planner)",
     )
     add_json(ab, "print both arms as JSON")
     ab.set_defaults(handler=LazyCommand("teams_runtime.cli.ab_command", "cmd_ab"))

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from teams_runtime.codecs.config import EVENT_COUNT_LIMIT, event_count_problem
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PURPOSES, PromptKind
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import role_name_problem
 
 __all__ = [
     "event_count",
@@ -21,6 +21,7 @@ __all__ = [
     "positive_count",
     "prompt_kind",
     "role_list",
+    "role_name",
     "seconds",
     "timestamp",
 ]
@@ -142,12 +143,23 @@ def timestamp(text: str) -> str:
     return moment.isoformat()
 
 
+def role_name(text: str) -> str:
+    """--role: a name a role may have (which roles the team has is read when the command
+    runs: ``role_flags``)."""
+    problem = role_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a role name: {problem}")
+    return text
+
+
 def role_list(text: str) -> list[str]:
-    """--roles: a comma-separated list of known roles."""
+    """--roles: a comma-separated list of role names (checked against the team when the
+    command runs: ``role_flags``)."""
     roles = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [role for role in roles if role not in ROLES]
-    if not roles or unknown:
+    if not roles:
         raise argparse.ArgumentTypeError(
-            f"{text!r} must be a comma-separated list of roles: {', '.join(ROLES)}"
+            f"{text!r} must be a comma-separated list of roles (e.g. planner,qa)"
         )
+    for role in roles:
+        role_name(role)
     return roles

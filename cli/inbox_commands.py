@@ -15,6 +15,7 @@ import msgspec
 
 from teams_runtime.actors.person_answers import answer, read_inbox, waiting_prompt
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.role_flags import team_role
 from teams_runtime.cli.waiting_view import age, due, waiting_rows
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id
@@ -61,7 +62,8 @@ def cmd_inbox(args: argparse.Namespace) -> int:
             _print_inbox(workspace, items, now)
         return 0
     wanted = check_request_id(words[1])
-    item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, args.role))
+    role = None if args.role is None else team_role(config.cast, args.role)
+    item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, role))
     if args.json:
         (row,) = waiting_rows([item], time.time())
         write_json({**row, "kind": bundle.purpose, "prompt": bundle.text()})
@@ -110,8 +112,9 @@ def cmd_answer(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)  # a broken config is an error before any write
     wanted = check_request_id(args.item)
+    role = None if args.role is None else team_role(config.cast, args.role)
     given = _given(args)
-    done = anyio.run(partial(answer, workspace, config, wanted, given, role=args.role))
+    done = anyio.run(partial(answer, workspace, config, wanted, given, role=role))
     if args.json:
         write_json(msgspec.structs.asdict(done))
         return 0

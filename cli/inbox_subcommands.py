@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
-from teams_runtime.cli.flag_types import not_empty
+from teams_runtime.cli.flag_types import not_empty, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.contract import RESULT_STATUSES
 
@@ -30,7 +30,10 @@ def add_inbox(commands: Commands) -> None:
         help="show ID: the prompt of one waiting answer (ID: a request id, or an envelope id)",
     )
     inbox.add_argument(
-        "--role", metavar="ROLE", help="with show: the role, when several wait on one request"
+        "--role",
+        type=role_name,
+        metavar="ROLE",
+        help="with show: the role, when several wait on one request",
     )
     add_workspace(inbox)
     add_json(inbox)
@@ -60,7 +63,8 @@ def add_answer(commands: Commands) -> None:
     answer.add_argument(
         "--next-role",
         metavar="R",
-        help="the role the request goes to next (empty or left out: it ends with --status)",
+        help="the role the request goes to next, one the role's hands_to allows (empty or "
+        "left out: it ends with --status)",
     )
     answer.add_argument(
         "--from",
@@ -68,7 +72,12 @@ def add_answer(commands: Commands) -> None:
         metavar="FILE",
         help="a whole result object as JSON ('-' for stdin); the flags above override its fields",
     )
-    answer.add_argument("--role", metavar="ROLE", help="the role, when several wait on one request")
+    answer.add_argument(
+        "--role",
+        type=role_name,
+        metavar="ROLE",
+        help="the role, when several wait on one request",
+    )
     add_workspace(answer)
     add_json(answer)
     answer.set_defaults(handler=LazyCommand(_COMMANDS, "cmd_answer"))

@@ -1,22 +1,29 @@
 """``metrics --chart``: per day (or hour), the input tokens sent with compaction on against what
 the full history would have cost, as terminal bars.
 
-The full-history tokens of a call are estimated from its own tokens per character (its
-``prompt_tokens`` over its ``prompt_chars``, times its ``full_history_chars``), as
-docs/monitoring.md says. Only calls whose server reported tokens are counted; when none did,
-the chart is in characters, and says so. Records with compaction off are left out (counted in
-a note): they have nothing to compare.
+The records are ``metrics``' own: filtered (and skipped) by ``matching_records``, bucketed by
+``group_value`` (a bar pair is a ``--by day`` or ``--by hour`` group), and estimated by
+``full_history_tokens``, each call from its own tokens per character (its ``prompt_tokens``
+over its ``prompt_chars``, times its ``full_history_chars``), as docs/monitoring.md says. Only
+calls whose server reported tokens are counted; when none did, the chart is in characters, and
+says so. Records with compaction off are left out (counted in a note): they have nothing to
+compare. Its own sums are a few per bucket, so it reads a large log faster than the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.monitoring.metrics_report import Filters, Skipped, passes, read_records
+from teams_runtime.monitoring.call_groups import full_history_tokens
+from teams_runtime.monitoring.metrics_report import (
+    Filters,
+    Skipped,
+    group_value,
+    matching_records,
+)
 
 __all__ = ["BAR_WIDTH", "render_chart"]
 
@@ -31,42 +38,36 @@ class _Bucket:
     full_chars: int = 0
 
 
-def _label(timestamp: str, per: str) -> str:
-    """The record's own (local, with offset) day, or day and hour."""
-    return timestamp[:10] if per == "day" else f"{timestamp[:10]} {timestamp[11:13]}h"
-
-
 def _bar(value: float, most: float) -> str:
     filled = round(BAR_WIDTH * value / most) if most > 0 else 0
     return "█" * filled + "·" * (BAR_WIDTH - filled)
 
 
 def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
-    """The chart of the records in ``files`` that pass ``filters``, a bar pair per ``per``."""
-    since = datetime.fromisoformat(filters.since) if filters.since else None
+    """The chart of the records in ``files`` that pass ``filters``, a bar pair per ``per``
+    (``day`` or ``hour``)."""
     buckets: dict[str, _Bucket] = {}
     with_tokens = without_tokens = disabled = 0
     skipped = Skipped()
-    for record in read_records(files, skipped):
-        if not passes(record, filters, since):  # None: not placed in time
-            continue
+    for record in matching_records(files, filters, skipped):
         if not record.enabled:
             disabled += 1
             continue
-        bucket = buckets.setdefault(_label(record.timestamp, per), _Bucket())
+        bucket = buckets.setdefault(group_value(record, per), _Bucket())
         bucket.sent_chars += record.prompt_chars
         bucket.full_chars += record.full_history_chars
-        if record.prompt_tokens is None or record.prompt_chars == 0:
+        full = full_history_tokens(record)
+        if full is None or record.prompt_tokens is None:
             without_tokens += 1
             continue
         with_tokens += 1
         bucket.sent_tokens += record.prompt_tokens
-        bucket.full_tokens += record.prompt_tokens * record.full_history_chars / record.prompt_chars
+        bucket.full_tokens += full
     if not buckets:
         return "no data: no prompt records with compaction on match."
     in_tokens = with_tokens > 0
     unit = "input tokens" if in_tokens else "prompt characters"
-    rows = {
+    rows = {  # the labels sort as the times they name
         label: (b.sent_tokens, b.full_tokens) if in_tokens else (b.sent_chars, b.full_chars)
         for label, b in sorted(buckets.items())
     }

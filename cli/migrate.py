@@ -51,7 +51,17 @@ def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
     except RecordError as exc:
         raise RecordError(f"{path}: the file name is not a request id ({exc})") from None
     named = fields.get("request_id")
-    if isinstance(named, str) and named != request_id:
+    if named is None:  # `{}`, or some other JSON object: a record names its request
+        raise RecordError(
+            f"{path}: not a request record (it has no `request_id`); import only record "
+            "files, as `export` writes them."
+        )
+    if not isinstance(named, str):
+        raise RecordError(
+            f"{path}: its request_id is not text; fix the field (it must be {request_id!r} "
+            "for this file name)."
+        )
+    if named != request_id:
         raise RecordError(
             f"{path}: its request_id {named!r} is not its file name; rename the file to "
             f"{named}.json or fix the field."
@@ -105,5 +115,5 @@ def _import_records(store: RecordStore, records: list[tuple[str, bytes, RecordFi
             print(f"Imported {request_id} ({len(events)} events).")
         else:
             print(f"{request_id} is already there, identical; left as it is.")
-    print(f"Imported {imported} of {len(records)} request(s).")
+    print(f"Imported {imported} of {count_of(len(records), 'request')}.")
     return 0

@@ -23,12 +23,14 @@ from teams_runtime.cli.request_subcommands import (
     add_import,
     add_project,
     add_prompt,
+    add_retry,
 )
 from teams_runtime.cli.team_subcommands import (
     add_config,
     add_demo,
     add_init,
     add_metrics,
+    add_purge_strays,
     add_run,
     add_status,
     add_submit,
@@ -116,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run(commands)
     add_status(commands)
     add_cancel(commands)
+    add_purge_strays(commands)
+    add_retry(commands)
     add_inbox(commands)
     add_answer(commands)
     add_prompt(commands)

@@ -1,5 +1,6 @@
 """``teams-runtime config --probe``: what each model server the roles use answers to one tiny
-request (``actors.model_probe``), one line a server, or JSON with ``--json``."""
+request for each model the roles ask it for (``actors.model_probe``), one line a server and
+model, or JSON with ``--json``."""
 
 from __future__ import annotations
 
@@ -9,20 +10,20 @@ import msgspec
 from teams_runtime.actors.model_probe import ServerProbe, probe_all
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import OpenAIConfig, TeamConfig
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = ["probe_servers", "servers_of"]
 
 
 def servers_of(config: TeamConfig) -> list[tuple[OpenAIConfig, list[str]]]:
-    """Each distinct server (``base_url``) the roles' models call, with the roles that call
-    it; the first of them says which model and key the probe uses."""
-    servers: dict[str, tuple[OpenAIConfig, list[str]]] = {}
-    for role in ROLES:
+    """Each distinct server (``base_url``) and model the roles' models call, with the roles
+    that call it so: a server may serve one role's model and not another's (a name it does
+    not know, one it has to load). The first of the roles says which key the probe uses."""
+    servers: dict[tuple[str, str], tuple[OpenAIConfig, list[str]]] = {}
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
-            url = model.openai.base_url.rstrip("/")
-            servers.setdefault(url, (model.openai, []))[1].append(role)
+            pair = (model.openai.base_url.rstrip("/"), model.openai.model)
+            servers.setdefault(pair, (model.openai, []))[1].append(role)
     return list(servers.values())
 
 
@@ -44,8 +45,8 @@ def _line(result: ServerProbe) -> str:
 
 
 def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
-    """Probe the servers of ``config``'s roles and print what they answered; exit status 1
-    when one gave no answer."""
+    """Probe the servers of ``config``'s roles, once per model each is asked for, and print
+    what they answered; exit status 1 when one gave no answer."""
     servers = servers_of(config)
     results = anyio.run(probe_all, servers) if servers else []
     if as_json:

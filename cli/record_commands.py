@@ -14,7 +14,8 @@ import msgspec
 from teams_runtime.actors.context import open_context
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.cli.record_file import read_record_file
-from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
+from teams_runtime.cli.role_flags import team_role
+from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
@@ -29,7 +30,7 @@ from teams_runtime.policy.prompts import (
     PromptKind,
     answer_kind_of,
     build_prompt,
-    kind_for_role,
+    next_roles_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.storage.backends import blocking_backend, workspace_config
@@ -249,10 +250,11 @@ def cmd_append(args: argparse.Namespace) -> int:
     return 0
 
 
-def _checked_kind(role: str, kind: PromptKind | None) -> PromptKind:
-    """The kind to show ``role``: its own unless asked; a kind the runtime never sends that
-    role (``research_decision`` to qa, say) is refused, so the text and the JSON agree."""
-    own = kind_for_role(role)
+def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:
+    """The kind to show ``role`` of ``cast``: its own unless asked; a kind the runtime never
+    sends that role (``research_decision`` to qa, say) is refused, so the text and the JSON
+    agree."""
+    own = cast.prompt_kind_of(role)
     if kind is None or kind in (own, "repair"):
         return kind or own
     raise UserError(
@@ -264,13 +266,14 @@ def _checked_kind(role: str, kind: PromptKind | None) -> PromptKind:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    kind = _checked_kind(args.role, args.kind)
     team = load_team_config(workspace.root)
+    cast = team.cast
+    kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
     config = _with_overrides(team.prompt_context, args)
     with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
         store = backend.store
         preview = partial(
-            _preview_prompt, store, workspace, args.request_id, args.role, kind, config
+            _preview_prompt, store, workspace, args.request_id, args.role, kind, config, cast
         )
         bundle = backend.run(preview)
     if args.json:
@@ -320,16 +323,21 @@ async def _preview_prompt(
     role: str,
     kind: PromptKind,
     config: PromptContextConfig,
+    cast: Cast,
 ) -> PromptBundle:
-    """The prompt ``role`` would be sent for ``request_id`` (a repair shows the errors an empty
-    answer would get). Reads through a ContextActor like the roles do; writes nothing."""
+    """The prompt ``role`` of ``cast`` would be sent for ``request_id`` (a repair shows the
+    errors an empty answer would get). Reads through a ContextActor like the roles do; writes
+    nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = _envelope_from(projection, request_id, role)
-    repairing = kind_for_role(role)
+    repairing = cast.prompt_kind_of(role)
     errors: list[str] = []
     if kind == "repair":
         answer_kind = answer_kind_of(kind, repairing)
-        errors = validate_answer("{}", kind=answer_kind, request_id=request_id, role=role)[1]
+        contract = next_roles_of(role, cast)
+        errors = validate_answer(
+            "{}", kind=answer_kind, request_id=request_id, role=role, next_roles=contract
+        )[1]
     return build_prompt(
         kind,
         role=role,
@@ -338,4 +346,5 @@ async def _preview_prompt(
         repairing=repairing,
         errors=errors,
         previous="{}",
+        cast=cast,
     )

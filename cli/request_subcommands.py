@@ -1,4 +1,5 @@
-"""The commands about one request: project, explain, append, prompt, cancel, export, import."""
+"""The commands about one request: project, explain, append, prompt, cancel, retry, export,
+import."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from teams_runtime.cli.common_flags import (
     add_selector,
     add_workspace,
 )
-from teams_runtime.cli.flag_types import not_empty, prompt_kind
+from teams_runtime.cli.flag_types import not_empty, prompt_kind, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.codecs.roles import ROLES
 
 __all__ = [
     "add_append",
@@ -23,13 +23,18 @@ __all__ = [
     "add_import",
     "add_project",
     "add_prompt",
+    "add_retry",
 ]
 
 
 def add_project(commands: Commands) -> None:
     """Declare ``project`` and its flags."""
     project = commands.add_parser(
-        "project", help="print a request as a prompt would embed it (notice + projected record)"
+        "project",
+        help="print a request as a prompt would embed it (notice + projected record)",
+        description="Print the request as a role's prompt embeds it: the compaction notice "
+        "(only when events were omitted), then `Current request:` and the projected record. "
+        "The flags override prompt_context; the record is only read.",
     )
     add_selector(project)
     add_json(project, "print one JSON object with the notice, counts and record")
@@ -39,7 +44,11 @@ def add_project(commands: Commands) -> None:
 def add_explain(commands: Commands) -> None:
     """Declare ``explain`` and its flags."""
     explain = commands.add_parser(
-        "explain", help="say for every event whether the projection keeps it, and why"
+        "explain",
+        help="say for every event whether the projection keeps it, and why",
+        description="One line per event: its index, type, role identity and the projection's "
+        "decision (tail, backfill for a role, or why it is omitted), under a line with the "
+        "record's counts and the config used.",
     )
     add_selector(explain)
     add_json(explain)
@@ -95,22 +104,52 @@ def add_cancel(commands: Commands) -> None:
     cancel.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_cancel"))
 
 
+def add_retry(commands: Commands) -> None:
+    """Declare ``retry`` and its flags."""
+    retry = commands.add_parser(
+        "retry",
+        help="queue a failed request's last step again, or put rejected envelopes back",
+        description="Queue again the envelope of the step that failed REQUEST_ID (the record "
+        "gets a `retried` event and is in progress again), or, with --rejected, put rejected "
+        "envelopes back in their queues as they were (REQUEST_ID's, or every one). `status` "
+        "lists failed requests and rejected envelopes.",
+    )
+    retry.add_argument(
+        "request_id", nargs="?", metavar="REQUEST_ID", help="the request (optional with --rejected)"
+    )
+    retry.add_argument(
+        "--rejected",
+        action="store_true",
+        help="put rejected envelopes back in their queues (after fixing their cause)",
+    )
+    add_workspace(retry)
+    add_json(retry)
+    retry.set_defaults(handler=LazyCommand("teams_runtime.cli.retry_command", "cmd_retry"))
+
+
 def add_prompt(commands: Commands) -> None:
     """Declare ``prompt`` and its flags."""
     prompt = commands.add_parser(
-        "prompt", help="print the prompt a role would get for a request, as it would be sent"
+        "prompt",
+        help="print the prompt a role would get for a request, as it would be sent",
+        description="Print the prompt ROLE would be sent for the request now, through the "
+        "projection a running role uses. Nothing is sent and nothing is written.",
     )
     prompt.add_argument("request_id", metavar="REQUEST_ID")
     prompt.add_argument(
-        "--role", required=True, choices=ROLES, metavar="ROLE", help=f"one of: {', '.join(ROLES)}"
+        "--role",
+        required=True,
+        type=role_name,
+        metavar="ROLE",
+        help="a role of the team (`config --graph` lists them)",
     )
     prompt.add_argument(
         "--kind",
         type=prompt_kind,
         metavar="KIND",
-        help="the prompt kind, named as in the logs: the role's own (research_decision for "
-        "research, version_control for version_controller, else role_task; the default) or "
-        "contract_repair",
+        help="the prompt kind, named as in the logs: the role's own (its prompt_kind: "
+        "research_decision for research, version_control for version_controller, else "
+        "role_task; the default) or contract_repair",
     )
     add_workspace(prompt)
     add_overrides(prompt)
@@ -123,6 +162,8 @@ def add_export(commands: Commands) -> None:
     export = commands.add_parser(
         "export",
         help="write a request as its canonical record file (the bytes the file backend holds)",
+        description="Write the request as its canonical record file, from either backend: to "
+        "standard output, or atomically to --out FILE. `import` loads it elsewhere.",
     )
     export.add_argument("request_id", metavar="REQUEST_ID", help="the request to export")
     export.add_argument(
@@ -137,6 +178,9 @@ def add_import(commands: Commands) -> None:
     load = commands.add_parser(
         "import",
         help="load record files into the workspace's backend (migration between backends)",
+        description="Load record files (each <request id>.json, as `export` writes them) into "
+        "the workspace's backend. Every file is checked first: nothing is written if one is "
+        "not a record, names another request, or clashes with what the backend holds.",
     )
     load.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="record files (<request id>.json)"

@@ -7,11 +7,12 @@ import time
 from typing import Any
 
 from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli.status_hints import hint_lines, rejected_rows
+from teams_runtime.cli.status_strays import stray_lines, stray_rows
 from teams_runtime.cli.waiting_view import waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.outcomes import ENDED
 from teams_runtime.storage import (
@@ -61,17 +62,25 @@ def _servers_away(
     workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
 ) -> list[dict[str, Any]]:
     """The model servers a running worker waits for (``model_servers``' files), each with the
-    envelopes of the roles it serves that wait for it (queued or held by a worker)."""
+    roles it serves and their envelopes, counted as the ``roles`` block counts them: waiting
+    (no worker took them: none will while it is away) and claimed (held by calls that wait)."""
     served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
-    for role in ROLES:
+    for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
             served.setdefault(model.openai.base_url, []).append(role)
     rows = []
     for away in servers_away(workspace):
         roles = served.get(away.base_url, [])
-        waiting = sum(snapshot.waiting[role] + snapshot.claimed[role] for role in roles)
-        rows.append({"base_url": away.base_url, "away_since": away.away_since, "waiting": waiting})
+        rows.append(
+            {
+                "base_url": away.base_url,
+                "away_since": away.away_since,
+                "roles": roles,
+                "waiting": sum(snapshot.waiting[role] for role in roles),
+                "claimed": sum(snapshot.claimed[role] for role in roles),
+            }
+        )
     return rows
 
 
@@ -81,6 +90,8 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
         snapshot = backend.queue.snapshot()
         rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
+        strays = stray_rows(workspace, backend)
+        rejected = rejected_rows(backend.rejected)
         waiting = backend.inbox.items()
     now = time.time()
     # Read only: an answer whose request ended waits no more (`inbox` removes it).
@@ -94,7 +105,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
                 "claimed": snapshot.claimed[role],
                 "deferred": snapshot.deferred[role],
             }
-            for role in ROLES
+            for role in config.cast.names
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
         "waiting_answers": waiting_rows([i for i in waiting if i.request_id not in ended], now),
@@ -109,6 +120,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for deferred in snapshot.deferred_envelopes
         ],
+        "rejected": rejected,
         "workers": [
             {
                 "worker": worker.worker,
@@ -120,6 +132,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             }
             for worker in snapshot.workers
         ],
+        "strays": strays,
     }
 
 
@@ -142,9 +155,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"{role} {c['waiting']} waiting/{c['claimed']} claimed/{c['deferred']} deferred"
         for role, c in busy.items()) or "none queued"))  # fmt: skip
     for server in report["model_servers_away"]:
+        # "waiting" and "claimed" as in the envelopes line above: the same envelopes.
         lines.append(
-            f"model server {server['base_url']} away since {server['away_since']} "
-            f"({count_of(server['waiting'], 'envelope')} waiting)"
+            f"model server {server['base_url']} away since {server['away_since']}: its roles "
+            f"({', '.join(server['roles']) or 'none'}) take no new work; "
+            f"{count_of(server['waiting'], 'envelope')} waiting, {server['claimed']} claimed"
         )
     for waiting in report["waiting_answers"]:
         due = " (overdue)" if waiting["overdue"] else ""
@@ -163,7 +178,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
         lines.append(f"worker {worker['worker']}: {state}, holds {holds}")
-    return lines
+    lines += hint_lines(report)  # what a person can try again, and how
+    return lines + stray_lines(report["strays"])
 
 
 def cmd_status(args: argparse.Namespace) -> int:

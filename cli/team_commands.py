@@ -19,6 +19,7 @@ from teams_runtime.actors.intake import submit
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.output import PROG, UserError, write_json
+from teams_runtime.cli.role_flags import new_work_role, team_roles
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
@@ -70,7 +71,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    load_team_config(args.workspace)  # a broken or missing config is an error before any write
+    config = load_team_config(args.workspace)  # broken or missing: an error before any write
+    new_work_role(config.cast, args.role)
     done = anyio.run(
         partial(
             submit,
@@ -81,12 +83,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
             intent=args.intent,
             urgency=args.urgency,
             request_id=args.request_id,
+            reopen=args.reopen,
         )
     )
     if args.json:
-        write_json({"request_id": done.request_id, "role": args.role, "created": done.created})
+        write_json(
+            {
+                "request_id": done.request_id,
+                "role": args.role,
+                "created": done.created,
+                "reopened": bool(done.reopened),
+            }
+        )
         return 0
     state = "new request" if done.created else "existing request"
+    if done.reopened:
+        state = f"reopened: it was {done.reopened}"
     print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
     return 0
 
@@ -146,12 +158,14 @@ def _print_summary(
     if as_json:
         write_json(
             {
-                "handled": summary.handled,
+                "finished": summary.finished,
+                "done": summary.done,
                 "failed": summary.failed,
-                "deferred": summary.deferred,
                 "rejected": summary.rejected,
+                "deferred": summary.deferred,
                 "waiting": summary.waiting,
-                "prompts_sent": summary.prompts_sent,
+                "model_calls": summary.model_calls,
+                "answered": summary.answered,
                 "stopped": stopped or not once,
                 "queued": queued,
                 "left_deferred": summary.left_deferred,
@@ -160,10 +174,12 @@ def _print_summary(
         )
         return
     if once:
+        # Each count says what it counts: the breakdown adds up to the envelopes finished,
+        # and a model call is not an answer.
         print(
-            f"Handled {count_of(summary.handled, 'envelope')}: {summary.failed} failed, "
-            f"{summary.left_deferred} left queued, {summary.rejected} rejected; "
-            f"{count_of(summary.prompts_sent, 'prompt')} sent."
+            f"Finished {count_of(summary.finished, 'envelope')}: {summary.done} done, "
+            f"{summary.failed} failed, {summary.rejected} rejected; "
+            f"{count_of(summary.model_calls, 'model call')}, {summary.answered} answered."
         )
     if summary.waiting:
         print(
@@ -181,12 +197,15 @@ def _print_summary(
 
 def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    team = Team(workspace.root, load_team_config(workspace.root), roles=args.roles)
+    config = load_team_config(workspace.root)
+    roles = team_roles(config.cast, args.roles) if args.roles else None
+    team = Team(workspace.root, config, roles=roles)
     view = LiveView() if wants_live_view(args.plain) else None
     configure_logging(
         workspace,
         console_level="DEBUG" if args.verbose else "INFO",
         console=None if view is None else view.log_line,
+        roles=team.served,
     )
     try:
         run = partial(_run_and_count, team, once=args.once, view=view)

@@ -10,19 +10,21 @@ from teams_runtime.cli.flag_types import (
     not_empty,
     positive_count,
     role_list,
+    role_name,
     seconds,
     timestamp,
 )
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.config import BACKEND_KINDS
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
-from teams_runtime.codecs.roles import PUBLIC_ROLES, ROLES
+from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = [
     "add_config",
     "add_demo",
     "add_init",
     "add_metrics",
+    "add_purge_strays",
     "add_run",
     "add_status",
     "add_submit",
@@ -31,7 +33,15 @@ __all__ = [
 
 def add_init(commands: Commands) -> None:
     """Declare ``init`` and its flags."""
-    init = commands.add_parser("init", help="create a workspace with a default team_runtime.yaml")
+    init = commands.add_parser(
+        "init",
+        help="create a workspace with a default team_runtime.yaml",
+        description="Create a workspace in DIR: a team_runtime.yaml with the default "
+        "prompt_context block and the .teams_runtime/requests/ folder (with --backend nats, a "
+        "backend block naming the server instead of the folder). An existing "
+        "team_runtime.yaml is never overwritten. Then `teams-runtime submit` and "
+        "`teams-runtime run`; see docs/cli.md.",
+    )
     init.add_argument(
         "directory",
         nargs="?",
@@ -71,7 +81,15 @@ def add_config(commands: Commands) -> None:
         help="send one tiny request to each model server the roles use and say what it "
         "answered (its model name, usage, response_format) instead",
     )
-    add_json(check, "JSON output (the configuration always is; with --probe, the probe's too)")
+    check.add_argument(
+        "--graph",
+        action="store_true",
+        help="instead, print who may hand a request to whom (team.roles, roles.<role>.hands_to)",
+    )
+    add_json(
+        check,
+        "JSON output (the configuration always is; with --probe or --graph, theirs too)",
+    )
     check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 
@@ -82,15 +100,17 @@ def add_submit(commands: Commands) -> None:
         help="queue work for a role (creates the request record if it is new)",
         description="Create a request (status queued, events created + delegated) or add a "
         "delegated event to an existing one, and queue an envelope for ROLE. "
-        "`teams-runtime run` handles it.",
+        "`teams-runtime run` handles it. A request that is completed, failed or cancelled "
+        "takes more work only with --reopen.",
     )
     add_workspace(submit)
     submit.add_argument(
         "--role",
         required=True,
-        choices=PUBLIC_ROLES,
+        type=role_name,
         metavar="ROLE",
-        help=f"who gets the work: {', '.join(PUBLIC_ROLES)}",
+        help="who gets the work: a role of the team (`config --graph` lists them; the "
+        f"built-in team's: {', '.join(PUBLIC_ROLES)})",
     )
     submit.add_argument(
         "--scope", required=True, type=not_empty, metavar="TEXT", help="what is asked, in a line"
@@ -102,6 +122,12 @@ def add_submit(commands: Commands) -> None:
         "--request-id",
         metavar="ID",
         help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
+    )
+    submit.add_argument(
+        "--reopen",
+        action="store_true",
+        help="allow more work for a request that is completed, failed or cancelled "
+        "(it is reopened, with a `reopened` event); without it such a request is refused",
     )
     add_json(submit)
     submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
@@ -127,7 +153,7 @@ def add_run(commands: Commands) -> None:
         "--roles",
         type=role_list,
         metavar="R1,R2",
-        help=f"serve only these roles (default: all: {','.join(ROLES)})",
+        help="serve only these roles of the team (default: all of them)",
     )
     run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
     run.add_argument(
@@ -167,6 +193,23 @@ def add_status(commands: Commands) -> None:
     status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
 
 
+def add_purge_strays(commands: Commands) -> None:
+    """Declare ``purge-strays`` and its flags."""
+    purge = commands.add_parser(
+        "purge-strays",
+        help="set aside the envelopes no role reads (status lists them as strays)",
+        description="Move every envelope no role of the team reads out of the queue, to the "
+        "rejected ones with the reason: on files, those in a queue folder named by no role "
+        "(into .teams_runtime/queue/rejected/); on NATS, those on a queue subject no role "
+        "consumer reads, or one the runtime never writes (into the PREFIX_rejected stream). "
+        "Nothing a role reads is touched; other strays `status` names (files, KV keys) are "
+        "left for you to remove.",
+    )
+    add_workspace(purge)
+    add_json(purge)
+    purge.set_defaults(handler=LazyCommand("teams_runtime.cli.strays_command", "cmd_purge_strays"))
+
+
 def add_metrics(commands: Commands) -> None:
     """Declare ``metrics`` and its flags."""
     metrics = commands.add_parser(
@@ -191,7 +234,7 @@ def add_metrics(commands: Commands) -> None:
         metavar="ISO",
         help="only records at or after this time (e.g. 2026-11-30T08:00+01:00)",
     )
-    metrics.add_argument("--role", choices=ROLES, metavar="R", help="only this role")
+    metrics.add_argument("--role", type=role_name, metavar="R", help="only this role")
     metrics.add_argument(
         "--purpose",
         choices=sorted(PURPOSES.values()),
@@ -204,9 +247,8 @@ def add_metrics(commands: Commands) -> None:
         action="append",
         choices=GROUP_KEYS,
         metavar="KEY",
-        help="group by role, purpose, enabled, model (the rate card key) or day; repeat to "
-        "combine "
-        "(default: --by role --by purpose)",
+        help="group by role, purpose, enabled, model (the rate card key), day or hour; repeat "
+        "to combine (default: --by role --by purpose)",
     )
     add_json(metrics, "print the report as JSON")
     metrics.add_argument(
@@ -226,7 +268,11 @@ def add_metrics(commands: Commands) -> None:
 def add_demo(commands: Commands) -> None:
     """Declare ``demo`` and its flags."""
     run_demo = commands.add_parser(
-        "demo", help="run a team (dry run, no model) on requests with long histories"
+        "demo",
+        help="run a team (dry run, no model) on requests with long histories",
+        description="Build a workspace with three requests whose records hold long histories, "
+        "run the team on them with the dry-run backend (no model) and print, per prompt, what "
+        "compaction kept and saved. --keep DIR keeps the workspace to explore.",
     )
     run_demo.add_argument(
         "--keep",

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.answer_reading import AnswerRead, AnswerReading, read_answer
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
 __all__ = [
     "COMMIT_STATUSES",
@@ -94,7 +94,6 @@ _EXAMPLES: dict[str, Any] = {
     "summary": "one or two sentences on what you did and found",
     "insights": ["facts the next role needs"],
     "artifacts": ["paths you created or changed"],
-    "next_role": f"one of {', '.join(ROLES)}, or empty to finish",
     "subject": "what would be researched",
     "research_query": "the query to run, or empty when not needed",
     "reason_code": "local_context_sufficient | missing_facts | outdated_facts",
@@ -102,7 +101,6 @@ _EXAMPLES: dict[str, Any] = {
 _RESEARCH_EXAMPLES = {
     "needed": False,
     "summary": "one sentence on the decision",
-    "next_role": "planner",
 }
 
 # How an issue names the JSON type a field must have.
@@ -140,9 +138,24 @@ def defaults_of(kind: AnswerKind) -> dict[str, Any]:
     return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
 
 
-def contract_shape(kind: AnswerKind, request_id: str, role: str) -> dict[str, Any]:
-    """An example answer of the right shape, shown to the model in every prompt."""
-    examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if kind == "research_decision" else {})}
+def _next_role_example(next_roles: NextRoles, research: bool) -> str:
+    """What the example shape says of ``next_role``: the roles it may name."""
+    if research and "planner" in next_roles.roles:
+        return "planner"  # the research gate's example names a role, as upstream's does
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.roles:
+        return "empty: this role finishes the request"
+    return f"one of {roles}, or empty to finish" if next_roles.finish else f"one of {roles}"
+
+
+def contract_shape(
+    kind: AnswerKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+) -> dict[str, Any]:
+    """An example answer of the right shape, shown to the model in every prompt; its
+    ``next_role`` names what ``next_roles`` allows (by default any built-in role)."""
+    research = kind == "research_decision"
+    examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if research else {})}
+    examples["next_role"] = _next_role_example(next_roles, research)
     shape: dict[str, Any] = {}
     for field in msgspec.structs.fields(CONTRACTS[kind]):
         if field.name == "request_id":
@@ -235,10 +248,32 @@ def _reading_issue(reading: AnswerReading) -> str:
     return "The answer is not valid JSON: send one JSON object and nothing else."
 
 
+def _next_role_issue(next_roles: NextRoles, role: str) -> str:
+    """The issue of a ``next_role`` that is none of ``next_roles``: it names those allowed
+    (and, when the role's ``hands_to`` narrows them, that it does)."""
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.limited:
+        return f"`next_role` must be empty or one of: {roles}."
+    if not next_roles.roles:
+        return f'`next_role` must be "": {role} hands the request to no role (it finishes it).'
+    if not next_roles.finish:
+        return (
+            f"`next_role` must be one of: {roles} ({role} may hand the request only to these, "
+            "and may not finish it)."
+        )
+    return f"`next_role` must be empty or one of: {roles} ({role} may hand only to these)."
+
+
 def validate_reading(
-    reading: AnswerReading, *, kind: AnswerKind, request_id: str, role: str
+    reading: AnswerReading,
+    *,
+    kind: AnswerKind,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
 ) -> Validated:
-    """Check an answer read by ``read_answer`` against the contract of ``kind``.
+    """Check an answer read by ``read_answer`` against the contract of ``kind``; its
+    ``next_role`` must be one of ``next_roles`` (by default any built-in role, or none).
 
     The answer is ``None`` when there are issues, and the issues are all of them (the repair
     prompt shows the model every one). Issue texts name keys, never echo values. Keys the
@@ -257,8 +292,8 @@ def validate_reading(
         issues.append(f'`role` must be "{role}".')
     next_role = answer.get("next_role")
     next_role = "" if next_role is None else next_role
-    if not isinstance(next_role, str) or next_role not in ("", *ROLES):
-        issues.append(f"`next_role` must be empty or one of: {', '.join(ROLES)}.")
+    if not next_roles.allows(next_role):
+        issues.append(_next_role_issue(next_roles, role))
     issues += _kind_issues(answer, kind)
     issues += _type_issues(answer, kind)
     if issues:
@@ -269,9 +304,16 @@ def validate_reading(
 
 
 def validate_answer(
-    text: str, *, kind: AnswerKind, request_id: str, role: str
+    text: str,
+    *,
+    kind: AnswerKind,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it;
     returns the answer (defaults filled, ``None`` when there are issues) and the issues."""
-    checked = validate_reading(read_answer(text), kind=kind, request_id=request_id, role=role)
+    checked = validate_reading(
+        read_answer(text), kind=kind, request_id=request_id, role=role, next_roles=next_roles
+    )
     return checked.answer, checked.issues

@@ -34,5 +34,6 @@ def iso_of(unix_time: float) -> str:
 
 
 def count_of(count: int, noun: str) -> str:
-    """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``."""
-    return f"{count} {noun if count == 1 else noun + 's'}"
+    """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``,
+    ``1,200 prompts`` (grouped as the tables group theirs)."""
+    return f"{count:,} {noun if count == 1 else noun + 's'}"

@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
-__all__ = ["ModelReply", "TokenUsage"]
+__all__ = ["FINISH_REASONS", "FinishReason", "ModelReply", "TokenUsage", "finish_reason_of"]
+
+# Why a model server says the answer ended (``finish_reason``): a natural stop, its token
+# limit (``max_tokens``, or the server's own), its content filter, a tool or function call.
+# Any other name a server sends is "other": the reason is logged and recorded, so it holds
+# nothing the server chose beyond these fixed names.
+FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "function_call", "other"]
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "stop",
+    "length",
+    "content_filter",
+    "tool_calls",
+    "function_call",
+    "other",
+)
+
+
+def finish_reason_of(value: object) -> FinishReason | None:
+    """The ``FinishReason`` a server's ``finish_reason`` names; ``None`` for none (absent,
+    null, empty or not a string)."""
+    if not isinstance(value, str) or not value:
+        return None
+    name = value.lower()
+    for reason in FINISH_REASONS:
+        if name == reason:
+            return reason
+    return "other"
 
 
 class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,3 +56,6 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
     # When the answer's first text arrived (``anyio.current_time()``); None when the backend
     # cannot tell (a command, the dry run).
     first_token_at: float | None = None
+    # Why the server says the answer ended; None when it did not say (a command, the dry run,
+    # a stream that ended with [DONE] alone).
+    finish_reason: FinishReason | None = None

@@ -5,7 +5,8 @@ the ``response_format`` forms), the server-sent-event stream of the answer and i
 
 Only the fields the runtime uses are decoded (``choices[].delta.content``, ``finish_reason``,
 ``usage``, ``error``); servers add many others, which are ignored. ``usage`` is only counted,
-so a usage that cannot be counted is no usage, never a reason to throw an answer away.
+so a usage that cannot be counted is no usage, never a reason to throw an answer away; a
+``finish_reason`` is reduced to the fixed names of ``model_replies.FinishReason``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
-from teams_runtime.codecs.model_replies import TokenUsage
+from teams_runtime.codecs.model_replies import FinishReason, TokenUsage, finish_reason_of
 
 __all__ = [
     "DONE",
@@ -87,9 +88,14 @@ class ChatChunk(msgspec.Struct, frozen=True):
         raw = bytes(self.error)
         return None if raw in (b"", b"null") else raw.decode("utf-8", "replace")
 
-    def finished(self) -> bool:
-        """Whether a choice says the answer is complete (``finish_reason`` set)."""
-        return any(choice.finish_reason for choice in self.choices or ())
+    def finish_reason(self) -> FinishReason | None:
+        """Why a choice says the answer ended (the first ``finish_reason`` set: one choice is
+        asked for); ``None`` while the answer goes on."""
+        for choice in self.choices or ():
+            reason = finish_reason_of(choice.finish_reason)
+            if reason is not None:
+                return reason
+        return None
 
     def token_usage(self) -> TokenUsage | None:
         """The usage the server reported, when it gave both counts as counts."""

@@ -11,10 +11,15 @@ The key is ``<provider>/<model>``, exactly as a rate card is keyed:
 
 from __future__ import annotations
 
-from teams_runtime.codecs.config import ModelConfig, RateCard, TelemetryConfig
+from collections.abc import Sequence
+
+from teams_runtime.codecs.config import ModelConfig, RateCard, TeamConfig, TelemetryConfig
 from teams_runtime.codecs.model_replies import TokenUsage
 
-__all__ = ["call_cost", "card_for", "input_cost", "rate_key"]
+__all__ = ["call_cost", "card_for", "input_cost", "rate_card_notes", "rate_key"]
+
+_DRY_RUN_KEY = "dry_run/dry_run"  # needs no card: it costs nothing
+_CARDS = "team_runtime.yaml telemetry.rate_cards"
 
 _PER_MILLION = 1_000_000
 
@@ -25,7 +30,7 @@ def rate_key(model: ModelConfig) -> str:
         return f"{model.openai.provider}/{model.openai.model}"
     if model.backend == "command":
         return f"command/{model.name or 'default'}"
-    return "dry_run/dry_run"
+    return _DRY_RUN_KEY
 
 
 def card_for(telemetry: TelemetryConfig, model: ModelConfig) -> RateCard | None:
@@ -59,3 +64,41 @@ def call_cost(card: RateCard | None, usage: TokenUsage | None, *, answered: bool
     cached = usage.cached_prompt_tokens or 0
     output = usage.completion_tokens * card.output_per_million_usd / _PER_MILLION
     return input_cost(card, usage.prompt_tokens, cached) + output
+
+
+def rate_card_notes(config: TeamConfig, roles: Sequence[str]) -> list[str]:
+    """One line for each rate card that prices none of ``roles``' calls (its key matches no
+    role's), and one naming the roles no card prices with the key their calls use: a key
+    off by its provider half is otherwise silently never used. Nothing without rate cards."""
+    cards = config.telemetry.rate_cards
+    if not cards:
+        return []
+    keys = {role: rate_key(config.model_for(role)) for role in roles}
+    notes = []
+    unused = [key for key in cards if key not in keys.values()]
+    if unused:
+        notes.append(
+            f"{_CARDS} {', '.join(unused)} {'matches' if len(unused) == 1 else 'match'} no "
+            f"role's model: the roles' calls use {', '.join(sorted(set(keys.values())))} (a key "
+            "is <provider>/<model>, model.openai.provider openai unless set)."
+        )
+    unpriced: dict[str, list[str]] = {}
+    for role, key in keys.items():
+        if key not in cards and key != _DRY_RUN_KEY:
+            unpriced.setdefault(key, []).append(role)
+    if unpriced:
+        named = [f"{key} ({_which(names, roles)})" for key, names in unpriced.items()]
+        notes.append(f"{_CARDS} has no card for {', '.join(named)}: their calls' cost_usd is null.")
+    if not config.telemetry.enabled:
+        notes.append("team_runtime.yaml telemetry.enabled is false: the rate cards price nothing.")
+    return notes
+
+
+def _which(names: list[str], roles: Sequence[str]) -> str:
+    """``names`` of ``roles`` said shortly: ``every role``, ``every role but qa``, or them."""
+    others = [role for role in roles if role not in names]
+    if not others:
+        return "every role"
+    if len(others) < len(names):
+        return f"every role but {', '.join(others)}"
+    return ", ".join(names)

@@ -27,5 +27,5 @@ KIND_NAMES: dict[str, PromptKind] = {
     "repair": "repair",
 }
 
-# What `teams-runtime metrics --by` can group by.
-GROUP_KEYS = ("role", "purpose", "enabled", "model", "day")
+# What `teams-runtime metrics --by` can group by (day and hour: the record's own local ones).
+GROUP_KEYS = ("role", "purpose", "enabled", "model", "day", "hour")

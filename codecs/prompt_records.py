@@ -1,7 +1,9 @@
 """The structured, content-free record written for every prompt a role sends.
 
 Schema 2 adds what a call cost and how it went (``model`` .. ``outcome``); a schema-1 line
-still reads, those fields ``None``.
+still reads, those fields ``None``. ``finish_reason`` came later within schema 2: optional, so
+a line without it reads (``None``), and a reader that does not know it ignores it (msgspec
+skips unknown fields).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from teams_runtime.codecs.answer_reading import AnswerRead
+from teams_runtime.codecs.model_replies import FinishReason
 
 __all__ = [
     "ATTEMPT_KINDS",
@@ -76,6 +79,9 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # By the model's rate card; None without one (or a token card without reported usage).
     cost_usd: Annotated[float, msgspec.Meta(ge=0)] | None = None
     outcome: CallOutcome | None = None
+    # Why the model server said the answer ended (``model_replies.FINISH_REASONS``); None when
+    # it did not say (a command, the dry run, a stream without one) or the call failed first.
+    finish_reason: FinishReason | None = None
 
 
 _ENCODER = msgspec.json.Encoder()

@@ -3,8 +3,9 @@ rules (``contract``), so the schema and the validator cannot drift.
 
 ``contract_schema`` accepts exactly what ``validate_answer`` accepts (a test checks it on
 examples both ways): ``request_id`` and ``role`` fixed to the call's values, ``next_role`` one
-of the team's roles or ``""`` (or null), the statuses as enums, every typed field typed, the
-required fields required, and any other key allowed (the contract keeps unknown keys).
+of the roles the answering role may hand to, or ``""`` (or null) when it may finish, the
+statuses as enums, every typed field typed, the required fields required, and any other key
+allowed (the contract keeps unknown keys).
 
 ``generation_schema`` is what a model server is sent to hold its model to the contract. It is
 the same schema with one change: "a string with more than whitespace in it" is the regular
@@ -20,7 +21,7 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.contract import CONTRACTS, NON_EMPTY, NULLABLE, AnswerKind
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
 __all__ = ["SCHEMA_NAMES", "contract_schema", "generation_schema"]
 
@@ -39,14 +40,18 @@ def _json_type(annotation: Any) -> str:
     return _JSON_TYPES[origin if isinstance(origin, type) else annotation]
 
 
-def _field_schema(field: msgspec.structs.FieldInfo, request_id: str, role: str) -> dict[str, Any]:
+def _field_schema(
+    field: msgspec.structs.FieldInfo, request_id: str, role: str, next_roles: NextRoles
+) -> dict[str, Any]:
     name = field.name
     if name == "request_id":
         return {"type": "string", "const": request_id}
     if name == "role":
         return {"type": "string", "const": role}
+    if name == "next_role" and next_roles.finish:  # null reads as "": no next role
+        return {"type": ["string", "null"], "enum": [*next_roles.values, None]}
     if name == "next_role":
-        return {"type": ["string", "null"], "enum": ["", *ROLES, None]}
+        return {"type": "string", "enum": list(next_roles.values)}
     if get_origin(field.type) is Literal:
         return {"type": "string", "enum": list(get_args(field.type))}
     kind = _json_type(field.type)
@@ -57,19 +62,31 @@ def _field_schema(field: msgspec.structs.FieldInfo, request_id: str, role: str) 
     return {"type": kind}
 
 
-def contract_schema(kind: AnswerKind, *, request_id: str, role: str) -> dict[str, Any]:
-    """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``."""
+def contract_schema(
+    kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+) -> dict[str, Any]:
+    """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``, whose
+    ``next_role`` is one of ``next_roles`` (by default any built-in role, or none)."""
     fields = msgspec.structs.fields(CONTRACTS[kind])
     return {
         "type": "object",
-        "properties": {field.name: _field_schema(field, request_id, role) for field in fields},
-        "required": [field.name for field in fields if field.required],
+        "properties": {
+            field.name: _field_schema(field, request_id, role, next_roles) for field in fields
+        },
+        # A role that may not finish must name its next role (left out, it reads as "").
+        "required": [
+            field.name
+            for field in fields
+            if field.required or (field.name == "next_role" and not next_roles.finish)
+        ],
     }
 
 
-def generation_schema(kind: AnswerKind, *, request_id: str, role: str) -> dict[str, Any]:
+def generation_schema(
+    kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+) -> dict[str, Any]:
     """``contract_schema`` as model servers can take it (see the module's doc)."""
-    schema = contract_schema(kind, request_id=request_id, role=role)
+    schema = contract_schema(kind, request_id=request_id, role=role, next_roles=next_roles)
     for value in schema["properties"].values():
         if value.pop("pattern", None) is not None:
             value["minLength"] = 1

@@ -1,8 +1,9 @@
 """One group of a metrics report: the sums, counts and distributions of its prompt records.
 
 Every number is kept as counted or computed (never rounded: ``metrics --json`` carries them
-as they are; the table rounds for reading). Memory per group is its sums plus 8 bytes per
-record for each distribution (prompt sizes, latencies).
+as they are; the table rounds for reading). A figure with nothing to compute it from is
+``None`` (no call reported usage, none was priced): unknown, not zero. Memory per group is
+its sums plus 8 bytes per record for each distribution (prompt sizes, latencies).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.pricing import input_cost
 from teams_runtime.codecs.prompt_records import PromptRecord
 
-__all__ = ["CallGroup", "quantile"]
+__all__ = ["CallGroup", "full_history_tokens", "quantile"]
 
 
 def quantile(ordered: list[float] | list[int], share: float) -> float | None:
@@ -24,6 +25,15 @@ def quantile(ordered: list[float] | list[int], share: float) -> float | None:
     if not ordered:
         return None
     return ordered[max(math.ceil(share * len(ordered)) - 1, 0)]
+
+
+def full_history_tokens(record: PromptRecord) -> float | None:
+    """The input tokens ``record``'s prompt would have taken with its full history, by the
+    call's own tokens per character (so each model's tokenizer); ``None`` without reported
+    input tokens (or characters to divide by)."""
+    if record.prompt_tokens is None or not record.prompt_chars:
+        return None
+    return record.full_history_chars * record.prompt_tokens / record.prompt_chars
 
 
 @dataclass
@@ -42,6 +52,10 @@ class CallGroup:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # The calls whose server said how much of their input was cached, and that input: the
+    # cached ratio is over them alone (a server that never says is not "0% cached").
+    prompts_with_cached_tokens: int = 0
+    cached_base_tokens: int = 0
     priced_calls: int = 0  # calls with a cost (a rate card priced them)
     cost_usd: float = 0.0
     retries: int = 0
@@ -49,12 +63,15 @@ class CallGroup:
     invalid: int = 0
     failures: int = 0  # failed calls and calls given up while their server was away
     server_away: int = 0
+    # Calls by the finish reason their server gave (records without one are not counted).
+    finish_reasons: dict[str, int] = field(default_factory=dict)
     # What the prompts would have taken with their full history, estimated per call from its
     # own tokens per character (calls with usage only), and the cost of that (priced calls).
     full_history_tokens: float = 0.0
     estimated_calls: int = 0
     estimated_prompt_tokens: int = 0  # what those calls took
     full_history_cost_usd: float = 0.0
+    estimated_priced_calls: int = 0
     estimated_cost_usd: float = 0.0  # what the priced ones of them cost
     sizes: array[int] = field(default_factory=lambda: array("q"))
     latencies: array[float] = field(default_factory=lambda: array("d"))
@@ -76,6 +93,9 @@ class CallGroup:
         self.invalid += record.outcome == "invalid"
         self.failures += record.outcome in ("failed", "server_away")
         self.server_away += record.outcome == "server_away"
+        if record.finish_reason is not None:
+            reasons = self.finish_reasons
+            reasons[record.finish_reason] = reasons.get(record.finish_reason, 0) + 1
         if record.latency_ms is not None:
             self.latencies.append(record.latency_ms)
         if record.first_token_ms is not None:
@@ -87,28 +107,38 @@ class CallGroup:
             self.prompts_with_usage += 1
             self.prompt_tokens += record.prompt_tokens
             self.completion_tokens += record.completion_tokens
-            self.cached_prompt_tokens += record.cached_prompt_tokens or 0
-            self._estimate(record, record.prompt_tokens, card)
+            if record.cached_prompt_tokens is not None:
+                self.prompts_with_cached_tokens += 1
+                self.cached_prompt_tokens += record.cached_prompt_tokens
+                self.cached_base_tokens += record.prompt_tokens
+        if record.prompt_tokens is not None:  # (the estimate needs only the input tokens)
+            self._estimate(record, card)
 
-    def _estimate(self, record: PromptRecord, tokens: int, card: RateCard | None) -> None:
-        if not record.prompt_chars:
+    def _estimate(self, record: PromptRecord, card: RateCard | None) -> None:
+        tokens, full = record.prompt_tokens, full_history_tokens(record)
+        if tokens is None or full is None:
             return
-        full = record.full_history_chars * tokens / record.prompt_chars
         self.full_history_tokens += full
         self.estimated_calls += 1
         self.estimated_prompt_tokens += tokens
-        if record.cost_usd is not None:
+        # Priced by its card now: without one, what the extra tokens cost is unknown.
+        if record.cost_usd is not None and card is not None:
+            self.estimated_priced_calls += 1
             self.estimated_cost_usd += record.cost_usd
             # The history compaction left out would have been new, uncached input.
-            extra = input_cost(card, max(full - tokens, 0.0)) if card is not None else 0.0
+            extra = input_cost(card, max(full - tokens, 0.0))
             self.full_history_cost_usd += record.cost_usd + extra
 
     def as_dict(self) -> dict[str, Any]:
-        """The group's figures, unrounded."""
+        """The group's figures, unrounded; ``None`` where nothing reported them."""
         per_prompt = max(self.prompts, 1)
         sizes = sorted(self.sizes)
         latencies = sorted(self.latencies)
         saving = 1 - self.prompt_chars / self.full_history_chars if self.full_history_chars else 0.0
+        usage = self.prompts_with_usage > 0
+        cached = self.prompts_with_cached_tokens > 0
+        estimated = self.estimated_calls > 0
+        estimated_cost = self.estimated_priced_calls > 0
         return {
             "prompts": self.prompts,
             "eligible": self.eligible,
@@ -125,17 +155,18 @@ class CallGroup:
             "mean_included_events": self.included_events / per_prompt,
             "saving_percent": float(100 * saving),
             "prompts_with_usage": self.prompts_with_usage,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "prompt_tokens": self.prompt_tokens if usage else None,
+            "completion_tokens": self.completion_tokens if usage else None,
+            "prompts_with_cached_tokens": self.prompts_with_cached_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens if cached else None,
             "cached_ratio": (
-                self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
+                self.cached_prompt_tokens / self.cached_base_tokens
+                if self.cached_base_tokens
+                else None
             ),
-            "mean_prompt_tokens": (
-                self.prompt_tokens / self.prompts_with_usage if self.prompts_with_usage else None
-            ),
+            "mean_prompt_tokens": self.prompt_tokens / self.prompts_with_usage if usage else None,
             "priced_calls": self.priced_calls,
-            "cost_usd": self.cost_usd,
+            "cost_usd": self.cost_usd if self.priced_calls else None,
             "latency_p50_ms": quantile(latencies, 0.5),
             "latency_p95_ms": quantile(latencies, 0.95),
             "latency_max_ms": latencies[-1] if latencies else None,
@@ -145,9 +176,18 @@ class CallGroup:
             "invalid": self.invalid,
             "failures": self.failures,
             "server_away": self.server_away,
+            "truncated": self.finish_reasons.get("length", 0),
+            "finish_reasons": dict(sorted(self.finish_reasons.items())),
             "estimated_calls": self.estimated_calls,
-            "full_history_prompt_tokens_estimate": self.full_history_tokens,
-            "saved_prompt_tokens_estimate": self.full_history_tokens - self.estimated_prompt_tokens,
-            "full_history_cost_usd_estimate": self.full_history_cost_usd,
-            "saved_cost_usd_estimate": self.full_history_cost_usd - self.estimated_cost_usd,
+            "full_history_prompt_tokens_estimate": self.full_history_tokens if estimated else None,
+            "saved_prompt_tokens_estimate": (
+                self.full_history_tokens - self.estimated_prompt_tokens if estimated else None
+            ),
+            "estimated_priced_calls": self.estimated_priced_calls,
+            "full_history_cost_usd_estimate": (
+                self.full_history_cost_usd if estimated_cost else None
+            ),
+            "saved_cost_usd_estimate": (
+                self.full_history_cost_usd - self.estimated_cost_usd if estimated_cost else None
+            ),
         }

@@ -15,7 +15,7 @@ Nothing logged here ever holds prompt, event, payload or envelope text.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loguru import logger
@@ -51,8 +51,10 @@ def configure_logging(
     *,
     console_level: str = "INFO",
     console: Callable[[str], None] | None = None,
+    roles: Sequence[str] = ROLES,
 ) -> None:
-    """Add the CLI's sinks (replacing any) and turn the library's logging on.
+    """Add the CLI's sinks (replacing any) and turn the library's logging on: a log file for
+    each of ``roles`` (the team's, ``TeamConfig.cast``; by default the built-in eight).
 
     Console lines go to stderr, or to ``console`` (a live view prints them above itself, so
     the two never garble each other)."""
@@ -70,13 +72,13 @@ def configure_logging(
         return
     logs = workspace.logs_dir
     ensure_folder(logs, workspace.runtime_dir)  # a linked logs folder is refused
-    for name in (*(f"{role}.log" for role in ROLES), PROMPT_LOG_NAME):
+    for name in (*(workspace.role_log(role).name for role in roles), PROMPT_LOG_NAME):
         if (logs / name).is_symlink():  # loguru would write through it
             raise RecordError(
                 f"{logs / name} is a symbolic link; teams-runtime never writes through links "
                 "under .teams_runtime/ (remove the link, then retry)."
             )
-    for role in ROLES:
+    for role in roles:
         logger.add(
             workspace.role_log(role),
             level="INFO",

@@ -2,7 +2,9 @@
 
 ``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
 with msgspec; malformed or torn lines are counted and skipped. Memory holds one small
-aggregate per group (``call_groups``) and a few sums per request.
+aggregate per group (``call_groups``) and a few sums per request. ``matching_records`` is the
+one place records are filtered (``aggregate`` and ``--chart`` read through it), and
+``group_value`` the one place a record's group is named.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ __all__ = [
     "MetricsReport",
     "Skipped",
     "aggregate",
+    "group_value",
     "log_files",
-    "passes",
+    "matching_records",
     "read_records",
 ]
 
@@ -87,7 +90,8 @@ class MetricsReport(msgspec.Struct, kw_only=True):
     skipped_lines: int
 
 
-def _group_value(record: PromptRecord, key: str) -> Any:
+def group_value(record: PromptRecord, key: str) -> Any:
+    """The value ``record`` has for a ``--by`` key (``GROUP_KEYS``)."""
     match key:
         case "role":
             return record.role
@@ -97,6 +101,8 @@ def _group_value(record: PromptRecord, key: str) -> Any:
             return record.enabled
         case "model":
             return record.model or "unknown"  # a schema-1 record does not say
+        case "hour":  # as the record's own (local, with offset) date and hour
+            return f"{record.timestamp[:10]} {record.timestamp[11:13]}h"
         case _:  # day, as the record's own (local, with offset) date
             return record.timestamp[:10]
 
@@ -118,22 +124,39 @@ class _Request:
             self.priced_calls += 1
             self.cost_usd += record.cost_usd
 
+    def row(self) -> dict[str, Any]:
+        """Its figures; ``None`` for a sum that no call reported (unknown, not zero)."""
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens if self.calls_with_usage else None,
+            "calls_with_usage": self.calls_with_usage,
+            "cost_usd": self.cost_usd if self.priced_calls else None,
+            "priced_calls": self.priced_calls,
+        }
+
 
 def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The completed requests' sums and means; a mean is ``None`` when no call of theirs had
+    what it needs (usage, a price): unknown, not zero."""
     done = [row for row in requests if row.get("status") == "completed"]
     count = len(done)
-    tokens = sum(row["prompt_tokens"] for row in done)
-    cost = sum(row["cost_usd"] for row in done)
+    with_usage = sum(row["calls_with_usage"] for row in done)
+    priced = sum(row["priced_calls"] for row in done)
+    tokens = sum(row["prompt_tokens"] or 0 for row in done) if with_usage else None
+    cost = sum(row["cost_usd"] or 0.0 for row in done) if priced else None
     return {
         "requests": count,
+        "calls": sum(row["calls"] for row in done),
+        "calls_with_usage": with_usage,
+        "priced_calls": priced,
         "prompt_tokens": tokens,
         "cost_usd": cost,
-        "mean_prompt_tokens": tokens / count if count else None,
-        "mean_cost_usd": cost / count if count else None,
+        "mean_prompt_tokens": tokens / count if tokens is not None else None,
+        "mean_cost_usd": cost / count if cost is not None else None,
     }
 
 
-def passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
+def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
     """Whether ``record`` counts; ``None`` when its timestamp cannot be placed."""
     if filters.role is not None and record.role != filters.role:
         return False
@@ -149,6 +172,20 @@ def passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bo
     return True
 
 
+def matching_records(
+    files: Iterable[Path], filters: Filters, skipped: Skipped
+) -> Iterator[PromptRecord]:
+    """The records of ``files`` that pass ``filters``; one whose timestamp cannot be placed
+    against ``since`` counts as a skipped line."""
+    since = datetime.fromisoformat(filters.since) if filters.since else None
+    for record in read_records(files, skipped):
+        counted = _passes(record, filters, since)
+        if counted is None:
+            skipped.lines += 1
+        if counted:
+            yield record
+
+
 def aggregate(
     files: Iterable[Path],
     filters: Filters,
@@ -161,25 +198,19 @@ def aggregate(
     ``rate_cards`` price the full-history estimate (the records carry their own costs);
     ``status_of`` gives a request's status now (what ``completed_requests`` counts)."""
     cards = rate_cards or {}
-    since = datetime.fromisoformat(filters.since) if filters.since else None
     skipped = Skipped()
     totals = CallGroup()
     groups: dict[tuple[Any, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
-    for record in read_records(files, skipped):
-        counted = passes(record, filters, since)
-        if counted is None:
-            skipped.lines += 1
-        if not counted:
-            continue
+    for record in matching_records(files, filters, skipped):
         card = cards.get(record.model) if record.model is not None else None
         totals.add(record, card)
-        key = tuple(_group_value(record, name) for name in by)
+        key = tuple(group_value(record, name) for name in by)
         groups.setdefault(key, CallGroup()).add(record, card)
         requests.setdefault(record.request_id, _Request()).add(record)
     rows = []
     for request_id, request in sorted(requests.items()):
-        row: dict[str, Any] = {"request_id": request_id, **request.__dict__}
+        row: dict[str, Any] = {"request_id": request_id, **request.row()}
         if status_of is not None:
             row["status"] = status_of(request_id)
         rows.append(row)

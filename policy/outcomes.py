@@ -17,17 +17,20 @@ from typing import Any
 
 import msgspec
 
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.contract import ContractFailure, RoleResult
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
 
 __all__ = [
     "ENDED",
+    "FAILED_ENVELOPE",
     "MAX_REPAIRS",
     "OutcomePlan",
     "RequestState",
     "as_ended",
     "contract_failure",
+    "envelope_kept",
     "follow_up_id",
     "hops_of",
     "plan_cancel",
@@ -43,6 +46,8 @@ __all__ = [
 
 MAX_REPAIRS = 2
 ENDED = ("cancelled", "failed")  # statuses after which a request's envelopes are not handled
+# The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
+FAILED_ENVELOPE = "failed_envelope"
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,6 +88,14 @@ class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
     drop_queued: bool = False
 
 
+def envelope_kept(envelope: MessageEnvelope) -> dict[str, Any]:
+    """The envelope as a failing outcome keeps it in the record (``FAILED_ENVELOPE``): every
+    field but the trace context, which belongs to the run that queued it."""
+    kept: dict[str, Any] = msgspec.to_builtins(envelope)
+    kept.pop("traceparent", None)
+    return kept
+
+
 def follow_up_id(envelope_id: str, next_role: str) -> str:
     """The id of the envelope an outcome queues: the same on every delivery of its parent, so a
     duplicate of it is recognised like its parent was."""
@@ -119,11 +132,12 @@ def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
 
 
 def _hand_off(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int
+    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int, cast: Cast
 ) -> OutcomePlan:
     next_role: str = result["next_role"]
-    event_type = "version_control_requested" if next_role == "version_controller" else "delegated"
-    report = _report(role, result, now)
+    commit = cast.is_version_control(next_role)  # the version controller, or a role like it
+    event_type = "version_control_requested" if commit else "delegated"
+    report = _report(role, result, now, cast)
     hand_off = {
         "timestamp": now,
         "type": event_type,
@@ -139,7 +153,7 @@ def _hand_off(
         "next_role": next_role,
         "hops": hops + 1,
     }
-    if next_role == "version_controller":
+    if commit:
         updates["version_control"] = {
             "mode": "commit",
             "scope": envelope.scope,
@@ -162,10 +176,11 @@ def _hand_off(
     return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
 
 
-def _report(role: str, result: dict[str, Any], now: str) -> dict[str, Any]:
+def _report(role: str, result: dict[str, Any], now: str, cast: Cast) -> dict[str, Any]:
+    committed = cast.is_version_control(role)
     return {
         "timestamp": now,
-        "type": "version_control_completed" if role == "version_controller" else "role_report",
+        "type": "version_control_completed" if committed else "role_report",
         "actor": role,
         "summary": result["summary"],
         "payload": result,
@@ -180,17 +195,20 @@ def plan_outcome(
     *,
     hops: int = 0,
     max_hops: int = 40,
+    cast: Cast = DEFAULT_CAST,
 ) -> OutcomePlan:
     """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
     adds a hand-off event and the envelope for that role.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
     with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
+    ``cast`` (the team) says which roles commit: a hand-off to one asks for a commit, and its
+    report is a ``version_control_completed`` event.
     """
     if result["next_role"] and hops + 1 > max_hops:
-        return _hop_limit(role, result, now, hops, max_hops)
+        return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
     if result["next_role"]:
-        return _hand_off(role, envelope, result, now, hops)
+        return _hand_off(role, envelope, result, now, hops, cast)
     updates = {
         "result": result,
         "updated_at": now,
@@ -198,11 +216,19 @@ def plan_outcome(
         "current_role": role,
         "next_role": "",
     }
-    return OutcomePlan(events=[_report(role, result, now)], updates=updates)
+    if result["status"] == "failed":  # kept for `retry`: this step is what it asks again
+        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
+    return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
 
 
 def _hop_limit(
-    role: str, result: dict[str, Any], now: str, hops: int, max_hops: int
+    role: str,
+    envelope: MessageEnvelope,
+    result: dict[str, Any],
+    now: str,
+    hops: int,
+    max_hops: int,
+    cast: Cast,
 ) -> OutcomePlan:
     stop = {
         "timestamp": now,
@@ -219,8 +245,10 @@ def _hop_limit(
         "status": "failed",
         "current_role": role,
         "next_role": "",
+        FAILED_ENVELOPE: envelope_kept(envelope),
     }
-    return OutcomePlan(events=[_report(role, result, now), stop], updates=updates, drop_queued=True)
+    report = _report(role, result, now, cast)
+    return OutcomePlan(events=[report, stop], updates=updates, drop_queued=True)
 
 
 def as_ended(plan: OutcomePlan) -> OutcomePlan:
@@ -248,8 +276,11 @@ def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
     return OutcomePlan(events=[event], updates=updates, drop_queued=True)
 
 
-def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
-    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free)."""
+def plan_model_failure(
+    role: str, reason: str, now: str, envelope: MessageEnvelope | None = None
+) -> OutcomePlan:
+    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free), and the
+    ``envelope`` whose call failed, for ``retry`` (``FAILED_ENVELOPE``)."""
     event = {
         "timestamp": now,
         "type": "model_failed",
@@ -257,7 +288,9 @@ def plan_model_failure(role: str, reason: str, now: str) -> OutcomePlan:
         "summary": f"the model failed for the {role} role",
         "payload": {"from_role": role, "reason": reason},
     }
-    updates = {"status": "failed", "current_role": role, "updated_at": now}
+    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
+    if envelope is not None:
+        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
     return OutcomePlan(events=[event], updates=updates)
 
 
@@ -295,9 +328,14 @@ _HAND_OFFS = ("delegated", "version_control_requested")
 
 
 def recorded_follow_up(
-    role: str, envelope: MessageEnvelope, recorded: list[dict[str, Any]], now: str
+    role: str,
+    envelope: MessageEnvelope,
+    recorded: list[dict[str, Any]],
+    now: str,
+    cast: Cast = DEFAULT_CAST,
 ) -> MessageEnvelope | None:
-    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events."""
+    """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events
+    (``None`` if it handed on nothing, or to a role ``cast`` no longer has)."""
     if not any(isinstance(e, dict) and e.get("type") in _HAND_OFFS for e in recorded):
         return None
     report = next((e for e in recorded if isinstance(e.get("payload"), dict)), None)
@@ -306,4 +344,6 @@ def recorded_follow_up(
     result = report["payload"]
     if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
         return None
-    return plan_outcome(role, envelope, result, now, max_hops=1 << 30).follow_up
+    if result["next_role"] not in cast.roles:
+        return None
+    return plan_outcome(role, envelope, result, now, max_hops=1 << 30, cast=cast).follow_up

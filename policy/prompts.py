@@ -12,57 +12,25 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.contract import AnswerKind, contract_shape
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
+from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.policy.projection import notice_text
 
 __all__ = [
     "KIND_NAMES",
     "PROMPT_KINDS",
     "PURPOSES",
-    "ROLE_RULES",
     "PromptBundle",
     "PromptKind",
     "answer_kind_of",
     "build_prompt",
-    "kind_for_role",
+    "next_roles_of",
 ]
-
-ROLE_RULES = {
-    "orchestrator": (
-        "Decide which role should act next and why; do not do the specialist work yourself.",
-        "Close the request (empty next_role) only when its scope is done or cannot be done.",
-    ),
-    "research": (
-        "Look for facts the team is missing; cite where each fact comes from.",
-        "Prefer local sources already checked over new external research.",
-    ),
-    "planner": (
-        "Break the scope into ordered, testable steps with a clear owner role for each.",
-        "Name risks and open questions in `insights`.",
-    ),
-    "designer": (
-        "Describe the user-facing behaviour and states; keep it consistent with the plan.",
-    ),
-    "architect": (
-        "Choose the structure and interfaces; record decisions and their reasons in `proposals`.",
-    ),
-    "developer": (
-        "Implement the planned step; list every file you changed in `artifacts`.",
-        "Hand over to qa when the change is ready to be checked.",
-    ),
-    "qa": (
-        "Check the latest work against the scope; report each failure with how to reproduce it.",
-        "Send the work back (next_role developer) when a check fails.",
-    ),
-    "version_controller": (
-        "Commit exactly the paths in `version_control`; never rewrite history.",
-        "Report `commit_status` honestly: committed, no_changes, failed or no_repo.",
-    ),
-}
 
 ROLE_TASK_TEMPLATE = """\
 You are the {role} role inside teams_runtime.
@@ -76,7 +44,7 @@ Rules:
 - Treat `Current request` as the source of truth; the envelope only says why you were called.
 - Read the latest `result` and the recent `events` before you decide.
 - Set `request_id` to "{request_id}" and `role` to "{role}".
-- Set `next_role` to the role that should act next, or "" when the request is done.
+{next_role_rule}
 
 Role rules ({role}):
 {role_rules}"""
@@ -108,7 +76,7 @@ Rules:
 - Set `request_id` to "{request_id}" and `role` to "{role}"."""
 
 RESEARCH_DECISION_TEMPLATE = """\
-You are the research role inside teams_runtime.
+You are the {role} role inside teams_runtime.
 
 Research gate: decide whether external research is needed before the team continues.
 Answer with strict JSON only: one object, no prose, no code fences, with these keys:
@@ -126,13 +94,26 @@ Local sources already checked:
 _PREVIOUS_LIMIT = 4000  # characters of an invalid answer shown back to the model
 
 
-def kind_for_role(role: str) -> PromptKind:
-    """The prompt a role gets for new work."""
-    if role == "research":
-        return "research_decision"
-    if role == "version_controller":
-        return "version_control"
-    return "task"
+def next_roles_of(role: str, cast: Cast = DEFAULT_CAST) -> NextRoles:
+    """What ``role``'s answers may name as ``next_role``: its ``hands_to`` in ``cast`` (the
+    team), else any role of the team, or none."""
+    return cast.next_roles(role) if role in cast.roles else NextRoles(roles=cast.names)
+
+
+def _next_role_rule(next_roles: NextRoles) -> str:
+    """The role task's rule on ``next_role``: the roles it may hand to, when its ``hands_to``
+    narrows them (the default team's line is unchanged)."""
+    if not next_roles.limited:
+        return '- Set `next_role` to the role that should act next, or "" when the request is done.'
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.roles:
+        return '- Set `next_role` to "": your result finishes the request.'
+    if not next_roles.finish:
+        return f"- Set `next_role` to the role that should act next: one of {roles}."
+    return (
+        f'- Set `next_role` to the role that should act next (one of {roles}), or "" when '
+        "the request is done."
+    )
 
 
 def answer_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> AnswerKind:
@@ -155,6 +136,8 @@ class PromptBundle:
     notice: str
     head: str
     envelope: MessageEnvelope | None
+    # What the answer may name as `next_role` (the contract, the schema sent with the prompt).
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES
     _streamed: list[int] = field(default_factory=lambda: [0, 0], repr=False, compare=False)
 
     @property
@@ -222,21 +205,27 @@ def build_prompt(
     repairing: PromptKind | None = None,
     errors: list[str] | None = None,
     previous: str = "",
+    cast: Cast = DEFAULT_CAST,
 ) -> PromptBundle:
-    """Build a prompt of ``kind`` for ``role`` from a projection (and the envelope).
+    """Build a prompt of ``kind`` for ``role`` of ``cast`` (the team: by default the built-in
+    one) from a projection (and the envelope): the role's rules are the cast's, and so are the
+    roles its answer may name as ``next_role``.
 
     A repair prompt names the kind it repairs, the validation errors and the previous answer;
     it carries no envelope.
     """
     answer_kind = answer_kind_of(kind, repairing)
     request_id = envelope.request_id if envelope is not None else projection.request_id
-    shape = pretty_json(contract_shape(answer_kind, request_id, role))
+    known = role in cast.roles  # a role outside the team (a direct caller's) has no rules
+    next_roles = next_roles_of(role, cast)
+    shape = pretty_json(contract_shape(answer_kind, request_id, role, next_roles))
     values = {
         "role": role,
         "request_id": request_id,
         "shape": shape,
         "sprint": _sprint(projection),
-        "role_rules": _bullets(ROLE_RULES.get(role, ())),
+        "role_rules": _bullets(cast.rules_of(role) if known else ()),
+        "next_role_rule": _next_role_rule(next_roles),
     }
     if kind == "task":
         head = ROLE_TASK_TEMPLATE.format(**values)
@@ -258,4 +247,5 @@ def build_prompt(
         notice=notice_text(projection),
         head=head,
         envelope=envelope,
+        next_roles=next_roles,
     )

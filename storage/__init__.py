@@ -19,6 +19,7 @@ from teams_runtime.storage.protocols import (
     QueueSnapshot,
     RecordRead,
     RecordStore,
+    Stray,
     WorkerLease,
     WorkQueue,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "Stray",
     "WorkQueue",
     "WorkerLease",
     "Workspace",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from teams_runtime.codecs.attempt_records import AttemptRecord, encode_attempt
-from teams_runtime.codecs.roles import check_role
+from teams_runtime.codecs.roles import check_role_name
 from teams_runtime.exceptions import RecordError
 from teams_runtime.storage.local_files import write_atomic
 from teams_runtime.storage.workspace import Workspace
@@ -26,7 +26,7 @@ def _file_name(attempt: AttemptRecord) -> str:
     if _PURPOSE.fullmatch(attempt.purpose) is None:
         raise RecordError(f"attempt purpose {attempt.purpose!r} cannot be part of a file name.")
     try:
-        role = check_role(attempt.role)
+        role = check_role_name(attempt.role)
         when = datetime.fromisoformat(attempt.time).astimezone(UTC)
     except ValueError as exc:
         raise RecordError(f"attempt not saved: {exc}") from exc

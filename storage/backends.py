@@ -24,7 +24,9 @@ from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.files.file_inbox import FileAnswerInbox
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
+from teams_runtime.storage.files.rejected_files import FileRejectedShelf
 from teams_runtime.storage.protocols import AnswerInbox, RecordStore, WorkQueue
+from teams_runtime.storage.rejected import RejectedShelf
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
@@ -45,11 +47,13 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Backend:
-    """A workspace's store, queue (as seen by one worker) and inbox, open together."""
+    """A workspace's store, queue (as seen by one worker) and inbox (of people's answers), open
+    together, and the envelopes its workers set aside (``rejected``)."""
 
     store: RecordStore
     queue: WorkQueue
     inbox: AnswerInbox
+    rejected: RejectedShelf
 
 
 @dataclass(frozen=True)
@@ -95,13 +99,14 @@ async def open_backend(
     from teams_runtime.storage.nats.nats_inbox import NatsAnswerInbox
     from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
     from teams_runtime.storage.nats.nats_store import NatsRecordStore
+    from teams_runtime.storage.nats.rejected_queue import NatsRejectedShelf
 
     async with opened as connection:
         # Its constructor asks the server (a watch of the heads): blocking, like its calls.
         store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
         queue = NatsWorkQueue(connection, worker_id=worker_id)
-        yield Backend(store, queue, NatsAnswerInbox(connection))
+        yield Backend(store, queue, NatsAnswerInbox(connection), NatsRejectedShelf(connection))
 
 
 @contextmanager
@@ -114,7 +119,7 @@ def blocking_backend(
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind != "nats":
         files = _file_backend(workspace, config, worker_id)
-        yield BlockingBackend(files.store, files.queue, files.inbox)
+        yield BlockingBackend(files.store, files.queue, files.inbox, files.rejected)
         return
     from anyio.from_thread import start_blocking_portal
 
@@ -124,15 +129,16 @@ def blocking_backend(
             open_backend(workspace, config, worker_id=worker_id)
         ) as backend,
     ):
-        yield BlockingBackend(backend.store, backend.queue, backend.inbox, portal)
+        yield BlockingBackend(backend.store, backend.queue, backend.inbox, backend.rejected, portal)
 
 
 def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | None) -> Backend:
     lease = config.queue.lease_seconds
     return Backend(
         FileRecordStore(workspace),
-        FileWorkQueue(workspace, worker_id=worker_id, lease_seconds=lease),
+        FileWorkQueue(workspace, roles=config.cast.names, worker_id=worker_id, lease_seconds=lease),
         FileAnswerInbox(workspace),
+        FileRejectedShelf(workspace, config.cast.names),
     )
 
 
@@ -149,4 +155,8 @@ def _nats_connection(config: TeamConfig) -> AbstractAsyncContextManager[NatsConn
             f"team_runtime.yaml backend.kind is nats, but the NATS client is not installed "
             f"({exc.name or exc}); install it with: {extra_install_command('nats')}."
         ) from None
-    return open_connection(config.backend.nats, queue_ack_seconds=config.queue.lease_seconds)
+    return open_connection(
+        config.backend.nats,
+        queue_ack_seconds=config.queue.lease_seconds,
+        roles=config.cast.names,  # a role consumer each
+    )

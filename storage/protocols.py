@@ -36,12 +36,22 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "Stray",
     "WorkQueue",
     "WorkerLease",
 ]
 
 
 IDEMPOTENCY_WINDOW = 256  # how many of the last events a keyed append is looked for among
+
+
+class Stray(msgspec.Struct, frozen=True, kw_only=True):
+    """Something in a store or queue that teams-runtime did not write (a file, a KV key, a
+    queue subject), skipped by every reader; ``status`` names it with ``reason``."""
+
+    where: str  # a path under .teams_runtime/, `nats:<bucket>/<key>`, `nats:<stream> <subject>`
+    reason: str  # one line: what it is not, and what becomes of it
+    envelopes: int = 0  # envelopes that wait there for no role (`purge-strays` sets them aside)
 
 
 class RecordStore(Protocol):
@@ -110,7 +120,13 @@ class RecordStore(Protocol):
         ...
 
     def list_ids(self) -> list[str]:
-        """The ids of every stored record, sorted."""
+        """The ids of every stored record, sorted (names and keys the store never writes are
+        skipped: ``strays`` lists them)."""
+        ...
+
+    def strays(self) -> list[Stray]:
+        """What ``list_ids`` skips: files or keys where records are kept that are no record's
+        (a name that is no request id, a file of another program), sorted."""
         ...
 
 
@@ -221,6 +237,16 @@ class WorkQueue(Protocol):
     def waiting(self) -> dict[str, int]:
         """Envelopes per role no worker was handed (``snapshot().waiting``), read alone: cheap
         enough for a live view's refresh."""
+        ...
+
+    def strays(self) -> list[Stray]:
+        """What every worker passes over where envelopes and leases are kept: envelopes no role
+        reads (``envelopes`` counts them), files or keys that are no envelope's or lease's."""
+        ...
+
+    def set_aside_strays(self) -> int:
+        """Move the envelopes no role reads (``strays``) to the rejected ones, each with its
+        reason; returns how many. Nothing a role reads is touched."""
         ...
 
 

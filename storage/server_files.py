@@ -14,10 +14,11 @@ from teams_runtime.codecs.server_records import (
     ServerAway,
     decode_server_away,
 )
-from teams_runtime.storage.local_files import read_file
+from teams_runtime.storage.local_files import TEMP_SUFFIX, read_file
+from teams_runtime.storage.protocols import Stray
 from teams_runtime.storage.workspace import Workspace
 
-__all__ = ["servers_away"]
+__all__ = ["server_strays", "servers_away"]
 
 
 def _running_here(record: ServerAway, host: str) -> bool:
@@ -58,3 +59,26 @@ def servers_away(workspace: Workspace) -> list[ServerAway]:
         if known is None or record.away_since < known.away_since:
             earliest[record.base_url] = record
     return [earliest[url] for url in sorted(earliest)]
+
+
+def server_strays(workspace: Workspace) -> list[Stray]:
+    """The entries of the servers folder that are no away file a worker writes (another
+    program's, or a file that is not one any more): ``servers_away`` skips them."""
+    folder = workspace.runtime_dir / SERVERS_FOLDER
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    strays = []
+    for name in names:
+        if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+            continue  # a worker writing one (atomically) right now
+        try:
+            decode_server_away(read_file(folder / name, workspace.runtime_dir))
+            if name.endswith(".json"):
+                continue
+        except (OSError, msgspec.DecodeError):
+            pass
+        reason = "not a model server's away file as a worker writes it; skipped"
+        strays.append(Stray(where=str(folder / name), reason=reason))
+    return strays

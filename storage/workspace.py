@@ -1,4 +1,5 @@
-"""Where a workspace keeps things; the only place that turns request ids into paths."""
+"""Where a workspace keeps things; the only place that turns request ids and role names into
+paths."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from teams_runtime.codecs.config import CONFIG_FILE_NAME, TeamConfig, parse_team_config
 from teams_runtime.codecs.request_ids import REQUESTS_FOLDER, check_request_id
-from teams_runtime.codecs.roles import check_role
+from teams_runtime.codecs.roles import check_role_name
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage.local_files import NotRegularFile, open_regular
 
@@ -72,16 +73,18 @@ class Workspace:
         return self.attempts_dir / check_request_id(request_id)
 
     def role_queue(self, role: str) -> Path:
-        """The folder of envelopes waiting for ``role`` (only for the team's own roles)."""
-        return self.queue_dir / check_role(role)
+        """The folder of envelopes waiting for ``role`` (only for a name a role may have:
+        whether the team has it is the queue's check)."""
+        return self.queue_dir / check_role_name(role)
 
     def role_inbox(self, role: str) -> Path:
-        """The folder of ``role``'s waiting answers (only for the team's own roles)."""
-        return self.inbox_dir / check_role(role)
+        """The folder of ``role``'s waiting answers (only for a name a role may have: whether
+        the team has it is the inbox's caller's check)."""
+        return self.inbox_dir / check_role_name(role)
 
     def role_log(self, role: str) -> Path:
-        """The text log of ``role`` (only for the team's own roles)."""
-        return self.logs_dir / f"{check_role(role)}.log"
+        """The text log of ``role`` (only for a name a role may have)."""
+        return self.logs_dir / f"{check_role_name(role)}.log"
 
     def request_path(self, request_id: str) -> Path:
         """The record file of ``request_id``, after checking the id is safe."""

@@ -1,8 +1,9 @@
 """Fixtures shared by the test modules: workspaces with a real model CLI, seeding, runs, records.
 
 Test modules never import each other; what several of them need is a fixture here. Plain
-support modules (``fake_model``, ``fake_openai_server``, ``reference``, ``strategies``,
-``scripts``) are imported.
+support modules (``support/``: ``fake_model``, ``fake_openai_server``, ``reference``,
+``strategies``, ``scripts``, ``paths``) are imported. This file sits at the top of ``tests/``
+so that its fixtures reach every test folder.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.files.file_store import create_record
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 
-from .fake_openai_server import FakeOpenAIServer
+from .support.fake_openai_server import FakeOpenAIServer
+from .support.paths import FAKE_MODEL
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ def log_messages() -> Iterator[list[Any]]:
 @pytest.fixture
 def fake_model() -> Path:
     """The model CLI the tests run as a subprocess (see its docstring for its modes)."""
-    return Path(__file__).with_name("fake_model.py")
+    return FAKE_MODEL
 
 
 @pytest.fixture

@@ -27,6 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from teams_runtime.codecs.config import parse_team_config
+from teams_runtime.codecs.model_replies import TokenUsage
+from teams_runtime.codecs.pricing import call_cost, rate_card_notes
+from teams_runtime.codecs.prompt_records import decode_prompt_record
+from teams_runtime.codecs.roles import ROLES
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"sh", "bash", "console"}
@@ -191,4 +197,44 @@ def test_shell_blocks_run_as_written(
     assert run.returncode == 0, (
         f"{page.relative_to(ROOT)}: a shell block failed (exit {run.returncode})\n"
         f"--- stdout\n{run.stdout[-4000:]}\n--- stderr\n{run.stderr[-4000:]}"
+    )
+
+
+# --- doc claims that follow from the code --------------------------------------------------
+
+
+def _fenced(page: str, language: str, after: str) -> str:
+    """The text of the first ``language`` block of ``page`` (under docs/) after ``after``."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    start = text.index(after)
+    return next(block.text for block in blocks_of(text[start:]) if block.language == language)
+
+
+def test_the_example_record_costs_what_the_example_card_says() -> None:
+    """monitoring.md's example record, priced by configuration.md's example card for its
+    model, costs exactly its cost_usd."""
+    record = decode_prompt_record(_fenced("monitoring.md", "json", "## The structured records"))
+    config = parse_team_config(
+        _fenced("configuration.md", "yaml", "### `telemetry`"), "team_runtime.yaml"
+    )
+    assert record.model is not None and record.prompt_tokens is not None
+    usage = TokenUsage(
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens or 0,
+        cached_prompt_tokens=record.cached_prompt_tokens,
+    )
+    card = config.telemetry.rate_cards[record.model]
+    assert record.cost_usd == pytest.approx(call_cost(card, usage, answered=True), rel=1e-12)
+
+
+def test_the_example_rate_cards_match_the_example_models() -> None:
+    """configuration.md's telemetry example prices every role (config notes nothing); without
+    its `provider: local`, config notes what the page shows."""
+    text = _fenced("configuration.md", "yaml", "### `telemetry`")
+    config = parse_team_config(text, "team_runtime.yaml")
+    assert rate_card_notes(config, ROLES) == []
+    shown = _fenced("configuration.md", "", "cards match no role's model and which roles")
+    without = parse_team_config(text.replace(", provider: local", ""), "team_runtime.yaml")
+    assert [f"teams-runtime: note: {note}" for note in rate_card_notes(without, ROLES)] == (
+        shown.splitlines()
     )

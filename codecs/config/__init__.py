@@ -1,16 +1,18 @@
 """The shape of ``team_runtime.yaml``: its sections, their checks and the parser of its text.
 
 One module per job: a section each (``prompt_context_section``, ``model_section``,
-``openai_section``, ``team_section``, ``queue_section``, ``backend_section``), the whole file
-and its parser (``team_config``), the refusal of unknown keys (``unknown_keys``), the checks
-several sections share (``setting_checks``), the YAML reader (``strict_yaml``) and the text
-``init`` writes (``init_text``). Reading the file from a workspace is
+``openai_section``, ``roles_section``, ``team_section``, ``queue_section``,
+``backend_section``), the team's cast (``cast_section`` reads it; ``cast`` is what the
+runtime uses), the whole file and its parser (``team_config``), the refusal of unknown keys
+(``unknown_keys``), the checks several sections share (``setting_checks``), the YAML reader
+(``strict_yaml``) and the text ``init`` writes (``init_text``). Reading the file from a workspace is
 ``storage.workspace.load_team_config``.
 """
 
 from __future__ import annotations
 
 from teams_runtime.codecs.config.backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.config.init_text import DEFAULT_CONFIG_TEXT, backend_block_text
 from teams_runtime.codecs.config.model_choices import INTERNAL_AGENTS, ModelChoice
 from teams_runtime.codecs.config.model_section import (
@@ -35,6 +37,7 @@ from teams_runtime.codecs.config.telemetry_section import RateCard, TelemetryCon
 __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
+    "DEFAULT_CAST",
     "DEFAULT_CONFIG_TEXT",
     "DEFAULT_REQUESTS_IN_FLIGHT",
     "EVENT_COUNT_LIMIT",
@@ -42,6 +45,7 @@ __all__ = [
     "RUNTIME_BODY_KEYS",
     "STRUCTURED_OUTPUT_FORMS",
     "BackendConfig",
+    "Cast",
     "DryRunConfig",
     "ModelChoice",
     "ModelConfig",

@@ -8,6 +8,7 @@ import re
 import msgspec
 
 from teams_runtime.codecs.config.setting_checks import HIGHEST_PORT, is_port
+from teams_runtime.codecs.config.value_messages import nearest
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["BACKEND_KINDS", "BackendConfig", "NatsSettings"]
@@ -94,6 +95,11 @@ class BackendConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     def __post_init__(self) -> None:
         if self.kind not in BACKEND_KINDS:
+            # The house style of a mistyped choice (value_messages), as for `model.backend`.
+            close = nearest(self.kind, list(BACKEND_KINDS))
+            guess = f"; did you mean {close}?" if close else "."
+            shown = self.kind if len(self.kind) <= 40 else self.kind[:37] + "..."
             raise ConfigError(
-                f"team_runtime.yaml backend.kind must be one of: {', '.join(BACKEND_KINDS)}."
+                f"team_runtime.yaml backend.kind {shown!r} is not one of "
+                f"{', '.join(BACKEND_KINDS)}{guess}"
             )

@@ -15,28 +15,30 @@ Each is laid over the one before it key by key, mappings (``openai``, ``env``,
 one below it. The result is checked as a whole ``model`` section would be, and an error
 names where the bad value was written.
 
-A role setting beside ``model`` (``rules``, ``hands_to``, ...) is a field of ``RoleConfig``,
-whose fields are also the keys ``check_role_keys`` accepts under ``roles.<role>`` (and, when
-the field is a Struct, inside it), plus its value read in ``roles_from_blocks``; ``config``
-prints every field as it is.
+A role setting beside ``model`` (``rules``, ``hands_to``, ``prompt_kind``, ``concurrency``) is
+a field of ``RoleConfig``, whose fields are also the keys ``check_role_keys`` accepts under
+``roles.<role>`` (and, when the field is a Struct, inside it); its value is read by
+``cast_section.role_settings``. ``config`` prints every field as it is. Which roles there are
+is ``team.roles`` (``cast_section.cast_names``): ``roles.<name>`` may name only those.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
+from teams_runtime.codecs.config.cast_section import role_settings
 from teams_runtime.codecs.config.model_choices import ModelChoice
 from teams_runtime.codecs.config.model_section import ModelConfig
 from teams_runtime.codecs.config.unknown_keys import check_keys
 from teams_runtime.codecs.config.value_messages import convert_section, nearest
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import RolePromptKind
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["RoleConfig", "check_role_keys", "roles_from_blocks"]
+__all__ = ["RoleConfig", "check_role_keys", "roles_from_blocks", "upstream_choice"]
 
 _FILE = "team_runtime.yaml"
 _PLACEHOLDERS = (("{model}", "name", "model"), ("{reasoning}", "reasoning", "reasoning"))
@@ -45,20 +47,35 @@ _NAMED_PATH = re.compile(r"team_runtime\.yaml model((?:\.[^\s.:\[]+(?:\[\d+\])?)
 
 
 class RoleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What one role runs with: its model, with every default and override applied."""
+    """What one role runs with: its model, with every default and override applied, and what
+    its prompts say of it (docs/roles.md).
+
+    ``rules`` are its "Role rules" lines; ``hands_to`` the roles it may name as ``next_role``
+    (``""``: it may finish the request; ``None``: any role of the team, or none);
+    ``prompt_kind`` the prompt it gets for new work; ``concurrency`` how many of its
+    envelopes one worker handles at once (``None``: the Team's, 4 by default)."""
 
     model: ModelConfig = ModelConfig()
+    rules: list[str] = []
+    hands_to: list[str] | None = None
+    prompt_kind: RolePromptKind = "role_task"
+    concurrency: int | None = None
 
 
-def check_role_keys(block: object) -> None:
-    """Refuse a role that is not the team's, and a key no role setting declares (before any
-    value is checked, like every other unknown key)."""
+def check_role_keys(block: object, names: Sequence[str]) -> None:
+    """Refuse a role that is not one of the team's ``names`` (``team.roles``), and a key no
+    role setting declares (before any value is checked, like every other unknown key)."""
     if not isinstance(block, Mapping):
         return
     for role, settings in block.items():
-        if role not in ROLES:
-            close = nearest(str(role), list(ROLES))
-            hint = f"did you mean {close}?" if close else f"the roles are: {', '.join(ROLES)}."
+        if role not in names:
+            close = nearest(str(role), list(names))
+            listed = ", ".join(names)
+            hint = (
+                f"did you mean {close}?"
+                if close
+                else f"the roles are: {listed} (to add one, list the team in team.roles)."
+            )
             raise ConfigError(f"{_FILE} roles.{role} is not a role of the team; {hint}")
         check_keys(settings, RoleConfig, f"roles.{role}")
 
@@ -124,7 +141,7 @@ def _check_placeholders(role: str, model: ModelConfig, source: str) -> None:
             )
 
 
-def _choice_for(
+def upstream_choice(
     role: str, role_defaults: Mapping[str, ModelChoice], agents: Mapping[str, ModelChoice]
 ) -> tuple[ModelChoice | None, str]:
     """The role's entry of upstream's defaults, and where it is written."""
@@ -157,23 +174,38 @@ def _role_model(
     return model
 
 
+def _check_route(route: list[str], where: str, names: Sequence[str]) -> None:
+    unknown = [role for role in route if role not in names]
+    if unknown:
+        raise ConfigError(
+            f"{_FILE} {where}.dry_run.route names unknown roles ({', '.join(unknown)}); "
+            f"roles are: {', '.join(names)}."
+        )
+
+
 def roles_from_blocks(
     block: object,
     *,
+    names: Sequence[str],
     model: ModelConfig,
     model_block: object,
     role_defaults: Mapping[str, ModelChoice],
     agents: Mapping[str, ModelChoice],
 ) -> dict[str, RoleConfig]:
-    """Every role's settings: ``roles.<role>`` (its keys already checked) over upstream's
-    defaults over the ``model`` section (``model``, already checked from ``model_block``)."""
+    """Every role's settings, in the team's order (``names``): ``roles.<role>`` (its keys
+    already checked) over upstream's defaults over the ``model`` section (``model``, already
+    checked from ``model_block``); beside the model, ``cast_section.role_settings``."""
     if block is None:
         block = {}
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_FILE} roles must be a mapping.")
     base_block = model_block if isinstance(model_block, Mapping) else {}
+    # A route written in the file names roles of this team (the default one may not: a team
+    # without planner, developer and qa simply finishes each request at its first role).
+    if _has_path(base_block, "dry_run.route"):
+        _check_route(model.dry_run.route, "model", names)
     roles: dict[str, RoleConfig] = {}
-    for role in ROLES:
+    for role in names:
         settings = block.get(role)
         if settings is None:
             settings = {}
@@ -184,6 +216,16 @@ def roles_from_blocks(
             own = {}
         if not isinstance(own, Mapping):
             raise ConfigError(f"{_FILE} roles.{role}.model must be a mapping.")
-        choice, source = _choice_for(role, role_defaults, agents)
-        roles[role] = RoleConfig(model=_role_model(role, model, base_block, own, choice, source))
+        choice, source = upstream_choice(role, role_defaults, agents)
+        role_model = _role_model(role, model, base_block, own, choice, source)
+        if _has_path(own, "dry_run.route"):
+            _check_route(role_model.dry_run.route, f"roles.{role}.model", names)
+        others = role_settings(role, settings, names)
+        roles[role] = RoleConfig(
+            model=role_model,
+            rules=others.rules or [],
+            hands_to=others.hands_to,
+            prompt_kind=others.prompt_kind or "role_task",
+            concurrency=others.concurrency,
+        )
     return roles

@@ -14,6 +14,7 @@ __all__ = [
     "HIGHEST_PORT",
     "LONGEST_CALL_SECONDS",
     "MOST_ATTEMPTS",
+    "MOST_CONCURRENCY",
     "MOST_HOPS",
     "MOST_OUTPUT_BYTES",
     "check_at_most",
@@ -49,6 +50,7 @@ MOST_ATTEMPTS = 100  # model.attempts
 MOST_OUTPUT_BYTES = 1 << 30  # model.max_output_bytes: 1 GiB
 MOST_HOPS = 10_000  # team.max_hops
 MOST_IN_FLIGHT = 1_024  # team.requests_in_flight: each may hold a worker thread
+MOST_CONCURRENCY = 256  # roles.<name>.concurrency: each may be a model process
 
 
 def check_at_most(setting: str, value: float, limit: int) -> None:

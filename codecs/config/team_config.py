@@ -12,12 +12,15 @@ import msgspec
 import yaml
 
 from teams_runtime.codecs.config.backend_section import BackendConfig
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
+from teams_runtime.codecs.config.cast_section import cast_names
 from teams_runtime.codecs.config.model_choices import (
     INTERNAL_AGENTS,
     ModelChoice,
     internal_agent_defaults_from_block,
     role_defaults_from_block,
 )
+from teams_runtime.codecs.config.model_notes import role_defaults_note
 from teams_runtime.codecs.config.model_section import ModelConfig
 from teams_runtime.codecs.config.prompt_context_section import (
     PromptContextConfig,
@@ -54,9 +57,10 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     ``model`` is the ``model`` section as written; what each role runs with (upstream's
     ``role_defaults`` and the role's own ``roles.<role>.model`` laid over it) is ``roles``,
-    read through ``model_for``. The sections after ``backend`` are upstream's (spec section
-    3b): checked as upstream does and kept as written; ``section_notes`` says which drive
-    nothing here.
+    read through ``model_for``. ``roles`` holds exactly the team's roles (``team.roles``, by
+    default the eight built-in ones), in its order: ``cast``. The sections after ``backend``
+    are upstream's (spec section 3b): checked as upstream does and kept as written;
+    ``section_notes`` says which drive nothing here.
     """
 
     prompt_context: PromptContextConfig = PromptContextConfig()
@@ -74,6 +78,13 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     research_defaults: dict[str, Any] | None = None
     actions: dict[str, Any] | None = None
 
+    @property
+    def cast(self) -> Cast:
+        """The team's roles (``team.roles``) and each one's settings: what every part of the
+        runtime takes its roles from. A config built in code without ``roles``: the eight
+        built-in roles."""
+        return Cast(self.roles) if self.roles else DEFAULT_CAST
+
     def model_for(self, role: str) -> ModelConfig:
         """The model ``role`` runs with: its entry of ``roles``, or (a config built in code
         without one) the ``model`` section."""
@@ -83,7 +94,8 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 def section_notes(config: TeamConfig) -> list[str]:
     """One line for each of upstream's sections present in ``config`` that drives nothing
-    here: checked, kept, and otherwise left alone."""
+    here (checked, kept, and otherwise left alone), and one naming the roles whose model name
+    ``role_defaults`` gives (``model_notes``)."""
     notes = [
         f"team_runtime.yaml {name} is checked but not used: {why}."
         for name, why in UNUSED_SECTIONS.items()
@@ -96,6 +108,9 @@ def section_notes(config: TeamConfig) -> list[str]:
             f"{'is' if len(agents) == 1 else 'are'} checked but not used: teams-runtime has no "
             "such agents (its version_controller entry is used)."
         )
+    named = role_defaults_note(config)
+    if named is not None:
+        notes.append(named)
     return notes
 
 
@@ -147,7 +162,8 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
     (spec section 3b), then this runtime's own."""
     # Every section's keys, before any value is checked (approval is refused in its turn).
     check_keys({key: value for key, value in document.items() if key != "approval"}, TeamConfig)
-    check_role_keys(document.get("roles"))
+    names = cast_names(document.get("team"))  # the roles `roles.<name>` may name
+    check_role_keys(document.get("roles"), names)
     sprint = check_sprint(document.get("sprint"))
     ingress = check_ingress(document.get("ingress"))
     check_approval(document)
@@ -164,6 +180,7 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
         model=model,
         roles=roles_from_blocks(
             document.get("roles"),
+            names=names,
             model=model,
             model_block=document.get("model"),
             role_defaults=role_defaults,

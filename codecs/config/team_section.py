@@ -1,5 +1,6 @@
-"""The ``team`` section: limits on how a request travels between roles, and on how many
-requests one worker's ContextActor works on at once."""
+"""The ``team`` section: its roles (``roles``, the cast: ``cast_section``), limits on how a
+request travels between them, and on how many requests one worker's ContextActor works on at
+once."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ DEFAULT_REQUESTS_IN_FLIGHT = 64
 
 
 class TeamSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The ``team`` section: limits on how a request travels between roles."""
+    """The ``team`` section: who is in the team, and limits on how a request travels between
+    its roles."""
 
+    # The team's roles (the cast), as written; None: the eight built-in roles. Checked, with
+    # the names `roles.<name>` may use, by `cast_section.cast_names`.
+    roles: list[str] | None = None
     max_hops: int = 40  # hand-offs a request may take before it is failed with `hop_limit`
     # Requests whose asks a worker's ContextActor answers at once (each may hold a thread).
     requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT

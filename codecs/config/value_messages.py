@@ -151,6 +151,8 @@ def conversion_error(
     if wrong_kind and wrong_kind.group(1) in _EXPECTED:
         found = kind_of(value) if keys else _FOUND.get(wrong_kind.group(2), "another kind")
         hint = " (put it in quotes)" if wrong_kind.group(1) == "str" and found != "empty" else ""
+        if wrong_kind.group(1) == "int" and isinstance(value, float) and value.is_integer():
+            hint = f" (write {int(value)})"  # `1e3` is a number, but not a whole one
         return ConfigError(f"{start} {_EXPECTED[wrong_kind.group(1)]}, not {found}{hint}.")
     missing = _MISSING.fullmatch(message)
     if missing:

@@ -28,7 +28,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -36,11 +36,19 @@ import msgspec
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import with_checked_request_id
-from teams_runtime.codecs.roles import ROLES
+from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage.files.lease_files import LeaseFiles
+from teams_runtime.storage.files.stray_files import queue_strays, set_aside_unread
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
-from teams_runtime.storage.protocols import Claim, DeferredEnvelope, QueueSnapshot, WorkerLease
+from teams_runtime.storage.protocols import (
+    Claim,
+    DeferredEnvelope,
+    QueueSnapshot,
+    Stray,
+    WorkerLease,
+)
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 from teams_runtime.storage.workspace import Workspace
 
@@ -63,12 +71,14 @@ class FileWorkQueue:
         self,
         workspace: Workspace,
         *,
+        roles: Sequence[str] = ROLES,
         worker_id: str | None = None,
         lease_seconds: float = 60.0,
         retry: RetrySchedule | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.workspace = workspace
+        self.roles = tuple(roles)  # the team's (``TeamConfig.cast``): a folder each
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
         self._retry = retry or RetrySchedule()
@@ -78,7 +88,8 @@ class FileWorkQueue:
         self._claimed = self._root / "claimed"
         self._workers = self._root / "workers"
         self._mine = self._claimed / self.worker_id
-        self._lease = self._workers / f"{self.worker_id}.lease"
+        self._leases = LeaseFiles(self._workers, self._runtime)
+        self._lease = self._leases.path(self.worker_id)
         self._last_recovery = 0.0
 
     def _deferred(self, role: str) -> Path:
@@ -90,7 +101,7 @@ class FileWorkQueue:
         """Queue an envelope for ``envelope.target`` (written atomically and fsynced); one
         without an ``envelope_id`` gets one."""
         envelope = with_checked_request_id(envelope)  # files and records use the NFC form
-        waiting = self.workspace.role_queue(envelope.target)
+        waiting = self.workspace.role_queue(check_role(envelope.target, self.roles))
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
         stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
         if not envelope.envelope_id:
@@ -102,6 +113,7 @@ class FileWorkQueue:
     def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
             return []
+        check_role(role, self.roles)
         self.renew()
         self._recover_expired()
         waiting = self.workspace.role_queue(role)
@@ -157,7 +169,7 @@ class FileWorkQueue:
     def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many."""
         dropped = 0
-        for role in ROLES:
+        for role in self.roles:
             for place in (self.workspace.role_queue(role), self._deferred(role)):
                 names = [n for n in self._names(place) if _request_of(n) == request_id]
                 if not names:
@@ -193,7 +205,7 @@ class FileWorkQueue:
         waiting folders; how many. A rename keeps the mtime, which is past by then."""
         restored = 0
         now = self._clock()
-        for role in ROLES:
+        for role in self.roles:
             deferred = self._deferred(role)
             for name in self._names(deferred):
                 due = self._mtime(deferred, name)
@@ -211,11 +223,7 @@ class FileWorkQueue:
     def retire(self) -> None:
         """Stop working: this worker's claims wait again, its lease goes."""
         self._return_claims(self._mine)
-        with (
-            contextlib.suppress(OSError, TeamsRuntimeError),
-            folder(self._workers, self._runtime, create=False) as dfd,
-        ):
-            os.unlink(self._lease.name, dir_fd=dfd)
+        self._leases.remove(self.worker_id)
 
     def _recover_expired(self) -> None:
         now = time.time()
@@ -225,24 +233,15 @@ class FileWorkQueue:
         for worker in self._subfolders(self._claimed):
             if worker != self.worker_id and self._expired(worker, now):
                 self._return_claims(self._claimed / worker)
-                self._remove_lease(worker)
-        for name in self._lease_names():  # dead workers that held nothing
-            worker = name.removesuffix(".lease")
-            age = self._lease_age(worker, now)
+                self._leases.remove(worker)
+        for worker in self._leases.workers():  # dead workers that held nothing
+            age = self._leases.age(worker, now)
             if worker != self.worker_id and (age or 0) > STALE_LEASES * self.lease_seconds:
-                self._remove_lease(worker)
-
-    def _remove_lease(self, worker: str) -> None:
-        with (
-            contextlib.suppress(OSError, TeamsRuntimeError),
-            folder(self._workers, self._runtime, create=False) as dfd,
-        ):
-            os.unlink(f"{worker}.lease", dir_fd=dfd)
+                self._leases.remove(worker)
 
     def _expired(self, worker: str, now: float) -> bool:
         try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                renewed = os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
+            renewed = self._leases.renewed(worker)
         except FileNotFoundError:
             return True  # claims without a lease: a worker that died before its first renewal
         except TeamsRuntimeError:
@@ -251,7 +250,7 @@ class FileWorkQueue:
 
     def _return_claims(self, worker_folder: Path) -> None:
         for role in self._subfolders(worker_folder):
-            if role in ROLES:
+            if role in self.roles:
                 held = worker_folder / role
                 for name in self._names(held):
                     self._move(held, name, self.workspace.role_queue(role))
@@ -304,7 +303,7 @@ class FileWorkQueue:
         snapshot = self.snapshot()
         return {
             role: snapshot.waiting[role] + snapshot.claimed[role] + snapshot.deferred[role]
-            for role in ROLES
+            for role in self.roles
         }
 
     def snapshot(self) -> QueueSnapshot:
@@ -312,17 +311,17 @@ class FileWorkQueue:
         workers: every live one, and a dead one while its claims wait to be returned."""
         now = time.time()
         waiting = self.waiting()
-        deferred = {role: len(self._names(self._deferred(role))) for role in ROLES}
-        claimed = dict.fromkeys(ROLES, 0)
-        leases = {n.removesuffix(".lease") for n in self._lease_names()}
+        deferred = {role: len(self._names(self._deferred(role))) for role in self.roles}
+        claimed = dict.fromkeys(self.roles, 0)
+        leases = set(self._leases.workers())
         workers = []
         for name in sorted(set(self._subfolders(self._claimed)) | leases):
             holds = []
-            for role in ROLES:
+            for role in self.roles:
                 for envelope in self._names(self._claimed / name / role):
                     claimed[role] += 1
                     holds.append(f"{role}:{_request_of(envelope)}")
-            age = self._lease_age(name, now)
+            age = self._leases.age(name, now)
             alive = age is not None and age <= self.lease_seconds
             # A dead worker is shown only while its claims wait to be returned (by the next
             # worker that looks for work): a lease that is only a leftover is not a worker.
@@ -338,7 +337,7 @@ class FileWorkQueue:
 
     def _deferred_envelopes(self) -> list[DeferredEnvelope]:
         found = []
-        for role in ROLES:
+        for role in self.roles:
             place = self._deferred(role)
             for name in self._names(place):
                 due = self._mtime(place, name)
@@ -361,21 +360,13 @@ class FileWorkQueue:
 
     def waiting(self) -> dict[str, int]:
         """A listing of each role's queue folder."""
-        return {role: len(self._names(self.workspace.role_queue(role))) for role in ROLES}
+        return {role: len(self._names(self.workspace.role_queue(role))) for role in self.roles}
 
-    def _lease_names(self) -> list[str]:
-        try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                return [n for n in os.listdir(dfd) if n.endswith(".lease")]
-        except (FileNotFoundError, TeamsRuntimeError):
-            return []
+    def strays(self) -> list[Stray]:
+        return queue_strays(self.workspace, self.roles)
 
-    def _lease_age(self, worker: str, now: float) -> float | None:
-        try:
-            with folder(self._workers, self._runtime, create=False) as dfd:
-                return now - os.stat(f"{worker}.lease", dir_fd=dfd, follow_symlinks=False).st_mtime
-        except (FileNotFoundError, TeamsRuntimeError):
-            return None
+    def set_aside_strays(self) -> int:
+        return set_aside_unread(self.workspace, self.roles)
 
 
 def _load(path: Path, role: str, runtime: Path, shown: Path) -> MessageEnvelope:

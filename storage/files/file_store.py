@@ -22,9 +22,10 @@ from teams_runtime.storage.files.reads import (
     read_indexed_parts,
     unknown_request,
 )
+from teams_runtime.storage.files.stray_files import is_record_name, record_strays
 from teams_runtime.storage.files.writes import append_to_record, create_record
 from teams_runtime.storage.local_files import FileVersion, file_version
-from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead
+from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 from teams_runtime.storage.workspace import RecordPaths, Workspace
 
 __all__ = [
@@ -139,6 +140,9 @@ class FileRecordStore:
             raise RecordError(
                 f"{self.workspace.requests_dir}: cannot be listed ({exc.strerror})."
             ) from exc
-        # Temp files end in `.tmp` and lock files in `.lock`: every `*.json` is a record, a
-        # request id may start with `.` (spec section 2).
-        return sorted(name[: -len(".json")] for name in names if name.endswith(".json"))
+        # Temp files end in `.tmp` and lock files in `.lock`: every `*.json` named by a safe id
+        # is a record (an id may start with `.`, spec section 2); another is a stray.
+        return sorted(name[: -len(".json")] for name in names if is_record_name(name))
+
+    def strays(self) -> list[Stray]:
+        return record_strays(self.workspace)

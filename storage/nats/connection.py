@@ -19,7 +19,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -34,6 +34,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 from teams_runtime.storage.nats.layout import ensure_layout
 from teams_runtime.storage.nats.names import NatsNames
@@ -55,18 +56,19 @@ _CLOSING_SECONDS = 5.0  # how long closing waits for the client to say goodbye
 
 @contextlib.asynccontextmanager
 async def open_connection(
-    settings: NatsSettings, *, queue_ack_seconds: float = 60.0
+    settings: NatsSettings, *, queue_ack_seconds: float = 60.0, roles: Sequence[str] = ROLES
 ) -> AsyncIterator[NatsConnection]:
     """Connect to the server ``settings`` name, on the current event loop, for the block.
 
-    Makes the team's streams, buckets and consumers that are missing. ``queue_ack_seconds``
+    Makes the team's streams, buckets and consumers that are missing (a consumer for each of
+    ``roles``: the team's, ``TeamConfig.cast``). ``queue_ack_seconds``
     (``queue.lease_seconds``) is the ack wait of role consumers this connection creates; when
     they exist, ``queue_ack_seconds`` becomes the one they have. Raises ``BackendError`` (one
     line, the URL without credentials) when the server cannot be reached, refuses the
     credentials, has no JetStream, or refuses the layout. The client is closed when the block
     ends; a call after that raises ``BackendError``.
     """
-    connection = NatsConnection(settings, queue_ack_seconds=queue_ack_seconds)
+    connection = NatsConnection(settings, queue_ack_seconds=queue_ack_seconds, roles=roles)
     await connection._open()
     try:
         yield connection
@@ -77,9 +79,16 @@ async def open_connection(
 class NatsConnection:
     """A NATS client on the event loop of the scope that opened it (``open_connection``)."""
 
-    def __init__(self, settings: NatsSettings, *, queue_ack_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        settings: NatsSettings,
+        *,
+        queue_ack_seconds: float = 60.0,
+        roles: Sequence[str] = ROLES,
+    ) -> None:
         self.settings = settings
         self.names = NatsNames(settings.prefix)
+        self.roles = tuple(roles)  # the team's: a role consumer each, its queue's roles
         self.wanted_ack_seconds = queue_ack_seconds
         self.queue_ack_seconds = queue_ack_seconds
         self._reconnected: list[Callable[[], None]] = []
@@ -241,6 +250,18 @@ class NatsConnection:
                     return []
         return []
 
+    async def stream_subjects(self, stream: str, subjects: str) -> dict[str, int]:
+        """The messages per subject of ``stream`` on ``subjects`` (a filter): one request per
+        100,000 subjects (the server's page), nothing else sent back."""
+        found: dict[str, int] = {}
+        while True:
+            request = {"subjects_filter": subjects, "offset": len(found)}
+            answer = await self.api(f"STREAM.INFO.{stream}", request)
+            page = (answer.get("state") or {}).get("subjects") or {}
+            found.update(page)
+            if not page or len(found) >= int(answer.get("total") or 0):
+                return found
+
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop) whenever the client reconnects."""
         self._reconnected.append(callback)
@@ -305,7 +326,7 @@ class NatsConnection:
         """Make what is missing on the server; read the team's lease into
         ``queue_ack_seconds``."""
         self.queue_ack_seconds = await ensure_layout(
-            self.js, self.api, self.settings, self.wanted_ack_seconds
+            self.js, self.api, self.settings, self.wanted_ack_seconds, self.roles
         )
 
     def _unreachable(self, exc: Exception) -> BackendError:

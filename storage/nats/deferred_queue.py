@@ -5,7 +5,7 @@ sequence, never consumed, so one that is not due yet stays untouched."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import nats.js.errors
 from nats.js import JetStreamContext
@@ -14,7 +14,7 @@ from nats.js.api import RawStreamMsg
 from teams_runtime.storage.deferrals import deferral_view
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.names import NatsNames
-from teams_runtime.storage.nats.tokens import id_of_token
+from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.protocols import DeferredEnvelope
 
 __all__ = [
@@ -55,13 +55,31 @@ async def deferred_messages(js: JetStreamContext, names: NatsNames) -> list[RawS
         seq = message.seq + 1
 
 
-def deferred_envelope(names: NatsNames, message: RawStreamMsg) -> DeferredEnvelope:
-    """What ``status`` shows of one deferred envelope (ids, counts, its next attempt)."""
-    subject = message.subject or ""
+def _role_and_request(
+    names: NatsNames, message: RawStreamMsg, roles: Sequence[str]
+) -> tuple[str, str] | None:
+    """The role and request id of a deferred envelope; ``None`` for a subject the runtime
+    never defers to (another program's: a stray, which ``status`` names and no worker
+    restores), or one of a role not in ``roles`` (the team's)."""
+    place = names.place_of(message.subject or "")
+    if place is None or place[0] not in roles:
+        return None
+    request_id = request_id_of_token(place[1])
+    return None if request_id is None else (place[0], request_id)
+
+
+def deferred_envelope(
+    names: NatsNames, message: RawStreamMsg, roles: Sequence[str]
+) -> DeferredEnvelope | None:
+    """What ``status`` shows of one deferred envelope (ids, counts, its next attempt);
+    ``None`` for a stray."""
+    found = _role_and_request(names, message, roles)
+    if found is None:
+        return None
     envelope_id, deferrals = deferral_view(message.data or b"")
     return DeferredEnvelope(
-        role=names.role_of(subject),
-        request_id=id_of_token(names.request_token_of(subject)),
+        role=found[0],
+        request_id=found[1],
         envelope_id=envelope_id,
         deferrals=deferrals,
         next_attempt=next_attempt(message.headers),
@@ -82,8 +100,10 @@ async def restore_due(
     for message in await deferred_messages(js, names):
         if message.seq is None or next_attempt(message.headers) > now:
             continue
-        subject = message.subject or ""
-        waiting = names.waiting_subject(names.role_of(subject), names.request_token_of(subject))
+        found = _role_and_request(names, message, connection.roles)
+        if found is None:
+            continue  # a stray: it stays where it is, and `status` names it
+        waiting = names.waiting_subject(found[0], token_of(found[1]))
         await js.publish(waiting, message.data or b"", headers=once(message.seq))
         try:
             await connection.api(f"STREAM.MSG.DELETE.{names.queue}", {"seq": message.seq})

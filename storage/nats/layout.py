@@ -1,13 +1,14 @@
 """What the nats backend needs on the server, made when missing: the team's streams, KV
-buckets and role consumers (``ensure_layout``). What exists is never changed: a host whose
-config differs (``queue.lease_seconds``, ``replicas``) reads the settings the team's queue was
-made with instead of imposing its own. The names are in ``NatsNames`` and in docs/scaling.md.
+buckets and role consumers (``ensure_layout``). What exists is never changed (but for letting
+the workers bucket's entries expire): a host whose config differs (``queue.lease_seconds``,
+``replicas``) reads the settings the team's queue was made with instead of imposing its own.
+The names are in ``NatsNames`` and in docs/scaling.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import nats.js.errors
@@ -22,7 +23,6 @@ from nats.js.api import (
 )
 
 from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 from teams_runtime.storage.nats.names import NatsNames
 from teams_runtime.storage.nats.server_errors import (
@@ -43,15 +43,17 @@ async def ensure_layout(
     api: ApiRequest,
     settings: NatsSettings,
     wanted_ack_seconds: float,
+    roles: Sequence[str],
 ) -> float:
-    """Create the streams, buckets and consumers that are missing; never change one that
-    exists (another host made it, maybe with other settings: they stay the team's). Returns
-    the ack wait of the role consumers: the team's lease.
+    """Create the streams, buckets and consumers that are missing (a consumer for each of
+    ``roles``); never change one that exists (another host made it, maybe with other
+    settings: they stay the team's). Returns the ack wait of the role consumers: the team's
+    lease.
 
     ``api`` sends one JetStream API request. Raises ``BackendError`` when the server refuses
     the layout, and the ``APIError`` itself when JetStream is busy (503: retried by the
     caller)."""
-    return await _Layout(js, api, settings, wanted_ack_seconds).ensure()
+    return await _Layout(js, api, settings, wanted_ack_seconds, roles).ensure()
 
 
 class _Layout:
@@ -61,8 +63,10 @@ class _Layout:
         api: ApiRequest,
         settings: NatsSettings,
         wanted_ack_seconds: float,
+        roles: Sequence[str],
     ) -> None:
         self.js = js
+        self.roles = tuple(roles)
         self.api = api
         self.settings = settings
         self.names = NatsNames(settings.prefix)
@@ -99,10 +103,11 @@ class _Layout:
             )
             for bucket in (names.heads, names.workers, names.inbox):
                 await self._ensure_bucket(bucket)
+            await self._expiring_entries(names.workers)
             ack_waits = await asyncio.gather(
                 *(
                     self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))
-                    for role in ROLES
+                    for role in self.roles
                 ),
                 self._ensure_consumer(names.deferred_consumer, names.every_deferred),
             )
@@ -114,7 +119,7 @@ class _Layout:
         # keeps every claim.
         # (A worker whose queue.lease_seconds differs says so when its team starts, once
         # logging is set up: actors/team_reports.py.)
-        return min(ack_waits[: len(ROLES)])
+        return min(ack_waits[: len(self.roles)])
 
     def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
         """The one line for the server refusing to create the layout (never a traceback)."""
@@ -156,6 +161,21 @@ class _Layout:
             except nats.js.errors.APIError as exc:
                 if exc.err_code != STREAM_NAME_IN_USE:  # made by another host meanwhile
                     raise
+
+    async def _expiring_entries(self, bucket: str) -> None:
+        """Let the bucket's entries carry a TTL (``Nats-TTL``: the leases expire by
+        themselves). The one change made to what exists: a bucket made by an older client
+        lacks it, and turning it on changes nothing else (it cannot be turned off again)."""
+        info = await self.js.stream_info(f"KV_{bucket}")
+        if not info.config.allow_msg_ttl:
+            info.config.allow_msg_ttl = True
+            try:
+                await self.js.update_stream(info.config)
+            except nats.js.errors.APIError as exc:
+                if exc.code == 503:
+                    raise
+                # A server before 2.11, or one that refuses: the entries stay until their
+                # workers retire, and `status` shows a dead one's lease expired.
 
     async def _ensure_consumer(self, name: str, subject: str) -> float:
         """Create the durable pull consumer ``name`` unless it exists; its ack wait."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from teams_runtime.storage.nats.tokens import token_of
+from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 __all__ = ["NatsNames"]
 
@@ -13,9 +13,11 @@ __all__ = ["NatsNames"]
 class NatsNames(msgspec.Struct, frozen=True):
     """The streams, buckets, consumers and subjects of one team on the server (by prefix).
 
-    Envelopes stand on ``<prefix>.<kind>.<role>.<request token>`` (kind ``q``: waiting,
-    ``deferred``, ``rejected``): the builders take the role and a ``token_of`` token, ``*`` (the
-    default) for any; ``role_of`` and ``request_token_of`` read them back from a subject."""
+    Envelopes stand on ``<prefix>.<kind>.<role token>.<request token>`` (kind ``q``: waiting,
+    ``deferred``, ``rejected``): the builders take the role's name (written as a ``token_of``
+    token: a built-in role's name is its own token) and a request's ``token_of`` token, ``*``
+    (the default) for any (no role name is ``*``: it starts with a letter or digit);
+    ``place_of`` reads the role's name and the request token back from a subject."""
 
     prefix: str
 
@@ -54,13 +56,13 @@ class NatsNames(msgspec.Struct, frozen=True):
         return f"{self.prefix}.req.*.ev.*"
 
     def waiting_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.q.{role}.{token}"
+        return f"{self.prefix}.q.{_role_token(role)}.{token}"
 
     def deferred_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.deferred.{role}.{token}"
+        return f"{self.prefix}.deferred.{_role_token(role)}.{token}"
 
     def rejected_subject(self, role: str = "*", token: str = "*") -> str:
-        return f"{self.prefix}.rejected.{role}.{token}"
+        return f"{self.prefix}.rejected.{_role_token(role)}.{token}"
 
     @property
     def every_waiting(self) -> str:
@@ -74,17 +76,30 @@ class NatsNames(msgspec.Struct, frozen=True):
     def every_rejected(self) -> str:
         return f"{self.prefix}.rejected.>"
 
-    def role_of(self, subject: str) -> str:
-        """The role of an envelope's subject (``waiting``, ``deferred``, ``rejected``)."""
-        return subject.split(".", 3)[2]
+    def place_of(self, subject: str) -> tuple[str, str] | None:
+        """The role and request token of an envelope's subject (``waiting``, ``deferred``,
+        ``rejected``); ``None`` for a subject of any other shape (not one the runtime
+        writes: another program may publish anything under the queue's subjects)."""
+        parts = subject.split(".")
+        if len(parts) != 4 or parts[0] != self.prefix or not parts[2] or not parts[3]:
+            return None
+        role = id_of_token(parts[2])
+        return None if role is None else (role, parts[3])
 
-    def request_token_of(self, subject: str) -> str:
-        """The request token of an envelope's subject."""
-        return subject.split(".", 3)[3]
+    def set_aside_subject(self, subject: str) -> str:
+        """Where an envelope on the queue's ``subject`` is set aside: the rejected subject with
+        the same tokens after the kind (``<prefix>.rejected._`` if there are none, or one is
+        empty)."""
+        rest = subject.split(".")[2:]
+        return f"{self.prefix}.rejected.{'.'.join(rest) if rest and all(rest) else '_'}"
 
     def role_consumer(self, role: str) -> str:
-        return f"{self.prefix}_q_{role}"
+        return f"{self.prefix}_q_{token_of(role)}"
 
     @property
     def deferred_consumer(self) -> str:
         return f"{self.prefix}_deferred"
+
+
+def _role_token(role: str) -> str:
+    return role if role == "*" else token_of(role)

@@ -106,7 +106,8 @@ class NatsAnswerInbox:
             counts: dict[str, int] = {}
             for key in await self._keys():
                 role = id_of_token(key.split(".", 1)[0])
-                counts[role] = counts.get(role, 0) + 1
+                if role is not None:  # a key no inbox put writes: not counted
+                    counts[role] = counts.get(role, 0) + 1
             return counts
 
         counts: dict[str, int] = self.connection.call(look, what="an inbox count")

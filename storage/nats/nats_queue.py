@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import threading
 import time
@@ -37,30 +36,27 @@ from nats.js import JetStreamContext
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
-from teams_runtime.codecs.roles import ROLES, check_role
+from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.deferred_queue import (
-    NEXT_ATTEMPT_HEADER,
-    deferred_envelope,
-    deferred_messages,
-    restore_due,
-)
+from teams_runtime.storage.nats.deferred_queue import NEXT_ATTEMPT_HEADER, restore_due
 from teams_runtime.storage.nats.envelope_fit import fitting
 from teams_runtime.storage.nats.leases import LeaseBucket
+from teams_runtime.storage.nats.pulls import pull_now
 from teams_runtime.storage.nats.queue_counts import per_role, role_counts
 from teams_runtime.storage.nats.queue_drops import drop_waiting_and_deferred
-from teams_runtime.storage.nats.tokens import id_of_token, token_of
+from teams_runtime.storage.nats.queue_snapshot import queue_snapshot
+from teams_runtime.storage.nats.rejected_queue import REASON_HEADER
+from teams_runtime.storage.nats.stray_subjects import check_subject, set_aside, stray_subjects
+from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.nats.values import message_room
-from teams_runtime.storage.protocols import Claim, QueueSnapshot
+from teams_runtime.storage.protocols import Claim, QueueSnapshot, Stray
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 
 __all__ = ["RECHECK_SECONDS", "NatsWorkQueue"]
 
 RECHECK_SECONDS = 1.0  # an idle worker asks the server this often even without a doorbell
-
-_REASON_HEADER = "Tr-Reason"
 
 
 def _once(step: str, ticket: str) -> dict[str, str]:
@@ -101,15 +97,16 @@ class NatsWorkQueue:
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
         # Made at the first claim: a queue that only puts (`submit`) subscribes to nothing.
-        self._maybe_work = dict.fromkeys(ROLES, True)
-        self._last_pull = dict.fromkeys(ROLES, 0.0)
+        self.roles = connection.roles  # the team's: the connection made their consumers
+        self._maybe_work = dict.fromkeys(self.roles, True)
+        self._last_pull = dict.fromkeys(self.roles, 0.0)
         self._doorbell: Any = None
 
     async def _listen_for_puts(self) -> None:
         async def rung(msg: Msg) -> None:
-            role = self.names.role_of(msg.subject)
-            if role in self._maybe_work:
-                self._maybe_work[role] = True
+            place = self.names.place_of(msg.subject)
+            if place is not None and place[0] in self._maybe_work:
+                self._maybe_work[place[0]] = True
 
         self._doorbell = await self.connection.client.subscribe(
             self.names.waiting_subject(), cb=rung
@@ -132,7 +129,7 @@ class NatsWorkQueue:
         """Queue an envelope (durable once the server acknowledged it); one without an
         ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
         envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
-        check_role(envelope.target)
+        check_role(envelope.target, self.roles)
         if not envelope.envelope_id:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
@@ -144,29 +141,10 @@ class NatsWorkQueue:
         )
         return f"{self.names.queue}/{ack.seq}"
 
-    async def _pull(self, consumer: str, limit: int) -> list[Msg]:
-        """Up to ``limit`` deliveries of ``consumer`` available now (no waiting for more)."""
-        client = self.connection.client
-        inbox = client.new_inbox()
-        sub = await client.subscribe(inbox)
-        messages: list[Msg] = []
-        try:
-            request = json.dumps({"batch": limit, "no_wait": True}).encode()
-            subject = f"$JS.API.CONSUMER.MSG.NEXT.{self.names.queue}.{consumer}"
-            await client.publish(subject, request, reply=inbox)
-            while len(messages) < limit:
-                msg = await sub.next_msg(timeout=5)
-                if JetStreamContext.is_status_msg(msg):
-                    break  # 404: nothing (more) waiting
-                messages.append(msg)
-        finally:
-            await sub.unsubscribe()
-        return messages
-
     def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
             return []
-        check_role(role)
+        check_role(role, self.roles)
         if self._doorbell is None:
             self.connection.call(self._listen_for_puts, what="a queue subscription")
         now = time.monotonic()
@@ -174,8 +152,10 @@ class NatsWorkQueue:
             return []
         self._maybe_work[role] = False  # before the pull: a put meanwhile rings again
         self._last_pull[role] = now
+        consumer = self.names.role_consumer(role)
         messages = self.connection.call(
-            lambda: self._pull(self.names.role_consumer(role), limit), what="a queue claim"
+            lambda: pull_now(self.connection.client, self.names.queue, consumer, limit),
+            what="a queue claim",
         )
         if len(messages) == limit:
             self._maybe_work[role] = True  # a full batch: more may wait
@@ -183,11 +163,12 @@ class NatsWorkQueue:
         for msg in messages:
             seq = msg.metadata.sequence.stream
             ticket = f"{self.names.queue}/{seq}"
-            request_token = self.names.request_token_of(msg.subject)
+            request_token = msg.subject.rsplit(".", 1)[-1]  # the consumer's filter: 4 tokens
             with self._held_lock:
                 self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
             try:
                 envelope = decode_envelope(msg.data, role, ticket, f"env-{self.names.queue}-{seq}")
+                check_subject(envelope, request_token, ticket)
                 claims.append(Claim(ticket, role, envelope))
             except EnvelopeError as exc:
                 claims.append(Claim(ticket, role, None, str(exc)))
@@ -255,7 +236,7 @@ class NatsWorkQueue:
     def reject(self, claim: Claim, reason: str) -> None:
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
-            _REASON_HEADER: " ".join(reason.split())[:2000] or "-",
+            REASON_HEADER: " ".join(reason.split())[:2000] or "-",
             **_once("rejected", claim.ticket),
         }
         self._finish(claim, "a queue reject", self.names.rejected_subject, headers)
@@ -304,7 +285,8 @@ class NatsWorkQueue:
     def _holds(self) -> list[str]:
         """What this worker holds now, as its lease entry lists it (``role:request id``)."""
         with self._held_lock:
-            return [f"{h.role}:{id_of_token(h.request_token)}" for h in self._held.values()]
+            held = [(h.role, request_id_of_token(h.request_token)) for h in self._held.values()]
+        return [f"{role}:{request_id or '?'}" for role, request_id in held]
 
     def _tell_holds(self) -> None:
         """Write this worker's lease entry now (after a claim); a failure waits for renewal."""
@@ -361,7 +343,7 @@ class NatsWorkQueue:
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
-            return await per_role(self._js, self.names, ">")  # waiting and deferred ones
+            return await per_role(self._js, self.names, ">", self.roles)  # waiting, deferred
 
         counts: dict[str, int] = self.connection.call(look, what="a queue count")
         return counts
@@ -371,18 +353,8 @@ class NatsWorkQueue:
         every worker's lease entry."""
 
         async def look() -> QueueSnapshot:
-            counts, deferred, messages = await asyncio.gather(
-                role_counts(self._js, self.names),
-                per_role(self._js, self.names, self.names.every_deferred),
-                deferred_messages(self._js, self.names),
-            )
-            envelopes = [deferred_envelope(self.names, message) for message in messages]
-            return QueueSnapshot(
-                waiting=counts.waiting,
-                claimed=counts.claimed,
-                deferred=deferred,
-                workers=await self._leases.every_lease(self.lease_seconds),
-                deferred_envelopes=sorted(envelopes, key=lambda envelope: envelope.next_attempt),
+            return await queue_snapshot(
+                self._js, self.names, self._leases, self.lease_seconds, self.roles
             )
 
         snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
@@ -393,7 +365,26 @@ class NatsWorkQueue:
         requests at once)."""
 
         async def look() -> dict[str, int]:
-            return (await role_counts(self._js, self.names)).waiting
+            return (await role_counts(self._js, self.names, self.roles)).waiting
 
         waiting: dict[str, int] = self.connection.call(look, what="a queue count")
         return waiting
+
+    def strays(self) -> list[Stray]:
+        """The queue stream's subjects no role reads as they are (each with its count), and
+        the workers bucket's entries that are no lease teams-runtime writes."""
+
+        async def look() -> list[Stray]:
+            subjects, leases = await asyncio.gather(
+                stray_subjects(self.connection), self._leases.strays()
+            )
+            return subjects + leases
+
+        strays: list[Stray] = self.connection.call(look, what="a look for strays")
+        return strays
+
+    def set_aside_strays(self) -> int:
+        moved: int = self.connection.call(
+            lambda: set_aside(self.connection), what="a move of strays"
+        )
+        return moved

@@ -22,6 +22,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import msgspec
+import nats.js.errors
 from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 
@@ -38,8 +39,8 @@ from teams_runtime.storage.nats.append_writer import APPEND_SECONDS, AppendWrite
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.head_changes import prepare
 from teams_runtime.storage.nats.record_reader import RecordReader
-from teams_runtime.storage.nats.tokens import id_of_token, token_of
-from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead
+from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
+from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 
 __all__ = ["UNSEEN", "NatsRecordStore"]
 
@@ -145,9 +146,33 @@ class NatsRecordStore:
         async def keys() -> list[str]:
             return await self.connection.bucket_keys(self.reader.kv, self.names.heads)
 
-        return sorted(
-            id_of_token(key) for key in self.connection.call(keys, what="a listing of records")
-        )
+        listed: list[str] = self.connection.call(keys, what="a listing of records")
+        ids = (request_id_of_token(key) for key in listed)
+        return sorted(request_id for request_id in ids if request_id is not None)
+
+    def strays(self) -> list[Stray]:
+        """Keys of the heads bucket no request id reads back from (another program's)."""
+        reason = "not a key teams-runtime writes (no request id reads back from it); skipped"
+        keys: list[str] = self.connection.call(self._stray_keys, what="a look for strays")
+        return [Stray(where=f"nats:{self.names.heads}/{key}", reason=reason) for key in keys]
+
+    async def _stray_keys(self) -> list[str]:
+        # The stream's subjects are one answer (a key listing streams every head's headers);
+        # the few that name no request are looked up, as one may have been deleted since.
+        prefix = f"$KV.{self.names.heads}."
+        subjects = await self.connection.stream_subjects(f"KV_{self.names.heads}", f"{prefix}>")
+        keys = []
+        for key in sorted(subject.removeprefix(prefix) for subject in subjects):
+            if request_id_of_token(key) is None and await self._holds_value(key):
+                keys.append(key)
+        return keys
+
+    async def _holds_value(self, key: str) -> bool:
+        try:
+            await self.reader.kv.get(key)
+        except nats.js.errors.KeyNotFoundError:  # deleted or purged too
+            return False
+        return True
 
     # --- writing -----------------------------------------------------------------------------
 

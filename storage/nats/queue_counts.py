@@ -14,13 +14,14 @@ ack.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import msgspec
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerInfo
 
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.storage.nats.names import NatsNames
+from teams_runtime.storage.nats.tokens import request_id_of_token
 
 __all__ = ["RoleCounts", "per_role", "role_counts"]
 
@@ -32,39 +33,52 @@ class RoleCounts(msgspec.Struct, frozen=True):
     claimed: dict[str, int]
 
 
-async def role_counts(js: JetStreamContext, names: NatsNames) -> RoleCounts:
-    """Waiting and claimed envelopes per role (one round of requests, at once)."""
-    consumers, stored = await asyncio.gather(_role_consumers(js, names), _deliverable(js, names))
+async def role_counts(js: JetStreamContext, names: NatsNames, roles: Sequence[str]) -> RoleCounts:
+    """Waiting and claimed envelopes per role of ``roles`` (one round of requests, at once)."""
+    consumers, stored = await asyncio.gather(
+        _role_consumers(js, names, roles), _deliverable(js, names, roles)
+    )
     claimed = {role: info.num_ack_pending or 0 for role, info in consumers.items()}
-    waiting = {role: max(stored[role] - claimed[role], 0) for role in ROLES}
+    waiting = {role: max(stored[role] - claimed[role], 0) for role in roles}
     return RoleCounts(waiting, claimed)
 
 
-async def _role_consumers(js: JetStreamContext, names: NatsNames) -> dict[str, ConsumerInfo]:
+async def _role_consumers(
+    js: JetStreamContext, names: NatsNames, roles: Sequence[str]
+) -> dict[str, ConsumerInfo]:
     infos = await asyncio.gather(
-        *(js.consumer_info(names.queue, names.role_consumer(role)) for role in ROLES)
+        *(js.consumer_info(names.queue, names.role_consumer(role)) for role in roles)
     )
-    return dict(zip(ROLES, infos, strict=True))
+    return dict(zip(roles, infos, strict=True))
 
 
-async def _deliverable(js: JetStreamContext, names: NatsNames) -> dict[str, int]:
+async def _deliverable(
+    js: JetStreamContext, names: NatsNames, roles: Sequence[str]
+) -> dict[str, int]:
     """The stream's waiting messages a role consumer delivers, per role: those on
     ``<prefix>.q.<role>.<request token>`` (its filter), waiting or claimed."""
-    counts = dict.fromkeys(ROLES, 0)
+    counts = dict.fromkeys(roles, 0)
     stream = await js.stream_info(names.queue, subjects_filter=names.every_waiting)
     for subject, count in (stream.state.subjects or {}).items():
-        role = names.role_of(subject)
-        if role in counts and subject.count(".") == 3:  # no deeper subject: never delivered
-            counts[role] += count
+        place = names.place_of(subject)  # no other shape: never delivered (a stray's)
+        if place is not None and place[0] in counts:
+            counts[place[0]] += count
     return counts
 
 
-async def per_role(js: JetStreamContext, names: NatsNames, subjects: str) -> dict[str, int]:
-    """The queue stream's messages on ``subjects`` (waiting or deferred) per role."""
-    counts = dict.fromkeys(ROLES, 0)
+async def per_role(
+    js: JetStreamContext, names: NatsNames, subjects: str, roles: Sequence[str]
+) -> dict[str, int]:
+    """The queue stream's messages on ``subjects`` (waiting or deferred) per role of
+    ``roles`` (another's, a role the team no longer has, are not counted): a deferred one
+    naming no request is never restored (a stray, as is any on a subject of another shape:
+    ``stray_subjects``)."""
+    counts = dict.fromkeys(roles, 0)
     stream = await js.stream_info(names.queue, subjects_filter=subjects)
     for subject, count in (stream.state.subjects or {}).items():
-        role = names.role_of(subject)
-        if role in counts:
-            counts[role] += count
+        place = names.place_of(subject)
+        if place is None or place[0] not in counts:
+            continue
+        if subject.startswith(f"{names.prefix}.q.") or request_id_of_token(place[1]) is not None:
+            counts[place[0]] += count
     return counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 import nats.js.errors
 
 from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.server_errors import CONSUMER_NOT_FOUND
 
 __all__ = ["drop_waiting_and_deferred"]
 
@@ -19,7 +20,9 @@ async def drop_waiting_and_deferred(connection: NatsConnection, token: str) -> i
     handed, and its deferred ones; returns how many."""
     js, names = connection.js, connection.names
     stream = await js.stream_info(names.queue, subjects_filter=names.waiting_subject("*", token))
-    roles = sorted({names.role_of(subject) for subject in stream.state.subjects or {}})
+    places = [names.place_of(subject) for subject in stream.state.subjects or {}]
+    # Only the team's roles have a consumer (one the team no longer has keeps its envelopes).
+    roles = sorted({place[0] for place in places if place is not None} & set(connection.roles))
     dropped = 0
     for role in roles:
         dropped += await _drop_waiting(connection, role, token)
@@ -33,7 +36,12 @@ async def _drop_waiting(connection: NatsConnection, role: str, token: str) -> in
     """Delete the role's envelopes on ``token`` that its consumer has not delivered yet."""
     names = connection.names
     queue = names.queue
-    info = await connection.js.consumer_info(queue, names.role_consumer(role))
+    try:
+        info = await connection.js.consumer_info(queue, names.role_consumer(role))
+    except nats.js.errors.NotFoundError as exc:
+        if exc.err_code != CONSUMER_NOT_FOUND:
+            raise
+        return 0  # no role reads them: strays, left to `purge-strays`
     seq = (info.delivered.stream_seq if info.delivered else 0) + 1
     subject = names.waiting_subject(role, token)
     dropped = 0

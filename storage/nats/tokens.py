@@ -2,13 +2,19 @@
 
 A request id, role or worker id may hold ``.``, ``:`` and letters of any script; a subject token
 cannot hold ``.``, ``*``, ``>`` or whitespace, and a KV key allows only ``[-/_=.A-Za-z0-9]``.
+Keys and tokens come back from the server, where anyone may have written one: reading them back
+is strict (``id_of_token`` answers ``None`` for any token ``token_of`` never makes).
 """
 
 from __future__ import annotations
 
-__all__ = ["id_of_token", "token_of"]
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.exceptions import UnsafeRequestIdError
+
+__all__ = ["id_of_token", "request_id_of_token", "token_of"]
 
 _TOKEN_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_HEX = frozenset("0123456789ABCDEF")
 
 
 def token_of(value: str) -> str:
@@ -24,11 +30,31 @@ def token_of(value: str) -> str:
     )
 
 
-def id_of_token(token: str) -> str:
-    """The id a ``token_of`` token stands for."""
+def id_of_token(token: str) -> str | None:
+    """The id a ``token_of`` token stands for; ``None`` if ``token_of`` never makes ``token``
+    (an escape that is no two upper-case hex digits, bytes that are not UTF-8, a character
+    written escaped that it keeps as it is, or one kept that it escapes: ``=ZZ``, ``a.b``)."""
     parts = token.split("=")
     data = bytearray(parts[0].encode())
     for part in parts[1:]:
+        if len(part) < 2 or part[0] not in _HEX or part[1] not in _HEX:
+            return None
         data.append(int(part[:2], 16))
         data += part[2:].encode()
-    return data.decode("utf-8", "surrogatepass")
+    try:
+        value = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    return value if value and token_of(value) == token else None
+
+
+def request_id_of_token(token: str) -> str | None:
+    """The request id a token stands for; ``None`` unless it is one ``token_of`` makes of a
+    safe request id in its NFC form (the only ones the runtime writes)."""
+    value = id_of_token(token)
+    if value is None:
+        return None
+    try:
+        return value if check_request_id(value) == value else None
+    except UnsafeRequestIdError:
+        return None

@@ -61,7 +61,7 @@ from stuck_request import Stall, lock_held, nats_kept_busy, seconds_beside  # is
 def _load_reference() -> Callable[..., list[int] | None]:
     # The plain five steps the tests compare against. Loaded by path: putting the repository
     # root on sys.path would let its `codecs/` shadow the standard library.
-    path = Path(__file__).resolve().parents[1] / "reference.py"
+    path = Path(__file__).resolve().parents[1] / "support" / "reference.py"
     spec = importlib.util.spec_from_file_location("teams_runtime_reference", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,39 @@
+"""Envelopes set aside for a person (``WorkQueue.reject``), and putting them back.
+
+A role rejects an envelope it cannot use (bytes that are no envelope, a record that cannot be
+read) instead of failing over it again and again; each backend keeps it with its reason
+(files: ``queue/rejected/``; NATS: the team's rejected stream). Once the cause is fixed (the
+record restored, the file edited), ``RejectedShelf.requeue`` puts it back in its role's queue
+as it was, where the next worker takes it (and rejects it again if it is still unusable).
+``teams-runtime status`` lists them, ``teams-runtime retry --rejected`` puts them back.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+__all__ = ["RejectedEnvelope", "RejectedShelf"]
+
+
+class RejectedEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """One envelope set aside: whose, the shelf's name for it, and why (content-free)."""
+
+    role: str
+    request_id: str  # "" when neither its name nor its bytes say (an unreadable one)
+    name: str  # files: its file name under queue/rejected/; NATS: its stream sequence
+    reason: str
+
+
+class RejectedShelf(Protocol):
+    """The rejected envelopes of a team, on its backend (blocking, like the queue)."""
+
+    def listing(self) -> list[RejectedEnvelope]:
+        """Every rejected envelope, oldest first."""
+        ...
+
+    def requeue(self, request_id: str | None = None) -> int:
+        """Put the rejected envelopes of ``request_id`` (``None``: every one) back in their
+        roles' queues, bytes unchanged, and forget their reasons; returns how many."""
+        ...

@@ -1,0 +1,359 @@
+"""What the runtime did not write, on both backends: files in its folders, keys in its KV
+buckets, envelopes on queue subjects no role reads. ``status`` names each with a reason and
+exits 0, workers keep serving beside them, ``purge-strays`` sets the envelopes aside."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.storage.nats.tokens import id_of_token, request_id_of_token, token_of
+
+from ..support.cli_in_process import init_nats_workspace, run_cli
+
+Plant = Callable[[Path, NatsSettings | None], None]
+_ENVELOPE = b'{"request_id": "req-9", "sender": "user", "target": "qa", "scope": "x"}'
+
+
+# --- tokens read back strictly ---------------------------------------------------------------
+
+
+@given(st.text())
+def test_every_id_reads_back_from_its_token(value: str) -> None:
+    assert id_of_token(token_of(value)) == (value or None)
+
+
+@given(st.text(alphabet="=-_.abcAZ09EFxyz/", max_size=12))
+def test_a_token_token_of_never_makes_reads_back_as_none(token: str) -> None:
+    value = id_of_token(token)  # never an exception, whatever the key
+    assert value is None or token_of(value) == token
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        pytest.param("=ZZ", id="no-hex"),
+        pytest.param("=2", id="short-escape"),
+        pytest.param("=2e", id="lower-case-hex"),
+        pytest.param("=41", id="escaped-letter"),
+        pytest.param("a.b", id="dot-kept"),
+        pytest.param("=C3", id="half-a-character"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_keys_the_runtime_never_writes_are_no_request_id(token: str) -> None:
+    assert request_id_of_token(token) is None
+
+
+def test_a_request_id_reads_back_only_in_its_nfc_form() -> None:
+    nfc = unicodedata.normalize("NFC", "요청-é")
+    assert request_id_of_token(token_of(nfc)) == nfc
+    nfd = unicodedata.normalize("NFD", nfc)  # records are kept NFC: this token names none
+    assert request_id_of_token(token_of(nfd)) is None
+    assert request_id_of_token(token_of("a/b")) is None  # not a safe id
+
+
+# --- planting strays ---------------------------------------------------------------------------
+
+
+def _nats(settings: NatsSettings | None, act: Callable[[Any], Any]) -> Any:
+    """Run ``act(client)`` on a raw nats-py client of the test's own (another program)."""
+    assert settings is not None
+
+    async def run() -> Any:
+        client = await nats.connect(settings.url)
+        try:
+            return await act(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def _kv_put(bucket: str, key: str, value: bytes) -> Plant:
+    def plant(root: Path, settings: NatsSettings | None) -> None:
+        async def put(client: Any) -> None:
+            assert settings is not None
+            kv = await client.jetstream().key_value(f"{settings.prefix}_{bucket}")
+            await kv.put(key, value)
+
+        _nats(settings, put)
+
+    return plant
+
+
+def _publish(subject: str) -> Plant:
+    def plant(root: Path, settings: NatsSettings | None) -> None:
+        assert settings is not None
+        full = f"{settings.prefix}.{subject}"
+        _nats(settings, lambda client: client.jetstream().publish(full, _ENVELOPE))
+
+    return plant
+
+
+def _file(relative: str, data: bytes = b"{}\n") -> Plant:
+    def plant(root: Path, settings: NatsSettings | None) -> None:
+        path = root / ".teams_runtime" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    return plant
+
+
+def _folder(relative: str) -> Plant:
+    def plant(root: Path, settings: NatsSettings | None) -> None:
+        (root / ".teams_runtime" / relative).mkdir(parents=True)
+
+    return plant
+
+
+def _link(relative: str) -> Plant:
+    def plant(root: Path, settings: NatsSettings | None) -> None:
+        path = root / ".teams_runtime" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink("/etc/hostname", path)
+
+    return plant
+
+
+# (plant, where status names it: `{p}` is the team's prefix, `{r}` the runtime folder; the
+# envelopes it counts)
+NATS_STRAYS = [
+    pytest.param(_kv_put("records", "=ZZ", b"{}"), "nats:{p}_records/=ZZ", 0, id="records-key"),
+    pytest.param(_kv_put("records", "req.1", b"{}"), "nats:{p}_records/req.1", 0, id="records-dot"),
+    pytest.param(_kv_put("workers", "=ZZ", b"{}"), "nats:{p}_workers/=ZZ", 0, id="workers-key"),
+    pytest.param(_kv_put("workers", "w-1", b"[1]"), "nats:{p}_workers/w-1", 0, id="workers-value"),
+    pytest.param(_publish("q.nobody.req-1"), "nats:{p}_queue {p}.q.nobody.req-1", 1, id="role"),
+    pytest.param(_publish("q.qa"), "nats:{p}_queue {p}.q.qa", 1, id="shallow-subject"),
+    pytest.param(_publish("q.qa.req-1.x"), "nats:{p}_queue {p}.q.qa.req-1.x", 1, id="deep"),
+    pytest.param(_publish("deferred.qa"), "nats:{p}_queue {p}.deferred.qa", 1, id="deferred"),
+    pytest.param(
+        _publish("deferred.qa.=ZZ"), "nats:{p}_queue {p}.deferred.qa.=ZZ", 1, id="deferred-token"
+    ),
+    pytest.param(
+        _publish("deferred.nobody.req-1"),
+        "nats:{p}_queue {p}.deferred.nobody.req-1",
+        1,
+        id="deferred-role",
+    ),
+]
+FILE_STRAYS = [
+    pytest.param(_file("requests/bad id.json"), "{r}/requests/bad id.json", 0, id="record-name"),
+    pytest.param(_file("requests/notes.txt"), "{r}/requests/notes.txt", 0, id="records-file"),
+    pytest.param(_file("queue/nobody/1-a-req-1.json"), "{r}/queue/nobody/", 1, id="role"),
+    pytest.param(_file("queue/qa/notes.txt"), "{r}/queue/qa/notes.txt", 0, id="not-envelope"),
+    pytest.param(_folder("queue/qa/d.json"), "{r}/queue/qa/d.json", 0, id="envelope-folder"),
+    pytest.param(_file("queue/notes"), "{r}/queue/notes", 0, id="queue-file"),
+    pytest.param(_file("queue/deferred/nobody/x.json"), "{r}/queue/deferred/nobody/", 1, id="dfr"),
+    pytest.param(
+        _file("queue/claimed/w-1/nobody/x.json"), "{r}/queue/claimed/w-1/nobody/", 1, id="claim"
+    ),
+    pytest.param(_file("queue/claimed/loose"), "{r}/queue/claimed/loose", 0, id="claimed-file"),
+    pytest.param(_file("queue/workers/=.lease"), "{r}/queue/workers/=.lease", 0, id="lease-name"),
+    pytest.param(_folder("queue/workers/d.lease"), "{r}/queue/workers/d.lease", 0, id="lease-dir"),
+    pytest.param(_link("queue/workers/l.lease"), "{r}/queue/workers/l.lease", 0, id="lease-link"),
+    pytest.param(_file("queue/workers/notes"), "{r}/queue/workers/notes", 0, id="leases-file"),
+    pytest.param(_file("servers/junk.json", b"[]"), "{r}/servers/junk.json", 0, id="server"),
+    pytest.param(_folder("servers/d.json"), "{r}/servers/d.json", 0, id="server-folder"),
+]
+
+
+def _workspace(root: Path, backend: str, request: pytest.FixtureRequest) -> NatsSettings | None:
+    """A new workspace (dry-run model) on ``backend``; its NATS settings, if any."""
+    if backend == "file":
+        assert run_cli(request.getfixturevalue("capsys"), "init", str(root))[0] == 0
+        return None
+    settings: NatsSettings = request.getfixturevalue("nats_server").settings()
+    init_nats_workspace(root, settings)
+    return settings
+
+
+def _status(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[dict[str, Any], str]:
+    """``status --json`` and ``status`` (each must exit 0 without a word on stderr)."""
+    code, out, err = run_cli(capsys, "status", "--json", "--workspace", str(root))
+    assert (code, err) == (0, ""), err
+    report = json.loads(out)
+    code, text, err = run_cli(capsys, "status", "--workspace", str(root))
+    assert (code, err) == (0, ""), err
+    return report, text
+
+
+def _shown(where: str, root: Path, settings: NatsSettings | None) -> str:
+    prefix = settings.prefix if settings is not None else ""
+    return where.format(p=prefix, r=root / ".teams_runtime")
+
+
+def _check_named(
+    capsys: pytest.CaptureFixture[str], root: Path, shown: str, envelopes: int
+) -> dict[str, Any]:
+    report, text = _status(capsys, root)
+    found = [stray for stray in report["strays"] if stray["where"] == shown]
+    assert len(found) == 1, report["strays"]
+    assert found[0]["envelopes"] == envelopes and found[0]["reason"]
+    assert f"stray {shown}" in text
+    assert report["workers"] == []  # nothing planted passes for a worker
+    assert [row["request_id"] for row in report["requests"]] == ["req-1"]
+    assert report["requests"][0]["status"] == "queued"
+    return report
+
+
+@pytest.mark.parametrize(("plant", "where", "envelopes"), NATS_STRAYS)
+def test_status_names_a_nats_stray_and_exits_0(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    plant: Plant,
+    where: str,
+    envelopes: int,
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-1")
+    plant(tmp_path, settings)
+    report = _check_named(capsys, tmp_path, _shown(where, tmp_path, settings), envelopes)
+    assert report["roles"]["qa"] == {"waiting": 1, "claimed": 0, "deferred": 0}  # only ours
+    assert report["deferred"] == []
+
+
+@pytest.mark.parametrize(("plant", "where", "envelopes"), FILE_STRAYS)
+def test_status_names_a_file_stray_and_exits_0(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    plant: Plant,
+    where: str,
+    envelopes: int,
+) -> None:
+    _workspace(tmp_path, "file", request)
+    _submit(capsys, tmp_path, "req-1")
+    plant(tmp_path, None)
+    _check_named(capsys, tmp_path, _shown(where, tmp_path, None), envelopes)
+
+
+def _submit(capsys: pytest.CaptureFixture[str], root: Path, request_id: str) -> None:
+    argv = ["submit", "--role", "qa", "--scope", "check", "--request-id", request_id]
+    code, _, err = run_cli(capsys, *argv, "--workspace", str(root))
+    assert code == 0, err
+
+
+def _run_once(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_workers_keep_serving_beside_every_kind_of_stray(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+) -> None:
+    settings = _workspace(tmp_path, backend, request)
+    strays = NATS_STRAYS if backend == "nats" else FILE_STRAYS
+    for request_id in ("req-1", "req-2"):
+        _submit(capsys, tmp_path, request_id)
+    for stray in strays:
+        stray.values[0](tmp_path, settings)  # type: ignore[operator]
+    done = _run_once(tmp_path)  # a real worker process beside them
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert ": 2 done, 0 failed" in done.stdout
+    report, _ = _status(capsys, tmp_path)
+    assert [(row["request_id"], row["status"]) for row in report["requests"]] == [
+        ("req-1", "completed"),
+        ("req-2", "completed"),
+    ]
+    shown = {stray["where"] for stray in report["strays"]}
+    for stray in strays:  # all still there, named: none deleted, none taken for work
+        where = stray.values[1]
+        if where != "{r}/queue/qa/d.json":  # but a folder posing as an envelope: rejected
+            assert _shown(str(where), tmp_path, settings) in shown
+
+
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_purge_strays_sets_aside_only_envelopes_no_role_reads(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+) -> None:
+    settings = _workspace(tmp_path, backend, request)
+    _submit(capsys, tmp_path, "req-1")  # real work, waiting for qa
+    if settings is not None:
+        for subject in ("q.nobody.req-1", "q.nobody.req-1", "q.qa.req-1.x"):
+            _publish(subject)(tmp_path, settings)
+        unread = {
+            f"nats:{settings.prefix}_queue {settings.prefix}.q.nobody.req-1": 2,
+            f"nats:{settings.prefix}_queue {settings.prefix}.q.qa.req-1.x": 1,
+        }
+    else:
+        for name in ("1-a-req-1.json", "2-b-req-1.json"):
+            _file(f"queue/nobody/{name}", _ENVELOPE)(tmp_path, None)
+        _file("queue/claimed/w-1/nobody/1-a-req-1.json", _ENVELOPE)(tmp_path, None)
+        runtime = tmp_path / ".teams_runtime"
+        unread = {f"{runtime}/queue/nobody/": 2, f"{runtime}/queue/claimed/w-1/nobody/": 1}
+    report, text = _status(capsys, tmp_path)
+    assert {s["where"]: s["envelopes"] for s in report["strays"]} == unread
+    assert "`teams-runtime purge-strays` sets them aside" in text
+
+    code, out, err = run_cli(capsys, "purge-strays", "--workspace", str(tmp_path))
+    assert (code, err) == (0, "")
+    assert out.startswith("Set aside 3 stray envelopes (no role reads them) in ")
+    report, _ = _status(capsys, tmp_path)
+    assert [s for s in report["strays"] if s["envelopes"]] == []
+    assert report["roles"]["qa"] == {"waiting": 1, "claimed": 0, "deferred": 0}  # ours stays
+    assert _set_aside(tmp_path, settings) == 3  # kept for a person, each with its reason
+    code, out, _ = run_cli(capsys, "purge-strays", "--json", "--workspace", str(tmp_path))
+    assert (code, json.loads(out)["set_aside"]) == (0, 0)
+
+    done = _run_once(tmp_path)  # workers are unaffected
+    assert done.returncode == 0, done.stderr
+    assert ": 1 done, 0 failed" in done.stdout
+
+
+def _set_aside(root: Path, settings: NatsSettings | None) -> int:
+    """How many set-aside envelopes carry a reason (the rejected stream, or folder)."""
+    if settings is None:
+        rejected = root / ".teams_runtime" / "queue" / "rejected"
+        envelopes = [path for path in rejected.iterdir() if path.suffix == ".json"]
+        assert all(path.with_name(path.name + ".reason").read_text() for path in envelopes)
+        return len(envelopes)
+
+    async def count(client: Any) -> int:
+        js = client.jetstream()
+        assert settings is not None
+        stream = f"{settings.prefix}_rejected"
+        total = (await js.stream_info(stream)).state.messages
+        for seq in range(1, total + 1):
+            message = await js.get_msg(stream, seq)
+            assert "no role reads it" in message.headers["Tr-Reason"]
+        return int(total)
+
+    return int(_nats(settings, count))
+
+
+def test_cancel_beside_a_stray_subject_of_its_request(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-1")
+    _publish("q.nobody.req-1")(tmp_path, settings)  # a role no consumer reads, this request
+    code, out, err = run_cli(capsys, "cancel", "req-1", "--json", "--workspace", str(tmp_path))
+    assert (code, err) == (0, "")
+    assert json.loads(out)["dropped"] == 1  # its own envelope; the stray is left to purge
+    report, _ = _status(capsys, tmp_path)
+    assert [s["envelopes"] for s in report["strays"]] == [1]

@@ -1,0 +1,468 @@
+"""A real OpenAI-compatible chat-completions server for the tests, on 127.0.0.1 (a free port,
+or the one given: ``FakeOpenAIServer(port=8080)``).
+
+It speaks HTTP/1.1 over real sockets (``http.server`` in a thread), reads chunked request
+bodies, and answers each request with the next behaviour of its script (``answer`` when the
+script is empty):
+
+    answer                 the role's valid result (``fake_model.answer_for``), streamed as
+                           server-sent events in several chunks, then usage, then [DONE]
+    Text(text)             ``text`` streamed the same way (garbage or repairable answers)
+    Whole()                a valid result as one application/json completion (no stream)
+    Status(code, retry_after=None, body="")   an error answer
+    Raw(body, content_type=..., status=200, reason=None)   exactly these bytes as the body
+                           (with Content-Length), under that content type and status line
+    Cut(text)              ``text`` streamed as events without a finish, then the connection
+                           is cut (an answer that breaks off anywhere, even inside a key)
+    stall                  read the request, then say nothing until the client hangs up
+                           (counted in ``hang_ups``) or the server stops
+    drop                   two events of the answer, then the connection is cut
+    garbage                200 with bytes that are not an event stream
+    bad_event              an event whose data is not JSON
+    stream_error           an event carrying an ``error`` object
+    no_done                the answer's events, then the end of the body without [DONE]
+    flood                  200 and an event stream that is one endless line (64 KiB at a
+                           time, no line break) until the client hangs up (``hang_ups``)
+
+Every request is kept (headers, body, whether it was chunked, arrival time).
+
+``flavour`` makes it answer as a real server does (what the runtime must cope with):
+
+    openai             (the default) usage in a last ``choices: []`` chunk; any response_format
+    llama.cpp          llama-server: a first delta with ``content: null``, usage in a
+                       ``choices: []`` chunk, json_schema taken; a prompt past ``n_ctx_chars``
+                       gets its 400 ``exceed_context_size_error``
+    llama-cpp-python   no usage in streams; 500 naming ``response_format.type`` to a
+                       json_schema response_format (only ``{"type": "json_object", "schema"}``
+                       is taken); a prompt past ``n_ctx_chars`` gets an empty stream
+    strict-plain       a 400 naming ``response_format`` to any response_format
+
+``cached_tokens = N`` reports N of each prompt's tokens as cached (``prompt_tokens_details``).
+``finish_reason`` is what the answer's last delta (or a whole completion) says: ``"stop"`` by
+default, any other string as given (``"length"``: the model hit max_tokens), ``None``: a null
+``finish_reason`` there (the stream still ends with [DONE]).
+``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
+``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
+``port`` is the port it listens on.
+
+To try the runtime by hand against it, run it as a program: it serves until Ctrl-C, every
+request answered with a valid result, and prints its base URL on a first line::
+
+    python tests/support/fake_openai_server.py --port 8080 [--flavour llama-cpp-python]
+    listening on http://127.0.0.1:8080/v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+if __package__:
+    from .fake_model import answer_for
+else:  # run as a program (`python tests/support/fake_openai_server.py`): its neighbour by path
+    _spec = importlib.util.spec_from_file_location(
+        "fake_model", Path(__file__).with_name("fake_model.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _fake_model = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_fake_model)
+    answer_for: Callable[[str, str], dict[str, object]] = _fake_model.answer_for
+
+# The usage the server reports: prompt characters / 4 and one token per answer character.
+PROMPT_TOKENS_PER_CHAR = 4
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Whole:
+    pass
+
+
+@dataclass(frozen=True)
+class Status:
+    code: int
+    retry_after: str | None = None
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class Raw:
+    body: bytes
+    content_type: str = "text/event-stream"
+    status: int = 200
+    reason: str | None = None  # the status line's phrase; None: the standard one
+
+
+@dataclass(frozen=True)
+class Cut:
+    text: str
+
+
+Behaviour = str | Text | Whole | Status | Raw | Cut
+
+
+Flavour = str  # "openai" | "llama.cpp" | "llama-cpp-python" | "strict-plain"
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+    chunked: bool
+    arrived: float  # time.monotonic()
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def prompt(self) -> str:
+        content: str = self.json()["messages"][-1]["content"]  # after the system message
+        return content
+
+    @property
+    def response_format(self) -> Any:
+        return self.json().get("response_format")
+
+
+def _role_and_request(prompt: str) -> tuple[str, str]:
+    role = re.search(r"You are the (\S+) role inside teams_runtime\.", prompt)
+    record = prompt.split("Current request:\n", 1)[-1]
+    request_id = re.search(r'"request_id": "([^"]*)"', record)
+    return (role.group(1) if role else "", request_id.group(1) if request_id else "")
+
+
+def _event(data: Any) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _pieces(text: str, count: int = 4) -> list[str]:
+    size = max(len(text) // count, 1)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class FakeOpenAIServer:
+    """The server; ``then(...)`` scripts the next answers, ``requests`` is what it received."""
+
+    def __init__(
+        self, flavour: Flavour = "openai", n_ctx_chars: int | None = None, *, port: int = 0
+    ) -> None:
+        """A server of ``flavour`` on 127.0.0.1: on ``port``, or a free one (``0``, the
+        default: ``port`` says which). Serving once ``start`` is called."""
+        self.flavour = flavour
+        self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
+        self.loading = False
+        # Reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
+        # when set: a server with a prompt cache.
+        self.cached_tokens: int | None = None
+        self.finish_reason: str | None = "stop"
+        self.requests: list[SeenRequest] = []
+        self.hang_ups = 0  # stalled requests whose client closed the connection
+        self._hung_up = threading.Event()
+        self._script: deque[Behaviour] = deque()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._port = port
+        self._listen()
+
+    def _listen(self) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
+        self._server.daemon_threads = True
+        self._port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one given, or the free one it found)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()  # stalled handlers return
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def down(self) -> None:
+        """Stop listening: every connection is refused until ``up``."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def up(self) -> None:
+        """Listen again, on the same port (a server restarted)."""
+        self._listen()
+        self._thread.start()
+
+    def then(self, *behaviours: Behaviour) -> FakeOpenAIServer:
+        with self._lock:
+            self._script.extend(behaviours)
+        return self
+
+    def hung_up(self) -> None:
+        with self._lock:
+            self.hang_ups += 1
+        self._hung_up.set()
+
+    def wait_for_hang_up(self, timeout: float) -> bool:
+        """Wait until a stalled request's client has closed its connection."""
+        return self._hung_up.wait(timeout)
+
+    def next_behaviour(self, seen: SeenRequest) -> Behaviour:
+        with self._lock:
+            self.requests.append(seen)
+            return self._script.popleft() if self._script else "answer"
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: pytest would show it as noise
+
+        def _read_body(self) -> tuple[bytes, bool]:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                body = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass  # trailers
+                        return bytes(body), True
+                    body += self.rfile.read(size)
+                    self.rfile.readline()  # the CRLF after the chunk
+            return self.rfile.read(int(self.headers.get("Content-Length", 0))), False
+
+        def _start_stream(self, content_type: str = "text/event-stream") -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _end_stream(self) -> None:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _answer_events(self, text: str, prompt: str) -> list[bytes]:
+            first: dict[str, Any] = {"role": "assistant"}
+            if server.flavour == "llama.cpp":
+                first["content"] = None  # llama-server's first delta
+            events = [_event({"choices": [{"index": 0, "delta": first}]})]
+            for piece in _pieces(text):
+                events.append(_event({"choices": [{"index": 0, "delta": {"content": piece}}]}))
+            finish = {"index": 0, "delta": {}, "finish_reason": server.finish_reason}
+            events.append(_event({"choices": [finish]}))
+            usage = {
+                "prompt_tokens": len(prompt) // PROMPT_TOKENS_PER_CHAR,
+                "completion_tokens": len(text),
+                "total_tokens": 0,
+            }
+            if server.cached_tokens is not None:
+                cached = min(server.cached_tokens, usage["prompt_tokens"])
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            if server.flavour != "llama-cpp-python":  # it reports no usage in streams
+                events.append(_event({"choices": [], "usage": usage}))
+            return events
+
+        def _send_json(self, code: int, data: Any) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _as_the_flavour(self, seen: SeenRequest) -> bool:
+            """Answer as the flavour's server does when it would not answer the prompt
+            (loading, a response_format it does not take, a prompt past its context);
+            whether it did."""
+            form = seen.response_format
+            kind = form.get("type") if isinstance(form, dict) else None
+            if server.loading:
+                error = {"code": 503, "message": "Loading model", "type": "unavailable_error"}
+                self._send_json(503, {"error": error})
+                return True
+            if server.flavour == "llama-cpp-python" and kind not in (None, "text", "json_object"):
+                message = (
+                    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n"
+                    "  Input should be 'text' or 'json_object'"
+                )
+                error = {"message": message, "type": "internal_server_error", "param": None,
+                         "code": None}  # fmt: skip
+                self._send_json(500, {"error": error})
+                return True
+            if server.flavour == "strict-plain" and form is not None:
+                message = "Unrecognized request argument supplied: response_format"
+                self._send_json(400, {"error": {"message": message, "type": "invalid_request"}})
+                return True
+            too_long = server.n_ctx_chars is not None and len(seen.prompt) > server.n_ctx_chars
+            if too_long and server.flavour == "llama-cpp-python":
+                self._start_stream()  # the model refuses the prompt once the stream started
+                self._end_stream()
+                return True
+            if too_long:
+                tokens, n_ctx = len(seen.prompt) // 4, server.n_ctx_chars // 4  # type: ignore[operator]
+                error = {"code": 400, "type": "exceed_context_size_error",
+                         "message": f"request ({tokens} tokens) exceeds the available context "
+                                    f"size ({n_ctx} tokens), try increasing it",
+                         "n_prompt_tokens": tokens, "n_ctx": n_ctx}  # fmt: skip
+                self._send_json(400, {"error": error})
+                return True
+            return False
+
+        def do_POST(self) -> None:
+            body, chunked = self._read_body()
+            seen = SeenRequest(
+                path=self.path,
+                headers={name.lower(): value for name, value in self.headers.items()},
+                body=body,
+                chunked=chunked,
+                arrived=time.monotonic(),
+            )
+            behaviour = server.next_behaviour(seen)
+            if behaviour == "answer" and self._as_the_flavour(seen):
+                return
+            prompt = seen.prompt
+            role, request_id = _role_and_request(prompt)
+            valid = json.dumps(answer_for(role, request_id))
+            match behaviour:
+                case "answer" | Text():
+                    text = behaviour.text if isinstance(behaviour, Text) else valid
+                    self._start_stream()
+                    for event in self._answer_events(text, prompt):
+                        self._chunk(event)
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._end_stream()
+                case "no_done":
+                    self._start_stream()
+                    for event in self._answer_events(valid, prompt)[:-2]:  # no finish, usage
+                        self._chunk(event)
+                    self._end_stream()
+                case Whole():
+                    usage = {"prompt_tokens": 7, "completion_tokens": 3}
+                    message = {"role": "assistant", "content": valid}
+                    choice = {"message": message, "finish_reason": server.finish_reason}
+                    data = json.dumps({"choices": [choice], "usage": usage}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case Status(code=code, retry_after=retry_after, body=text):
+                    data = text.encode()
+                    self.send_response(code)
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case Raw(body=data, content_type=content_type, status=code, reason=reason):
+                    self.send_response(code, reason)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                case Cut(text=text):
+                    self._start_stream()
+                    for piece in _pieces(text):
+                        self._chunk(
+                            _event({"choices": [{"index": 0, "delta": {"content": piece}}]})
+                        )
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                case "flood":
+                    self._start_stream()
+                    try:
+                        while not server.stopping.is_set():
+                            self._chunk(b"x" * 65536)
+                    except OSError:  # the client hung up
+                        server.hung_up()
+                    self.close_connection = True
+                case "stall":
+                    self.connection.settimeout(0.02)
+                    while not server.stopping.is_set():
+                        try:
+                            if self.connection.recv(1) == b"":
+                                server.hung_up()
+                                break
+                        except TimeoutError:
+                            continue
+                        except OSError:
+                            server.hung_up()
+                            break
+                    self.close_connection = True
+                case "drop":
+                    self._start_stream()
+                    for event in self._answer_events(valid, prompt)[:2]:
+                        self._chunk(event)
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                case "garbage":
+                    self._start_stream("text/html")
+                    self._chunk(b"\xff\xfe<html>502 upstream</html>\n")
+                    self._end_stream()
+                case "bad_event":
+                    self._start_stream()
+                    self._chunk(b"data: {not json\n\n")
+                    self._end_stream()
+                case "stream_error":
+                    self._start_stream()
+                    self._chunk(_event({"error": {"message": "model crashed", "code": 500}}))
+                    self._end_stream()
+                case _:
+                    raise AssertionError(f"unknown behaviour {behaviour!r}")
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGINT or SIGTERM (see the module's docstring)."""
+    parser = argparse.ArgumentParser(description="A fake OpenAI-compatible server on loopback.")
+    parser.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    parser.add_argument("--flavour", default="openai", help="openai, llama.cpp, ...")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    server = FakeOpenAIServer(args.flavour, port=args.port).start()
+    print(f"listening on {server.base_url}", flush=True)
+    while not stop.wait(0.2):  # a short wait: the signal's handler runs between them
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
