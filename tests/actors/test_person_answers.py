@@ -1,13 +1,12 @@
 """A person's answers in one process: two answers to one envelope at the same moment record
-one (the keyed append decides), which waiting answer an id names, and the ``answer_within``
-setting of a person's role."""
+one (the keyed append decides), which waiting answer an id names, and the contract a person's
+result is held to: its role's in the team's cast, ``hands_to`` included."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -22,15 +21,14 @@ from teams_runtime.actors.person_answers import (
 )
 from teams_runtime.actors.team import Team
 from teams_runtime.cli import main
-from teams_runtime.codecs.config import parse_team_config
+from teams_runtime.codecs.config import DEFAULT_CAST, parse_team_config
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.roles import ROLES
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
-from teams_runtime.exceptions import AnswerRefused, ConfigError
+from teams_runtime.exceptions import AnswerRefused
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import open_backend
 
-from .cli_in_process import init_nats_workspace
+from ..support.cli_in_process import init_nats_workspace
 
 PERSON_QA = "roles:\n  qa:\n    model: {backend: human}\n"
 
@@ -57,7 +55,7 @@ async def _answer_twice_at_once(workspace: Workspace) -> list[Answered | str]:
         outcomes: list[Answered | str] = []
 
         async def answer(summary: str) -> None:
-            result = person_result(item, {"status": "completed", "summary": summary}, ROLES)
+            result = person_result(item, {"status": "completed", "summary": summary})
             try:
                 outcomes.append(
                     await record_answer(
@@ -78,7 +76,7 @@ async def test_two_answers_at_the_same_moment_record_one(person_workspace: Works
     await submit(person_workspace.root, role="qa", scope="check it", request_id="req-1")
     with anyio.fail_after(60):
         summary = await Team(person_workspace.root).run(once=True)
-    assert summary.waiting == 1 and summary.prompts_sent == 0
+    assert summary.waiting == 1 and summary.model_calls == 0
     with anyio.fail_after(60):
         outcomes = await _answer_twice_at_once(person_workspace)
     (answered,) = [outcome for outcome in outcomes if isinstance(outcome, Answered)]
@@ -138,75 +136,45 @@ def test_an_id_names_one_waiting_answer_or_says_which_there_are() -> None:
 
 def test_a_person_result_gets_its_ids_and_the_contracts_defaults() -> None:
     item = _waiting("req-1", "qa", "env-a")
-    result = person_result(item, {"status": "blocked", "summary": "Totals off."}, ROLES)
+    result = person_result(item, {"status": "blocked", "summary": "Totals off."}, DEFAULT_CAST)
     assert result == {
         "request_id": "req-1", "role": "qa", "status": "blocked", "summary": "Totals off.",
         "insights": [], "proposals": {}, "artifacts": [], "next_role": "", "error": "",
     }  # fmt: skip
     with pytest.raises(AnswerRefused, match=r'`role` must be "qa"\.'):
-        person_result(item, {"status": "completed", "summary": "x", "role": "developer"}, ROLES)
+        person_result(item, {"status": "completed", "summary": "x", "role": "developer"})
 
 
-def _model(text: str) -> Any:
-    return parse_team_config(text, "team_runtime.yaml").model_for("qa")
+CAST = """\
+team:
+  roles: [writer, reviewer, approver]
+roles:
+  reviewer:
+    hands_to: [writer, approver, ""]
+  approver:
+    hands_to: [writer, ""]
+    model: {backend: human}
+"""
 
 
-@pytest.mark.parametrize(
-    ("written", "seconds"),
-    [
-        pytest.param("90", 90.0, id="a-number"),
-        pytest.param("2.5", 2.5, id="a-fraction"),
-        pytest.param("90s", 90.0, id="seconds"),
-        pytest.param("30m", 1800.0, id="minutes"),
-        pytest.param("4h", 14_400.0, id="hours"),
-        pytest.param("2d", 172_800.0, id="days"),
-    ],
-)
-def test_answer_within_takes_seconds_or_one_unit(written: str, seconds: float) -> None:
-    model = _model(f"roles:\n  qa:\n    model: {{backend: human, answer_within: {written}}}\n")
-    assert (model.backend, model.answer_within, model.answer_seconds) == (
-        "human", seconds, seconds
-    )  # fmt: skip
-    assert model.structured_output == "off"  # a person gets no response_format
+def test_a_person_names_only_a_role_its_hands_to_allows() -> None:
+    cast = parse_team_config(CAST, "team_runtime.yaml").cast
+    item = _waiting("req-1", "approver", "env-a")
+    result = person_result(
+        item, {"status": "completed", "summary": "Ok.", "next_role": "writer"}, cast
+    )
+    assert (result["role"], result["next_role"]) == ("approver", "writer")
+    message = "`next_role` must be empty or one of: writer (approver may hand only to these)."
+    for next_role in ("reviewer", "qa"):  # a role of the cast it may not hand to; not of it
+        given = {"status": "completed", "summary": "Ok.", "next_role": next_role}
+        with pytest.raises(AnswerRefused, match=re.escape(message)):
+            person_result(item, given, cast)
 
 
-def test_a_person_without_answer_within_waits_without_a_limit() -> None:
-    assert _model(PERSON_QA).answer_seconds is None
-
-
-@pytest.mark.parametrize(
-    ("model", "message"),
-    [
-        pytest.param(
-            "{backend: human, answer_within: soon}",
-            "team_runtime.yaml roles.qa.model.answer_within must be a duration: seconds as a "
-            "number, or a number and one unit (90s, 30m, 4h, 2d).",
-            id="not-a-duration",
-        ),
-        pytest.param(
-            "{backend: human, answer_within: 0}",
-            "team_runtime.yaml roles.qa.model.answer_within must be greater than 0.",
-            id="zero",
-        ),
-        pytest.param(
-            "{backend: human, answer_within: 400d}",
-            "team_runtime.yaml roles.qa.model.answer_within must be at most 366d (a year).",
-            id="too-long",
-        ),
-        pytest.param(
-            "{backend: human, answer_within: true}",
-            "team_runtime.yaml roles.qa.model.answer_within must be a duration: seconds as a "
-            "number, or a number and one unit (90s, 30m, 4h, 2d).",
-            id="a-boolean",
-        ),
-        pytest.param(
-            "{answer_within: 2h}",
-            "team_runtime.yaml roles.qa.model.answer_within is for a person's role: set "
-            "model.backend to human with it, or remove it (docs/roles.md).",
-            id="not-a-person",
-        ),
-    ],
-)
-def test_a_bad_answer_within_is_named_where_it_was_written(model: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
-        _model(f"roles:\n  qa:\n    model: {model}\n")
+def test_a_person_role_the_team_no_longer_has_is_refused() -> None:
+    cast = parse_team_config(CAST, "team_runtime.yaml").cast
+    with pytest.raises(AnswerRefused, match=r"waits for the qa role, which the team no longer "
+                       r"has \(its roles are: writer, reviewer, approver\)"):  # fmt: skip
+        person_result(
+            _waiting("req-1", "qa", "env-a"), {"status": "completed", "summary": "x"}, cast
+        )

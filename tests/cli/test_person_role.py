@@ -245,9 +245,10 @@ def test_an_answer_to_a_request_cancelled_meanwhile_is_refused(
     [
         pytest.param(
             ["--status", "completed", "--summary", "Ok.", "--next-role", "auditor"],
-            "next role 'auditor' is not a role of the team; the roles are: orchestrator, "
-            "research, planner, designer, architect, developer, qa, version_controller (or "
-            "none, to finish the request).",
+            "the answer breaks the qa role's contract, so it was not recorded: `next_role` must "
+            "be empty or one of: orchestrator, research, planner, designer, architect, "
+            "developer, qa, version_controller. (`teams-runtime inbox show` prints the "
+            "contract; give a whole result with --from FILE).",
             id="next-role-not-in-team",
         ),
         pytest.param(
