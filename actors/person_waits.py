@@ -117,7 +117,7 @@ async def _overdue(
             again.renewals,
         )
         return again
-    failure = plan_no_answer(item.role, within, now_iso())
+    failure = plan_no_answer(item.role, within, now_iso(), item.envelope)
     state = state_of(await context.project(item.request_id))
     writer = OutcomeWriter(item.role, context=context, queue=queue)
     _, _, applied = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)

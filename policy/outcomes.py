@@ -294,9 +294,12 @@ def plan_model_failure(
     return OutcomePlan(events=[event], updates=updates)
 
 
-def plan_no_answer(role: str, within: float, now: str) -> OutcomePlan:
+def plan_no_answer(
+    role: str, within: float, now: str, envelope: MessageEnvelope | None = None
+) -> OutcomePlan:
     """An ``answer_timed_out`` event and ``status: failed``: the person of ``role`` gave no
-    answer within ``within`` seconds (``answer_within``, with ``on_failure: fail``)."""
+    answer within ``within`` seconds (``answer_within``, with ``on_failure: fail``); the
+    ``envelope`` that waited is kept for ``retry`` (``FAILED_ENVELOPE``), as a model's is."""
     event = {
         "timestamp": now,
         "type": "answer_timed_out",
@@ -304,7 +307,9 @@ def plan_no_answer(role: str, within: float, now: str) -> OutcomePlan:
         "summary": f"no answer came for the {role} role within {within:g} s",
         "payload": {"from_role": role, "answer_within_seconds": within},
     }
-    updates = {"status": "failed", "current_role": role, "updated_at": now}
+    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
+    if envelope is not None:
+        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
     return OutcomePlan(events=[event], updates=updates)
 
 

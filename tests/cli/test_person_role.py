@@ -339,6 +339,11 @@ def test_a_serving_worker_fails_a_request_whose_answer_did_not_come_in_time(
     assert _json(team.person, "inbox")["waiting"] == []
     late = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Late.")
     assert late.returncode == 2 and "request req-1 is failed" in late.stderr
+    # The envelope that waited is kept: `retry` queues the same work for the person again.
+    retried = _json(team.person, "retry", "req-1")
+    assert (retried["request_id"], retried["role"]) == ("req-1", "qa")
+    assert team.record("req-1")["status"] == "in_progress"
+    assert _json(team.person, "status")["roles"]["qa"]["waiting"] == 1
 
 
 def test_reading_the_inbox_applies_on_failure_to_what_is_overdue(

@@ -18,6 +18,7 @@ from teams_runtime.policy.outcomes import (
     follow_up_id,
     plan_for,
     plan_model_failure,
+    plan_no_answer,
     plan_outcome,
     research_result,
 )
@@ -147,6 +148,15 @@ def test_a_model_failure_fails_the_request_with_its_reason() -> None:
     with_envelope = plan_model_failure("qa", "the model printed nothing", NOW, ENVELOPE)
     assert with_envelope.updates["failed_envelope"] == envelope_kept(ENVELOPE)
     assert "traceparent" not in envelope_kept(ENVELOPE)  # the trace is the queuing run's
+
+
+def test_a_person_who_did_not_answer_in_time_fails_the_request_retryably() -> None:
+    plan = plan_no_answer("qa", 3600.0, NOW, ENVELOPE)
+    assert [event["type"] for event in plan.events] == ["answer_timed_out"]
+    assert plan.events[0]["payload"] == {"from_role": "qa", "answer_within_seconds": 3600.0}
+    assert plan.updates == {"status": "failed", "current_role": "qa", "updated_at": NOW,
+                            "failed_envelope": envelope_kept(ENVELOPE)}  # fmt: skip
+    assert plan.follow_up is None
 
 
 def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
