@@ -41,7 +41,8 @@ class UnservedRoles:
         """Called each time ``--once`` finds envelopes waiting (``waiting``: per role, not
         claimed). The line to log when roles this worker does not serve have had envelopes
         waiting ``after`` seconds, once per set of such roles; else ``None``."""
-        roles = tuple(r for r, n in waiting.items() if n > 0 and r not in self._served)
+        # By name: the same set of roles reads the same, whatever order the counts came in.
+        roles = tuple(sorted(r for r, n in waiting.items() if n > 0 and r not in self._served))
         now = self._clock()
         if roles != self._roles:
             self._roles, self._since = roles, now
