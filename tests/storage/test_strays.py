@@ -357,3 +357,50 @@ def test_cancel_beside_a_stray_subject_of_its_request(
     assert json.loads(out)["dropped"] == 1  # its own envelope; the stray is left to purge
     report, _ = _status(capsys, tmp_path)
     assert [s["envelopes"] for s in report["strays"]] == [1]
+
+
+# --- a next attempt that is no sane time --------------------------------------------------------
+
+
+def _defer_with_header(settings: NatsSettings | None, request_id: str, header: str) -> None:
+    """Move ``request_id``'s waiting qa envelope to its deferred subject, as another program
+    would, with ``header`` for its next attempt: the worker can only finish the request by
+    restoring it."""
+    assert settings is not None
+    prefix = settings.prefix
+
+    async def move(client: Any) -> None:
+        js = client.jetstream()
+        waiting = await js.get_last_msg(f"{prefix}_queue", f"{prefix}.q.qa.{request_id}")
+        await js.delete_msg(f"{prefix}_queue", waiting.seq)
+        subject = f"{prefix}.deferred.qa.{request_id}"
+        await js.publish(subject, waiting.data, headers={"Tr-Next-Attempt": header})
+
+    _nats(settings, move)
+
+
+@pytest.mark.parametrize(
+    "header", ["9999999999999999999999", "inf", "1e20", "-1e20", "253402300800", "nan", ""]
+)
+def test_a_next_attempt_that_is_no_time_is_due_now(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    header: str,
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-zz3")
+    _defer_with_header(settings, "req-zz3", header)
+    report, text = _status(capsys, tmp_path)  # exit 0, not a traceback
+    assert [(d["request_id"], d["due_in_seconds"]) for d in report["deferred"]] == [
+        ("req-zz3", 0.0)
+    ]
+    assert "due now" in text
+    done = _run_once(tmp_path)  # a worker restores it at once and serves it
+    assert done.returncode == 0, done.stderr
+    assert ": 1 done, 0 failed" in done.stdout
+    report, _ = _status(capsys, tmp_path)
+    assert report["deferred"] == []
+    assert [(r["request_id"], r["status"]) for r in report["requests"]] == [
+        ("req-zz3", "completed")
+    ]
