@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import TeamsRuntimeError, UnsafeRequestIdError
 from teams_runtime.storage.files.lease_files import WORKER_NAME
-from teams_runtime.storage.local_files import folder, write_atomic
+from teams_runtime.storage.local_files import folder, is_temp_name, write_atomic
 from teams_runtime.storage.protocols import Stray
 from teams_runtime.storage.workspace import Workspace
 
 __all__ = ["is_record_name", "queue_strays", "record_strays", "set_aside_unread"]
 
-_TEMP = re.compile(r"\..+~[0-9]+\.[0-9a-f]{8}\.tmp")  # `write_atomic`'s temp files
 _KEPT_FOR_PEOPLE = frozenset({"rejected"})
 _QUEUE_FOLDERS = frozenset({"claimed", "deferred", "rejected", "workers"})
 _SKIPPED = "skipped"
@@ -68,11 +66,7 @@ def record_strays(workspace: Workspace) -> list[Stray]:
     strays = []
     for entry in _listing(workspace.requests_dir, workspace.runtime_dir):
         name = entry.name
-        if (
-            is_record_name(name)
-            or is_record_name(name.removesuffix(".lock"))
-            or _TEMP.fullmatch(name)
-        ):
+        if is_record_name(name) or is_record_name(name.removesuffix(".lock")) or is_temp_name(name):
             continue
         if name.endswith(".json"):
             reason = "its name is no safe request id in NFC form: not a record teams-runtime reads"
@@ -135,7 +129,7 @@ def _envelope_folder(place: Path, runtime: Path) -> list[Stray]:
     strays = []
     for entry in _listing(place, runtime):
         name = entry.name
-        if _TEMP.fullmatch(name) or (_is_file(entry) and _is_envelope_name(name)):
+        if is_temp_name(name) or (_is_file(entry) and _is_envelope_name(name)):
             continue
         if _is_envelope_name(name):
             reason = "not a regular file: the worker that claims it sets it aside"
@@ -166,7 +160,7 @@ def _lease_folder(place: Path, runtime: Path) -> list[Stray]:
     strays = []
     for entry in _listing(place, runtime):
         worker = entry.name.removesuffix(".lease")
-        if _TEMP.fullmatch(entry.name) or (
+        if is_temp_name(entry.name) or (
             _is_file(entry) and worker != entry.name and WORKER_NAME.fullmatch(worker)
         ):
             continue

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -404,3 +405,31 @@ def test_a_next_attempt_that_is_no_time_is_due_now(
     assert [(r["request_id"], r["status"]) for r in report["requests"]] == [
         ("req-zz3", "completed")
     ]
+
+
+# --- temp files: ours are exactly the names our writer makes -------------------------------------
+
+_NOT_OURS = [".req-c02.json~my-notes.tmp", ".req-c02.json~1.2.3.tmp",
+             ".req-c02.json~12345.cafe.tmp", ".req-c02.json~backup"]  # fmt: skip
+_OURS = ".req-c02.json~4242.0badcafe.tmp"  # a writer killed mid-write left it
+
+
+def test_a_writer_removes_only_its_own_stale_temps_and_status_names_the_rest(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _workspace(tmp_path, "file", request)
+    _submit(capsys, tmp_path, "req-c02")
+    folder = tmp_path / ".teams_runtime" / "requests"
+    old = time.time() - 120  # past the minute a live writer's temp may live
+    for name in [*_NOT_OURS, _OURS]:
+        (folder / name).write_bytes(b"a person's notes\n")
+        os.utime(folder / name, (old, old))
+    report, _ = _status(capsys, tmp_path)
+    strays = {stray["where"]: stray["reason"] for stray in report["strays"]}
+    assert set(strays) == {str(folder / name) for name in _NOT_OURS}  # ours is no stray
+    assert all(reason.startswith("not a record file") for reason in strays.values())
+    argv = ["append", "req-c02", "--type", "note", "--actor", "qa", "--summary", "s"]
+    code, _, err = run_cli(capsys, *argv, "--workspace", str(tmp_path))
+    assert code == 0, err
+    assert not (folder / _OURS).exists()  # the stale temp of a killed writer: removed
+    assert all((folder / name).read_bytes() == b"a person's notes\n" for name in _NOT_OURS)
