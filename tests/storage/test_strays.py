@@ -160,6 +160,18 @@ FILE_STRAYS = [
     pytest.param(_file("queue/notes"), "{r}/queue/notes", 0, id="queue-file"),
     pytest.param(_file("queue/deferred/nobody/x.json"), "{r}/queue/deferred/nobody/", 1, id="dfr"),
     pytest.param(
+        _file("queue/deferred/qa/garbage.json", _ENVELOPE),
+        "{r}/queue/deferred/qa/garbage.json",
+        0,
+        id="deferred-name",
+    ),
+    pytest.param(
+        _file("queue/deferred/qa/zz-bin.json", _ENVELOPE),
+        "{r}/queue/deferred/qa/zz-bin.json",
+        0,
+        id="deferred-no-time",
+    ),
+    pytest.param(
         _file("queue/claimed/w-1/nobody/x.json"), "{r}/queue/claimed/w-1/nobody/", 1, id="claim"
     ),
     pytest.param(_file("queue/claimed/loose"), "{r}/queue/claimed/loose", 0, id="claimed-file"),
@@ -240,7 +252,9 @@ def test_status_names_a_file_stray_and_exits_0(
     _workspace(tmp_path, "file", request)
     _submit(capsys, tmp_path, "req-1")
     plant(tmp_path, None)
-    _check_named(capsys, tmp_path, _shown(where, tmp_path, None), envelopes)
+    report = _check_named(capsys, tmp_path, _shown(where, tmp_path, None), envelopes)
+    assert report["roles"]["qa"]["deferred"] == 0  # nothing planted passes for deferred work
+    assert report["deferred"] == []
 
 
 def _submit(capsys: pytest.CaptureFixture[str], root: Path, request_id: str) -> None:
