@@ -82,6 +82,7 @@ class FileWorkQueue:
         self.roles = tuple(roles)  # the team's (``TeamConfig.cast``): a folder each
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
+        self.renew_trouble = "its lease file could not be written: a full disk?"
         self._retry = retry or RetrySchedule()
         self._clock = clock  # when deferred envelopes are due (file times are Unix times)
         self._runtime = workspace.runtime_dir
