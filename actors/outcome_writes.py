@@ -55,11 +55,12 @@ class OutcomeWriter:
         claim: Claim,
         decide: Callable[[RequestState], OutcomePlan],
         state: RequestState,
-    ) -> tuple[OutcomePlan, RequestState]:
+    ) -> tuple[OutcomePlan, RequestState, bool]:
         """Write the plan ``decide`` makes of the request's ``state`` (decided again from the
         state a refused write answers), queue its follow-up, then dequeue: shielded from
-        cancellation. Returns the plan written and the state it was decided from. On failure
-        the envelope stays queued (``NotSaved``)."""
+        cancellation. Returns the plan, the state it was decided from, and whether this write
+        recorded it (``False``: another delivery of the envelope had). On failure the
+        envelope stays queued (``NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
                 plan, state, applied = await self._write(envelope, decide, state)
@@ -78,7 +79,7 @@ class OutcomeWriter:
                 exc,
             )
             raise NotSaved from exc
-        return plan, state
+        return plan, state, applied
 
     async def _write(
         self,

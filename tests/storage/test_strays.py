@@ -447,3 +447,20 @@ def test_a_writer_removes_only_its_own_stale_temps_and_status_names_the_rest(
     assert code == 0, err
     assert not (folder / _OURS).exists()  # the stale temp of a killed writer: removed
     assert all((folder / name).read_bytes() == b"a person's notes\n" for name in _NOT_OURS)
+
+
+def test_a_records_key_with_an_empty_value_is_unreadable_not_missing(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-1")
+    _kv_put("records", "odd_key-", b"")(tmp_path, settings)
+    report, _ = _status(capsys, tmp_path)
+    rows = {row["request_id"]: row for row in report["requests"]}
+    assert rows["req-1"]["status"] == "queued"
+    assert rows["odd_key-"]["status"] == "unreadable"
+    error = rows["odd_key-"]["error"]  # true: the key is there, its value is no head
+    assert "the record head is empty" in error and "no request" not in error
+    done = _run_once(tmp_path)  # workers serve beside it
+    assert done.returncode == 0, done.stderr
+    assert ": 1 done, 0 failed" in done.stdout
