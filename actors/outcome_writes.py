@@ -81,11 +81,12 @@ class OutcomeWriter:
         claim: Claim,
         decide: Callable[[RequestState], OutcomePlan],
         state: RequestState,
-    ) -> tuple[OutcomePlan, RequestState]:
+    ) -> tuple[OutcomePlan, RequestState, bool]:
         """Write the plan ``decide`` makes of the request's ``state`` (decided again from the
         state a refused write answers), queue its follow-up, then dequeue: shielded from
-        cancellation. Returns the plan written and the state it was decided from. On failure
-        the envelope stays queued (``NotSaved``)."""
+        cancellation. Returns the plan, the state it was decided from, and whether this write
+        recorded it (``False``: another delivery of the envelope had). On failure the
+        envelope stays queued (``NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
                 plan, state, _ = await self.record(envelope, decide, state)
@@ -98,7 +99,7 @@ class OutcomeWriter:
                 exc,
             )
             raise NotSaved from exc
-        return plan, state
+        return plan, state, applied
 
     async def record(
         self,

@@ -288,13 +288,21 @@ class RoleActor:
 
         # Decided from the state now (handed on meanwhile?); the write expects it unchanged.
         state = state_of(await self._context.project(request_id))
-        plan, state = await self._writer.persist(envelope, claim, decide, state)
-        handed_to = plan.follow_up.target if plan.follow_up is not None else ""
-        self._log.bind(request_id=request_id).info(
-            "{}: request {}: {} -> {}",
-            self.role,
-            request_id,
-            result["status"],
-            state.ended or handed_to or plan.updates["status"],  # failed at the hop limit
-        )
+        plan, state, applied = await self._writer.persist(envelope, claim, decide, state)
+        log = self._log.bind(request_id=request_id)
+        if not applied:  # another delivery's outcome is the one recorded (we were paused)
+            log.info(
+                "{}: request {}: outcome already recorded by another worker; this one not kept",
+                self.role,
+                request_id,
+            )
+        else:
+            handed_to = plan.follow_up.target if plan.follow_up is not None else ""
+            log.info(
+                "{}: request {}: {} -> {}",
+                self.role,
+                request_id,
+                result["status"],
+                state.ended or handed_to or plan.updates["status"],  # failed at the hop limit
+            )
         return "failed" if result["status"] == "failed" and not result["next_role"] else "done"

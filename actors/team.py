@@ -288,7 +288,9 @@ class Team:
 
     async def _renew_lease(self) -> None:
         if not await anyio.to_thread.run_sync(self.queue.renew):
-            logger.warning("the worker's lease could not be renewed (a full disk?); retrying")
+            logger.warning(
+                "the worker's lease could not be renewed ({}); retrying", self.queue.renew_trouble
+            )
 
     async def _keep_lease(self, scope: anyio.CancelScope) -> None:
         with scope:

@@ -110,6 +110,10 @@ class _StampingQueue:
         return self._queue.lease_seconds
 
     @property
+    def renew_trouble(self) -> str:
+        return self._queue.renew_trouble
+
+    @property
     def worker_id(self) -> str:
         return str(getattr(self._queue, "worker_id", "-"))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -38,7 +39,7 @@ from teams_runtime.monitoring import (
 from teams_runtime.monitoring.workspace_facts import rate_cards_of, statuses_of
 from teams_runtime.storage import Workspace, load_team_config
 
-__all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit"]
+__all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit", "due_words"]
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -150,6 +151,15 @@ async def _run_and_count(
         return stopped, sum(counts.values())
 
 
+def due_words(next_attempt: float, now: float) -> str:
+    """When a left envelope is due, as the summary says it: ``due at <time>``, or ``due now
+    (it was due at <time>)`` once that time has passed (a run that ends after waiting on a
+    held lock may end well after its envelopes came due)."""
+    if next_attempt > now:
+        return f"due at {iso_of(next_attempt)}"
+    return f"due now (it was due at {iso_of(next_attempt)})"
+
+
 def _print_summary(
     team: Team, *, once: bool, stopped: bool, queued: int | None, as_json: bool
 ) -> None:
@@ -186,10 +196,11 @@ def _print_summary(
             f"{count_of(summary.waiting, 'envelope')} put in the inbox for a person's answer "
             "(`teams-runtime inbox` lists what waits)."
         )
-    if summary.left_deferred:
+    if summary.left_deferred and summary.next_attempt is not None:
         print(
-            f"Left {count_of(summary.left_deferred, 'deferred envelope')}; the next is due at "
-            f"{next_attempt}, when any running worker takes it (`status` lists them)."
+            f"Left {count_of(summary.left_deferred, 'deferred envelope')}; the next is "
+            f"{due_words(summary.next_attempt, time.time())}, when any running worker takes it "
+            "(`status` lists them)."
         )
     if queued is not None:
         print(f"Stopped; {count_of(queued, 'envelope')} queued for the next run.")

@@ -3,6 +3,7 @@ counted nouns ("1 prompt", "2 prompts")."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +29,18 @@ def now_iso() -> str:
     return datetime.now().astimezone().isoformat()
 
 
+# The times ``iso_of`` shows as they are: 1970-01-01 to 9999-12-30 (a day short of the end, so
+# no local offset carries it past what ``datetime`` holds).
+_LAST_SHOWN = 253402214400.0
+
+
 def iso_of(unix_time: float) -> str:
-    """A Unix time as local ISO-8601 with its UTC offset, to the second (as ``now_iso``)."""
-    return datetime.fromtimestamp(unix_time).astimezone().isoformat(timespec="seconds")
+    """A Unix time as local ISO-8601 with its UTC offset, to the second (as ``now_iso``).
+
+    Total: a time outside 1970 to 9999 (or not finite, say from another program's header or a
+    file's mtime) is shown as the nearest end of that range rather than raising."""
+    when = min(max(unix_time, 0.0), _LAST_SHOWN) if math.isfinite(unix_time) else 0.0
+    return datetime.fromtimestamp(when).astimezone().isoformat(timespec="seconds")
 
 
 def count_of(count: int, noun: str) -> str:

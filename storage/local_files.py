@@ -19,6 +19,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 import time
@@ -39,6 +40,7 @@ __all__ = [
     "ensure_folder",
     "file_version",
     "folder",
+    "is_temp_name",
     "locked",
     "open_folder",
     "open_regular",
@@ -49,9 +51,12 @@ __all__ = [
 ]
 
 TEMP_SUFFIX = ".tmp"
-# Temp files are `.<name>~<pid>.<random>.tmp`: `~` is never part of a request id, so the temp
-# files of one record can never match the pattern of another (`a.json` vs `a.json.b.json`).
+# Temp files are `.<name>~<pid>.<8 hex digits>.tmp`: `~` is never part of a request id, so the
+# temp files of one record can never match the pattern of another (`a.json` vs `a.json.b.json`).
 _TEMP_MARK = "~"
+_TEMP_HEX_BYTES = 4
+_TEMP_HEX = 2 * _TEMP_HEX_BYTES
+_TEMP_NAME = re.compile(rf"\.(?P<target>.+)~[0-9]+\.[0-9a-f]{{{_TEMP_HEX}}}\.tmp")
 _STALE_TEMP_SECONDS = 60.0  # a writer's own temp file lives for milliseconds
 _PRIVATE_MODE = 0o600  # lock and temp files: owner only
 _NEW_FILE_MODE = 0o644
@@ -246,7 +251,8 @@ def write_atomic(
     link); the old file is then left as it was. ``unless`` is asked right before the rename:
     ``False`` leaves the old file and raises ``Raced``.
     """
-    temp = f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    unique = f"{os.getpid()}.{secrets.token_hex(_TEMP_HEX_BYTES)}"
+    temp = f".{path.name}{_TEMP_MARK}{unique}{TEMP_SUFFIX}"
     with folder(path.parent, runtime) as dfd:
         fd = -1
         try:
@@ -334,14 +340,23 @@ def read_file(path: Path, runtime: Path) -> bytes:
             return handle.read()
 
 
+def is_temp_name(name: str, target: str | None = None) -> bool:
+    """Whether ``name`` is one ``write_atomic`` makes (of a file named ``target``, if given):
+    exactly ``.<target>~<pid digits>.<8 lower-case hex digits>.tmp``. The one test of what is
+    our temp file: the stale-temp cleanup removes only these, and ``status`` counts any other
+    name (``.a.json~notes.tmp``) as a stray, never deleted."""
+    match = _TEMP_NAME.fullmatch(name)
+    return match is not None and (target is None or match["target"] == target)
+
+
 def remove_stale_temps(path: Path, runtime: Path) -> None:
-    """Remove temp files that writers of ``path`` left when killed mid-write: only those older
-    than a minute, so a live writer's (one that took a replaced lock, say) is never touched."""
-    prefix = f".{path.name}{_TEMP_MARK}"
+    """Remove temp files that writers of ``path`` left when killed mid-write: only names
+    ``write_atomic`` makes (``is_temp_name``), and only those older than a minute, so a live
+    writer's (one that took a replaced lock, say) is never touched, nor a person's file."""
     now = time.time()
     with folder(path.parent, runtime) as dfd:
         for name in os.listdir(dfd):
-            if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            if not is_temp_name(name, path.name):
                 continue
             with contextlib.suppress(OSError):
                 info = os.stat(name, dir_fd=dfd, follow_symlinks=False)

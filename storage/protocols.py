@@ -183,6 +183,12 @@ class WorkQueue(Protocol):
         (the file queue: ``queue.lease_seconds``; NATS: the ack wait the server has)."""
         ...
 
+    @property
+    def renew_trouble(self) -> str:
+        """What most likely keeps ``renew`` from working, as a warning says it (the file
+        queue: a full disk; NATS: the server not answering)."""
+        ...
+
     def put(self, envelope: MessageEnvelope) -> str:
         """Queue ``envelope`` for ``envelope.target``; durable when it returns. Returns its
         ticket. An envelope without an ``envelope_id`` gets one."""

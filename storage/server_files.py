@@ -14,7 +14,7 @@ from teams_runtime.codecs.server_records import (
     ServerAway,
     decode_server_away,
 )
-from teams_runtime.storage.local_files import TEMP_SUFFIX, read_file
+from teams_runtime.storage.local_files import is_temp_name, read_file
 from teams_runtime.storage.protocols import Stray
 from teams_runtime.storage.workspace import Workspace
 
@@ -71,7 +71,7 @@ def server_strays(workspace: Workspace) -> list[Stray]:
         return []
     strays = []
     for name in names:
-        if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+        if is_temp_name(name):
             continue  # a worker writing one (atomically) right now
         try:
             decode_server_away(read_file(folder / name, workspace.runtime_dir))

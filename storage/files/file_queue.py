@@ -39,6 +39,7 @@ from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage.files.envelope_names import queued_request_id
 from teams_runtime.storage.files.lease_files import LeaseFiles
 from teams_runtime.storage.files.stray_files import queue_strays, set_aside_unread
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
@@ -81,6 +82,7 @@ class FileWorkQueue:
         self.roles = tuple(roles)  # the team's (``TeamConfig.cast``): a folder each
         self.worker_id = worker_id or new_worker_id()
         self.lease_seconds = lease_seconds
+        self.renew_trouble = "its lease file could not be written: a full disk?"
         self._retry = retry or RetrySchedule()
         self._clock = clock  # when deferred envelopes are due (file times are Unix times)
         self._runtime = workspace.runtime_dir
@@ -207,7 +209,7 @@ class FileWorkQueue:
         now = self._clock()
         for role in self.roles:
             deferred = self._deferred(role)
-            for name in self._names(deferred):
+            for name in self._deferred_names(deferred):
                 due = self._mtime(deferred, name)
                 if due is not None and due <= now:
                     restored += self._move(deferred, name, self.workspace.role_queue(role))
@@ -263,6 +265,11 @@ class FileWorkQueue:
 
     # --- folders, read without following links ---------------------------------------------
 
+    def _deferred_names(self, place: Path) -> list[str]:
+        """The deferred envelopes of a folder: only names the queue gives (another program's
+        file there is a stray, which ``status`` names and no worker restores)."""
+        return [name for name in self._names(place) if queued_request_id(name) is not None]
+
     def _names(self, place: Path) -> list[str]:
         """The envelope files of a folder, oldest first (none if it does not exist)."""
         try:
@@ -311,7 +318,7 @@ class FileWorkQueue:
         workers: every live one, and a dead one while its claims wait to be returned."""
         now = time.time()
         waiting = self.waiting()
-        deferred = {role: len(self._names(self._deferred(role))) for role in self.roles}
+        deferred = {role: len(self._deferred_names(self._deferred(role))) for role in self.roles}
         claimed = dict.fromkeys(self.roles, 0)
         leases = set(self._leases.workers())
         workers = []
@@ -339,7 +346,7 @@ class FileWorkQueue:
         found = []
         for role in self.roles:
             place = self._deferred(role)
-            for name in self._names(place):
+            for name in self._deferred_names(place):
                 due = self._mtime(place, name)
                 try:
                     envelope_id, deferrals = deferral_view(read_file(place / name, self._runtime))

@@ -6,20 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Sequence
 
 import msgspec
 
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage.files.envelope_names import QUEUED_NAME
 from teams_runtime.storage.local_files import folder, read_file
 from teams_runtime.storage.rejected import RejectedEnvelope
 from teams_runtime.storage.workspace import Workspace
 
 __all__ = ["FileRejectedShelf"]
 
-_QUEUED_NAME = re.compile(r"\d{20}-[0-9a-f]{6}-(?P<request_id>.+)\.json")  # file_queue.put's
 _REASON_CHARS = 500  # of a .reason file, shown: reasons are one content-free line
 
 
@@ -67,7 +66,7 @@ class FileRejectedShelf:
             queued_as = name[len(role) + 1 :] if role is not None else ""
             if role is None or not queued_as:
                 continue  # not one the queue set aside (a stray's, or a role's gone)
-            named = _QUEUED_NAME.fullmatch(queued_as)
+            named = QUEUED_NAME.fullmatch(queued_as)
             request_id = named["request_id"] if named else _request_id(self._read(name))
             reason = self._read(f"{name}.reason").decode("utf-8", "replace").strip()
             found.append(

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import TeamsRuntimeError, UnsafeRequestIdError
+from teams_runtime.storage.files.envelope_names import queued_request_id
 from teams_runtime.storage.files.lease_files import WORKER_NAME
-from teams_runtime.storage.local_files import folder, write_atomic
+from teams_runtime.storage.local_files import folder, is_temp_name, write_atomic
 from teams_runtime.storage.protocols import Stray
 from teams_runtime.storage.workspace import Workspace
 
 __all__ = ["is_record_name", "queue_strays", "record_strays", "set_aside_unread"]
 
-_TEMP = re.compile(r"\..+~[0-9]+\.[0-9a-f]{8}\.tmp")  # `write_atomic`'s temp files
 _KEPT_FOR_PEOPLE = frozenset({"rejected"})
 _QUEUE_FOLDERS = frozenset({"claimed", "deferred", "rejected", "workers"})
 _SKIPPED = "skipped"
@@ -68,11 +67,7 @@ def record_strays(workspace: Workspace) -> list[Stray]:
     strays = []
     for entry in _listing(workspace.requests_dir, workspace.runtime_dir):
         name = entry.name
-        if (
-            is_record_name(name)
-            or is_record_name(name.removesuffix(".lock"))
-            or _TEMP.fullmatch(name)
-        ):
+        if is_record_name(name) or is_record_name(name.removesuffix(".lock")) or is_temp_name(name):
             continue
         if name.endswith(".json"):
             reason = "its name is no safe request id in NFC form: not a record teams-runtime reads"
@@ -101,7 +96,7 @@ def queue_strays(workspace: Workspace, roles: Collection[str]) -> list[Stray]:
         elif entry.name in roles:
             strays += _envelope_folder(place, runtime)
         elif entry.name == "deferred":
-            strays += _role_folders(place, runtime, roles)
+            strays += _role_folders(place, runtime, roles, deferred=True)
         elif entry.name == "claimed":
             for worker in _listing(place, runtime):
                 if _is_folder(worker):
@@ -119,25 +114,35 @@ def _not_a_folder(place: Path, what: str) -> Stray:
     return Stray(where=str(place), reason=f"not {what}; {_SKIPPED}")
 
 
-def _role_folders(place: Path, runtime: Path, roles: Collection[str]) -> list[Stray]:
+def _role_folders(
+    place: Path, runtime: Path, roles: Collection[str], *, deferred: bool = False
+) -> list[Stray]:
     strays: list[Stray] = []
     for entry in _listing(place, runtime):
         if not _is_folder(entry):
             strays.append(_not_a_folder(place / entry.name, "a role's folder"))
         elif entry.name in roles:
-            strays += _envelope_folder(place / entry.name, runtime)
+            strays += _envelope_folder(place / entry.name, runtime, deferred=deferred)
         else:
             strays.append(_unread(place / entry.name, runtime))
     return strays
 
 
-def _envelope_folder(place: Path, runtime: Path) -> list[Stray]:
+def _envelope_folder(place: Path, runtime: Path, *, deferred: bool = False) -> list[Stray]:
+    """The strays of a role's folder; in a ``deferred`` one, which only the runtime fills,
+    also every ``*.json`` of a name the queue never gives."""
     strays = []
     for entry in _listing(place, runtime):
         name = entry.name
-        if _TEMP.fullmatch(name) or (_is_file(entry) and _is_envelope_name(name)):
+        ours = not deferred or queued_request_id(name) is not None
+        if is_temp_name(name) or (_is_file(entry) and _is_envelope_name(name) and ours):
             continue
-        if _is_envelope_name(name):
+        if not ours and _is_envelope_name(name):
+            reason = (
+                "not a deferred envelope the runtime wrote (<time>-<hex>-<request id>.json); "
+                f"never restored; {_SKIPPED}"
+            )
+        elif _is_envelope_name(name):
             reason = "not a regular file: the worker that claims it sets it aside"
         else:
             reason = f"not an envelope file (*.json); {_SKIPPED}"
@@ -166,7 +171,7 @@ def _lease_folder(place: Path, runtime: Path) -> list[Stray]:
     strays = []
     for entry in _listing(place, runtime):
         worker = entry.name.removesuffix(".lease")
-        if _TEMP.fullmatch(entry.name) or (
+        if is_temp_name(entry.name) or (
             _is_file(entry) and worker != entry.name and WORKER_NAME.fullmatch(worker)
         ):
             continue

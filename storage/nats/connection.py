@@ -270,6 +270,8 @@ class NatsConnection:
 
     async def _connect(self) -> None:
         async def disconnected() -> None:
+            if self._closed:
+                return  # our own close (nats-py reports it as a disconnect): nothing lost
             logger.warning("NATS connection to {} lost; reconnecting", self.settings.shown_url)
 
         async def reconnected() -> None:

@@ -5,6 +5,7 @@ sequence, never consumed, so one that is not due yet stays untouched."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import nats.js.errors
@@ -27,15 +28,20 @@ __all__ = [
 
 NEXT_ATTEMPT_HEADER = "Tr-Next-Attempt"  # a deferred envelope's next attempt (Unix time)
 _DELETE_FAILED = 10057  # JetStream: the message to delete is gone (acked meanwhile)
+# The latest next attempt taken for a time: 9999-12-31T23:59:59Z. The runtime writes times a few
+# minutes ahead; one past this (another program's header) would never come due and cannot
+# even be shown as a date, so it is read as due at once and the envelope is tried again.
+_LATEST_ATTEMPT = 253402300799.0
 
 
 def next_attempt(headers: dict[str, str] | None) -> float:
     """A deferred envelope's next attempt (0: due at once, deferred by an older version or a
-    header that is no time)."""
+    header that is no time: not a number, not finite, before 1970 or after year 9999)."""
     try:
-        return float((headers or {}).get(NEXT_ATTEMPT_HEADER, 0))
+        when = float((headers or {}).get(NEXT_ATTEMPT_HEADER, 0))
     except ValueError:
         return 0.0
+    return when if math.isfinite(when) and 0.0 <= when <= _LATEST_ATTEMPT else 0.0
 
 
 async def deferred_messages(js: JetStreamContext, names: NatsNames) -> list[RawStreamMsg]:

@@ -120,6 +120,10 @@ class NatsWorkQueue:
         return self.connection.queue_ack_seconds
 
     @property
+    def renew_trouble(self) -> str:
+        return f"the NATS server at {self.connection.settings.shown_url} did not answer"
+
+    @property
     def _js(self) -> JetStreamContext:
         return self.connection.js
 

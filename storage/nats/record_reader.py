@@ -102,10 +102,16 @@ class RecordReader:
             entry = await self.kv.get(key)
         except nats.js.errors.KeyNotFoundError:
             entry = None
-        if entry is None or entry.value is None or entry.revision is None:
+        if entry is None or entry.revision is None:
             self.note(key, 0)
             return None
         self.note(key, entry.revision)
+        if not entry.value:  # a key put with no value (another program's): it is there
+            raise RecordError(
+                f"nats:{self.names.heads}/{key}: the record head is empty, not one "
+                "teams-runtime wrote; restore it with `teams-runtime import`, or remove the key "
+                "with `nats kv del`."
+            )
         try:
             return decode_head(entry.value), entry.revision
         except (msgspec.DecodeError, RecursionError) as exc:

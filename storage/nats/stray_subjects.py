@@ -36,11 +36,13 @@ _CONSUMERS_PAGE = 256  # the server lists at most this many consumers per reques
 def check_subject(envelope: MessageEnvelope, token: str, shown: str) -> None:
     """Raise ``EnvelopeError`` unless the request token of the subject an envelope was claimed
     on is its request id's: the runtime writes no other (``cancel`` and ``status`` go by it)."""
-    if token_of(envelope.request_id) != token:
-        raise EnvelopeError(
-            f"{shown}: its subject names another request than its request id (not an "
-            "envelope teams-runtime queued)."
-        )
+    if token_of(envelope.request_id) == token:
+        return
+    if request_id_of_token(token) is None:  # `=ZZ`: no token the runtime writes for any id
+        why = "the last token of its subject is no request id"
+    else:
+        why = "its subject names another request than its request id"
+    raise EnvelopeError(f"{shown}: {why} (not an envelope teams-runtime queued).")
 
 
 async def reading_roles(js: JetStreamContext, names: NatsNames) -> set[str]:

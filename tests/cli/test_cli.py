@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.cli import main
+from teams_runtime.cli.team_commands import due_words
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace
@@ -1028,3 +1030,12 @@ def test_an_id_starting_with_a_dot_is_listed_by_status(
     assert status == 0
     status, out, _ = run_cli(capsys, "status", "--json", *where)
     assert ".hidden" in [row["request_id"] for row in json.loads(out)["requests"]]
+
+
+def test_run_once_says_due_now_for_an_envelope_whose_time_has_passed() -> None:
+    now = time.time()
+    assert due_words(now + 5, now).startswith("due at ")
+    # A run that waited on a held lock ends after its envelope came due: never a past time
+    # given as when it is due.
+    assert due_words(now - 38, now).startswith("due now (it was due at ")
+    assert due_words(now, now).startswith("due now")

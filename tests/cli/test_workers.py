@@ -253,9 +253,14 @@ def test_a_worker_that_hung_past_its_lease_adds_no_duplicate_work(
         _wait_for(developer.exists, 30, "the other worker handing on to developer")
     finally:
         hung.send_signal(signal.SIGCONT)  # it wakes while the other works, with a stale call
-    for worker in (other, hung):
-        _, err = worker.communicate(timeout=60)
-        assert worker.returncode == 0, err
+    errs = {}
+    for name, worker in (("other", other), ("hung", hung)):
+        _, errs[name] = worker.communicate(timeout=60)
+        assert worker.returncode == 0, errs[name]
+    # Only the worker whose write recorded the planner's outcome logs its hand-off.
+    handed_on = "planner: request req-1: completed -> developer"
+    assert [errs[name].count(handed_on) for name in ("other", "hung")] == [1, 0], errs
+    assert "planner: request req-1: outcome already recorded by another worker" in errs["hung"]
     assert _reports(read_record(workspace, "req-1"), 5) == ROUTE  # each role reported once
     calls = _calls(workspace)
     assert calls[("req-1", "planner")] <= 2  # the one extra call a hang may cost

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -159,6 +160,18 @@ FILE_STRAYS = [
     pytest.param(_file("queue/notes"), "{r}/queue/notes", 0, id="queue-file"),
     pytest.param(_file("queue/deferred/nobody/x.json"), "{r}/queue/deferred/nobody/", 1, id="dfr"),
     pytest.param(
+        _file("queue/deferred/qa/garbage.json", _ENVELOPE),
+        "{r}/queue/deferred/qa/garbage.json",
+        0,
+        id="deferred-name",
+    ),
+    pytest.param(
+        _file("queue/deferred/qa/zz-bin.json", _ENVELOPE),
+        "{r}/queue/deferred/qa/zz-bin.json",
+        0,
+        id="deferred-no-time",
+    ),
+    pytest.param(
         _file("queue/claimed/w-1/nobody/x.json"), "{r}/queue/claimed/w-1/nobody/", 1, id="claim"
     ),
     pytest.param(_file("queue/claimed/loose"), "{r}/queue/claimed/loose", 0, id="claimed-file"),
@@ -239,7 +252,9 @@ def test_status_names_a_file_stray_and_exits_0(
     _workspace(tmp_path, "file", request)
     _submit(capsys, tmp_path, "req-1")
     plant(tmp_path, None)
-    _check_named(capsys, tmp_path, _shown(where, tmp_path, None), envelopes)
+    report = _check_named(capsys, tmp_path, _shown(where, tmp_path, None), envelopes)
+    assert report["roles"]["qa"]["deferred"] == 0  # nothing planted passes for deferred work
+    assert report["deferred"] == []
 
 
 def _submit(capsys: pytest.CaptureFixture[str], root: Path, request_id: str) -> None:
@@ -357,3 +372,95 @@ def test_cancel_beside_a_stray_subject_of_its_request(
     assert json.loads(out)["dropped"] == 1  # its own envelope; the stray is left to purge
     report, _ = _status(capsys, tmp_path)
     assert [s["envelopes"] for s in report["strays"]] == [1]
+
+
+# --- a next attempt that is no sane time --------------------------------------------------------
+
+
+def _defer_with_header(settings: NatsSettings | None, request_id: str, header: str) -> None:
+    """Move ``request_id``'s waiting qa envelope to its deferred subject, as another program
+    would, with ``header`` for its next attempt: the worker can only finish the request by
+    restoring it."""
+    assert settings is not None
+    prefix = settings.prefix
+
+    async def move(client: Any) -> None:
+        js = client.jetstream()
+        waiting = await js.get_last_msg(f"{prefix}_queue", f"{prefix}.q.qa.{request_id}")
+        await js.delete_msg(f"{prefix}_queue", waiting.seq)
+        subject = f"{prefix}.deferred.qa.{request_id}"
+        await js.publish(subject, waiting.data, headers={"Tr-Next-Attempt": header})
+
+    _nats(settings, move)
+
+
+@pytest.mark.parametrize(
+    "header", ["9999999999999999999999", "inf", "1e20", "-1e20", "253402300800", "nan", ""]
+)
+def test_a_next_attempt_that_is_no_time_is_due_now(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    header: str,
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-zz3")
+    _defer_with_header(settings, "req-zz3", header)
+    report, text = _status(capsys, tmp_path)  # exit 0, not a traceback
+    assert [(d["request_id"], d["due_in_seconds"]) for d in report["deferred"]] == [
+        ("req-zz3", 0.0)
+    ]
+    assert "due now" in text
+    done = _run_once(tmp_path)  # a worker restores it at once and serves it
+    assert done.returncode == 0, done.stderr
+    assert ": 1 done, 0 failed" in done.stdout
+    report, _ = _status(capsys, tmp_path)
+    assert report["deferred"] == []
+    assert [(r["request_id"], r["status"]) for r in report["requests"]] == [
+        ("req-zz3", "completed")
+    ]
+
+
+# --- temp files: ours are exactly the names our writer makes -------------------------------------
+
+_NOT_OURS = [".req-c02.json~my-notes.tmp", ".req-c02.json~1.2.3.tmp",
+             ".req-c02.json~12345.cafe.tmp", ".req-c02.json~backup"]  # fmt: skip
+_OURS = ".req-c02.json~4242.0badcafe.tmp"  # a writer killed mid-write left it
+
+
+def test_a_writer_removes_only_its_own_stale_temps_and_status_names_the_rest(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _workspace(tmp_path, "file", request)
+    _submit(capsys, tmp_path, "req-c02")
+    folder = tmp_path / ".teams_runtime" / "requests"
+    old = time.time() - 120  # past the minute a live writer's temp may live
+    for name in [*_NOT_OURS, _OURS]:
+        (folder / name).write_bytes(b"a person's notes\n")
+        os.utime(folder / name, (old, old))
+    report, _ = _status(capsys, tmp_path)
+    strays = {stray["where"]: stray["reason"] for stray in report["strays"]}
+    assert set(strays) == {str(folder / name) for name in _NOT_OURS}  # ours is no stray
+    assert all(reason.startswith("not a record file") for reason in strays.values())
+    argv = ["append", "req-c02", "--type", "note", "--actor", "qa", "--summary", "s"]
+    code, _, err = run_cli(capsys, *argv, "--workspace", str(tmp_path))
+    assert code == 0, err
+    assert not (folder / _OURS).exists()  # the stale temp of a killed writer: removed
+    assert all((folder / name).read_bytes() == b"a person's notes\n" for name in _NOT_OURS)
+
+
+def test_a_records_key_with_an_empty_value_is_unreadable_not_missing(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = _workspace(tmp_path, "nats", request)
+    _submit(capsys, tmp_path, "req-1")
+    _kv_put("records", "odd_key-", b"")(tmp_path, settings)
+    report, _ = _status(capsys, tmp_path)
+    rows = {row["request_id"]: row for row in report["requests"]}
+    assert rows["req-1"]["status"] == "queued"
+    assert rows["odd_key-"]["status"] == "unreadable"
+    error = rows["odd_key-"]["error"]  # true: the key is there, its value is no head
+    assert "the record head is empty" in error and "no request" not in error
+    done = _run_once(tmp_path)  # workers serve beside it
+    assert done.returncode == 0, done.stderr
+    assert ": 1 done, 0 failed" in done.stdout

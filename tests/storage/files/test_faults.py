@@ -97,7 +97,7 @@ def test_kill_9_mid_append_leaves_a_valid_record_with_a_prefix(tmp_path: Path) -
         base = len(record["events"])
     # A killed writer may leave a temp file; readers ignore it, and the next writer removes it
     # once it is over a minute old (a younger one may be a live writer's).
-    leftover = path.parent / f".{path.name}~999.dead{TEMP_SUFFIX}"
+    leftover = path.parent / f".{path.name}~999.deadbeef{TEMP_SUFFIX}"
     leftover.write_bytes(b"{torn")
     read = store.FileRecordStore(Workspace(tmp_path)).read("req-1", tail=None)
     assert isinstance(read, ParsedRecord) and read.fields["request_id"] == "req-1"

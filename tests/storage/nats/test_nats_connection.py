@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,14 @@ from teams_runtime.actors.team import Team
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
-from teams_runtime.exceptions import BackendError
+from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import blocking_backend, open_backend
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.names import NatsNames
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.stray_subjects import check_subject
 from teams_runtime.storage.nats.tokens import token_of
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
@@ -311,3 +313,40 @@ async def test_a_teams_run_opens_its_connection_and_closes_it_after(
         queue = team.queue
     with pytest.raises(BackendError, match=r"is closed: the scope that opened it"):
         await anyio.to_thread.run_sync(queue.counts)
+
+
+@pytest.mark.anyio
+async def test_closing_our_own_connection_is_not_reported_as_lost(
+    nats_server: Any, log_messages: list[Any]
+) -> None:
+    async with open_connection(nats_server.settings()) as connection:
+        await connection.client.flush()
+    assert connection.client.is_closed
+    assert not [m for m in log_messages if "lost; reconnecting" in str(m)]
+
+
+def test_a_subject_whose_last_token_is_no_request_id_is_said_so() -> None:
+    envelope = MessageEnvelope(request_id="req-1", sender="user", target="qa", scope="x")
+    with pytest.raises(EnvelopeError, match=r"^pz\.q\.qa\.=ZZ: the last token of its subject"):
+        check_subject(envelope, "=ZZ", "pz.q.qa.=ZZ")
+    with pytest.raises(EnvelopeError, match=r"its subject names another request than its"):
+        check_subject(envelope, "req-2", "pz.q.qa.req-2")
+
+
+@pytest.mark.anyio
+async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
+    tmp_path: Path, start_nats_server: Callable[..., Any]
+) -> None:
+    server = start_nats_server("-js")
+    root = Workspace(init_nats_workspace(tmp_path / "host", server.settings()))
+    async with open_backend(root) as backend:
+        queue = backend.queue
+        assert await anyio.to_thread.run_sync(queue.renew)
+        server.process.send_signal(signal.SIGSTOP)  # the server pauses, as a frozen VM does
+        try:
+            assert not await anyio.to_thread.run_sync(queue.renew)
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        assert queue.renew_trouble == (
+            f"the NATS server at {server.settings().shown_url} did not answer"
+        )  # not the file backend's full disk
