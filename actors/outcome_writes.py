@@ -89,7 +89,7 @@ class OutcomeWriter:
         envelope stays queued (``NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
-                plan, state, _ = await self.record(envelope, decide, state)
+                plan, state, applied = await self.record(envelope, decide, state)
                 await anyio.to_thread.run_sync(self._queue.done, claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
