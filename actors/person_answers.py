@@ -87,6 +87,18 @@ def pick_waiting(items: Sequence[WaitingAnswer], wanted: str, role: str | None) 
     return matches[0]
 
 
+async def _waiting_item(
+    inbox: AnswerInbox, context: ContextHandle, wanted: str, role: str | None
+) -> WaitingAnswer:
+    """``pick_waiting`` over what waits in ``inbox`` now; when nothing matches, the refusal
+    says why, as the request's record tells."""
+    items = await anyio.to_thread.run_sync(inbox.items)
+    try:
+        return pick_waiting(items, wanted, role)
+    except _NothingWaits:
+        raise await _nothing_waits(context, wanted) from None
+
+
 async def _nothing_waits(context: ContextHandle, wanted: str) -> AnswerRefused:
     """Why nothing waits under ``wanted``, as the request's record says."""
     listed = "`teams-runtime inbox` lists what waits"
@@ -213,11 +225,7 @@ async def answer(
         open_backend(workspace, config) as backend,
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,
     ):
-        items = await anyio.to_thread.run_sync(backend.inbox.items)
-        try:
-            item = pick_waiting(items, wanted, role)
-        except _NothingWaits:
-            raise await _nothing_waits(context, wanted) from None
+        item = await _waiting_item(backend.inbox, context, wanted, role)
         result = person_result(item, given, config.cast)
         return await record_answer(
             context,
@@ -251,11 +259,7 @@ async def waiting_prompt(
         open_backend(workspace, config) as backend,
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,
     ):
-        items = await anyio.to_thread.run_sync(backend.inbox.items)
-        try:
-            item = pick_waiting(items, wanted, role)
-        except _NothingWaits:
-            raise await _nothing_waits(context, wanted) from None
+        item = await _waiting_item(backend.inbox, context, wanted, role)
         role = _cast_role(config.cast, item)
         projection = await context.project(item.request_id)
         kind = config.cast.prompt_kind_of(role)

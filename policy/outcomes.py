@@ -288,10 +288,7 @@ def plan_model_failure(
         "summary": f"the model failed for the {role} role",
         "payload": {"from_role": role, "reason": reason},
     }
-    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
-    if envelope is not None:
-        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
-    return OutcomePlan(events=[event], updates=updates)
+    return _failed_with(event, role, now, envelope)
 
 
 def plan_no_answer(
@@ -307,6 +304,14 @@ def plan_no_answer(
         "summary": f"no answer came for the {role} role within {within:g} s",
         "payload": {"from_role": role, "answer_within_seconds": within},
     }
+    return _failed_with(event, role, now, envelope)
+
+
+def _failed_with(
+    event: dict[str, Any], role: str, now: str, envelope: MessageEnvelope | None
+) -> OutcomePlan:
+    """``event`` and ``status: failed`` at ``role``, keeping ``envelope`` (if any) for
+    ``retry`` (``FAILED_ENVELOPE``)."""
     updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
     if envelope is not None:
         updates[FAILED_ENVELOPE] = envelope_kept(envelope)
