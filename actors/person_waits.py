@@ -120,15 +120,18 @@ async def _overdue(
     failure = plan_no_answer(item.role, within, now_iso(), item.envelope)
     state = state_of(await context.project(item.request_id))
     writer = OutcomeWriter(item.role, context=context, queue=queue)
-    _, _, applied = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)
-    await anyio.to_thread.run_sync(inbox.remove, item)
-    if applied:
-        log.warning(
-            "{}: no answer for request {} within {:g} s; the request failed",
-            item.role,
-            item.request_id,
-            within,
-        )
+    # Shielded, as a model's outcome is: a stop (SIGTERM) that lands between the write and
+    # the removal would leave the entry waiting for a failed request, and say nothing.
+    with anyio.CancelScope(shield=True):
+        _, _, applied = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)
+        await anyio.to_thread.run_sync(inbox.remove, item)
+        if applied:
+            log.warning(
+                "{}: no answer for request {} within {:g} s; the request failed",
+                item.role,
+                item.request_id,
+                within,
+            )
     return None
 
 
