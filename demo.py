@@ -141,7 +141,7 @@ async def seed_requests(
                 scope=f"Add export to CSV for the quarterly report ({label} request)",
                 body="Continue the work recorded so far.",
             )
-            await submit_with(context, queue, envelope)
+            await submit_with(context, queue, envelope, by=config.cast.intake_actor)
 
 
 def _report(summary: RunSummary, seconds: float) -> None:

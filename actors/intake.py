@@ -68,24 +68,29 @@ def check_new_work(cast: Cast, role: str) -> str:
     does not come only from a hand-off (a ``version_control`` role: the hand-off says what to
     commit). Else ``ValueError`` naming the roles that take new work."""
     if role not in cast.takes_new_work:
-        why = " for new work (its work comes from a hand-off)" if role in cast.roles else ""
         choices = ", ".join(cast.takes_new_work)
-        raise ValueError(f"unknown role {role!r}{why}; choose one of: {choices}")
+        if role in cast.roles:
+            raise ValueError(
+                f"role {role!r} takes no new work: its prompt_kind is version_control, so its "
+                f"work comes from a hand-off that says what to commit; choose one of: {choices}"
+            )
+        raise ValueError(f"unknown role {role!r}; choose one of: {choices}")
     return role
 
 
-def _delegated(role: str, now: str) -> dict[str, Any]:
+def _delegated(role: str, now: str, by: str) -> dict[str, Any]:
     return {
         "timestamp": now,
         "type": "delegated",
-        "actor": "orchestrator",
-        "summary": f"orchestrator handed the request to {role}",
-        "payload": {"from_role": "orchestrator", "to_role": role},
+        "actor": by,
+        "summary": f"{by} handed the request to {role}",
+        "payload": {"from_role": by, "to_role": role},
     }
 
 
-def new_record(envelope: MessageEnvelope, now: str) -> dict[str, Any]:
-    """The record of a new request: status ``queued``, events ``created`` and ``delegated``."""
+def new_record(envelope: MessageEnvelope, now: str, by: str = "orchestrator") -> dict[str, Any]:
+    """The record of a new request: status ``queued``, events ``created`` and ``delegated``,
+    credited to ``by`` (``Cast.intake_actor``)."""
     return {
         "request_id": envelope.request_id,
         "status": "queued",
@@ -97,7 +102,7 @@ def new_record(envelope: MessageEnvelope, now: str) -> dict[str, Any]:
         "params": envelope.params,
         "current_role": envelope.target,
         "next_role": envelope.target,
-        "owner_role": "orchestrator",
+        "owner_role": by,
         "created_at": now,
         "updated_at": now,
         "result": {},
@@ -105,10 +110,10 @@ def new_record(envelope: MessageEnvelope, now: str) -> dict[str, Any]:
             {
                 "timestamp": now,
                 "type": "created",
-                "actor": "orchestrator",
+                "actor": by,
                 "summary": "request created",
             },
-            _delegated(envelope.target, now),
+            _delegated(envelope.target, now, by),
         ],
     }
 
@@ -124,7 +129,7 @@ def _reopened(status: str, now: str) -> dict[str, Any]:
 
 
 async def _extend(
-    context: ContextHandle, envelope: MessageEnvelope, now: str, *, reopen: bool
+    context: ContextHandle, envelope: MessageEnvelope, now: str, *, reopen: bool, by: str
 ) -> str:
     """Add the ``delegated`` event of more work to an existing request (and ``reopened``
     first, for a finished one); the status it reopened from, or ``""``. Decided from the
@@ -141,7 +146,7 @@ async def _extend(
                 "to do so. Nothing was queued."
             )
         events = [_reopened(status, now)] if finished else []
-        events.append(_delegated(envelope.target, now))
+        events.append(_delegated(envelope.target, now, by))
         updates: dict[str, Any] = {
             "status": "queued",
             "current_role": envelope.target,
@@ -162,14 +167,20 @@ async def _extend(
 
 
 async def submit_with(
-    context: ContextHandle, queue: WorkQueue, envelope: MessageEnvelope, *, reopen: bool = False
+    context: ContextHandle,
+    queue: WorkQueue,
+    envelope: MessageEnvelope,
+    *,
+    reopen: bool = False,
+    by: str = "orchestrator",
 ) -> Submission:
     """Create or extend the request's record, then queue the envelope (in that order). A
     finished request (``FINISHED``) is extended only with ``reopen``; else
-    ``RequestStateError`` and nothing is written."""
+    ``RequestStateError`` and nothing is written. ``by``: who the new events credit
+    (``Cast.intake_actor``)."""
     now = now_iso()
-    created = await context.create(envelope.request_id, new_record(envelope, now))
-    reopened = "" if created else await _extend(context, envelope, now, reopen=reopen)
+    created = await context.create(envelope.request_id, new_record(envelope, now, by))
+    reopened = "" if created else await _extend(context, envelope, now, reopen=reopen, by=by)
     ticket = await anyio.to_thread.run_sync(queue.put, envelope)
     return Submission(envelope.request_id, created, ticket, reopened)
 
@@ -204,7 +215,9 @@ async def submit(
         open_backend(root, config) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
-        return await submit_with(context, backend.queue, envelope, reopen=reopen)
+        return await submit_with(
+            context, backend.queue, envelope, reopen=reopen, by=config.cast.intake_actor
+        )
 
 
 class Cancellation(msgspec.Struct, frozen=True):

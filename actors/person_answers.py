@@ -25,7 +25,7 @@ from teams_runtime.actors.outcome_writes import (
     outcome_key,
     queue_recorded_follow_up,
 )
-from teams_runtime.actors.person_waits import tidy_inbox
+from teams_runtime.actors.person_waits import InboxLook, tidy_inbox
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
@@ -127,12 +127,16 @@ def _cast_role(cast: Cast, item: WaitingAnswer) -> str:
 
 
 def person_result(
-    item: WaitingAnswer, given: Mapping[str, Any], cast: Cast = DEFAULT_CAST
+    item: WaitingAnswer,
+    given: Mapping[str, Any],
+    cast: Cast = DEFAULT_CAST,
+    *,
+    whole: bool = False,
 ) -> dict[str, Any]:
-    """The result ``given`` (fields from flags, or a whole result from a file) as the role's
-    contract in ``cast`` (the team) takes it, its ``request_id`` and ``role`` filled in: its
-    prompt kind's contract, and a ``next_role`` among the role's ``hands_to``.
-    ``AnswerRefused`` listing every issue when it breaks the contract."""
+    """The result ``given`` (fields from flags, or a ``whole`` result from a file) as the
+    role's contract in ``cast`` (the team) takes it, its ``request_id`` and ``role`` filled in
+    when ``given`` leaves them out: its prompt kind's contract, and a ``next_role`` among the
+    role's ``hands_to``. ``AnswerRefused`` listing every issue when it breaks the contract."""
     role = _cast_role(cast, item)
     result = {"request_id": item.request_id, "role": role, **given}
     kind = cast.prompt_kind_of(role)
@@ -147,8 +151,8 @@ def person_result(
         raise AnswerRefused(
             f"the answer breaks the {item.role} role's contract, so it was not recorded: "
             + " ".join(issues)
-            + " (`teams-runtime inbox show` prints the contract; give a whole result with "
-            "--from FILE)."
+            + " (`teams-runtime inbox show` prints the contract"
+            + (")." if whole else "; give a whole result with --from FILE).")
         )
     return research_result(item.role, answer) if kind == "research_decision" else answer
 
@@ -218,15 +222,17 @@ async def answer(
     given: Mapping[str, Any],
     *,
     role: str | None = None,
+    whole: bool = False,
 ) -> Answered:
     """Record a person's answer to the waiting envelope ``wanted`` names (``pick_waiting``),
-    on the workspace's backend: ``given`` is the result's fields (``person_result``)."""
+    on the workspace's backend: ``given`` is the result's fields (``person_result``; a
+    ``whole`` result, from a file)."""
     async with (
         open_backend(workspace, config) as backend,
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,
     ):
         item = await _waiting_item(backend.inbox, context, wanted, role)
-        result = person_result(item, given, config.cast)
+        result = person_result(item, given, config.cast, whole=whole)
         return await record_answer(
             context,
             backend.queue,
@@ -238,9 +244,10 @@ async def answer(
         )
 
 
-async def read_inbox(workspace: Workspace, config: TeamConfig) -> list[WaitingAnswer]:
+async def read_inbox(workspace: Workspace, config: TeamConfig) -> InboxLook:
     """What waits for people now, oldest first, once the inbox is tidied (``tidy_inbox``:
-    answered and ended ones finished, overdue ones handled by their role's ``on_failure``)."""
+    answered and ended ones finished, overdue ones handled by their role's ``on_failure``,
+    which ``InboxLook`` reports)."""
     async with (
         open_backend(workspace, config) as backend,
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,

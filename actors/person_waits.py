@@ -38,9 +38,20 @@ from teams_runtime.exceptions import RecordError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import plan_for, plan_no_answer, state_of
 from teams_runtime.storage import AnswerInbox, Claim, WorkQueue
 
-__all__ = ["HUMAN", "is_person", "tidy_inbox", "wait_for_person"]
+__all__ = ["HUMAN", "InboxLook", "is_person", "tidy_inbox", "wait_for_person"]
 
 HUMAN = "human"  # the model backend of a person's role
+
+
+class InboxLook(msgspec.Struct, frozen=True):
+    """What one look at the inbox found: what still waits, oldest first, and the answers
+    whose ``answer_within`` ran out at this look: ``timed_out`` (``on_failure: fail``: this
+    look failed their requests) and ``renewed`` (``requeue``: they wait again, in ``waiting``
+    too). Who looked says so: ``run``'s summary, ``inbox``'s notes."""
+
+    waiting: list[WaitingAnswer]
+    timed_out: list[WaitingAnswer] = []
+    renewed: list[WaitingAnswer] = []
 
 
 def is_person(model: ModelConfig) -> bool:
@@ -101,9 +112,10 @@ async def _overdue(
     item: WaitingAnswer,
     model: ModelConfig,
     now: float,
-) -> WaitingAnswer | None:
+) -> tuple[WaitingAnswer | None, bool]:
     """Handle ``item``, whose ``answer_within`` ran out, by its role's ``on_failure``: the
-    item as it waits again, or ``None`` when it left the inbox."""
+    item as it waits again (or ``None`` when it left the inbox), and whether this call
+    failed the request (not an answer or another look that came first)."""
     log = logger.bind(role=item.role, request_id=item.request_id)
     within = model.answer_seconds or max((item.due or now) - item.since, 1.0)
     if model.on_failure == "requeue":
@@ -116,7 +128,7 @@ async def _overdue(
             within,
             again.renewals,
         )
-        return again
+        return again, False
     failure = plan_no_answer(item.role, within, now_iso(), item.envelope)
     state = state_of(await context.project(item.request_id))
     writer = OutcomeWriter(item.role, context=context, queue=queue)
@@ -132,7 +144,7 @@ async def _overdue(
                 item.request_id,
                 within,
             )
-    return None
+    return None, applied
 
 
 async def tidy_inbox(
@@ -143,12 +155,14 @@ async def tidy_inbox(
     roles: Collection[str] | None = None,
     *,
     cast: Cast = DEFAULT_CAST,
-) -> list[WaitingAnswer]:
+) -> InboxLook:
     """Look at every waiting answer (of ``roles``; all when ``None``; ``cast``: the team):
     finish those answered or ended, apply ``on_failure`` (``model_for(role)``'s) to the
-    overdue; what still waits, oldest first. A problem with one (the store busy) leaves it for
-    the next look."""
-    waiting = []
+    overdue; what still waits, and what ran out (``InboxLook``). A problem with one (the store
+    busy) leaves it for the next look."""
+    waiting: list[WaitingAnswer] = []
+    timed_out: list[WaitingAnswer] = []
+    renewed: list[WaitingAnswer] = []
     for item in await anyio.to_thread.run_sync(inbox.items):
         if roles is not None and item.role not in roles:
             continue
@@ -157,10 +171,14 @@ async def tidy_inbox(
                 continue
             now = time.time()
             if item.overdue(now):
-                renewed = await _overdue(context, queue, inbox, item, model_for(item.role), now)
-                if renewed is None:
+                model = model_for(item.role)
+                again, failed = await _overdue(context, queue, inbox, item, model, now)
+                if again is None:
+                    if failed:
+                        timed_out.append(item)
                     continue
-                item = renewed
+                item = again
+                renewed.append(item)
         except (TeamsRuntimeError, OSError) as exc:
             logger.bind(role=item.role, request_id=item.request_id).warning(
                 "{}: the waiting answer of request {} was not looked at ({}); trying again",
@@ -169,4 +187,4 @@ async def tidy_inbox(
                 type(exc).__name__,
             )
         waiting.append(item)
-    return waiting
+    return InboxLook(waiting, timed_out, renewed)

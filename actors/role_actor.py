@@ -297,12 +297,10 @@ class RoleActor:
                 request_id,
             )
         else:
+            # Where it went: the role handed to, or the request's status when it stops here
+            # ("request failed": at the hop limit too), never a bare "failed -> failed".
             handed_to = plan.follow_up.target if plan.follow_up is not None else ""
-            log.info(
-                "{}: request {}: {} -> {}",
-                self.role,
-                request_id,
-                result["status"],
-                state.ended or handed_to or plan.updates["status"],  # failed at the hop limit
-            )
+            ended = state.ended or ("" if handed_to else plan.updates["status"])
+            went = f"request {ended}" if ended else handed_to
+            log.info("{}: request {}: {} -> {}", self.role, request_id, result["status"], went)
         return "failed" if result["status"] == "failed" and not result["next_role"] else "done"

@@ -32,7 +32,7 @@ from teams_runtime.actors.team_chores import RESTORE_SECONDS, TeamChores
 from teams_runtime.actors.team_reports import RoleStatus, RunSummary, log_start
 from teams_runtime.actors.tracing import Tracing, active, stamping
 from teams_runtime.actors.tracing_setup import tracing_for
-from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.config import DEFAULT_CONCURRENCY, TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.pricing import card_for
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -66,7 +66,7 @@ class Team:
         config: TeamConfig | None = None,
         *,
         backend: ModelBackend | None = None,
-        concurrency: int = 4,
+        concurrency: int = DEFAULT_CONCURRENCY,
         poll_interval: float = 0.1,
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
@@ -308,7 +308,13 @@ class Team:
     ) -> None:
         await self._renew_lease()
         self._chores = TeamChores(
-            self.queue, self.inbox, context, self.config.model_for, self.people, self.cast
+            self.queue,
+            self.inbox,
+            context,
+            self.config.model_for,
+            self.people,
+            self.cast,
+            self.summary,
         )
         group.start_soon(self._keep_lease, lease)
         await self._start_roles(group, context, locks)

@@ -15,6 +15,7 @@ from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.person_waits import tidy_inbox
+from teams_runtime.actors.team_reports import RunSummary
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.exceptions import TeamsRuntimeError
@@ -37,6 +38,7 @@ class TeamChores:
         model_for: Callable[[str], ModelConfig],
         people: Collection[str],
         cast: Cast = DEFAULT_CAST,
+        summary: RunSummary | None = None,
     ) -> None:
         self._queue = queue
         self._inbox = inbox
@@ -44,6 +46,7 @@ class TeamChores:
         self._model_for = model_for
         self._people = people  # the people's roles this worker serves
         self._cast = cast  # the team they are of
+        self._summary = summary  # the run's, counting the answers whose time ran out
         self._last_restore = -RESTORE_SECONDS
         self._last_inbox = -INBOX_SECONDS
 
@@ -54,7 +57,7 @@ class TeamChores:
         if self._people and anyio.current_time() - self._last_inbox >= INBOX_SECONDS:
             self._last_inbox = anyio.current_time()
             try:
-                await tidy_inbox(
+                looked = await tidy_inbox(
                     self._context,
                     self._queue,
                     self._inbox,
@@ -64,6 +67,10 @@ class TeamChores:
                 )
             except (TeamsRuntimeError, OSError) as exc:
                 logger.warning("the waiting answers were not looked at ({}); trying again", exc)
+                return
+            if self._summary is not None:
+                self._summary.answers_timed_out += len(looked.timed_out)
+                self._summary.answers_renewed += len(looked.renewed)
 
     async def _restore_due(self, *, force: bool) -> None:
         now = anyio.current_time()

@@ -32,6 +32,10 @@ class RunSummary(msgspec.Struct, kw_only=True):
     deferred: int = 0  # times an envelope was deferred (one may be deferred, then done)
     rejected: int = 0
     waiting: int = 0  # envelopes put in the inbox for a person's answer
+    # Waiting answers whose answer_within ran out while this run served their role:
+    # `on_failure: fail` failed the request (timed out), `requeue` let it wait again.
+    answers_timed_out: int = 0
+    answers_renewed: int = 0
     model_calls: int = 0
     answered: int = 0
     # `once`: envelopes this run deferred and left (not due within its wait), and when the

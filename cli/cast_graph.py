@@ -7,7 +7,7 @@ from typing import Any
 
 from teams_runtime.codecs.config import Cast
 
-__all__ = ["graph_lines", "hand_off_graph"]
+__all__ = ["graph_lines", "graph_warnings", "hand_off_graph"]
 
 _DONE = "done"  # what the text calls finishing the request (next_role "")
 
@@ -27,11 +27,46 @@ def hand_off_graph(cast: Cast) -> dict[str, Any]:
             "may_finish": next_roles.finish,
             "limited": next_roles.limited,
         }
-    return {"roles": roles}
+    return {"roles": roles, "warnings": graph_warnings(cast)}
+
+
+def graph_warnings(cast: Cast) -> list[str]:
+    """What the hand-off rules make impossible, worth saying before a request runs into it:
+    roles from which no chain of hand-offs reaches one that may finish the request (it can
+    then only fail, or stop at the hop limit), and roles that never get work."""
+    next_roles = {name: cast.next_roles(name) for name in cast.names}
+    may_end = {name for name, allowed in next_roles.items() if allowed.finish}
+    grown = True
+    while grown:  # every role with a hand-off to one that may end the request, and so on
+        more = {n for n, a in next_roles.items() if n not in may_end and may_end & set(a.roles)}
+        may_end |= more
+        grown = bool(more)
+    warnings = []
+    stuck = [name for name in cast.names if name not in may_end]
+    if len(stuck) == len(cast.names):
+        warnings.append(
+            'no role may finish a request (none has "" in its hands_to): every request ends '
+            "failed, by a role's failed result or at the hop limit"
+        )
+    elif stuck:
+        warnings.append(
+            f"a request at {', '.join(stuck)} can never finish: no chain of hand-offs from "
+            'there reaches a role with "" in its hands_to (it ends failed, at the latest at '
+            "the hop limit)"
+        )
+    handed_to = {target for allowed in next_roles.values() for target in allowed.roles}
+    idle = [n for n in cast.names if n not in handed_to and n not in cast.takes_new_work]
+    if idle:
+        warnings.append(
+            f"{', '.join(idle)} never get work: no role hands to them, and submit queues "
+            "only for roles whose prompt_kind is not version_control"
+        )
+    return warnings
 
 
 def graph_lines(cast: Cast) -> list[str]:
-    """The graph as text: the team, then a line per role, ``writer -> reviewer``."""
+    """The graph as text: the team, then a line per role, ``writer -> reviewer``, then a
+    ``warning:`` line per ``graph_warnings``."""
     width = max(len(name) for name in cast.names)
     lines = [
         f"team: {', '.join(cast.names)} (new work: {', '.join(cast.takes_new_work) or 'none'})"
@@ -45,4 +80,4 @@ def graph_lines(cast: Cast) -> list[str]:
         else:
             targets = ", ".join(next_roles.roles) + (f", or {_DONE}" if next_roles.finish else "")
         lines.append(f"{name:<{width}} -> {targets}")
-    return lines
+    return lines + [f"warning: {warning}" for warning in graph_warnings(cast)]

@@ -32,6 +32,7 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     shown["roles"] = {
         role: {
             **msgspec.to_builtins(cast.role(role)),
+            "concurrency": cast.concurrency_of(role),  # the run's default when not written
             "model": msgspec.to_builtins(config.model_for(role)),
         }
         for role in cast.names
@@ -57,7 +58,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     if problem is not None:
         raise ConfigError(problem)
     check_otel(config)  # the refusal `run` would give, said before it has to
-    notes = [*section_notes(config), *rate_card_notes(config, roles)]
+    from teams_runtime.cli.cast_graph import graph_warnings
+
+    notes = [*section_notes(config), *rate_card_notes(config, roles), *graph_warnings(config.cast)]
     for note in notes:  # on stderr: stdout stays the JSON alone
         print(f"{PROG}: note: {note}", file=sys.stderr)
     if args.probe:

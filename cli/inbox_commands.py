@@ -14,9 +14,11 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.person_answers import answer, read_inbox, waiting_prompt
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.actors.person_waits import HUMAN, InboxLook, is_person
+from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.cli.role_flags import team_role
 from teams_runtime.cli.waiting_view import age, due, waiting_rows
+from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
@@ -24,6 +26,23 @@ from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.local_files import open_regular
 
 __all__ = ["cmd_answer", "cmd_inbox"]
+
+
+def _person_role(config: TeamConfig, given: str | None) -> str | None:
+    """``--role``: a role of the team whose answers come from a person (``model.backend:
+    human``), the only ones that wait in the inbox."""
+    if given is None:
+        return None
+    role = team_role(config.cast, given)
+    backend = config.model_for(role).backend
+    if backend != HUMAN:
+        people = [name for name in config.cast.names if is_person(config.model_for(name))]
+        raise UserError(
+            f"--role: {role} is not a person's role (its model.backend is {backend}): only "
+            "roles whose model.backend is human wait for answers; "
+            + (f"they are: {', '.join(people)}." if people else "this team has none.")
+        )
+    return role
 
 
 def _print_inbox(workspace: Workspace, items: list[WaitingAnswer], now: float) -> None:
@@ -44,6 +63,40 @@ def _print_inbox(workspace: Workspace, items: list[WaitingAnswer], now: float) -
     )
 
 
+def _ran_out_rows(looked: InboxLook) -> list[dict[str, Any]]:
+    """The answers whose ``answer_within`` ran out at this look, as ``inbox --json`` lists
+    them: ``failed`` (their request failed now) or ``waits_again`` (``requeue``)."""
+    rows = []
+    for items, outcome in ((looked.timed_out, "failed"), (looked.renewed, "waits_again")):
+        rows += [
+            {"request_id": i.request_id, "role": i.role, "envelope_id": i.envelope_id,
+             "outcome": outcome} for i in items
+        ]  # fmt: skip
+    return rows
+
+
+def _say_ran_out(looked: InboxLook) -> None:
+    """Reading the inbox applied these timeouts: say so (on stderr, as notes), since this
+    very command failed the requests."""
+    for item in looked.timed_out:
+        said = f"no answer to {item.request_id} ({item.role}) within its answer_within"
+        retry = f"`teams-runtime retry {item.request_id}` queues its step again"
+        print(f"{PROG}: note: {said}: the request failed ({retry}).", file=sys.stderr)
+    for item in looked.renewed:
+        said = f"no answer to {item.request_id} ({item.role}) within its answer_within"
+        print(f"{PROG}: note: {said}: it waits again (renewal {item.renewals}).", file=sys.stderr)
+
+
+def _say_left_the_team(config: TeamConfig, waiting: list[WaitingAnswer]) -> None:
+    """An answer waiting for a role the team no longer has cannot be given (``answer``
+    refuses it); it is kept, not dropped, since the role may come back: say what to do."""
+    for item in waiting:
+        if item.role not in config.cast.roles:
+            print(f"{PROG}: note: {item.request_id} waits for the {item.role} role, which the "
+                  f"team no longer has: put {item.role} back in team.roles to answer it, or "
+                  f"`teams-runtime cancel {item.request_id}`.", file=sys.stderr)  # fmt: skip
+
+
 def cmd_inbox(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)
@@ -53,16 +106,19 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     if not words:
         if args.role is not None:
             raise UserError("--role goes with `inbox show ID`.")
-        items = anyio.run(read_inbox, workspace, config)
+        looked = anyio.run(read_inbox, workspace, config)
         now = time.time()
         if args.json:
             write_json({"workspace": str(workspace.root.resolve()),
-                        "waiting": waiting_rows(items, now)})  # fmt: skip
+                        "waiting": waiting_rows(looked.waiting, now),
+                        "ran_out": _ran_out_rows(looked)})  # fmt: skip
         else:
-            _print_inbox(workspace, items, now)
+            _say_ran_out(looked)
+            _print_inbox(workspace, looked.waiting, now)
+        _say_left_the_team(config, looked.waiting)
         return 0
     wanted = check_request_id(words[1])
-    role = None if args.role is None else team_role(config.cast, args.role)
+    role = _person_role(config, args.role)
     item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, role))
     if args.json:
         (row,) = waiting_rows([item], time.time())
@@ -112,9 +168,10 @@ def cmd_answer(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)  # a broken config is an error before any write
     wanted = check_request_id(args.item)
-    role = None if args.role is None else team_role(config.cast, args.role)
+    role = _person_role(config, args.role)
     given = _given(args)
-    done = anyio.run(partial(answer, workspace, config, wanted, given, role=role))
+    whole = args.source is not None
+    done = anyio.run(partial(answer, workspace, config, wanted, given, role=role, whole=whole))
     if args.json:
         write_json(msgspec.structs.asdict(done))
         return 0

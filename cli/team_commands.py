@@ -174,6 +174,8 @@ def _print_summary(
                 "rejected": summary.rejected,
                 "deferred": summary.deferred,
                 "waiting": summary.waiting,
+                "answers_timed_out": summary.answers_timed_out,
+                "answers_renewed": summary.answers_renewed,
                 "model_calls": summary.model_calls,
                 "answered": summary.answered,
                 "stopped": stopped or not once,
@@ -195,6 +197,17 @@ def _print_summary(
         print(
             f"{count_of(summary.waiting, 'envelope')} put in the inbox for a person's answer "
             "(`teams-runtime inbox` lists what waits)."
+        )
+    if summary.answers_timed_out:  # the envelopes put above may be among them
+        print(
+            f"{count_of(summary.answers_timed_out, 'waiting answer')} ran out of time "
+            "(answer_within): on_failure failed the request (`teams-runtime retry REQUEST_ID` "
+            "queues its step again)."
+        )
+    if summary.answers_renewed:
+        print(
+            f"{count_of(summary.answers_renewed, 'waiting answer')} ran out of time "
+            "(answer_within) and waits again (on_failure: requeue)."
         )
     if summary.left_deferred and summary.next_attempt is not None:
         print(

@@ -12,7 +12,7 @@ runtime uses), the whole file and its parser (``team_config``), the refusal of u
 from __future__ import annotations
 
 from teams_runtime.codecs.config.backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
-from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
+from teams_runtime.codecs.config.cast import DEFAULT_CAST, DEFAULT_CONCURRENCY, Cast
 from teams_runtime.codecs.config.init_text import DEFAULT_CONFIG_TEXT, backend_block_text
 from teams_runtime.codecs.config.model_choices import INTERNAL_AGENTS, ModelChoice
 from teams_runtime.codecs.config.model_section import (
@@ -38,6 +38,7 @@ __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
     "DEFAULT_CAST",
+    "DEFAULT_CONCURRENCY",
     "DEFAULT_CONFIG_TEXT",
     "DEFAULT_REQUESTS_IN_FLIGHT",
     "EVENT_COUNT_LIMIT",

@@ -19,7 +19,10 @@ from teams_runtime.codecs.roles import (
     NextRoles,
 )
 
-__all__ = ["DEFAULT_CAST", "Cast", "built_in_role"]
+__all__ = ["DEFAULT_CAST", "DEFAULT_CONCURRENCY", "Cast", "built_in_role"]
+
+# Envelopes of one role a worker handles at once, unless `roles.<role>.concurrency` says.
+DEFAULT_CONCURRENCY = 4
 
 
 def built_in_role(name: str) -> RoleConfig:
@@ -49,6 +52,13 @@ class Cast(msgspec.Struct, frozen=True):
         return tuple(
             name for name, role in self.roles.items() if role.prompt_kind != "version_control"
         )
+
+    @property
+    def intake_actor(self) -> str:
+        """Who a new request's ``created`` and ``delegated`` events credit: ``orchestrator``,
+        as upstream's records do, when the team has one; else ``user`` (a team without an
+        orchestrator must not be shown a role it does not have)."""
+        return "orchestrator" if "orchestrator" in self.roles else "user"
 
     def check(self, name: str) -> str:
         """Return ``name`` if it is a role of the team, else raise ``ValueError`` naming the
@@ -88,7 +98,7 @@ class Cast(msgspec.Struct, frozen=True):
             limited=True,
         )
 
-    def concurrency_of(self, name: str, default: int) -> int:
+    def concurrency_of(self, name: str, default: int = DEFAULT_CONCURRENCY) -> int:
         """How many envelopes of role ``name`` one worker handles at once (``default``: the
         Team's, unless the role sets its own)."""
         own = self.role(name).concurrency

@@ -94,6 +94,17 @@ def _check_rules(role: str, rules: list[str]) -> None:
             raise ConfigError(f"{path} must be one line; write each rule as an item of its own.")
 
 
+def _check_no_bare_dash(role: str, hands_to: object) -> None:
+    """A bare ``-`` item of ``hands_to`` is YAML's null: most likely the writer meant "finish
+    the request", which YAML needs written as ``""``."""
+    if isinstance(hands_to, list) and None in hands_to:
+        index = hands_to.index(None)
+        raise ConfigError(
+            f'{_FILE} roles.{role}.hands_to[{index}] is empty (null): write "" (in quotes) to '
+            f"let {role} finish the request, or name a role."
+        )
+
+
 def check_hands_to(role: str, hands_to: list[str], names: Sequence[str]) -> None:
     """Refuse a ``hands_to`` that names a role outside the team (naming the nearest), names
     one twice, or is empty."""
@@ -120,6 +131,7 @@ def role_settings(role: str, settings: Mapping[str, Any], names: Sequence[str]) 
     role's (rules, prompt kind), else none (a role of the team's own)."""
     # Only its own keys: `model` is read elsewhere, and an unknown key was refused already.
     written = {key: value for key, value in settings.items() if key in _SETTINGS}
+    _check_no_bare_dash(role, written.get("hands_to"))
     own = convert_section(written, RoleSettings, f"roles.{role}", _DOC)
     rules = own.rules if own.rules is not None else list(BUILT_IN_RULES.get(role, ()))
     _check_rules(role, rules)

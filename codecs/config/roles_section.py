@@ -32,13 +32,19 @@ import msgspec
 
 from teams_runtime.codecs.config.cast_section import role_settings
 from teams_runtime.codecs.config.model_choices import ModelChoice
-from teams_runtime.codecs.config.model_section import ModelConfig
+from teams_runtime.codecs.config.model_section import DryRunConfig, ModelConfig
 from teams_runtime.codecs.config.unknown_keys import check_keys
 from teams_runtime.codecs.config.value_messages import convert_section, nearest
 from teams_runtime.codecs.roles import RolePromptKind
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["RoleConfig", "check_role_keys", "roles_from_blocks", "upstream_choice"]
+__all__ = [
+    "RoleConfig",
+    "check_role_keys",
+    "model_for_team",
+    "roles_from_blocks",
+    "upstream_choice",
+]
 
 _FILE = "team_runtime.yaml"
 _PLACEHOLDERS = (("{model}", "name", "model"), ("{reasoning}", "reasoning", "reasoning"))
@@ -178,9 +184,26 @@ def _check_route(route: list[str], where: str, names: Sequence[str]) -> None:
     unknown = [role for role in route if role not in names]
     if unknown:
         raise ConfigError(
-            f"{_FILE} {where}.dry_run.route names unknown roles ({', '.join(unknown)}); "
-            f"roles are: {', '.join(names)}."
+            f"{_FILE} {where}.dry_run.route names roles the team does not have "
+            f"({', '.join(unknown)}); roles are: {', '.join(names)}. List this team's roles "
+            "in the route (the one `init` writes is for the default team), or remove it."
         )
+
+
+def model_for_team(
+    model: ModelConfig, *, blocks: Sequence[object], names: Sequence[str]
+) -> ModelConfig:
+    """``model`` (checked from ``blocks``, laid one over the other) with the dry-run route
+    it follows for this team: a route none of the blocks writes is the default one less
+    the roles the team lacks (a team without planner, developer and qa finishes each
+    request at its first role), so ``config`` shows the route the dry run takes, not one
+    naming roles of another team."""
+    written = any(isinstance(b, Mapping) and _has_path(b, "dry_run.route") for b in blocks)
+    route = model.dry_run.route
+    if written or all(role in names for role in route):
+        return model
+    kept = [role for role in route if role in names]
+    return msgspec.structs.replace(model, dry_run=DryRunConfig(route=kept))
 
 
 def roles_from_blocks(
@@ -220,6 +243,7 @@ def roles_from_blocks(
         role_model = _role_model(role, model, base_block, own, choice, source)
         if _has_path(own, "dry_run.route"):
             _check_route(role_model.dry_run.route, f"roles.{role}.model", names)
+        role_model = model_for_team(role_model, blocks=(base_block, own), names=names)
         others = role_settings(role, settings, names)
         roles[role] = RoleConfig(
             model=role_model,

@@ -30,6 +30,7 @@ from teams_runtime.codecs.config.queue_section import QueueConfig
 from teams_runtime.codecs.config.roles_section import (
     RoleConfig,
     check_role_keys,
+    model_for_team,
     roles_from_blocks,
 )
 from teams_runtime.codecs.config.setting_checks import CONFIG_FILE_NAME
@@ -174,7 +175,12 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
     telemetry = telemetry_from_block(document.get("telemetry"))
     actions = check_actions(document.get("actions"))
     allowed_guild_ids = check_allowed_guild_ids(document.get("allowed_guild_ids"))
-    model = _section(document.get("model"), "model", ModelConfig, "docs/models.md")
+    model_block = document.get("model")
+    model = model_for_team(
+        _section(model_block, "model", ModelConfig, "docs/models.md"),
+        blocks=(model_block,),
+        names=names,
+    )
     return TeamConfig(
         prompt_context=prompt_context,
         model=model,
@@ -182,7 +188,7 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
             document.get("roles"),
             names=names,
             model=model,
-            model_block=document.get("model"),
+            model_block=model_block,
             role_defaults=role_defaults,
             agents=agents,
         ),

@@ -80,7 +80,7 @@ async def test_a_request_without_an_id_gets_a_fresh_safe_one(tmp_path: Path) -> 
         pytest.param(
             {"role": "version_controller"},
             ValueError,
-            r"^unknown role 'version_controller'",
+            r"^role 'version_controller' takes no new work",
             id="internal-role",
         ),
         pytest.param({"role": "boss"}, ValueError, r"^unknown role 'boss'", id="unknown-role"),

@@ -126,8 +126,11 @@ def test_a_request_goes_through_the_team_the_config_declares(
     assert _reports(record) == ["writer", "reviewer", "editor"]  # each role's report, once
     hand_offs = [(e["payload"]["from_role"], e["payload"]["to_role"])
                  for e in record["events"] if e["type"] == "delegated"]  # fmt: skip
-    assert hand_offs == [("orchestrator", "writer"), ("writer", "reviewer"),
+    # A team without an orchestrator: its first events credit the user who submitted.
+    assert hand_offs == [("user", "writer"), ("writer", "reviewer"),
                          ("reviewer", "editor")]  # fmt: skip
+    assert [e["actor"] for e in record["events"][:2]] == ["user", "user"]
+    assert record["owner_role"] == "user"
     assert (record["status"], record["hops"], record["current_role"]) == ("completed", 2, "editor")
     assert ws.calls() == [(role, "role_task") for role in ROLES]
     writer = ws.prompt("writer", 1)
@@ -284,6 +287,59 @@ def test_config_graph_says_who_may_hand_to_whom(
     assert graph["version_controller"]["takes_new_work"] is False
     status, out, err = run_cli(capsys, *argv, "--probe")
     assert (status, out) == (2, "") and "--graph and --probe are two views" in err
+
+
+def test_config_warns_of_requests_that_cannot_finish_and_roles_without_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    config = root / "team_runtime.yaml"
+    config.write_text(
+        "team: {roles: [writer, reviewer, publisher]}\n"
+        "roles: {writer: {hands_to: [reviewer]}, reviewer: {hands_to: [writer]},\n"
+        "        publisher: {prompt_kind: version_control, hands_to: ['']}}\n"
+    )
+    argv = ("config", "--workspace", str(root))
+    stuck = (
+        "a request at writer, reviewer can never finish: no chain of hand-offs from there "
+        'reaches a role with "" in its hands_to (it ends failed, at the latest at the hop '
+        "limit)"
+    )
+    idle = (
+        "publisher never get work: no role hands to them, and submit queues only for roles "
+        "whose prompt_kind is not version_control"
+    )
+    status, out, _ = run_cli(capsys, *argv, "--graph")
+    assert status == 0
+    assert out.splitlines()[-2:] == [f"warning: {stuck}", f"warning: {idle}"]
+    status, out, _ = run_cli(capsys, *argv, "--graph", "--json")
+    assert json.loads(out)["warnings"] == [stuck, idle]
+    status, out, err = run_cli(capsys, *argv)  # plain `config`: the same, as notes
+    assert status == 0 and json.loads(out)["team"]["roles"] == ["writer", "reviewer", "publisher"]
+    assert f"teams-runtime: note: {stuck}\n" in err and f"teams-runtime: note: {idle}\n" in err
+    status, out, err = run_cli(capsys, "submit", "--role", "publisher", "--scope", "x",
+                               "--workspace", str(root))  # fmt: skip
+    assert (status, out) == (2, "")
+    assert (
+        "--role: role 'publisher' takes no new work: its prompt_kind is version_control, so "
+        "its work comes from a hand-off that says what to commit; choose one of: writer, "
+        "reviewer"
+    ) in err
+    config.write_text("team: {roles: [writer]}\nroles: {writer: {hands_to: [writer]}}\n")
+    status, out, _ = run_cli(capsys, *argv, "--graph")
+    assert out.splitlines()[-1] == (
+        'warning: no role may finish a request (none has "" in its hands_to): every request '
+        "ends failed, by a role's failed result or at the hop limit"
+    )
+    # A team whose every role may reach the end, and every role work: no warning.
+    config.write_text(yaml.safe_dump({"team": {"roles": list(ROLES)}, "roles": TEAM}))
+    status, out, err = run_cli(capsys, *argv, "--graph", "--json")
+    assert json.loads(out)["warnings"] == []
+    status, out, err = run_cli(capsys, *argv)
+    assert "note:" not in err
+    shown = json.loads(out)["roles"]  # the concurrency in force, written or not
+    assert [shown[role]["concurrency"] for role in ROLES] == [4, 2, 4]
 
 
 def test_a_role_name_of_any_script_names_its_folder_subject_and_log(

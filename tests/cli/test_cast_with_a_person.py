@@ -91,7 +91,7 @@ def test_a_person_approves_what_the_models_of_the_team_handed_on(
     assert reports == list(CAST)  # each role's report, once
     hand_offs = [(e["payload"]["from_role"], e["payload"]["to_role"])
                  for e in record["events"] if e["type"] == "delegated"]  # fmt: skip
-    assert hand_offs == [("orchestrator", "writer"), ("writer", "reviewer"),
+    assert hand_offs == [("user", "writer"), ("writer", "reviewer"),
                          ("reviewer", "approver")]  # fmt: skip
     assert (record["status"], record["current_role"]) == ("completed", "approver")
     assert record["result"]["summary"] == "Approved."

@@ -333,8 +333,9 @@ def test_submit_run_prompt_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixt
         ),
         pytest.param(
             ["submit", "--role", "version_controller", "--scope", "x"],
-            "--role: unknown role 'version_controller' for new work (its work comes from a "
-            "hand-off); choose one of: ",
+            "--role: role 'version_controller' takes no new work: its prompt_kind is "
+            "version_control, so its work comes from a hand-off that says what to commit; "
+            "choose one of: ",
             id="internal-role",
         ),
         pytest.param(
@@ -587,7 +588,8 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
     status, out, err = run_cli(capsys, "run", "--workspace", root, "--once", "--json")
     assert status == 0
     assert json.loads(out) == {"finished": 1, "done": 1, "failed": 0, "rejected": 0,
-                               "deferred": 0, "waiting": 0, "model_calls": 1, "answered": 1,
+                               "deferred": 0, "waiting": 0, "answers_timed_out": 0,
+                               "answers_renewed": 0, "model_calls": 1, "answered": 1,
                                "stopped": False, "queued": None,
                                "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert "INFO" in err and "│" not in err  # stderr is not a terminal: plain lines

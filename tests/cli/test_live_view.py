@@ -107,7 +107,7 @@ def test_run_on_a_terminal_shows_each_role_its_request_and_counts(
     assert qa_rows[-1] == ["qa", "idle", "1", "0", "0"]
     assert _row(screen, "planner")[-1] == ["planner", "idle", "0", "0", "0"]
     # Log lines still appear, above the view.
-    assert "qa: request req-live: completed -> completed" in screen
+    assert "qa: request req-live: completed -> request completed" in screen
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_without_a_terminal_or_with_plain_it_prints_log_lines(
     assert "working on" not in err and "│" not in err and "┃" not in err
     lines = err.strip().splitlines()
     assert all(re.match(r"\d\d:\d\d:\d\d (INFO|WARNING) ", line) for line in lines), err
-    assert any("qa: request req-live: completed -> completed" in line for line in lines)
+    assert any("qa: request req-live: completed -> request completed" in line for line in lines)
 
 
 def test_run_json_prints_the_summary_and_still_draws_the_view(
@@ -146,12 +146,13 @@ def test_run_json_prints_the_summary_and_still_draws_the_view(
     assert status == 0, screen
     summary = json.loads(out)
     assert list(summary) == [
-        "finished", "done", "failed", "rejected", "deferred", "waiting", "model_calls",
-        "answered", "stopped", "queued", "left_deferred", "next_attempt_at",
+        "finished", "done", "failed", "rejected", "deferred", "waiting", "answers_timed_out",
+        "answers_renewed", "model_calls", "answered", "stopped", "queued", "left_deferred",
+        "next_attempt_at",
     ]  # fmt: skip
     assert summary == {"finished": 1, "done": 1, "failed": 0, "rejected": 0, "deferred": 0,
-                       "waiting": 0, "model_calls": 1, "answered": 1, "stopped": False,
-                       "queued": None,
+                       "waiting": 0, "answers_timed_out": 0, "answers_renewed": 0,
+                       "model_calls": 1, "answered": 1, "stopped": False, "queued": None,
                        "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
     assert _row(screen, "qa")[-1] == ["qa", "idle", "1", "0", "0"]
 

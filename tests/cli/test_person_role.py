@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from anyio.from_thread import start_blocking_portal
 
 from teams_runtime.codecs.config import NatsSettings
@@ -261,8 +262,7 @@ def test_an_answer_to_a_request_cancelled_meanwhile_is_refused(
             ["--from", "-"],
             "the answer breaks the qa role's contract, so it was not recorded: `status` must "
             "be one of: completed, blocked, failed. `summary` is missing or empty. "
-            "(`teams-runtime inbox show` prints the contract; give a whole result with --from "
-            "FILE).",
+            "(`teams-runtime inbox show` prints the contract).",
             id="from-breaks-the-contract",
         ),
         pytest.param(
@@ -329,9 +329,12 @@ def test_a_serving_worker_fails_a_request_whose_answer_did_not_come_in_time(
         _wait_for(lambda: team.record("req-1")["status"] == "failed", 60, "the timeout")
     finally:
         worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=60)
+        out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "qa: no answer for request req-1 within 1 s; the request failed" in err
+    # The run's summary says the envelope it put in the inbox did not stay there.
+    assert "1 envelope put in the inbox" in out
+    assert "1 waiting answer ran out of time (answer_within): on_failure failed" in out
     (timed_out,) = [
         e for e in team.record("req-1")["events"] if e.get("type") == "answer_timed_out"
     ]
@@ -356,16 +359,72 @@ def test_reading_the_inbox_applies_on_failure_to_what_is_overdue(
     seed(workspace, "req-1", "qa", events=SEEDED)
     assert _cli(workspace, "run", "--once", "--plain").returncode == 0
 
+    ran_out: list[dict[str, Any]] = []  # what each read says it applied
+
     def renewed() -> bool:
-        (row,) = _json(workspace, "inbox")["waiting"]
+        looked = _json(workspace, "inbox")
+        ran_out.extend(looked["ran_out"])
+        (row,) = looked["waiting"]
         return bool(row["renewals"] >= 1 and not row["overdue"])
 
     before = workspace.request_path("req-1").read_bytes()
     _wait_for(renewed, 30, "the answer's renewal")  # requeue: it waits again, nothing failed
     assert workspace.request_path("req-1").read_bytes() == before
+    assert [row["outcome"] for row in ran_out] == ["waits_again"]
+    assert ran_out[0]["request_id"] == "req-1" and ran_out[0]["role"] == "qa"
+    # on_failure is read when the time runs out: the config in force then decides.
     config = workspace.config_path
     config.write_text(config.read_text().replace("requeue", "fail"))
-    _wait_for(lambda: _json(workspace, "inbox")["waiting"] == [], 30, "the timeout")
+    notes: list[str] = []
+
+    def timed_out() -> bool:
+        read = _cli(workspace, "inbox")
+        assert read.returncode == 0, read.stderr
+        notes.append(read.stderr)
+        return read.stdout.startswith("no answers waiting")
+
+    _wait_for(timed_out, 30, "the timeout")
+    said = "note: no answer to req-1 (qa) within its answer_within: the request failed"
+    assert sum(said in note for note in notes) == 1, notes
     record = read_record(workspace, "req-1")
     assert record["status"] == "failed"
     assert [e["type"] for e in record["events"]].count("answer_timed_out") == 1
+
+
+def test_answers_go_only_to_a_persons_role_and_wait_for_one_that_left(
+    team_workspace: Callable[..., Workspace],
+) -> None:
+    team = {"team": {"roles": ["writer", "approver"]},
+            "roles": {"writer": {"hands_to": ["approver"]},
+                      "approver": {"model": {"backend": "human"}, "hands_to": [""]}}}  # fmt: skip
+    workspace = team_workspace("valid", sections=team)
+    submitted = _cli(workspace, "submit", "--role", "approver", "--scope", "s", "--request-id",
+                     "req-1")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+    for argv in (["answer", "req-1", "--status", "completed", "--summary", "Ok."],
+                 ["inbox", "show", "req-1"]):  # fmt: skip
+        done = _cli(workspace, *argv, "--role", "writer")
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (
+            "teams-runtime: error: --role: writer is not a person's role (its model.backend is "
+            "command): only roles whose model.backend is human wait for answers; they are: "
+            "approver.\n"
+        )
+    # The approver leaves the team while its answer waits: kept (it may come back), and
+    # `inbox` says what to do with it; an answer to it is refused.
+    config = workspace.config_path
+    before = config.read_text()
+    config.write_text(yaml.safe_dump({**yaml.safe_load(before), "team": {"roles": ["writer"]},
+                                      "roles": {"writer": {"hands_to": [""]}}}))  # fmt: skip
+    listed = _cli(workspace, "inbox")
+    assert listed.returncode == 0 and "req-1" in listed.stdout
+    assert listed.stderr == (
+        "teams-runtime: note: req-1 waits for the approver role, which the team no longer "
+        "has: put approver back in team.roles to answer it, or `teams-runtime cancel req-1`.\n"
+    )
+    late = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Ok.")
+    assert late.returncode == 2 and "which the team no longer has" in late.stderr
+    config.write_text(before)
+    done = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Ok.")
+    assert done.returncode == 0, done.stderr

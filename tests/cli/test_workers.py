@@ -320,7 +320,7 @@ def test_a_cancel_during_the_call_wins_whatever_the_call_does(
     assert [e["type"] for e in record["events"][3:]] == ["cancelled", last]
     assert sum(FileWorkQueue(workspace).counts().values()) == 0  # nothing handed on
     if not exit_status:  # the log says where the request went: nowhere, it was cancelled
-        assert "qa: request req-1: " in err and err.count("-> cancelled") == 1, err
+        assert "qa: request req-1: " in err and err.count("-> request cancelled") == 1, err
 
 
 def test_a_second_signal_does_not_cut_the_cleanup_short(

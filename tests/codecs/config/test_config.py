@@ -185,9 +185,10 @@ def test_file_is_read_from_the_workspace(tmp_path: Path) -> None:
         ),
         pytest.param(
             "model: {dry_run: {route: [planner, boss]}}",
-            "team_runtime.yaml model.dry_run.route names unknown roles (boss); roles are: "
-            "orchestrator, research, planner, designer, architect, developer, qa, "
-            "version_controller.",
+            "team_runtime.yaml model.dry_run.route names roles the team does not have (boss); "
+            "roles are: orchestrator, research, planner, designer, architect, developer, qa, "
+            "version_controller. List this team's roles in the route (the one `init` writes "
+            "is for the default team), or remove it.",
             id="unknown-route-role",
         ),
         pytest.param(

@@ -87,11 +87,18 @@ def test_built_in_roles_may_be_kept_dropped_or_rewritten() -> None:
     assert scribe.cast.takes_new_work == ("writer",)
 
 
-def test_the_default_route_of_the_dry_run_need_not_fit_the_team() -> None:
-    # Not written: a team without planner, developer and qa finishes at its first role.
-    assert _parse(TEAM).model_for("writer").dry_run.route == ["planner", "developer", "qa"]
+def test_the_default_route_of_the_dry_run_keeps_only_the_teams_roles() -> None:
+    # Not written: the default route less the roles the team lacks, so `config` shows the
+    # route the dry run takes (a team without planner, developer and qa: none, it finishes
+    # at its first role).
+    config = _parse(TEAM)
+    assert config.model.dry_run.route == []
+    assert config.model_for("writer").dry_run.route == []
+    kept = _parse("team: {roles: [writer, developer, qa]}\n")
+    assert kept.model_for("writer").dry_run.route == ["developer", "qa"]
     written = _parse(TEAM + "model: {dry_run: {route: [writer, reviewer]}}\n")
     assert written.model_for("editor").dry_run.route == ["writer", "reviewer"]
+    assert _parse("").model.dry_run.route == ["planner", "developer", "qa"]  # the default team
 
 
 @pytest.mark.parametrize(
@@ -240,16 +247,24 @@ def test_the_default_route_of_the_dry_run_need_not_fit_the_team() -> None:
         ),
         pytest.param(
             "team: {roles: [writer, reviewer]}\nmodel: {dry_run: {route: [writer, qa]}}",
-            "team_runtime.yaml model.dry_run.route names unknown roles (qa); roles are: writer, "
-            "reviewer.",
+            "team_runtime.yaml model.dry_run.route names roles the team does not have (qa); "
+            "roles are: writer, reviewer. List this team's roles in the route (the one `init` "
+            "writes is for the default team), or remove it.",
             id="route-outside-the-team",
         ),
         pytest.param(
             "team: {roles: [writer, reviewer]}\n"
             "roles: {writer: {model: {dry_run: {route: [writer, editor]}}}}",
-            "team_runtime.yaml roles.writer.model.dry_run.route names unknown roles (editor); "
-            "roles are: writer, reviewer.",
+            "team_runtime.yaml roles.writer.model.dry_run.route names roles the team does not "
+            "have (editor); roles are: writer, reviewer. List this team's roles in the route "
+            "(the one `init` writes is for the default team), or remove it.",
             id="role-route-outside-the-team",
+        ),
+        pytest.param(
+            "team: {roles: [writer, reviewer]}\nroles: {writer: {hands_to: [reviewer, null]}}",
+            'team_runtime.yaml roles.writer.hands_to[1] is empty (null): write "" (in quotes) '
+            "to let writer finish the request, or name a role.",
+            id="hands-to-bare-dash",
         ),
     ],
 )
