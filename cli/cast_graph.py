@@ -12,16 +12,23 @@ __all__ = ["graph_lines", "graph_warnings", "hand_off_graph"]
 _DONE = "done"  # what the text calls finishing the request (next_role "")
 
 
+def _is_person(cast: Cast, name: str) -> bool:
+    """Whether role ``name``'s answers come from a person (``model.backend: human``)."""
+    return cast.role(name).model.backend == "human"
+
+
 def hand_off_graph(cast: Cast) -> dict[str, Any]:
-    """Each role of the team, in its order: its prompt kind, whether ``submit`` may queue work
-    for it, the roles it may hand to (``hands_to``, or every role of the team), whether it may
-    finish the request, and whether its ``hands_to`` narrows the team."""
+    """Each role of the team, in its order: its prompt kind, whether a person answers for it,
+    whether ``submit`` may queue work for it, the roles it may hand to (``hands_to``, or every
+    role of the team), whether it may finish the request, and whether its ``hands_to`` narrows
+    the team; then the ``graph_warnings``."""
     new_work = set(cast.takes_new_work)
     roles = {}
     for name in cast.names:
         next_roles = cast.next_roles(name)
         roles[name] = {
             "prompt_kind": cast.role(name).prompt_kind,
+            "person": _is_person(cast, name),
             "takes_new_work": name in new_work,
             "hands_to": list(next_roles.roles),
             "may_finish": next_roles.finish,
@@ -65,8 +72,8 @@ def graph_warnings(cast: Cast) -> list[str]:
 
 
 def graph_lines(cast: Cast) -> list[str]:
-    """The graph as text: the team, then a line per role, ``writer -> reviewer``, then a
-    ``warning:`` line per ``graph_warnings``."""
+    """The graph as text: the team, then a line per role, ``writer -> reviewer`` (``(a
+    person)`` after a person's), then a ``warning:`` line per ``graph_warnings``."""
     width = max(len(name) for name in cast.names)
     lines = [
         f"team: {', '.join(cast.names)} (new work: {', '.join(cast.takes_new_work) or 'none'})"
@@ -79,5 +86,6 @@ def graph_lines(cast: Cast) -> list[str]:
             targets = _DONE
         else:
             targets = ", ".join(next_roles.roles) + (f", or {_DONE}" if next_roles.finish else "")
-        lines.append(f"{name:<{width}} -> {targets}")
+        person = " (a person)" if _is_person(cast, name) else ""
+        lines.append(f"{name:<{width}} -> {targets}{person}")
     return lines + [f"warning: {warning}" for warning in graph_warnings(cast)]

@@ -269,7 +269,7 @@ def test_config_graph_says_who_may_hand_to_whom(
     status, out, _ = run_cli(capsys, *argv, "--json")
     graph = json.loads(out)["roles"]
     assert list(graph) == list(ROLES)
-    assert graph["writer"] == {"prompt_kind": "role_task", "takes_new_work": True,
+    assert graph["writer"] == {"prompt_kind": "role_task", "person": False, "takes_new_work": True,
                                "hands_to": ["reviewer"], "may_finish": False,
                                "limited": True}  # fmt: skip
     assert (graph["editor"]["hands_to"], graph["editor"]["may_finish"]) == ([], True)

@@ -57,6 +57,8 @@ def test_a_person_approves_what_the_models_of_the_team_handed_on(
         return run_cli(capsys, *argv, "--workspace", str(team_root))
 
     capsys.readouterr()
+    status, out, _ = cli("config", "--graph")
+    assert status == 0 and "approver -> writer, or done (a person)\n" in out
     status, _, err = cli("submit", "--role", "writer", "--scope", "Write the launch note",
                          "--request-id", "req-1")  # fmt: skip
     assert status == 0, err
