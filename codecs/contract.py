@@ -8,6 +8,7 @@ the failure results all derive from their fields.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Literal, get_args, get_origin
 
 import msgspec
@@ -27,6 +28,7 @@ __all__ = [
     "RoleResult",
     "Validated",
     "VersionControlResult",
+    "contract_fields",
     "contract_shape",
     "defaults_of",
     "validate_answer",
@@ -120,6 +122,13 @@ NON_EMPTY = ("summary", "reason_code")
 NULLABLE = ("error", "next_role")
 
 
+@functools.cache
+def contract_fields(kind: AnswerKind) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """The fields of ``kind``'s contract Struct, looked up once: ``msgspec.structs.fields``
+    evaluates the class's annotations anew on every call (a few ms per answer otherwise)."""
+    return msgspec.structs.fields(CONTRACTS[kind])
+
+
 def _json_type(field: msgspec.structs.FieldInfo) -> type:
     annotation = field.type
     origin = getattr(annotation, "__origin__", None)
@@ -134,7 +143,7 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
 
 def defaults_of(kind: AnswerKind) -> dict[str, Any]:
     """The values an answer of ``kind`` gets for the optional fields it leaves out."""
-    fields = msgspec.structs.fields(CONTRACTS[kind])
+    fields = contract_fields(kind)
     return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
 
 
@@ -157,7 +166,7 @@ def contract_shape(
     examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if research else {})}
     examples["next_role"] = _next_role_example(next_roles, research)
     shape: dict[str, Any] = {}
-    for field in msgspec.structs.fields(CONTRACTS[kind]):
+    for field in contract_fields(kind):
         if field.name == "request_id":
             shape[field.name] = request_id
         elif field.name == "role":
@@ -177,7 +186,7 @@ def _checked_by_name(field: msgspec.structs.FieldInfo) -> bool:
 
 def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
     issues = []
-    for field in msgspec.structs.fields(CONTRACTS[kind]):
+    for field in contract_fields(kind):
         name = field.name
         if _checked_by_name(field) or name not in answer:
             continue

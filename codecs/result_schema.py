@@ -20,7 +20,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
-from teams_runtime.codecs.contract import CONTRACTS, NON_EMPTY, NULLABLE, AnswerKind
+from teams_runtime.codecs.contract import NON_EMPTY, NULLABLE, AnswerKind, contract_fields
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
 __all__ = ["SCHEMA_NAMES", "contract_schema", "generation_schema"]
@@ -67,7 +67,7 @@ def contract_schema(
 ) -> dict[str, Any]:
     """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``, whose
     ``next_role`` is one of ``next_roles`` (by default any built-in role, or none)."""
-    fields = msgspec.structs.fields(CONTRACTS[kind])
+    fields = contract_fields(kind)
     return {
         "type": "object",
         "properties": {
