@@ -74,7 +74,10 @@ def check_new_work(cast: Cast, role: str) -> str:
                 f"role {role!r} takes no new work: its prompt_kind is version_control, so its "
                 f"work comes from a hand-off that says what to commit; choose one of: {choices}"
             )
-        raise ValueError(f"unknown role {role!r}; choose one of: {choices}")
+        raise ValueError(
+            f"unknown role {role!r}; choose one of: {choices}"
+            + cast.guess(role, cast.takes_new_work)
+        )
     return role
 
 

@@ -13,6 +13,7 @@ answer to a request cancelled or failed meanwhile is refused, and nothing is wri
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from teams_runtime.actors.outcome_writes import (
     outcome_key,
     queue_recorded_follow_up,
 )
-from teams_runtime.actors.person_waits import InboxLook, tidy_inbox
+from teams_runtime.actors.person_waits import InboxLook, handle_overdue, tidy_inbox
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.formats import now_iso
@@ -108,11 +109,22 @@ async def _nothing_waits(context: ContextHandle, wanted: str) -> AnswerRefused:
         return AnswerRefused(f"no answer waits for {wanted}: no request or waiting envelope has "
                              f"that id; {listed}.")  # fmt: skip
     status = status_of(projection) or "none"
+    events = projection.value("events")
+    last = events[-1] if isinstance(events, list) and events else None
+    if isinstance(last, dict) and last.get("type") == "answer_timed_out":
+        return AnswerRefused(_too_late(wanted))
     if state_of(projection).ended:
         return AnswerRefused(f"request {wanted} is {status}: no answer waits for it.")
     return AnswerRefused(
         f"no answer waits for request {wanted} (status {status}): it was answered already, or "
         f"no person's role has it now; {listed}."
+    )
+
+
+def _too_late(request_id: str) -> str:
+    return (
+        f"request {request_id} failed: no answer came within its answer_within, so this one "
+        f"was not recorded (`teams-runtime retry {request_id}` puts it in the inbox again)."
     )
 
 
@@ -232,6 +244,17 @@ async def answer(
         open_context(workspace.root, config.prompt_context, store=backend.store) as context,
     ):
         item = await _waiting_item(backend.inbox, context, wanted, role)
+        now = time.time()
+        if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
+            model = config.model_for(item.role)
+            again, failed = await handle_overdue(
+                context, backend.queue, backend.inbox, item, model, now
+            )
+            if again is None and failed:
+                raise AnswerRefused(_too_late(item.request_id))
+            if again is None:  # another answer, or another look, came first
+                raise await _nothing_waits(context, item.request_id)
+            item = again  # `requeue`: it waits again, and this answer is in time for that
         result = person_result(item, given, config.cast, whole=whole)
         return await record_answer(
             context,

@@ -38,7 +38,7 @@ from teams_runtime.exceptions import RecordError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import plan_for, plan_no_answer, state_of
 from teams_runtime.storage import AnswerInbox, Claim, WorkQueue
 
-__all__ = ["HUMAN", "InboxLook", "is_person", "tidy_inbox", "wait_for_person"]
+__all__ = ["HUMAN", "InboxLook", "handle_overdue", "is_person", "tidy_inbox", "wait_for_person"]
 
 HUMAN = "human"  # the model backend of a person's role
 
@@ -105,7 +105,7 @@ async def _settled(
     return True
 
 
-async def _overdue(
+async def handle_overdue(
     context: ContextHandle,
     queue: WorkQueue,
     inbox: AnswerInbox,
@@ -172,7 +172,7 @@ async def tidy_inbox(
             now = time.time()
             if item.overdue(now):
                 model = model_for(item.role)
-                again, failed = await _overdue(context, queue, inbox, item, model, now)
+                again, failed = await handle_overdue(context, queue, inbox, item, model, now)
                 if again is None:
                     if failed:
                         timed_out.append(item)

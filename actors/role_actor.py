@@ -302,5 +302,9 @@ class RoleActor:
             handed_to = plan.follow_up.target if plan.follow_up is not None else ""
             ended = state.ended or ("" if handed_to else plan.updates["status"])
             went = f"request {ended}" if ended else handed_to
+            if plan.drop_queued:  # this hand-off was one past team.max_hops
+                went += " at the hop limit"
             log.info("{}: request {}: {} -> {}", self.role, request_id, result["status"], went)
-        return "failed" if result["status"] == "failed" and not result["next_role"] else "done"
+        # Failed by this outcome: the role's own failed result, or the hop limit it reached.
+        failed = result["status"] == "failed" and not result["next_role"]
+        return "failed" if failed or (applied and plan.drop_queued) else "done"

@@ -64,9 +64,11 @@ def graph_warnings(cast: Cast) -> list[str]:
     handed_to = {target for allowed in next_roles.values() for target in allowed.roles}
     idle = [n for n in cast.names if n not in handed_to and n not in cast.takes_new_work]
     if idle:
+        them = "it" if len(idle) == 1 else "them"
         warnings.append(
-            f"{', '.join(idle)} never get work: no role hands to them, and submit queues "
-            "only for roles whose prompt_kind is not version_control"
+            f"{', '.join(idle)} never {'gets' if len(idle) == 1 else 'get'} work: no role hands "
+            f"to {them}, and submit queues only for roles whose prompt_kind is not "
+            "version_control"
         )
     return warnings
 

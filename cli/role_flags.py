@@ -31,6 +31,7 @@ def team_roles(cast: Cast, roles: Sequence[str]) -> list[str]:
         raise UserError(
             f"--roles: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not of the "
             f"team; its roles are: {', '.join(cast.names)} (team.roles in team_runtime.yaml)"
+            + (cast.guess(unknown[0]) if len(unknown) == 1 else "")
         )
     return list(roles)
 

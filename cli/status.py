@@ -99,6 +99,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     return {
         "workspace": str(workspace.root.resolve()),
         "requests": rows,
+        "max_hops": config.team.max_hops,  # a failed request at it needs it raised to retry
         "roles": {
             role: {
                 "waiting": snapshot.waiting[role],
@@ -178,7 +179,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         state = "alive" if worker["alive"] else "lease expired"
         holds = ", ".join(worker["holds"]) or "nothing"
         lines.append(f"worker {worker['worker']}: {state}, holds {holds}")
-    lines += hint_lines(report)  # what a person can try again, and how
+    lines += hint_lines(report, report["max_hops"])  # what a person can try again, and how
     return lines + stray_lines(report["strays"])
 
 

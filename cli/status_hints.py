@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage.rejected import RejectedShelf
 
 __all__ = ["hint_lines", "rejected_rows"]
@@ -25,15 +26,23 @@ def rejected_rows(shelf: RejectedShelf) -> list[dict[str, Any]]:
     ]
 
 
-def hint_lines(report: dict[str, Any]) -> list[str]:
+def _failed_line(row: dict[str, Any], max_hops: int) -> str:
+    request_id = row["request_id"]
+    said = f"failed {request_id} ({row.get('current_role') or 'no role'})"
+    retry = f"`teams-runtime retry {request_id}`"
+    if row.get("hops", 0) >= max_hops:  # a retry is refused until the limit is raised
+        return (
+            f"{said} at the hop limit ({count_of(row['hops'], 'hand-off')}, team.max_hops "
+            f"{max_hops}): "
+            f"raise team.max_hops in team_runtime.yaml, then {retry} queues its last step again"
+        )
+    return f"{said}: {retry} queues its last step again"
+
+
+def hint_lines(report: dict[str, Any], max_hops: int) -> list[str]:
     """A line per failed request and per rejected envelope of ``report``, saying how to
-    try it again."""
-    lines = [
-        f"failed {row['request_id']} ({row.get('current_role') or 'no role'}): "
-        f"`teams-runtime retry {row['request_id']}` queues its last step again"
-        for row in report["requests"]
-        if row["status"] == "failed"
-    ]
+    try it again (a request at ``max_hops``, the team's limit, needs it raised first)."""
+    lines = [_failed_line(row, max_hops) for row in report["requests"] if row["status"] == "failed"]
     for rejected in report["rejected"]:
         request_id = rejected["request_id"]
         again = "teams-runtime retry --rejected" + (f" {request_id}" if request_id else "")

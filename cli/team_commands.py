@@ -201,8 +201,8 @@ def _print_summary(
     if summary.answers_timed_out:  # the envelopes put above may be among them
         print(
             f"{count_of(summary.answers_timed_out, 'waiting answer')} ran out of time "
-            "(answer_within): on_failure failed the request (`teams-runtime retry REQUEST_ID` "
-            "queues its step again)."
+            "(answer_within): on_failure failed its request (`teams-runtime status` lists the "
+            "failed requests, each with its retry command)."
         )
     if summary.answers_renewed:
         print(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from teams_runtime.codecs.config.roles_section import RoleConfig
+from teams_runtime.codecs.config.value_messages import nearest
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PromptKind
 from teams_runtime.codecs.roles import (
     BUILT_IN_PROMPT_KINDS,
@@ -64,8 +65,16 @@ class Cast(msgspec.Struct, frozen=True):
         """Return ``name`` if it is a role of the team, else raise ``ValueError`` naming the
         team's roles."""
         if name not in self.roles:
-            raise ValueError(f"unknown role {name!r}; roles are: {', '.join(self.roles)}")
+            raise ValueError(
+                f"unknown role {name!r}; roles are: {', '.join(self.roles)}{self.guess(name)}"
+            )
         return name
+
+    def guess(self, name: str, among: tuple[str, ...] | None = None) -> str:
+        """`` (did you mean writer?)`` when ``name`` is close to one of ``among`` (the team's
+        roles by default), else ``""``: the end of a refusal of ``name``."""
+        close = nearest(name, list(self.names if among is None else among))
+        return f" (did you mean {close}?)" if close else ""
 
     def role(self, name: str) -> RoleConfig:
         """The settings of role ``name`` (``ValueError`` if the team has no such role)."""

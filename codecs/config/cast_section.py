@@ -46,7 +46,9 @@ _SETTINGS = frozenset(field.encode_name for field in msgspec.structs.fields(Role
 
 def _name_error(path: str, value: object) -> ConfigError:
     if not isinstance(value, str):
-        return ConfigError(f"{_FILE} {path} must be text, not {kind_of(value)}.")
+        # A number or true/false written bare is a name YAML read as another kind.
+        quote = " (put it in quotes)" if isinstance(value, int | float) else ""
+        return ConfigError(f"{_FILE} {path} must be text, not {kind_of(value)}{quote}.")
     problem = role_name_problem(value)
     return ConfigError(f"{_FILE} {path} {value!r} is not a role name: {problem}.")
 

@@ -106,7 +106,7 @@ def queue_strays(workspace: Workspace, roles: Collection[str]) -> list[Stray]:
         elif entry.name == "workers":
             strays += _lease_folder(place, runtime)
         else:
-            strays.append(_unread(place, runtime))
+            strays += _unread(place, runtime)
     return strays
 
 
@@ -124,7 +124,7 @@ def _role_folders(
         elif entry.name in roles:
             strays += _envelope_folder(place / entry.name, runtime, deferred=deferred)
         else:
-            strays.append(_unread(place / entry.name, runtime))
+            strays += _unread(place / entry.name, runtime)
     return strays
 
 
@@ -159,12 +159,22 @@ def _envelopes_in(place: Path, runtime: Path) -> list[str]:
     return [entry.name for entry in entries if _is_file(entry) and _is_envelope_name(entry.name)]
 
 
-def _unread(place: Path, runtime: Path) -> Stray:
-    return Stray(
-        where=f"{place}/",
-        reason=f"no role of the team is named {place.name!r}: nothing reads it",
-        envelopes=len(_envelopes_in(place, runtime)),
-    )
+def _unread(place: Path, runtime: Path) -> list[Stray]:
+    """The folder of a role the team does not have, unless it is empty: a role removed from
+    ``team.roles`` leaves its folders, and an empty one holds nothing to lose."""
+    try:
+        with folder(place, runtime, create=False) as dfd:
+            if not os.listdir(dfd):
+                return []
+    except (OSError, TeamsRuntimeError):
+        pass  # a folder that cannot be read is named all the same
+    return [
+        Stray(
+            where=f"{place}/",
+            reason=f"no role of the team is named {place.name!r}: nothing reads it",
+            envelopes=len(_envelopes_in(place, runtime)),
+        )
+    ]
 
 
 def _lease_folder(place: Path, runtime: Path) -> list[Stray]:

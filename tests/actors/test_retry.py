@@ -191,6 +191,12 @@ def test_a_request_failed_at_the_hop_limit_is_retried_once_the_limit_is_raised(
     assert main(["run", "--once", "--plain", "--workspace", str(root)]) == 0
     capsys.readouterr()
     assert _record(capsys, root, "req-1")["status"] == "failed"
+    status, out, _ = _cli(capsys, root, "status")  # its hint says to raise the limit first
+    assert (
+        "failed req-1 (developer) at the hop limit (1 hand-off, team.max_hops 1): raise "
+        "team.max_hops in team_runtime.yaml, then `teams-runtime retry req-1` queues its last "
+        "step again"
+    ) in out
     status, _, err = _cli(capsys, root, "retry", "req-1")
     assert status == 2
     assert "team.max_hops is 1: a retry would stop at the hop limit again; raise" in err

@@ -307,7 +307,7 @@ def test_config_warns_of_requests_that_cannot_finish_and_roles_without_work(
         "limit)"
     )
     idle = (
-        "publisher never get work: no role hands to them, and submit queues only for roles "
+        "publisher never gets work: no role hands to it, and submit queues only for roles "
         "whose prompt_kind is not version_control"
     )
     status, out, _ = run_cli(capsys, *argv, "--graph")

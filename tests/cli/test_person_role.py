@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -341,7 +342,8 @@ def test_a_serving_worker_fails_a_request_whose_answer_did_not_come_in_time(
     assert timed_out["payload"] == {"from_role": "qa", "answer_within_seconds": 1.0}
     assert _json(team.person, "inbox")["waiting"] == []
     late = _cli(team.person, "answer", "req-1", "--status", "completed", "--summary", "Late.")
-    assert late.returncode == 2 and "request req-1 is failed" in late.stderr
+    assert late.returncode == 2
+    assert "request req-1 failed: no answer came within its answer_within" in late.stderr
     # The envelope that waited is kept: `retry` queues the same work for the person again.
     retried = _json(team.person, "retry", "req-1")
     assert (retried["request_id"], retried["role"]) == ("req-1", "qa")
@@ -428,3 +430,29 @@ def test_answers_go_only_to_a_persons_role_and_wait_for_one_that_left(
     config.write_text(before)
     done = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Ok.")
     assert done.returncode == 0, done.stderr
+
+
+def test_an_answer_after_its_deadline_is_refused_even_if_nobody_looked(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    person = {"backend": "human", "answer_within": 1}
+    workspace = team_workspace("valid", sections={"roles": {"qa": {"model": person}}})
+    seed(workspace, "req-1", "qa", events=SEEDED)
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+    (row,) = _json(workspace, "inbox")["waiting"]
+    due = datetime.fromisoformat(row["due_at"]).timestamp()
+    _wait_for(lambda: time.time() > due + 0.2, 10, "the deadline")  # no one reads the inbox
+    late = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Late.")
+    assert (late.returncode, late.stdout) == (2, "")
+    assert late.stderr == (
+        "teams-runtime: error: request req-1 failed: no answer came within its answer_within, "
+        "so this one was not recorded (`teams-runtime retry req-1` puts it in the inbox "
+        "again).\n"
+    )
+    record = read_record(workspace, "req-1")
+    assert record["status"] == "failed"
+    assert [e["type"] for e in record["events"]].count("answer_timed_out") == 1
+    again = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Late.")
+    assert again.returncode == 2 and "no answer came within its answer_within" in again.stderr

@@ -151,8 +151,11 @@ def test_a_ping_pong_model_ends_at_the_hop_limit(
     )
     seed(workspace, "req-1", "qa", events=3)
     worker = _worker(workspace, "--once")
-    _, err = worker.communicate(timeout=60)
+    out, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
+    # The envelope whose hand-off was one too many failed the request: counted and said so.
+    assert "Finished 6 envelopes: 5 done, 1 failed, 0 rejected" in out
+    assert err.count("-> request failed at the hop limit") == 1, err
     record = read_record(workspace, "req-1")
     assert record["status"] == "failed" and record["hops"] == 5
     assert len(_reports(record, 3)) == 6  # 5 hand-offs, then the report that would be the 6th

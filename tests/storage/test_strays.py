@@ -257,6 +257,23 @@ def test_status_names_a_file_stray_and_exits_0(
     assert report["deferred"] == []
 
 
+def test_the_empty_folders_of_a_role_that_left_the_team_are_no_strays(
+    tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A role removed from team.roles leaves its folders; empty, they hold nothing to lose.
+    _workspace(tmp_path, "file", request)
+    _submit(capsys, tmp_path, "req-1")
+    for relative in ("queue/approver", "queue/deferred/approver", "queue/claimed/w-1/approver"):
+        _folder(relative)(tmp_path, None)
+    report, text = _status(capsys, tmp_path)
+    assert report["strays"] == [] and "stray" not in text
+    _file("queue/approver/notes.txt")(tmp_path, None)  # not empty: named, as before
+    report, _ = _status(capsys, tmp_path)
+    assert [stray["where"] for stray in report["strays"]] == [
+        f"{tmp_path / '.teams_runtime'}/queue/approver/"
+    ]
+
+
 def _submit(capsys: pytest.CaptureFixture[str], root: Path, request_id: str) -> None:
     argv = ["submit", "--role", "qa", "--scope", "check", "--request-id", request_id]
     code, _, err = run_cli(capsys, *argv, "--workspace", str(root))

@@ -118,7 +118,7 @@ def test_the_default_route_of_the_dry_run_keeps_only_the_teams_roles() -> None:
         ),
         pytest.param(
             "team: {roles: [writer, 7]}",
-            "team_runtime.yaml team.roles[1] must be text, not a whole number.",
+            "team_runtime.yaml team.roles[1] must be text, not a whole number (put it in quotes).",
             id="not-text",
         ),
         pytest.param(
