@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import random
-import socket
 from pathlib import Path
 
 import anyio
@@ -201,7 +201,7 @@ class AwayFiles:
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self.host = socket.gethostname()
+        self.host = platform.node()
         self.folder = workspace.runtime_dir / SERVERS_FOLDER
 
     def _path(self, base_url: str) -> Path:

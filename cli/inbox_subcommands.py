@@ -5,7 +5,7 @@ from __future__ import annotations
 from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
 from teams_runtime.cli.flag_types import not_empty, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.codecs.contract import RESULT_STATUSES
+from teams_runtime.codecs.statuses import RESULT_STATUSES
 
 __all__ = ["add_answer", "add_inbox"]
 

@@ -13,8 +13,8 @@ from teams_runtime.cli.waiting_view import waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
+from teams_runtime.codecs.statuses import ENDED
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.policy.outcomes import ENDED
 from teams_runtime.storage import (
     IndexedParts,
     QueueSnapshot,

@@ -15,6 +15,12 @@ import msgspec
 
 from teams_runtime.codecs.answer_reading import AnswerRead, AnswerReading, read_answer
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
+from teams_runtime.codecs.statuses import (
+    COMMIT_STATUSES,
+    RESULT_STATUSES,
+    CommitStatus,
+    ResultStatus,
+)
 
 __all__ = [
     "COMMIT_STATUSES",
@@ -36,10 +42,6 @@ __all__ = [
 ]
 
 AnswerKind = Literal["task", "research_decision", "version_control"]
-ResultStatus = Literal["completed", "blocked", "failed"]
-CommitStatus = Literal["committed", "no_changes", "failed", "no_repo"]
-RESULT_STATUSES: tuple[str, ...] = get_args(ResultStatus)
-COMMIT_STATUSES: tuple[str, ...] = get_args(CommitStatus)
 
 
 class RoleResult(msgspec.Struct, kw_only=True):

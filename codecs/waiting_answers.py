@@ -9,8 +9,6 @@ model would get.
 
 from __future__ import annotations
 
-import hashlib
-
 import msgspec
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
@@ -70,4 +68,6 @@ def decode_waiting(data: bytes) -> WaitingAnswer | None:
 def waiting_name(envelope_id: str) -> str:
     """A short, safe name for the waiting answer of an envelope (its id may hold anything):
     the same on every host, so one envelope waits once."""
+    import hashlib  # here: a listing (`status`, start-up) names no new waiting answer
+
     return hashlib.blake2b(envelope_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()

@@ -21,6 +21,7 @@ from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.contract import ContractFailure, RoleResult
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.statuses import ENDED
 
 __all__ = [
     "ENDED",
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 MAX_REPAIRS = 2
-ENDED = ("cancelled", "failed")  # statuses after which a request's envelopes are not handled
 # The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
 FAILED_ENVELOPE = "failed_envelope"
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import secrets
-import socket
 
 import msgspec
 
@@ -24,7 +24,7 @@ _NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def new_worker_id() -> str:
     """A worker name unique across hosts and restarts: host, pid and a random part."""
-    host = _NOT_ID.sub("-", socket.gethostname())[:40] or "host"
+    host = _NOT_ID.sub("-", platform.node())[:40] or "host"
     return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 

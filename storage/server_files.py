@@ -5,7 +5,7 @@ servers the running workers wait for. No logging here: ``status`` starts without
 from __future__ import annotations
 
 import os
-import socket
+import platform
 
 import msgspec
 
@@ -44,7 +44,7 @@ def servers_away(workspace: Workspace) -> list[ServerAway]:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
-    host = socket.gethostname()
+    host = platform.node()
     earliest: dict[str, ServerAway] = {}
     for name in names:
         if not name.endswith(".json"):

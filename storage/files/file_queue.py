@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import secrets
-import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -195,7 +195,7 @@ class FileWorkQueue:
                     return True
                 except FileNotFoundError:
                     pass
-            info = {"worker": self.worker_id, "host": socket.gethostname(), "pid": os.getpid()}
+            info = {"worker": self.worker_id, "host": platform.node(), "pid": os.getpid()}
             write_atomic(self._lease, pretty_json_bytes(info) + b"\n", runtime=self._runtime,
                          durable=False)  # fmt: skip
         except (OSError, TeamsRuntimeError):

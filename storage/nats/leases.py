@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
+import platform
 import time
 from collections.abc import Callable
 
@@ -58,7 +58,7 @@ class LeaseBucket:
         self.worker_id = worker_id
         self._kv: KeyValue | None = None  # looked up at first use: opening a queue costs nothing
         self._holds = holds
-        self._host = socket.gethostname()
+        self._host = platform.node()
         self._subject = f"$KV.{self.names.workers}.{token_of(worker_id)}"
         self._with_ttl = True  # until the bucket says it keeps no per-message TTL
 
