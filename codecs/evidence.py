@@ -6,7 +6,6 @@ everything else stay bytes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -112,6 +111,8 @@ def role_of_event(event: object) -> str | None:
 def _python_decoded(raw: msgspec.Raw | bytes) -> object:
     """Decode with Python's parser, which takes what msgspec refuses but JSON allows (a number
     out of range, a lone surrogate escape); ``None`` if even that fails (nested too deeply)."""
+    import json  # here: the rare fallback; start-up (`status`) never needs it
+
     try:
         return json.loads(bytes(raw))
     except (ValueError, RecursionError):
