@@ -251,14 +251,19 @@ def test_the_dry_run_keeps_to_the_hand_off_rules(
     assert record["status"] == "completed"
 
 
+def _config_file(tmp_path: Path) -> Path:
+    """The team_runtime.yaml of a new folder: only the file is read by `config`."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root / "team_runtime.yaml"
+
+
 def test_config_graph_says_who_may_hand_to_whom(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    config = root / "team_runtime.yaml"
+    config = _config_file(tmp_path)
     config.write_text(yaml.safe_dump({"team": {"roles": list(ROLES)}, "roles": TEAM}))
-    argv = ("config", "--graph", "--workspace", str(root))
+    argv = ("config", "--graph", "--workspace", str(config.parent))
     status, out, _ = run_cli(capsys, *argv)
     assert (status, out) == (0, (
         "team: writer, reviewer, editor (new work: writer, reviewer, editor)\n"
@@ -292,9 +297,8 @@ def test_config_graph_says_who_may_hand_to_whom(
 def test_config_warns_of_requests_that_cannot_finish_and_roles_without_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    config = root / "team_runtime.yaml"
+    config = _config_file(tmp_path)
+    root = config.parent
     config.write_text(
         "team: {roles: [writer, reviewer, publisher]}\n"
         "roles: {writer: {hands_to: [reviewer]}, reviewer: {hands_to: [writer]},\n"
