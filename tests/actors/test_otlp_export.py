@@ -125,6 +125,21 @@ def receiver() -> Iterator[_Receiver]:
         receiver.server.server_close()
 
 
+def _finished(process: subprocess.Popen[str], team: tuple[subprocess.Popen[str], ...]) -> int:
+    """``process``'s exit status; if it does not end within 120 s, every worker of ``team`` is
+    stopped (none is left to the next test) and the failure shows what each wrote."""
+    try:
+        _, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        logs = []
+        for worker in team:
+            worker.kill()
+            logs.append(worker.communicate()[1] or "")
+        pytest.fail("a worker did not finish within 120 s; their logs:\n" + "\n---\n".join(logs))
+    assert process.returncode == 0, stderr
+    return process.returncode
+
+
 def _worker(root: Path, roles: str, name: str, endpoint: str) -> subprocess.Popen[str]:
     return _command(root, ["run", "--once", "--plain", "--roles", roles], name, endpoint)
 
@@ -164,8 +179,7 @@ def test_two_workers_export_one_trace_per_request_over_otlp_http(
     first = _worker(root, "planner", "a", receiver.url)
     rest = _worker(root, "developer,qa", "b", receiver.url)
     for process in (first, rest):
-        _, stderr = process.communicate(timeout=120)
-        assert process.returncode == 0, stderr
+        assert _finished(process, (first, rest)) == 0
     # Both have exported at exit (the SDK flushes when the process ends).
     assert "/v1/traces" in receiver.paths and "/v1/metrics" in receiver.paths
     spans = receiver.spans
