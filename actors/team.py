@@ -53,12 +53,6 @@ __all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary
 DEFERRED_WAIT_SECONDS = 60.0  # how long `run --once` waits in all for envelopes it deferred
 
 
-def _claim_each(queue: WorkQueue, rooms: list[tuple[str, int]]) -> list[list[Claim]]:
-    """Each role's claims, in one thread hop for all roles (a hop costs more than the claim
-    of an empty role); a role with no room is not asked."""
-    return [queue.claim(role, room) if room > 0 else [] for role, room in rooms]
-
-
 class Team:
     """Runs the roles of one workspace.
 
@@ -233,20 +227,18 @@ class Team:
 
     async def _dispatch_pending(self) -> int:
         """Claim newly queued envelopes and tell each to its role; returns how many."""
-        # Claim only what this worker can start now: an envelope claimed and left waiting
-        # here is one another worker could be handling. A role whose calls wait gets none.
-        rooms = [
-            (role, self._concurrency[role] - self._busy[role])
-            for role in self.roles
-            if not server_away(self.backends[role])
-        ]
-        claimed = await anyio.to_thread.run_sync(_claim_each, self.queue, rooms)
         given = 0
-        for (role, _), claims in zip(rooms, claimed, strict=True):
+        for role, actor in self.roles.items():
+            if server_away(self.backends[role]):  # its calls wait: no new work for it
+                continue
+            # Claim only what this worker can start now: an envelope claimed and left waiting
+            # here is one another worker could be handling.
+            room = self._concurrency[role] - self._busy[role]
+            claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
             for claim in claims:
                 self._in_flight += 1
                 self._busy[role] += 1
-                await self.roles[role].tell(claim)
+                await actor.tell(claim)
                 given += 1
         return given
 
