@@ -16,7 +16,7 @@ from loguru import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.person_waits import tidy_inbox
 from teams_runtime.actors.team_reports import RunSummary
-from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig
+from teams_runtime.codecs.config import Cast, ModelConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import AnswerInbox, WorkQueue
@@ -37,8 +37,8 @@ class TeamChores:
         context: ContextHandle,
         model_for: Callable[[str], ModelConfig],
         people: Collection[str],
-        cast: Cast = DEFAULT_CAST,
-        summary: RunSummary | None = None,
+        cast: Cast,
+        summary: RunSummary,
     ) -> None:
         self._queue = queue
         self._inbox = inbox
@@ -68,9 +68,8 @@ class TeamChores:
             except (TeamsRuntimeError, OSError) as exc:
                 logger.warning("the waiting answers were not looked at ({}); trying again", exc)
                 return
-            if self._summary is not None:
-                self._summary.answers_timed_out += len(looked.timed_out)
-                self._summary.answers_renewed += len(looked.renewed)
+            self._summary.answers_timed_out += len(looked.timed_out)
+            self._summary.answers_renewed += len(looked.renewed)
 
     async def _restore_due(self, *, force: bool) -> None:
         now = anyio.current_time()

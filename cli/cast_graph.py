@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from teams_runtime.actors.person_waits import is_person
 from teams_runtime.codecs.config import Cast
 
 __all__ = ["graph_lines", "graph_warnings", "hand_off_graph"]
 
 _DONE = "done"  # what the text calls finishing the request (next_role "")
-
-
-def _is_person(cast: Cast, name: str) -> bool:
-    """Whether role ``name``'s answers come from a person (``model.backend: human``)."""
-    return cast.role(name).model.backend == "human"
 
 
 def hand_off_graph(cast: Cast) -> dict[str, Any]:
@@ -28,7 +24,7 @@ def hand_off_graph(cast: Cast) -> dict[str, Any]:
         next_roles = cast.next_roles(name)
         roles[name] = {
             "prompt_kind": cast.role(name).prompt_kind,
-            "person": _is_person(cast, name),
+            "person": is_person(cast.role(name).model),
             "takes_new_work": name in new_work,
             "hands_to": list(next_roles.roles),
             "may_finish": next_roles.finish,
@@ -88,6 +84,6 @@ def graph_lines(cast: Cast) -> list[str]:
             targets = _DONE
         else:
             targets = ", ".join(next_roles.roles) + (f", or {_DONE}" if next_roles.finish else "")
-        person = " (a person)" if _is_person(cast, name) else ""
+        person = " (a person)" if is_person(cast.role(name).model) else ""
         lines.append(f"{name:<{width}} -> {targets}{person}")
     return lines + [f"warning: {warning}" for warning in graph_warnings(cast)]

@@ -14,7 +14,7 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.person_answers import answer, read_inbox, waiting_prompt
-from teams_runtime.actors.person_waits import HUMAN, InboxLook, is_person
+from teams_runtime.actors.person_waits import InboxLook, is_person
 from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.cli.role_flags import team_role
 from teams_runtime.cli.waiting_view import age, due, waiting_rows
@@ -34,11 +34,11 @@ def _person_role(config: TeamConfig, given: str | None) -> str | None:
     if given is None:
         return None
     role = team_role(config.cast, given)
-    backend = config.model_for(role).backend
-    if backend != HUMAN:
+    model = config.model_for(role)
+    if not is_person(model):
         people = [name for name in config.cast.names if is_person(config.model_for(name))]
         raise UserError(
-            f"--role: {role} is not a person's role (its model.backend is {backend}): only "
+            f"--role: {role} is not a person's role (its model.backend is {model.backend}): only "
             "roles whose model.backend is human wait for answers; "
             + (f"they are: {', '.join(people)}." if people else "this team has none.")
         )
