@@ -36,6 +36,7 @@ from loguru import logger
 from teams_runtime.actors.backend_checks import command_argv
 from teams_runtime.actors.model_processes import GRACE_SECONDS, end_group, start_model
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.model_starter import ModelStarter
 from teams_runtime.actors.openai_backend import OpenAIBackend
 from teams_runtime.actors.schema_files import schema_file
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
@@ -163,9 +164,15 @@ class CommandBackend:
 
     name = "command"
 
-    def __init__(self, config: ModelConfig, workspace_root: str | Path) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        workspace_root: str | Path,
+        starter: ModelStarter | None = None,
+    ) -> None:
         self._config = config
         self._root = Path(os.path.abspath(workspace_root))
+        self._starter = starter  # the worker's, if it has one: models start without a fork
         self._command = command_argv(config, self._root)
 
     def _environment(self, bundle: PromptBundle, schema: str) -> dict[str, str]:
@@ -199,7 +206,10 @@ class CommandBackend:
         try:
             # Its own process group, which can be ended whole; killed if its worker dies.
             process = await start_model(
-                self._command, cwd=self._root, env=self._environment(bundle, schema)
+                self._command,
+                cwd=self._root,
+                env=self._environment(bundle, schema),
+                starter=self._starter,
             )
         except OSError as exc:
             raise ModelFailure(
@@ -353,14 +363,18 @@ async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> Mod
 
 
 def make_backend(
-    config: ModelConfig, workspace_root: str | Path, *, servers: ModelServers | None = None
+    config: ModelConfig,
+    workspace_root: str | Path,
+    *,
+    servers: ModelServers | None = None,
+    starter: ModelStarter | None = None,
 ) -> ModelBackend:
     """The backend a model config asks for (a role's: ``TeamConfig.model_for``); a model
     command runs in ``workspace_root``. ``servers``: the model servers of the worker, shared by
-    its backends."""
+    its backends; ``starter``: the worker's model starter (model commands)."""
     match config.backend:
         case "command":
-            return CommandBackend(config, workspace_root)
+            return CommandBackend(config, workspace_root, starter)
         case "openai":
             assert config.openai is not None  # the config's own check
             return OpenAIBackend(

@@ -24,6 +24,8 @@ import anyio
 from anyio._core._eventloop import get_async_backend
 from anyio.abc import Process
 
+from teams_runtime.actors.model_starter import ModelStarter
+
 __all__ = ["GRACE_SECONDS", "end_group", "start_model"]
 
 # Between SIGTERM to the model's process group and SIGKILL to whatever is left of it.
@@ -103,10 +105,21 @@ def _dies_with(parent: int) -> Callable[[], None] | None:
     return preexec
 
 
-async def start_model(command: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Process:
+async def start_model(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    starter: ModelStarter | None = None,
+) -> Process:
     """Start the model command with pipes, in a session (process group) of its own, with a
-    parent-death signal where the platform has one. ``anyio.open_process`` takes no
+    parent-death signal where the platform has one: through the worker's ``starter`` if it
+    takes it (no fork of the worker), else here. ``anyio.open_process`` takes no
     ``preexec_fn``; its event loop backend's ``open_process`` hands it to ``Popen``."""
+    if starter is not None and _prctl() is not None:
+        started = await starter.start(command, cwd=cwd, env=env)
+        if started is not None:
+            return started
     preexec = _dies_with(os.getpid())
     if preexec is not None:
         try:

@@ -11,6 +11,7 @@ import msgspec
 from teams_runtime.actors.backend_checks import start_problem
 from teams_runtime.actors.model_backends import ModelBackend, make_backend
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.model_starter import ModelStarter
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
 
@@ -22,6 +23,7 @@ def role_backends(
     served: Sequence[str],
     root: Path,
     servers: ModelServers,
+    starter: ModelStarter,
     backend: ModelBackend | None = None,
 ) -> dict[str, ModelBackend]:
     """Each served role's backend: ``backend`` for all, or one made from each role's model
@@ -38,6 +40,6 @@ def role_backends(
     for role, model in models:
         same = msgspec.json.encode(model)
         if same not in made:
-            made[same] = make_backend(model, root, servers=servers)
+            made[same] = make_backend(model, root, servers=servers, starter=starter)
         backends[role] = made[same]
     return backends

@@ -23,6 +23,7 @@ from loguru import logger
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.model_backends import ModelBackend, server_away
 from teams_runtime.actors.model_servers import ModelServers
+from teams_runtime.actors.model_starter import ModelStarter
 from teams_runtime.actors.once_wait import OnceWait
 from teams_runtime.actors.person_waits import is_person
 from teams_runtime.actors.request_locks import RequestLocks
@@ -82,8 +83,9 @@ class Team:
         self.cast = self.config.cast  # the team's roles: every part of the run takes them here
         self.served = tuple(self.cast.check(role) for role in roles) if roles else self.cast.names
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
+        self.starter = ModelStarter()  # starts model commands; its process is the run's
         self.backends = role_backends(
-            self.config, self.served, self.workspace.root, self.servers, backend
+            self.config, self.served, self.workspace.root, self.servers, self.starter, backend
         )
         # OpenTelemetry spans and metrics (telemetry.otel); a no-op without it.
         self.tracing = tracing if tracing is not None else tracing_for(self.config, self.served)
@@ -358,6 +360,7 @@ class Team:
             with anyio.CancelScope(shield=True):
                 # What this worker still holds (stopped mid-call) waits for the next worker.
                 await anyio.to_thread.run_sync(self.servers.close)  # nobody waits now
+                await self.starter.aclose()  # the roles have stopped: no model is running
                 await anyio.to_thread.run_sync(self.tracing.close)  # the spans still buffered
                 try:
                     await anyio.to_thread.run_sync(self.queue.retire)

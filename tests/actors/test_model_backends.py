@@ -11,8 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from teams_runtime.actors.model_backends import (
     DryRunBackend,
     make_backend,
 )
+from teams_runtime.actors.model_starter import ModelStarter
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
@@ -35,6 +35,14 @@ from teams_runtime.exceptions import ModelFailure
 from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.policy.prompts import PromptBundle, build_prompt
 from teams_runtime.storage import FileWorkQueue, Workspace
+
+from ..support.processes import (
+    eventually,
+    eventually_sync,
+    group_alive,
+    model_starters_of,
+    running,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -86,59 +94,29 @@ def _bundle(request_id: str = "req-1", role: str = "qa") -> PromptBundle:
     return build_prompt("task", role=role, projection=projection, envelope=envelope)
 
 
-def _backend(root: Path, command: list[str], timeout: float = 20) -> CommandBackend:
+@pytest.fixture(params=["model starter", "started by the worker"])
+async def starter(request: pytest.FixtureRequest) -> AsyncIterator[ModelStarter | None]:
+    """A Team's model starter (how a worker starts its models), or none (the backend starts
+    them itself, as it does on its own): each backend test runs both ways."""
+    if request.param != "model starter":
+        yield None
+        return
+    made = ModelStarter()
+    try:
+        yield made
+    finally:
+        await made.aclose()
+
+
+def _backend(
+    root: Path, command: list[str], timeout: float = 20, *, starter: ModelStarter | None
+) -> CommandBackend:
     config = ModelConfig(backend="command", command=command, timeout_seconds=timeout)
-    return CommandBackend(config, root)
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie, exited and not reaped yet, is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return False
-        try:  # no /proc: ask the kernel (a zombie counts as running here)
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any live process is in the process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    if not Path("/proc/self/stat").exists():
-        return True
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone while we looked
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-async def _eventually(condition: Callable[[], bool], seconds: float = 10) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():  # noqa: ASYNC110 (another process's exit sets no event: poll)
-            await anyio.sleep(0.02)
-
-
-def _eventually_sync(condition: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+    return CommandBackend(config, root, starter)
 
 
 async def _pids(path: Path) -> list[int]:
-    await _eventually(path.exists)
+    await eventually(path.exists)
     return [int(pid) for pid in path.read_text().split()]
 
 
@@ -149,66 +127,76 @@ async def _pids(path: Path) -> list[int]:
         pytest.param([sys.executable, "-c", FAMILY], id="python-family"),
     ],
 )
-async def test_a_timeout_ends_the_whole_process_group(tmp_path: Path, command: list[str]) -> None:
+async def test_a_timeout_ends_the_whole_process_group(
+    starter: ModelStarter | None, tmp_path: Path, command: list[str]
+) -> None:
     pid_file = tmp_path / "pids"
-    backend = _backend(tmp_path, [*command, str(pid_file)], timeout=1)
+    backend = _backend(tmp_path, [*command, str(pid_file)], timeout=1, starter=starter)
     with anyio.fail_after(15):
         with pytest.raises(ModelFailure, match=r"^no answer within 1 s \(timeout_seconds\)"):
             await backend.complete(_bundle())
         pids = await _pids(pid_file)
-        await _eventually(lambda: not _group_alive(pids[0]))
-    assert not any(_running(pid) for pid in pids)
+        await eventually(lambda: not group_alive(pids[0]))
+    assert not any(running(pid) for pid in pids)
 
 
 async def test_processes_that_ignore_sigterm_are_killed_after_the_grace(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    starter: ModelStarter | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(model_processes, "GRACE_SECONDS", 0.5)
     pid_file = tmp_path / "pids"
-    backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file), "ignore"], 1)
+    backend = _backend(
+        tmp_path, [sys.executable, "-c", FAMILY, str(pid_file), "ignore"], 1, starter=starter
+    )
     with anyio.fail_after(15):
         started = anyio.current_time()
         with pytest.raises(ModelFailure, match=r"^no answer within 1 s"):
             await backend.complete(_bundle())
         assert anyio.current_time() - started >= 1.5  # the timeout, then the whole grace
         pids = await _pids(pid_file)
-        await _eventually(lambda: not _group_alive(pids[0]))
+        await eventually(lambda: not group_alive(pids[0]))
 
 
-async def test_an_answer_is_taken_while_a_grandchild_holds_stdout(tmp_path: Path) -> None:
+async def test_an_answer_is_taken_while_a_grandchild_holds_stdout(
+    starter: ModelStarter | None, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "lingering"
-    backend = _backend(tmp_path, [sys.executable, "-c", ANSWER_AND_LINGER, str(pid_file)])
+    backend = _backend(
+        tmp_path, [sys.executable, "-c", ANSWER_AND_LINGER, str(pid_file)], starter=starter
+    )
     with anyio.fail_after(15):
         started = anyio.current_time()
         reply = await backend.complete(_bundle())
         assert anyio.current_time() - started < 5  # well within the 20 s timeout
         assert json.loads(reply.text) == {"answer": "valid"}
         (lingering,) = await _pids(pid_file)
-        await _eventually(lambda: not _running(lingering))
+        await eventually(lambda: not running(lingering))
 
 
-async def test_cancelling_a_call_ends_its_process_group(tmp_path: Path) -> None:
+async def test_cancelling_a_call_ends_its_process_group(
+    starter: ModelStarter | None, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "pids"
-    backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file)])
+    backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file)], starter=starter)
     with anyio.fail_after(15):
         async with anyio.create_task_group() as group:
             group.start_soon(backend.complete, _bundle())
             pids = await _pids(pid_file)
-            assert all(_running(pid) for pid in pids)
+            assert all(running(pid) for pid in pids)
             group.cancel_scope.cancel()
-        await _eventually(lambda: not _group_alive(pids[0]))
-    assert not any(_running(pid) for pid in pids)
+        await eventually(lambda: not group_alive(pids[0]))
+    assert not any(running(pid) for pid in pids)
 
 
 async def test_the_model_runs_in_the_workspace_with_its_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    starter: ModelStarter | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     out = tmp_path / "where.json"
-    backend = _backend(Path("../ws"), [sys.executable, "-c", WHERE, str(out)])
+    backend = _backend(Path("../ws"), [sys.executable, "-c", WHERE, str(out)], starter=starter)
     with anyio.fail_after(15):
         await backend.complete(_bundle())
     where = json.loads(out.read_text())
@@ -217,13 +205,14 @@ async def test_the_model_runs_in_the_workspace_with_its_path(
 
 
 async def test_a_failure_carries_what_the_model_printed_not_in_its_message(
+    starter: ModelStarter | None,
     tmp_path: Path,
 ) -> None:
     script = (
         "import sys; sys.stdin.read(); print('partial answer');"
         "sys.stderr.write('noise ' * 5000 + 'LAST-WORDS'); sys.exit(3)"
     )
-    backend = _backend(tmp_path, [sys.executable, "-c", script])
+    backend = _backend(tmp_path, [sys.executable, "-c", script], starter=starter)
     with anyio.fail_after(15), pytest.raises(ModelFailure) as caught:
         await backend.complete(_bundle())
     failure = caught.value
@@ -266,7 +255,7 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
         cwd=tmp_path,
     )
     try:
-        _eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
+        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
         assert runner.poll() is None, runner.communicate()
         pids = [int(pid) for pid in pid_file.read_text().split()]
         runner.send_signal(signal.SIGTERM)
@@ -280,8 +269,8 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
     assert "SIGTERM received: stopping the team" in err
     counts = FileWorkQueue(Workspace(root)).counts()
     assert (counts["qa"], sum(counts.values())) == (1, 1)  # still queued for the next run
-    _eventually_sync(lambda: not _group_alive(pids[0]))
-    assert not any(_running(pid) for pid in pids)
+    eventually_sync(lambda: not group_alive(pids[0]))
+    assert not any(running(pid) for pid in pids)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
@@ -301,13 +290,16 @@ def test_kill_9_of_run_during_a_call_takes_the_model_process_with_it(
         text=True,
     )
     try:
-        _eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
+        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
         assert runner.poll() is None, runner.communicate()
         model = int(pid_file.read_text().split()[0])
-        assert _running(model)
+        assert running(model)
+        starters = model_starters_of(runner.pid)  # the worker's: the model's parent
+        assert len(starters) == 1, starters
         runner.send_signal(signal.SIGKILL)
         runner.communicate(timeout=30)
-        _eventually_sync(lambda: not _running(model), 2.0)  # gone within a second or two
+        eventually_sync(lambda: not running(model), 2.0)  # gone within a second or two
+        assert not running(starters[0])
     finally:
         if runner.poll() is None:
             runner.kill()
@@ -439,8 +431,11 @@ async def test_verbose_progress_names_the_call_and_nothing_else(
 MakeBundle = Callable[..., PromptBundle]
 
 
-def _plain_backend(command: list[str], **settings: Any) -> CommandBackend:
-    return CommandBackend(ModelConfig(backend="command", command=command, **settings), Path.cwd())
+def _plain_backend(
+    command: list[str], starter: ModelStarter | None, **settings: Any
+) -> CommandBackend:
+    config = ModelConfig(backend="command", command=command, **settings)
+    return CommandBackend(config, Path.cwd(), starter)
 
 
 def _python(script: str, *args: str) -> list[str]:
@@ -448,11 +443,16 @@ def _python(script: str, *args: str) -> list[str]:
 
 
 async def test_the_answer_is_what_the_model_prints(
-    tmp_path: Path, model_command: Callable[..., list[str]], prompt_bundle: MakeBundle
+    starter: ModelStarter | None,
+    tmp_path: Path,
+    model_command: Callable[..., list[str]],
+    prompt_bundle: MakeBundle,
 ) -> None:
     bundle = prompt_bundle("task", role="planner", request_id="req-5")
     with anyio.fail_after(30):
-        text = (await _plain_backend(model_command("valid", tmp_path)).complete(bundle)).text
+        text = (
+            await _plain_backend(model_command("valid", tmp_path), starter).complete(bundle)
+        ).text
     answer = json.loads(text)  # the fake model answers for the role and request it was told
     assert (answer["request_id"], answer["role"], answer["next_role"]) == (
         "req-5",
@@ -463,32 +463,39 @@ async def test_the_answer_is_what_the_model_prints(
     assert (call["role"], call["request_id"], call["purpose"]) == ("planner", "req-5", "role_task")
 
 
-async def test_the_whole_prompt_is_streamed_to_stdin(prompt_bundle: MakeBundle) -> None:
+async def test_the_whole_prompt_is_streamed_to_stdin(
+    starter: ModelStarter | None, prompt_bundle: MakeBundle
+) -> None:
     digest = "import sys, hashlib; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
     bundle = prompt_bundle(events=200, config=PromptContextConfig(enabled=False))  # ~200 KB
     with anyio.fail_after(30):
-        text = (await _plain_backend(_python(digest)).complete(bundle)).text
+        text = (await _plain_backend(_python(digest), starter).complete(bundle)).text
     assert bundle.chars() > 100_000
     assert text == hashlib.sha256(bundle.text().encode()).hexdigest() + "\n"
 
 
-async def test_the_configured_environment_reaches_the_model(prompt_bundle: MakeBundle) -> None:
+async def test_the_configured_environment_reaches_the_model(
+    starter: ModelStarter | None, prompt_bundle: MakeBundle
+) -> None:
     script = (
         "import os, sys; sys.stdin.read(); "
         "print(os.environ['MODEL_TOKEN'], os.environ['TEAMS_RUNTIME_PURPOSE'])"
     )
-    backend = _plain_backend(_python(script), env={"MODEL_TOKEN": "loopback-only"})
+    backend = _plain_backend(_python(script), starter, env={"MODEL_TOKEN": "loopback-only"})
     with anyio.fail_after(30):
         text = (await backend.complete(prompt_bundle("repair"))).text
     assert text == "loopback-only contract_repair\n"
 
 
 async def test_a_model_that_stops_reading_early_is_answered_by_its_output(
+    starter: ModelStarter | None,
     prompt_bundle: MakeBundle,
 ) -> None:
     bundle = prompt_bundle(events=200, config=PromptContextConfig(enabled=False))
     with anyio.fail_after(30):
-        reply = await _plain_backend(_python("print('{}')")).complete(bundle)  # never reads stdin
+        reply = await _plain_backend(_python("print('{}')"), starter).complete(
+            bundle
+        )  # never reads stdin
         text = reply.text
     assert text == "{}\n"
 
@@ -509,19 +516,22 @@ async def test_a_model_that_stops_reading_early_is_answered_by_its_output(
     ],
 )
 async def test_failures_have_a_content_free_reason(
+    starter: ModelStarter | None,
     tmp_path: Path,
     model_command: Callable[..., list[str]],
     prompt_bundle: MakeBundle,
     mode: str,
     reason: str,
 ) -> None:
-    backend = _plain_backend(model_command(mode, tmp_path), max_output_bytes=1_000_000)
+    backend = _plain_backend(model_command(mode, tmp_path), starter, max_output_bytes=1_000_000)
     with anyio.fail_after(30), pytest.raises(ModelFailure, match=reason):
         await backend.complete(prompt_bundle())
 
 
-async def test_a_command_that_cannot_start_is_a_model_failure(prompt_bundle: MakeBundle) -> None:
-    backend = _plain_backend(["/nonexistent/model-cli", "--json"])
+async def test_a_command_that_cannot_start_is_a_model_failure(
+    starter: ModelStarter | None, prompt_bundle: MakeBundle
+) -> None:
+    backend = _plain_backend(["/nonexistent/model-cli", "--json"], starter)
     with pytest.raises(
         ModelFailure, match=r"^cannot start model command '/nonexistent/model-cli': "
     ):
