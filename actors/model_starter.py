@@ -12,6 +12,7 @@ starts the model itself.
 from __future__ import annotations
 
 import contextlib
+import errno
 import marshal
 import os
 import signal
@@ -30,6 +31,10 @@ from teams_runtime.actors.pipe_streams import PipeReader, PipeWriter, StatusLine
 __all__ = ["ModelStarter", "StartedModel"]
 
 _PROGRAM = Path(__file__).with_name("model_starter_process.py")
+# How long a start may take (a fork and an exec: about a millisecond). A starter that takes
+# longer is stuck (stopped, or in an exec that hangs): it is killed, with its models, and the
+# call's model is started by the worker itself. Bounds how long a stop can wait for a start.
+START_SECONDS = 5.0
 
 
 class StartedModel(Process):
@@ -133,13 +138,14 @@ class ModelStarter:
                 os.close(fd)
             await status.aclose()
             raise
-        if line is None:  # the starter is gone, or could not take this message
+        if not line:  # b"": too large for the socket; None: the starter is gone, or stuck
             for fd in ours:
                 os.close(fd)
             await status.aclose()
-            async with self._lock:
-                if self._socket is requests:
-                    await self._forget()
+            if line is None:
+                async with self._lock:
+                    if self._socket is requests:
+                        await self._forget(kill=True)
             return None
         return StartedModel(int(line.split()[1]), ours, status)
 
@@ -164,6 +170,7 @@ class ModelStarter:
                     stdout=subprocess.DEVNULL,
                     stderr=None,
                     pass_fds=(theirs.fileno(),),
+                    start_new_session=True,  # a signal to the worker's group is the worker's
                 )
             except OSError:
                 ours.close()
@@ -174,13 +181,17 @@ class ModelStarter:
             self._socket = ours
             return ours
 
-    async def _forget(self) -> None:
-        """Close the socket (the starter exits at its end of file) and reap the process."""
+    async def _forget(self, *, kill: bool = False) -> None:
+        """Close the socket (the starter exits at its end of file) and reap the process;
+        ``kill``: it may be stuck, so SIGKILL it first (its models die with it)."""
         if self._socket is not None:
             self._socket.close()
             self._socket = None
         if self._process is not None:
             process, self._process = self._process, None
+            if kill and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
             with anyio.CancelScope(shield=True):
                 await process.aclose()
 
@@ -199,8 +210,9 @@ async def _started(
     requests: socket.socket, message: bytes, theirs: list[int], status: StatusLines
 ) -> bytes | None:
     """Send a start with the model's ends of its pipes (closed here once sent, so that the
-    status pipe ends when the starter does); the ``started`` line, or ``None`` if the starter
-    did not take it. Raises ``OSError`` for a ``failed`` line."""
+    status pipe ends when the starter does); the ``started`` line, ``b""`` if the message is
+    too large for the socket, ``None`` if the starter is gone or stuck. Raises ``OSError`` for
+    a ``failed`` line."""
     try:
         while True:
             try:
@@ -208,12 +220,15 @@ async def _started(
                 break
             except BlockingIOError:
                 await anyio.wait_writable(requests)
-    except OSError:  # EPIPE, ECONNRESET: the starter is gone; EMSGSIZE: over its buffer
-        return None
+    except OSError as exc:  # EMSGSIZE: over the socket's buffer; EPIPE and others: gone
+        return b"" if exc.errno == errno.EMSGSIZE else None
     finally:
         for fd in theirs:
             os.close(fd)
-    with anyio.CancelScope(shield=True):  # a model that started must not go unnoticed
+    # A model that started must not go unnoticed: the wait is not cancelled (the caller ends
+    # the model's group). A starter that does not answer in START_SECONDS is stuck.
+    line = None
+    with anyio.CancelScope(shield=True), anyio.move_on_after(START_SECONDS):
         line = await status.next()
     if line is not None and line.startswith(b"failed"):
         code = int(line.split()[1])

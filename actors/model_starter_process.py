@@ -5,7 +5,8 @@ parent-death signal, set between fork and exec. Code between fork and exec makes
 the whole worker (40 MB and more) instead of using vfork: about 6 ms and 1,600 page faults a
 model start. This process is a bare interpreter (``python -I -S``, the standard library only,
 never the package): forking it costs a fraction of that. The guarantee is a chain: this process
-gets SIGKILL when its worker dies, each model gets SIGKILL when this process dies.
+gets SIGKILL when its worker dies, each model gets SIGKILL when this process dies. It ignores
+SIGINT and SIGTERM (the worker stops it, by closing the socket, once its models have ended).
 
 What it reads, on the socket it is given (``SOCK_SEQPACKET``: one message, one start): a
 ``marshal`` of ``(argv, cwd, env)`` with four file descriptors: the model's stdin, stdout and
@@ -34,6 +35,7 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # itself. A ``SOCK_SEQPACKET`` message must fit the socket's send buffer anyway (~200 KiB).
 MAX_MESSAGE = 192 * 1024
 FDS_PER_START = 4  # stdin, stdout, stderr, status
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # ignored here; a model gets them as usual
 
 
 def _dies_with(parent: int) -> None:
@@ -54,8 +56,9 @@ def _exec_model(request: Request, fds: list[int], err: int, starter: int) -> Non
     try:
         os.setsid()  # a session, so a process group, of its own: it is ended whole
         _dies_with(starter)
-        # What Popen's restore_signals does: Python ignores these, exec would keep that.
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        # Ignored signals stay ignored across exec: Python ignores SIGPIPE and SIGXFSZ (what
+        # Popen's restore_signals undoes), this process SIGINT and SIGTERM (see main).
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ, *_STOP_SIGNALS):
             signal.signal(signum, signal.SIG_DFL)
         os.chdir(cwd)
         for target, fd in enumerate(fds[:3]):
@@ -177,6 +180,12 @@ def _serve(requests: socket.socket) -> None:
 
 def main(argv: list[str]) -> None:
     worker, fd = int(argv[1]), int(argv[2])
+    # A signal to stop is the worker's to handle: it ends its models' groups (SIGTERM, then the
+    # grace), then closes the socket. Dying at a Ctrl-C, or at a stop sent to every process of
+    # the service, would kill the models at once (their parent-death signal) and cut that
+    # grace short. (It runs in a session of its own: a terminal's signals do not reach it.)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     _dies_with(worker)
     os.set_inheritable(fd, False)  # passed to this process, but to no model
     _serve(socket.socket(fileno=fd))

@@ -273,6 +273,53 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
     assert not any(running(pid) for pid in pids)
 
 
+# Says its pid, then waits; at SIGTERM it takes a moment to clean up, then says so and exits.
+#     python -c SLOW_TO_STOP PID_FILE
+SLOW_TO_STOP = """
+import os, signal, sys, time
+def stop(*_):
+    time.sleep(0.5)
+    open(sys.argv[1] + ".cleaned", "w").close()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with open(sys.argv[1] + ".tmp", "w") as out:
+    out.write(str(os.getpid()))
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_sent_to_the_workers_whole_group_gives_the_model_its_grace(
+    tmp_path: Path, seed: Callable[..., None], signum: int
+) -> None:
+    # A terminal's Ctrl-C, `kill -- -PGID` and a service manager's stop signal every process
+    # of the worker's group at once: the model still gets its SIGTERM and time to clean up.
+    root = tmp_path / "ws"
+    pid_file = tmp_path / "pid"
+    _command_workspace(root, [sys.executable, "-c", SLOW_TO_STOP, str(pid_file)])
+    seed(Workspace(root), "req-1", "qa", events=5)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a group of its own, as a terminal or a service gives it
+    )
+    try:
+        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
+        assert runner.poll() is None, runner.communicate()
+        os.killpg(runner.pid, signum)
+        out, err = runner.communicate(timeout=30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 0, err
+    assert "Traceback" not in err
+    assert "Stopped; 1 envelope queued for the next run." in out
+    assert (tmp_path / "pid.cleaned").exists()  # its SIGTERM, then its grace: not a SIGKILL
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
 def test_kill_9_of_run_during_a_call_takes_the_model_process_with_it(
     tmp_path: Path, seed: Callable[..., None]

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 
+from teams_runtime.actors import model_starter
 from teams_runtime.actors.model_processes import end_group, start_model
 from teams_runtime.actors.model_starter import ModelStarter, StartedModel
 
@@ -146,3 +147,36 @@ async def test_closing_the_starter_ends_its_process(tmp_path: Path) -> None:
     assert pid is not None and running(pid)
     await starter.aclose()
     assert starter.pid is None and not running(pid)
+
+
+async def test_a_stuck_starter_is_killed_with_its_models_and_the_worker_starts_the_next(
+    starter: ModelStarter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_starter, "START_SECONDS", 0.5)
+    model = await _start(starter, ["sleep", "30"], tmp_path)
+    stuck = starter.pid
+    assert stuck is not None
+    os.kill(stuck, signal.SIGSTOP)
+    with anyio.fail_after(10):  # not waiting for the stopped starter
+        process = await _start(starter, ["echo", "direct"], tmp_path)
+        assert not isinstance(process, StartedModel)
+        assert await _talk(process) == (b"direct\n", b"", 0)
+        assert await model.wait() == -signal.SIGKILL
+    assert not running(stuck) and starter.pid is None
+    await end_group(model)
+
+
+async def test_the_starter_leaves_stop_signals_to_its_worker(
+    starter: ModelStarter, tmp_path: Path
+) -> None:
+    # A terminal's Ctrl-C or a service manager's stop reaches every process of the worker's
+    # group: a starter dying of it would kill the models before their grace.
+    model = await _start(starter, ["sleep", "30"], tmp_path)
+    pid = starter.pid
+    assert pid is not None and os.getsid(pid) == pid  # a session of its own
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        os.kill(pid, signum)
+    await anyio.sleep(0.2)  # a signal that killed it would have by now
+    assert running(pid) and running(model.pid)
+    await end_group(model)
+    assert model.returncode == -signal.SIGTERM  # the model itself still takes SIGTERM
