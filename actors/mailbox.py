@@ -19,7 +19,6 @@ finds every lane taken, or its own lane's backlog full, is answered ``ActorBusy`
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from loguru import logger
 
+from teams_runtime.actors.mailbox_replies import NOTHING, Reply
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 __all__ = ["LATER", "Lanes", "Later", "Mailbox", "MailboxStatistics"]
@@ -82,16 +82,12 @@ class Lanes(Generic[M]):
 @dataclass(frozen=True, slots=True)
 class _Envelope(Generic[M]):
     message: M
-    reply: MemoryObjectSendStream[Any] | None
+    reply: Reply | None
 
 
 def _answer(envelope: _Envelope[Any], result: Any) -> None:
-    if envelope.reply is None:
-        return
-    # Buffer 1 and one send: never blocks. The asker may have given up (cancelled, deadline).
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-        envelope.reply.send_nowait(result)
-    envelope.reply.close()
+    if envelope.reply is not None:  # never blocks; the asker may have given up meanwhile
+        envelope.reply.give(result)
 
 
 def _close_reply(envelope: _Envelope[Any]) -> None:
@@ -146,27 +142,27 @@ class Mailbox(Generic[M]):
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
-        reply_send, reply_receive = anyio.create_memory_object_stream[Any](1)
-        with reply_receive:
-            envelope = _Envelope(message, reply_send)
-            began = anyio.current_time()
-            try:
-                result = (
-                    await self._quick_reply(envelope, reply_receive)
-                    if timeout is None or timeout > 0
-                    else _NOT_YET
-                )
-                if isinstance(result, _Pending):
-                    left = None if timeout is None else timeout - (anyio.current_time() - began)
-                    with anyio.fail_after(left):
-                        if result is _NOT_YET:
-                            await self._put(envelope)
-                        result = await self._reply(reply_receive)
-            except TimeoutError:
-                raise AskTimeout(
-                    f"the {self.name} actor did not answer {type(message).__name__} "
-                    f"within {timeout} s."
-                ) from None
+        reply = Reply()
+        envelope = _Envelope(message, reply)
+        began = anyio.current_time()
+        try:
+            result = (
+                await self._quick_reply(envelope, reply)
+                if timeout is None or timeout > 0
+                else _NOT_YET
+            )
+            if isinstance(result, _Pending):
+                left = None if timeout is None else timeout - (anyio.current_time() - began)
+                with anyio.fail_after(left):
+                    if result is _NOT_YET:
+                        await self._put(envelope)
+                    result = await self._reply(reply)
+        except TimeoutError:
+            raise AskTimeout(
+                f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
+            ) from None
+        finally:
+            reply.abandon()
         if isinstance(result, _Raised):
             raise result.error
         return result
@@ -174,7 +170,7 @@ class Mailbox(Generic[M]):
     async def _quick_reply(
         self,
         envelope: _Envelope[M],
-        reply: MemoryObjectReceiveStream[Any],
+        reply: Reply,
     ) -> Any:
         """The reply if the envelope is queued at once and answered in the scheduling round
         that follows (an ask the serving task answers itself), without a deadline's cancel
@@ -193,18 +189,16 @@ class Mailbox(Generic[M]):
             _close_reply(envelope)
             raise
         await checkpoint()  # the serving task takes it, and may answer it, in this round
-        try:
-            return reply.receive_nowait()
-        except anyio.WouldBlock:
-            return _QUEUED
-        except anyio.EndOfStream:
-            raise ActorStopped(f"the {self.name} actor stopped before answering.") from None
+        return self._given(reply) if reply.closed else _QUEUED
 
-    async def _reply(self, reply: MemoryObjectReceiveStream[Any]) -> Any:
-        try:
-            return await reply.receive()
-        except anyio.EndOfStream:
-            raise ActorStopped(f"the {self.name} actor stopped before answering.") from None
+    async def _reply(self, reply: Reply) -> Any:
+        await reply.wait()
+        return self._given(reply)
+
+    def _given(self, reply: Reply) -> Any:
+        if reply.value is NOTHING:
+            raise ActorStopped(f"the {self.name} actor stopped before answering.")
+        return reply.value
 
     async def tell(self, message: M) -> None:
         """Send ``message`` without waiting for it to be handled; waits while the inbox is
@@ -318,7 +312,7 @@ class Mailbox(Generic[M]):
             _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return True
         reply = envelope.reply
-        if reply is not None and not reply.statistics().open_receive_streams:
+        if reply is not None and not reply.wanted:
             reply.close()
             self._dropped += 1
             return True
