@@ -194,8 +194,9 @@ def _checked_spans(
 ) -> dict[int, Span] | None:
     """Place the last ``len(raws)`` events from ``offset`` on, one separator apart, if the file
     holds exactly that there (one comparison); a file laid out otherwise gives ``None``."""
-    if data[offset : end - len(EVENTS_CLOSE)] != EVENT_SEPARATOR.join(raws):
-        return None
+    joined = EVENT_SEPARATOR.join(raws)
+    if offset + len(joined) != end - len(EVENTS_CLOSE) or not data.startswith(joined, offset):
+        return None  # (compared in place: no copy of the file's part)
     spans: dict[int, Span] = {}
     position = count - len(raws)
     for number, raw in enumerate(raws):

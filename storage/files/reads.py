@@ -85,7 +85,7 @@ def _read_stable(paths: RecordPaths, most: int | None) -> tuple[bytes, FileVersi
                 return None
             # A byte more than its size, from offset 0 (no seek, no buffer): a file that grew
             # or shrank meanwhile reads short or long, and its version changed as well.
-            data = _pread_all(fd, before.size + 1)
+            data = _pread_all(fd, before.size)
             if len(data) == before.size and version_of(os.fstat(fd)) == before:
                 return data, before
     except OSError as exc:
@@ -99,14 +99,16 @@ def _read_stable(paths: RecordPaths, most: int | None) -> tuple[bytes, FileVersi
 
 
 def _pread_all(fd: int, size: int) -> bytes:
-    """Up to ``size`` bytes from offset 0, to the end of the file if it is shorter (one call
-    but for a short read: a signal, or more than one call may give, about 2 GiB on Linux)."""
-    data = os.pread(fd, size, 0)
+    """The file's bytes from offset 0 if it holds ``size`` of them (one call, asking for one
+    byte more: the end of the file shows as a short read), else as many as it holds up to one
+    more than ``size`` (it changed; a read is short also after a signal, or beyond what one
+    call gives, about 2 GiB on Linux)."""
+    data = os.pread(fd, size + 1, 0)
     if len(data) >= size or not data:
         return data
     chunks = [data]
     offset = len(data)
-    while offset < size and (chunk := os.pread(fd, size - offset, offset)):
+    while offset <= size and (chunk := os.pread(fd, size + 1 - offset, offset)):
         chunks.append(chunk)
         offset += len(chunk)
     return b"".join(chunks)
