@@ -102,8 +102,15 @@ def parts_from_bytes(data: bytes, index: RecordIndex, source: str) -> IndexedPar
     except (RecordError, msgspec.DecodeError, RecursionError):
         return None
     tail = [msgspec.Raw(data[offset : offset + length]) for offset, length in index.tail]
+    # Evidence in the tail is the tail's own event (the same span): shared, not copied again.
+    first = index.count - len(tail)
     evidence = {
-        role: (position, msgspec.Raw(data[offset : offset + length]))
+        role: (
+            position,
+            tail[position - first]
+            if position >= first
+            else msgspec.Raw(data[offset : offset + length]),
+        )
         for role, (position, (offset, length)) in index.evidence.items()
     }
     return IndexedParts(
