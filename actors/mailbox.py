@@ -19,7 +19,6 @@ finds every lane taken, or its own lane's backlog full, is answered ``ActorBusy`
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -27,10 +26,11 @@ from typing import Any, Final, Generic, TypeVar, final
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.lowlevel import checkpoint_if_cancelled
+from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from loguru import logger
 
+from teams_runtime.actors.mailbox_replies import NOTHING, Reply
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 __all__ = ["LATER", "Lanes", "Later", "Mailbox", "MailboxStatistics"]
@@ -82,16 +82,30 @@ class Lanes(Generic[M]):
 @dataclass(frozen=True, slots=True)
 class _Envelope(Generic[M]):
     message: M
-    reply: MemoryObjectSendStream[Any] | None
+    reply: Reply | None
 
 
 def _answer(envelope: _Envelope[Any], result: Any) -> None:
-    if envelope.reply is None:
-        return
-    # Buffer 1 and one send: never blocks. The asker may have given up (cancelled, deadline).
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-        envelope.reply.send_nowait(result)
-    envelope.reply.close()
+    if envelope.reply is not None:  # never blocks; the asker may have given up meanwhile
+        envelope.reply.give(result)
+
+
+def _close_reply(envelope: _Envelope[Any]) -> None:
+    if envelope.reply is not None:
+        envelope.reply.close()
+
+
+class _Pending:
+    """Where an ask stands when its quick reply did not come (``Mailbox._quick_reply``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_NOT_YET: Final = _Pending("not queued")
+_QUEUED: Final = _Pending("queued")
 
 
 class _Raised:
@@ -128,25 +142,63 @@ class Mailbox(Generic[M]):
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
-        reply_send, reply_receive = anyio.create_memory_object_stream[Any](1)
-        with reply_receive:
-            try:
-                with anyio.fail_after(timeout):
-                    await self._put(_Envelope(message, reply_send))
-                    try:
-                        result = await reply_receive.receive()
-                    except anyio.EndOfStream:
-                        raise ActorStopped(
-                            f"the {self.name} actor stopped before answering."
-                        ) from None
-            except TimeoutError:
-                raise AskTimeout(
-                    f"the {self.name} actor did not answer {type(message).__name__} "
-                    f"within {timeout} s."
-                ) from None
+        reply = Reply()
+        envelope = _Envelope(message, reply)
+        began = anyio.current_time()
+        try:
+            result = (
+                await self._quick_reply(envelope, reply)
+                if timeout is None or timeout > 0
+                else _NOT_YET
+            )
+            if isinstance(result, _Pending):
+                left = None if timeout is None else timeout - (anyio.current_time() - began)
+                with anyio.fail_after(left):
+                    if result is _NOT_YET:
+                        await self._put(envelope)
+                    result = await self._reply(reply)
+        except TimeoutError:
+            raise AskTimeout(
+                f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
+            ) from None
+        finally:
+            reply.abandon()
         if isinstance(result, _Raised):
             raise result.error
         return result
+
+    async def _quick_reply(
+        self,
+        envelope: _Envelope[M],
+        reply: Reply,
+    ) -> Any:
+        """The reply if the envelope is queued at once and answered in the scheduling round
+        that follows (an ask the serving task answers itself), without a deadline's cancel
+        scope, which would cost an ask a third of its round trip: one round cannot outlast a
+        deadline by more than the round. ``_QUEUED``: queued, the reply still to come;
+        ``_NOT_YET``: not queued (the inbox is full)."""
+        try:
+            await checkpoint_if_cancelled()  # only an asker cancelled already stops here
+            self._send.send_nowait(envelope)
+        except anyio.WouldBlock:
+            return _NOT_YET
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            _close_reply(envelope)
+            raise ActorStopped(f"the {self.name} actor is not running.") from None
+        except BaseException:  # cancelled before it was queued
+            _close_reply(envelope)
+            raise
+        await checkpoint()  # the serving task takes it, and may answer it, in this round
+        return self._given(reply) if reply.closed else _QUEUED
+
+    async def _reply(self, reply: Reply) -> Any:
+        await reply.wait()
+        return self._given(reply)
+
+    def _given(self, reply: Reply) -> Any:
+        if reply.value is NOTHING:
+            raise ActorStopped(f"the {self.name} actor stopped before answering.")
+        return reply.value
 
     async def tell(self, message: M) -> None:
         """Send ``message`` without waiting for it to be handled; waits while the inbox is
@@ -260,7 +312,7 @@ class Mailbox(Generic[M]):
             _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return True
         reply = envelope.reply
-        if reply is not None and not reply.statistics().open_receive_streams:
+        if reply is not None and not reply.wanted:
             reply.close()
             self._dropped += 1
             return True

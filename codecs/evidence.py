@@ -169,22 +169,32 @@ def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dic
     cannot read; callers then classify event by event (``role_of_raw``).
     """
     classes = _EVENT_CLASSES_DECODER.decode(events)
-    newest = _newest(classes, _role_of_class)
+    newest = _newest(classes, _role_of_class, _CLASS_ROLES)
     if newest is None:
-        newest = _newest(_EVENT_HEADS_DECODER.decode(events), _role_of_head)
+        newest = _newest(_EVENT_HEADS_DECODER.decode(events), _role_of_head, _HEAD_ROLES)
     assert newest is not None  # a head names its actor: it never needs another look
     return len(classes), newest
 
 
+_Role = str | _ByActor | None
+# What each distinct head classified as, kept per process (at most _MOST_KNOWN, then begun
+# afresh): histories share their few heads (the same types, roles and statuses), so a cold
+# read classifies almost none. Only a cache: a worker thread and the loop may both fill it.
+_MOST_KNOWN = 1024
+_CLASS_ROLES: dict[object, _Role] = {}
+_HEAD_ROLES: dict[object, _Role] = {}
+
+
 def _newest(
-    heads: Sequence[object], classify: Callable[[object], str | _ByActor | None]
+    heads: Sequence[object], classify: Callable[[object], _Role], known: dict[object, _Role]
 ) -> dict[str, int] | None:
     """Each role's newest evidence position among ``heads``; ``None`` when some evidence is
     named by an actor the heads do not hold.
 
     A history repeats a few distinct heads: each distinct head is classified once (equal heads
     classify alike: classification looks only at strings, and a string equals only the same
-    string), then a walk from the newest event stops once every role seen has its newest.
+    string), or found in ``known``, then a walk from the newest event stops once every role
+    seen has its newest.
     """
     try:
         distinct = set(heads)
@@ -192,7 +202,12 @@ def _newest(
         return _newest_one_by_one(heads, classify)
     evidence: dict[object, str] = {}
     for head in distinct:
-        role = classify(head)
+        try:
+            role = known[head]
+        except KeyError:  # (not `in` and then a look-up: another thread may clear it between)
+            role = known[head] = classify(head)
+            if len(known) > _MOST_KNOWN:
+                known.clear()
         if isinstance(role, _ByActor):
             return None
         if role is not None:

@@ -25,6 +25,7 @@ __all__ = [
     "parts_from_unindexed",
     "read_bytes",
     "read_indexed_parts",
+    "read_small",
     "unknown_request",
 ]
 
@@ -60,15 +61,33 @@ def read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
     in place meanwhile (teams-runtime itself replaces files, never writes into them) changes
     it, and the bytes are read again, so old bytes are never labelled with a new version.
     """
+    read = _read_stable(paths, None)
+    assert read is not None  # no size limit
+    return read
+
+
+def read_small(paths: RecordPaths, most: int) -> tuple[bytes, FileVersion] | None:
+    """``read_bytes`` for a file of at most ``most`` bytes; ``None`` for a larger one or none
+    at all. One descriptor, its ``fstat`` both the size check and the version (no ``stat`` of
+    the path first)."""
+    try:
+        return _read_stable(paths, most)
+    except UnknownRequestError:
+        return None
+
+
+def _read_stable(paths: RecordPaths, most: int | None) -> tuple[bytes, FileVersion] | None:
     fd = _open_record(paths)
     try:
-        with open(fd, "rb", closefd=False) as handle:
-            for _ in range(_STABLE_READS):
-                before = version_of(os.fstat(fd))
-                handle.seek(0)
-                data = handle.read()
-                if version_of(os.fstat(fd)) == before:
-                    return data, before
+        for _ in range(_STABLE_READS):
+            before = version_of(os.fstat(fd))
+            if most is not None and before.size > most:
+                return None
+            # A byte more than its size, from offset 0 (no seek, no buffer): a file that grew
+            # or shrank meanwhile reads short or long, and its version changed as well.
+            data = _pread_all(fd, before.size)
+            if len(data) == before.size and version_of(os.fstat(fd)) == before:
+                return data, before
     except OSError as exc:
         raise RecordError(f"{paths.record}: cannot be read ({exc.strerror}).") from exc
     finally:
@@ -77,6 +96,22 @@ def read_bytes(paths: RecordPaths) -> tuple[bytes, FileVersion]:
         f"{paths.record}: it kept changing while it was read (another program writes into it "
         "in place); nothing was changed, ask again once it is done."
     )
+
+
+def _pread_all(fd: int, size: int) -> bytes:
+    """The file's bytes from offset 0 if it holds ``size`` of them (one call, asking for one
+    byte more: the end of the file shows as a short read), else as many as it holds up to one
+    more than ``size`` (it changed; a read is short also after a signal, or beyond what one
+    call gives, about 2 GiB on Linux)."""
+    data = os.pread(fd, size + 1, 0)
+    if len(data) >= size or not data:
+        return data
+    chunks = [data]
+    offset = len(data)
+    while offset <= size and (chunk := os.pread(fd, size + 1 - offset, offset)):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def read_indexed_parts(paths: RecordPaths) -> IndexedParts | None:
