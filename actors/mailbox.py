@@ -142,9 +142,9 @@ class Mailbox(Generic[M]):
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
-        reply = Reply()
-        envelope = _Envelope(message, reply)
         began = anyio.current_time()
+        reply = Reply() if timeout is None else Reply(began + timeout)
+        envelope = _Envelope(message, reply)
         try:
             result = (
                 await self._quick_reply(envelope, reply)
@@ -197,6 +197,8 @@ class Mailbox(Generic[M]):
 
     def _given(self, reply: Reply) -> Any:
         if reply.value is NOTHING:
+            if anyio.current_time() >= reply.deadline:  # dropped: it was taken too late
+                raise TimeoutError
             raise ActorStopped(f"the {self.name} actor stopped before answering.")
         return reply.value
 
@@ -257,7 +259,10 @@ class Mailbox(Generic[M]):
             else:
                 async with anyio.create_task_group() as group:
                     while (envelope := await self._next()) is not None:
-                        self._route(envelope, handle, lanes, group)
+                        try:
+                            self._route(envelope, handle, lanes, group)
+                        except Exception as exc:  # its key or at_once raised: as a handler's
+                            self._failed(envelope, exc)
         finally:
             self._serving = False
             self._drain()
@@ -312,7 +317,7 @@ class Mailbox(Generic[M]):
             _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return True
         reply = envelope.reply
-        if reply is not None and not reply.wanted:
+        if reply is not None and not reply.is_wanted():
             reply.close()
             self._dropped += 1
             return True
@@ -354,9 +359,8 @@ class Mailbox(Generic[M]):
         try:
             result = await handle(envelope.message)
         except Exception as exc:
-            if envelope.reply is None:  # nobody to tell: a told message's error is logged
-                logger.opt(exception=exc).error("{} actor failed on a message", self.name)
-            result = _Raised(exc)
+            self._failed(envelope, exc)
+            return
         except BaseException:  # cancelled while handling it: the asker hears, never silence
             _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
             raise
@@ -364,6 +368,12 @@ class Mailbox(Generic[M]):
             self._in_flight -= 1
             self._served += 1
         _answer(envelope, result)
+
+    def _failed(self, envelope: _Envelope[M], exc: Exception) -> None:
+        """A message's handling raised: its asker gets the error; a told one's is logged."""
+        if envelope.reply is None:  # nobody to tell
+            logger.opt(exception=exc).error("{} actor failed on a message", self.name)
+        _answer(envelope, _Raised(exc))
 
     def _drain(self) -> None:
         # Whatever is still queued (e.g. after cancellation) gets an answer, never silence.

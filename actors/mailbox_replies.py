@@ -8,6 +8,7 @@ there when it looks (the event is made only then). Both sides run on the event l
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final, final
 
 import anyio
@@ -30,13 +31,20 @@ class Reply:
     """One ask's reply: given (or closed without one) once by the serving task; read by the
     asker, who says when it stops waiting (``abandon``)."""
 
-    __slots__ = ("_event", "closed", "value", "wanted")
+    __slots__ = ("_event", "closed", "deadline", "value", "wanted")
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: float = math.inf) -> None:
         self.value: Any = NOTHING
         self.closed = False  # given, or never to be
-        self.wanted = True  # the asker still waits for it (not cancelled, not past its deadline)
+        self.wanted = True  # the asker still waits for it (not cancelled)
+        # When the asker gives up (``anyio.current_time()``): its ask is not handled after
+        # that, even if the asker has not run since to say so (its first round has no scope).
+        self.deadline = deadline
         self._event: anyio.Event | None = None
+
+    def is_wanted(self) -> bool:
+        """Whether the asker still waits: not gone, not past its deadline."""
+        return self.wanted and anyio.current_time() < self.deadline
 
     def give(self, value: Any) -> None:
         """The reply (the serving task's; a second one, or one after ``close``, is dropped)."""

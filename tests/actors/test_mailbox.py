@@ -405,3 +405,40 @@ async def test_asks_waiting_in_a_lane_are_answered_when_serving_ends(how: str) -
     else:
         assert outcomes == dict.fromkeys(["a:wait", "a:behind", "a:last"], "the box actor stopped.")
         mailbox.stop()
+
+
+@pytest.mark.parametrize("lanes", [None, Lanes(key=str, most=4)], ids=["one", "lanes"])
+@pytest.mark.parametrize("seconds", [0, 1e-9, 1e-6])
+async def test_an_ask_past_its_deadline_before_its_turn_is_never_handled(
+    lanes: Lanes[str] | None, seconds: float
+) -> None:
+    # The first round of an ask has no deadline's scope (it is cheaper without): a deadline
+    # that runs out meanwhile must still keep the ask from being handled (a write made after
+    # its asker was told it failed).
+    mailbox: Mailbox[str] = Mailbox("box")
+    handler = Handler()
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(mailbox.serve, handler, lanes=lanes))
+            with pytest.raises(AskTimeout):
+                await mailbox.ask("echo:late", timeout=seconds)
+            assert await mailbox.ask("echo:next", timeout=5) == "next"
+            mailbox.stop()
+    assert handler.handled == ["echo:next"]
+    assert mailbox.statistics().dropped == (0 if seconds == 0 else 1)  # 0: never queued
+
+
+async def test_a_lane_key_that_raises_answers_its_asker_and_the_actor_serves_on() -> None:
+    def key(message: str) -> str:
+        if message == "no key":
+            raise LookupError("no key for it")
+        return message
+
+    mailbox: Mailbox[str] = Mailbox("box")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            await group.start(partial(mailbox.serve, Handler(), lanes=Lanes(key=key, most=2)))
+            with pytest.raises(LookupError, match="no key for it"):
+                await mailbox.ask("no key")
+            assert await mailbox.ask("echo:after", timeout=5) == "after"
+            mailbox.stop()
