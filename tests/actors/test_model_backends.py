@@ -240,24 +240,44 @@ def _command_workspace(root: Path, command: list[str]) -> None:
     )
 
 
-def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
-    tmp_path: Path, seed: Callable[..., None]
-) -> None:
+def _run_while_the_model_runs(
+    tmp_path: Path,
+    seed: Callable[..., None],
+    script: str,
+    *run_args: str,
+    **popen: Any,
+) -> subprocess.Popen[str]:
+    """`teams-runtime run RUN_ARGS` on a workspace with one qa envelope, whose model is
+    ``python -c script PID_FILE`` (``tmp_path / "pids"``); returned once the model has written
+    that file (the runner is killed if it never does)."""
     root = tmp_path / "ws"
     pid_file = tmp_path / "pids"
-    _command_workspace(root, [sys.executable, "-c", FAMILY, str(pid_file)])
+    _command_workspace(root, [sys.executable, "-c", script, str(pid_file)])
     seed(Workspace(root), "req-1", "qa", events=5)
     runner = subprocess.Popen(
-        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
+        [sys.executable, "-m", "teams_runtime", "run", *run_args, "--workspace", str(root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        cwd=tmp_path,
+        **popen,
     )
     try:
         eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
         assert runner.poll() is None, runner.communicate()
-        pids = [int(pid) for pid in pid_file.read_text().split()]
+    except BaseException:
+        runner.kill()
+        runner.communicate()
+        raise
+    return runner
+
+
+def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
+    tmp_path: Path, seed: Callable[..., None]
+) -> None:
+    root = tmp_path / "ws"
+    runner = _run_while_the_model_runs(tmp_path, seed, FAMILY, "--once", cwd=tmp_path)
+    try:
+        pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
         runner.send_signal(signal.SIGTERM)
         out, err = runner.communicate(timeout=30)
     finally:
@@ -295,20 +315,11 @@ def test_a_stop_sent_to_the_workers_whole_group_gives_the_model_its_grace(
 ) -> None:
     # A terminal's Ctrl-C, `kill -- -PGID` and a service manager's stop signal every process
     # of the worker's group at once: the model still gets its SIGTERM and time to clean up.
-    root = tmp_path / "ws"
-    pid_file = tmp_path / "pid"
-    _command_workspace(root, [sys.executable, "-c", SLOW_TO_STOP, str(pid_file)])
-    seed(Workspace(root), "req-1", "qa", events=5)
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # a group of its own, as a terminal or a service gives it
+    # A group of its own, as a terminal or a service manager gives it.
+    runner = _run_while_the_model_runs(
+        tmp_path, seed, SLOW_TO_STOP, "--once", start_new_session=True
     )
     try:
-        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
-        assert runner.poll() is None, runner.communicate()
         os.killpg(runner.pid, signum)
         out, err = runner.communicate(timeout=30)
     finally:
@@ -317,7 +328,7 @@ def test_a_stop_sent_to_the_workers_whole_group_gives_the_model_its_grace(
     assert runner.returncode == 0, err
     assert "Traceback" not in err
     assert "Stopped; 1 envelope queued for the next run." in out
-    assert (tmp_path / "pid.cleaned").exists()  # its SIGTERM, then its grace: not a SIGKILL
+    assert (tmp_path / "pids.cleaned").exists()  # its SIGTERM, then its grace: not a SIGKILL
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux parent-death signal")
@@ -326,19 +337,9 @@ def test_kill_9_of_run_during_a_call_takes_the_model_process_with_it(
 ) -> None:
     # Nothing of a worker killed with SIGKILL runs: it cannot end the model's group. The
     # kernel then kills the model's process (its parent-death signal), within moments.
-    root = tmp_path / "ws"
     pid_file = tmp_path / "pids"
-    _command_workspace(root, [sys.executable, "-c", FAMILY, str(pid_file)])
-    seed(Workspace(root), "req-1", "qa", events=5)
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "teams_runtime", "run", "--workspace", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    runner = _run_while_the_model_runs(tmp_path, seed, FAMILY)
     try:
-        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
-        assert runner.poll() is None, runner.communicate()
         model = int(pid_file.read_text().split()[0])
         assert running(model)
         starters = model_starters_of(runner.pid)  # the worker's: the model's parent
