@@ -90,24 +90,6 @@ def _answer(envelope: _Envelope[Any], result: Any) -> None:
         envelope.reply.give(result)
 
 
-def _close_reply(envelope: _Envelope[Any]) -> None:
-    if envelope.reply is not None:
-        envelope.reply.close()
-
-
-class _Pending:
-    """Where an ask stands when its quick reply did not come (``Mailbox._quick_reply``)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-_NOT_YET: Final = _Pending("not queued")
-_QUEUED: Final = _Pending("queued")
-
-
 class _Raised:
     """A handler's exception on its way back to the asker."""
 
@@ -146,17 +128,19 @@ class Mailbox(Generic[M]):
         reply = Reply() if timeout is None else Reply(began + timeout)
         envelope = _Envelope(message, reply)
         try:
-            result = (
-                await self._quick_reply(envelope, reply)
-                if timeout is None or timeout > 0
-                else _NOT_YET
-            )
-            if isinstance(result, _Pending):
+            # First without a deadline's cancel scope, which would cost an ask a third of its
+            # round trip: queued at once, an ask the serving task answers itself has its reply
+            # after one round. The deadline still holds: the reply slot carries it.
+            queued = (timeout is None or timeout > 0) and await self._put(envelope, wait=False)
+            if queued:
+                await checkpoint()  # the serving task takes it, and may answer it, this round
+            if not reply.closed:
                 left = None if timeout is None else timeout - (anyio.current_time() - began)
                 with anyio.fail_after(left):
-                    if result is _NOT_YET:
+                    if not queued:
                         await self._put(envelope)
-                    result = await self._reply(reply)
+                    await reply.wait()
+            result = self._given(reply)
         except TimeoutError:
             raise AskTimeout(
                 f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
@@ -166,34 +150,6 @@ class Mailbox(Generic[M]):
         if isinstance(result, _Raised):
             raise result.error
         return result
-
-    async def _quick_reply(
-        self,
-        envelope: _Envelope[M],
-        reply: Reply,
-    ) -> Any:
-        """The reply if the envelope is queued at once and answered in the scheduling round
-        that follows (an ask the serving task answers itself), without a deadline's cancel
-        scope, which would cost an ask a third of its round trip: one round cannot outlast a
-        deadline by more than the round. ``_QUEUED``: queued, the reply still to come;
-        ``_NOT_YET``: not queued (the inbox is full)."""
-        try:
-            await checkpoint_if_cancelled()  # only an asker cancelled already stops here
-            self._send.send_nowait(envelope)
-        except anyio.WouldBlock:
-            return _NOT_YET
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            _close_reply(envelope)
-            raise ActorStopped(f"the {self.name} actor is not running.") from None
-        except BaseException:  # cancelled before it was queued
-            _close_reply(envelope)
-            raise
-        await checkpoint()  # the serving task takes it, and may answer it, in this round
-        return self._given(reply) if reply.closed else _QUEUED
-
-    async def _reply(self, reply: Reply) -> Any:
-        await reply.wait()
-        return self._given(reply)
 
     def _given(self, reply: Reply) -> Any:
         if reply.value is NOTHING:
@@ -207,7 +163,9 @@ class Mailbox(Generic[M]):
         full. Raises ``ActorStopped`` if the actor is not running."""
         await self._put(_Envelope(message, None))
 
-    async def _put(self, envelope: _Envelope[M]) -> None:
+    async def _put(self, envelope: _Envelope[M], *, wait: bool = True) -> bool:
+        """Queue ``envelope``, waiting for room in a full inbox unless ``wait`` is false;
+        whether it was queued."""
         try:
             # Not `send` at once: its checkpoint would cost every ask a scheduling round of its
             # own (a third of an ask's round trip); only an asker cancelled already stops here.
@@ -215,6 +173,8 @@ class Mailbox(Generic[M]):
             try:
                 self._send.send_nowait(envelope)
             except anyio.WouldBlock:  # a full inbox: wait for room
+                if not wait:
+                    return False
                 await self._send.send(envelope)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             if envelope.reply is not None:
@@ -224,6 +184,7 @@ class Mailbox(Generic[M]):
             if envelope.reply is not None:
                 envelope.reply.close()
             raise
+        return True
 
     @property
     def accepting(self) -> bool:

@@ -53,7 +53,8 @@ class Reply:
             self.close()
 
     def close(self) -> None:
-        """No reply (more) will come: the asker hears ``ActorStopped`` if none was given."""
+        """No reply (more) will come: the asker hears ``ActorStopped`` if none was given
+        (``AskTimeout`` if it was dropped past its deadline)."""
         self.closed = True
         if self._event is not None:
             self._event.set()

@@ -11,12 +11,10 @@ worker, and ended whole.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from anyio._core._eventloop import get_async_backend
 from anyio.abc import Process
 
 from teams_runtime.actors.model_starter import ModelStarter
+from teams_runtime.actors.model_starter_process import die_with, find_prctl
 
 __all__ = ["GRACE_SECONDS", "end_group", "start_model"]
 
@@ -66,24 +65,6 @@ async def end_group(process: Process) -> None:
             await process.aclose()
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-@functools.cache
-def _prctl() -> Callable[..., int] | None:
-    """libc's ``prctl``, looked up once (before any fork: the child only calls it)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    found: Callable[..., int] = prctl
-    return found
-
-
 def _dies_with(parent: int) -> Callable[[], None] | None:
     """What the model's process runs between fork and exec so that the kernel kills it when
     its worker dies; ``None`` where there is no such signal (not Linux).
@@ -93,16 +74,9 @@ def _dies_with(parent: int) -> Callable[[], None] | None:
     lives as long as the run, never on a worker thread that may be retired while the model
     works. If the worker died before the signal was set, the child's parent is already
     another: it exits instead of running the model for nobody."""
-    prctl = _prctl()
-    if prctl is None:
+    if find_prctl() is None:
         return None
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
+    return functools.partial(die_with, parent)
 
 
 async def start_model(
@@ -116,7 +90,7 @@ async def start_model(
     parent-death signal where the platform has one: through the worker's ``starter`` if it
     takes it (no fork of the worker), else here. ``anyio.open_process`` takes no
     ``preexec_fn``; its event loop backend's ``open_process`` hands it to ``Popen``."""
-    if starter is not None and _prctl() is not None:
+    if starter is not None and find_prctl() is not None:
         started = await starter.start(command, cwd=cwd, env=env)
         if started is not None:
             return started

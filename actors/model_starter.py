@@ -129,23 +129,21 @@ class ModelStarter:
             return None
         ends = [os.pipe() for _ in range(4)]  # stdin, stdout, stderr, status
         ours = (ends[0][1], ends[1][0], ends[2][0])
+        theirs = [ends[0][0], ends[1][1], ends[2][1], ends[3][1]]
         status = StatusLines(ends[3][0])
+        line: bytes | None = b""
         try:
-            theirs = [ends[0][0], ends[1][1], ends[2][1], ends[3][1]]
             line = await _started(requests, message, theirs, status)
-        except BaseException:
-            for fd in ours:
-                os.close(fd)
-            await status.aclose()
-            raise
-        if not line:  # b"": too large for the socket; None: the starter is gone, or stuck
-            for fd in ours:
-                os.close(fd)
-            await status.aclose()
-            if line is None:
-                async with self._lock:
-                    if self._socket is requests:
-                        await self._forget(kill=True)
+        finally:
+            if not line:  # not started (b"": too large for the socket), or it raised
+                for fd in ours:
+                    os.close(fd)
+                await status.aclose()
+        if line is None:  # the starter is gone, or stuck
+            async with self._lock:
+                if self._socket is requests:
+                    await self._forget(kill=True)
+        if not line:
             return None
         return StartedModel(int(line.split()[1]), ours, status)
 

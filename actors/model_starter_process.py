@@ -23,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import marshal
 import os
 import select
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # The largest start message (argv and env, marshalled): a bigger one is started by the worker
@@ -38,11 +40,30 @@ FDS_PER_START = 4  # stdin, stdout, stderr, status
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # ignored here; a model gets them as usual
 
 
-def _dies_with(parent: int) -> None:
+@functools.cache
+def find_prctl() -> Callable[..., int] | None:
+    """libc's ``prctl``, looked up once (before any fork: a child only calls it); ``None``
+    where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    found: Callable[..., int] = prctl
+    return found
+
+
+def die_with(parent: int) -> None:
     """Get SIGKILL when ``parent`` dies; exit at once if it already has (the signal would
-    never come)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    never come), or if there is no such signal here (nothing could keep the promise). Run
+    by this process, by each model it forks, and by a model the worker starts itself."""
+    prctl = find_prctl()
+    if prctl is None:
+        os._exit(1)
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -55,7 +76,7 @@ def _exec_model(request: Request, fds: list[int], err: int, starter: int) -> Non
     argv, cwd, env = request
     try:
         os.setsid()  # a session, so a process group, of its own: it is ended whole
-        _dies_with(starter)
+        die_with(starter)
         # Ignored signals stay ignored across exec: Python ignores SIGPIPE and SIGXFSZ (what
         # Popen's restore_signals undoes), this process SIGINT and SIGTERM (see main).
         for signum in (signal.SIGPIPE, signal.SIGXFSZ, *_STOP_SIGNALS):
@@ -186,7 +207,7 @@ def main(argv: list[str]) -> None:
     # grace short. (It runs in a session of its own: a terminal's signals do not reach it.)
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
-    _dies_with(worker)
+    die_with(worker)
     os.set_inheritable(fd, False)  # passed to this process, but to no model
     _serve(socket.socket(fileno=fd))
 
