@@ -16,18 +16,18 @@ from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.storage import Workspace
 
 from ..support.fake_openai_server import FakeOpenAIServer
-from ..support.shared_fixtures import shared_fixture
+from ..support.fixtures import fixture_text
 
 pytestmark = pytest.mark.anyio
 
 RunOnce = Callable[..., Awaitable[RunSummary]]
 Seed = Callable[..., None]
-SCAFFOLD = shared_fixture("upstream_team_runtime.yaml").read_text(encoding="utf-8")
+SCAFFOLD = fixture_text("upstream_shaped_team_runtime.yaml")
 # Upstream's role_defaults for the roles a request for the planner travels through.
 ROUTE_MODELS = {
     "planner": ("gpt-5.5", "xhigh"),
     "developer": ("gpt-5.5", "high"),
-    "version_controller": ("gpt-5.4-mini", "low"),
+    "version_controller": ("local-small", "low"),
     "qa": ("gpt-5.5", "medium"),
 }
 
