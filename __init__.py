@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 # A library adds no log sinks and stays quiet until the application enables it (the CLI does).
 keep_library_logs_quiet()
 
+
 __all__ = [
     "ActorBusy",
     "ActorStopped",

@@ -76,7 +76,7 @@ class ModelFailure(TeamsRuntimeError):
     server, what it answered: an error body, or the text that came before the failure) and
     ``exit_status`` (``None`` when it did not exit by itself, and for a model server), and
     ``finish_reason``: why a model server said its answer ended, when it said so before the
-    call failed (one of ``codecs.model_replies.FINISH_REASONS``; ``None`` otherwise).
+    call failed (one of ``codecs.model._replies.FINISH_REASONS``; ``None`` otherwise).
     """
 
     def __init__(

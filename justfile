@@ -31,3 +31,7 @@ bench *args:
 # a long decoder fuzz run (EXAMPLES per test, default 20000)
 fuzz examples="20000":
     TEAMS_RUNTIME_FUZZ_EXAMPLES={{examples}} python -P -m pytest tests/codecs/test_fuzz.py tests/storage/files/test_store_trust.py -q
+
+# write docs/architecture.md's file map anew from the modules' docstrings
+docs:
+    python tests/support/file_map.py --write

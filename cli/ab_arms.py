@@ -29,17 +29,17 @@ import msgspec
 import yaml
 
 from teams_runtime import demo
-from teams_runtime.actors.model_backends import DryRunBackend
+from teams_runtime.actors.models import DryRunBackend
 from teams_runtime.actors.team import Team
-from teams_runtime.actors.tracing import NO_TRACING
+from teams_runtime.actors.telemetry import NO_TRACING
 from teams_runtime.cli.role_flags import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     TeamConfig,
     TelemetryConfig,
+    load_yaml,
     parse_team_config,
 )
-from teams_runtime.codecs.config.strict_yaml import load_yaml
 from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.monitoring import (
     Filters,
@@ -47,9 +47,9 @@ from teams_runtime.monitoring import (
     aggregate,
     configure_logging,
     log_files,
+    statuses_of,
     stop_logging,
 )
-from teams_runtime.monitoring.workspace_facts import statuses_of
 from teams_runtime.storage import Workspace
 
 __all__ = [

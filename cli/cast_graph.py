@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teams_runtime.actors.person_waits import is_person
+from teams_runtime.actors.roles import is_person
 from teams_runtime.codecs.config import Cast
 
 __all__ = ["graph_lines", "graph_warnings", "hand_off_graph"]

@@ -10,12 +10,12 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.actors.backend_checks import start_problem
-from teams_runtime.actors.tracing_setup import check_otel
+from teams_runtime.actors.models import start_problem
+from teams_runtime.actors.telemetry import check_otel
 from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.codecs.config import TeamConfig, section_notes
-from teams_runtime.codecs.pricing import rate_card_notes
 from teams_runtime.exceptions import ConfigError
+from teams_runtime.policy.pricing import rate_card_notes
 from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_config", "shown_config"]

@@ -1,5 +1,5 @@
 """Commands of a person's role: ``inbox`` (what waits; ``inbox show ID``: its prompt) and
-``answer`` (record the person's result). The work is ``actors.person_answers``'."""
+``answer`` (record the person's result). The work is ``actors.roles._person_answers``'."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from teams_runtime.actors.person_answers import answer, read_inbox, waiting_prompt
-from teams_runtime.actors.person_waits import InboxLook, is_person
+from teams_runtime.actors.roles import InboxLook, answer, is_person, read_inbox, waiting_prompt
 from teams_runtime.cli.output import PROG, UserError, write_json
 from teams_runtime.cli.role_flags import team_role
 from teams_runtime.cli.waiting_view import age, due, waiting_rows

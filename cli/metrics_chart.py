@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.monitoring.call_groups import full_history_tokens
-from teams_runtime.monitoring.metrics_report import (
+from teams_runtime.monitoring import (
     Filters,
     Skipped,
+    full_history_tokens,
     group_value,
     matching_records,
 )

@@ -1,5 +1,5 @@
 """``teams-runtime config --probe``: what each model server the roles use answers to one tiny
-request for each model the roles ask it for (``actors.model_probe``), one line a server and
+request for each model the roles ask it for (``actors.models._probe``), one line a server and
 model, or JSON with ``--json``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from teams_runtime.actors.model_probe import ServerProbe, probe_all
+from teams_runtime.actors.models import ServerProbe, probe_all
 from teams_runtime.cli.output import write_json
 from teams_runtime.codecs.config import OpenAIConfig, TeamConfig
 

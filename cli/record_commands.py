@@ -17,10 +17,10 @@ from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.cli.role_flags import team_role
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
-from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.model import validate_answer
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields

@@ -1,5 +1,5 @@
 """``teams-runtime retry``: a failed request's last step queued again, or rejected envelopes
-put back in their queues (``actors.retries``)."""
+put back in their queues (``actors.intake._retry``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import partial
 
 import anyio
 
-from teams_runtime.actors.retries import requeue_rejected, retry_failed
+from teams_runtime.actors.intake import requeue_rejected, retry_failed
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import load_team_config

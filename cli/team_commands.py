@@ -33,10 +33,11 @@ from teams_runtime.monitoring import (
     aggregate,
     configure_logging,
     log_files,
+    rate_cards_of,
     render_report,
+    statuses_of,
     stop_logging,
 )
-from teams_runtime.monitoring.workspace_facts import rate_cards_of, statuses_of
 from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit", "due_words"]

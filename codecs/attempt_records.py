@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from teams_runtime.codecs.answer_reading import AnswerRead
 from teams_runtime.codecs.formats import pretty_json_bytes
+from teams_runtime.codecs.model import AnswerRead
 
 __all__ = ["AttemptRecord", "encode_attempt"]
 

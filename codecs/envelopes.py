@@ -25,7 +25,7 @@ class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] = {}
     body: str = ""
     # The W3C trace context (``traceparent``) of the span that queued this envelope, when
-    # OpenTelemetry is on (``actors.tracing``): a request's hops on any worker join one trace.
+    # OpenTelemetry is on (``actors.telemetry``): a request's hops on any worker join one trace.
     # Never shown in a prompt.
     traceparent: str | None = None
 

@@ -12,8 +12,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from teams_runtime.codecs.answer_reading import AnswerRead
-from teams_runtime.codecs.model_replies import FinishReason
+from teams_runtime.codecs.model import AnswerRead, FinishReason
 
 __all__ = [
     "ATTEMPT_KINDS",
@@ -68,7 +67,7 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # fence or text around it), repaired (raw control characters in its strings),
     # extracted_repaired; None when there was no answer (the call failed).
     answer_read: AnswerRead | None = None
-    # Schema 2. The rate card key of the role's model (``codecs.pricing.rate_key``).
+    # Schema 2. The rate card key of the role's model (``policy.pricing.rate_key``).
     model: str | None = None
     attempt_kind: AttemptKind | None = None
     # From the call's start (as the role sent it, server retries and waits included) to its

@@ -5,25 +5,36 @@ prompt records (``metrics_report`` reads and groups them, ``call_groups`` sums a
 from __future__ import annotations
 
 from teams_runtime.codecs.prompt_names import GROUP_KEYS
-from teams_runtime.monitoring.log_sinks import PROMPT_LOG_NAME, configure_logging, stop_logging
-from teams_runtime.monitoring.metrics_report import (
+from teams_runtime.monitoring._call_groups import full_history_tokens
+from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME, configure_logging, stop_logging
+from teams_runtime.monitoring._metrics_report import (
     Filters,
     MetricsReport,
+    Skipped,
     aggregate,
+    group_value,
     log_files,
+    matching_records,
     read_records,
 )
-from teams_runtime.monitoring.report_table import render_report
+from teams_runtime.monitoring._report_table import render_report
+from teams_runtime.monitoring._workspace_facts import rate_cards_of, statuses_of
 
 __all__ = [
     "GROUP_KEYS",
     "PROMPT_LOG_NAME",
     "Filters",
     "MetricsReport",
+    "Skipped",
     "aggregate",
     "configure_logging",
+    "full_history_tokens",
+    "group_value",
     "log_files",
+    "matching_records",
+    "rate_cards_of",
     "read_records",
     "render_report",
+    "statuses_of",
     "stop_logging",
 ]

@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
-from teams_runtime.codecs.contract import ContractFailure, RoleResult
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model import ContractFailure, RoleResult
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.statuses import ENDED
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from teams_runtime.codecs.config.cast import DEFAULT_CAST, Cast
-from teams_runtime.codecs.contract import AnswerKind, contract_shape
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
+from teams_runtime.codecs.model import AnswerKind, contract_shape
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles

@@ -204,7 +204,7 @@ class WorkQueue(Protocol):
         ...
 
     def release(self, claim: Claim) -> float:
-        """Defer the envelope: it waits until its next attempt (``storage.deferrals``: a few
+        """Defer the envelope: it waits until its next attempt (``storage._deferrals``: a few
         seconds the first time, growing each time), then ``restore_deferred`` queues it again.
         Returns when that is (Unix time)."""
         ...

@@ -1,5 +1,5 @@
 """Reading the away files of model servers (``.teams_runtime/servers/``, one per worker waiting
-for a server, written by ``actors.model_servers``): ``status``, another process, sees which
+for a server, written by ``actors.models._servers``): ``status``, another process, sees which
 servers the running workers wait for. No logging here: ``status`` starts without loguru."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import yaml
 from loguru import logger
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from teams_runtime.actors.team import RunSummary, Team
+from teams_runtime.actors.team._team import RunSummary, Team
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record

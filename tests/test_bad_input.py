@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from teams_runtime import RecordError, UnsafeRequestIdError, open_context, project_request
-from teams_runtime.actors.team import RunSummary
+from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.cli import main
 from teams_runtime.codecs.request_ids import MAX_REQUEST_ID_BYTES, check_request_id
 from teams_runtime.codecs.request_records import encode_record

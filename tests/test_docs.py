@@ -28,10 +28,12 @@ from pathlib import Path
 import pytest
 
 from teams_runtime.codecs.config import parse_team_config
-from teams_runtime.codecs.model_replies import TokenUsage
-from teams_runtime.codecs.pricing import call_cost, rate_card_notes
+from teams_runtime.codecs.model._replies import TokenUsage
 from teams_runtime.codecs.prompt_records import decode_prompt_record
 from teams_runtime.codecs.roles import ROLES
+from teams_runtime.policy.pricing import call_cost, rate_card_notes
+
+from .support.file_map import page_with_map
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -238,3 +240,9 @@ def test_the_example_rate_cards_match_the_example_models() -> None:
     assert [f"teams-runtime: note: {note}" for note in rate_card_notes(without, ROLES)] == (
         shown.splitlines()
     )
+
+
+def test_the_file_map_is_what_the_modules_say() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    # `just docs` writes it anew; a module added, moved or redescribed changes it.
+    assert page == page_with_map(page), "docs/architecture.md's file map is stale: run just docs"

@@ -11,28 +11,29 @@ runtime uses), the whole file and its parser (``team_config``), the refusal of u
 
 from __future__ import annotations
 
-from teams_runtime.codecs.config.backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
-from teams_runtime.codecs.config.cast import DEFAULT_CAST, DEFAULT_CONCURRENCY, Cast
-from teams_runtime.codecs.config.init_text import DEFAULT_CONFIG_TEXT, backend_block_text
-from teams_runtime.codecs.config.model_choices import INTERNAL_AGENTS, ModelChoice
-from teams_runtime.codecs.config.model_section import (
+from teams_runtime.codecs.config._backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
+from teams_runtime.codecs.config._cast import DEFAULT_CAST, DEFAULT_CONCURRENCY, Cast
+from teams_runtime.codecs.config._init_text import DEFAULT_CONFIG_TEXT, backend_block_text
+from teams_runtime.codecs.config._model_choices import INTERNAL_AGENTS, ModelChoice
+from teams_runtime.codecs.config._model_section import (
     STRUCTURED_OUTPUT_FORMS,
     DryRunConfig,
     ModelConfig,
     StructuredOutput,
 )
-from teams_runtime.codecs.config.openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
-from teams_runtime.codecs.config.prompt_context_section import PromptContextConfig
-from teams_runtime.codecs.config.queue_section import QueueConfig
-from teams_runtime.codecs.config.roles_section import RoleConfig
-from teams_runtime.codecs.config.setting_checks import (
+from teams_runtime.codecs.config._openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
+from teams_runtime.codecs.config._prompt_context_section import PromptContextConfig
+from teams_runtime.codecs.config._queue_section import QueueConfig
+from teams_runtime.codecs.config._roles_section import RoleConfig
+from teams_runtime.codecs.config._setting_checks import (
     CONFIG_FILE_NAME,
     EVENT_COUNT_LIMIT,
     event_count_problem,
 )
-from teams_runtime.codecs.config.team_config import TeamConfig, parse_team_config, section_notes
-from teams_runtime.codecs.config.team_section import DEFAULT_REQUESTS_IN_FLIGHT, TeamSection
-from teams_runtime.codecs.config.telemetry_section import RateCard, TelemetryConfig
+from teams_runtime.codecs.config._strict_yaml import load_yaml
+from teams_runtime.codecs.config._team_config import TeamConfig, parse_team_config, section_notes
+from teams_runtime.codecs.config._team_section import DEFAULT_REQUESTS_IN_FLIGHT, TeamSection
+from teams_runtime.codecs.config._telemetry_section import RateCard, TelemetryConfig
 
 __all__ = [
     "BACKEND_KINDS",
@@ -62,6 +63,7 @@ __all__ = [
     "TelemetryConfig",
     "backend_block_text",
     "event_count_problem",
+    "load_yaml",
     "parse_team_config",
     "section_notes",
 ]

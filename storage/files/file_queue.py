@@ -5,7 +5,7 @@
     queue/<role>/<name>.json                      waiting
     queue/claimed/<worker>/<role>/<name>.json     claimed by a worker (its lease below)
     queue/deferred/<role>/<name>.json             released: waits until its mtime (its next
-                                                  attempt; ``storage.deferrals``)
+                                                  attempt; ``storage._deferrals``)
     queue/rejected/<role>-<name>.json (+.reason)  set aside for a person
     queue/workers/<worker>.lease                  a worker's lease: renewed while it lives
 
@@ -38,10 +38,10 @@ from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.request_ids import with_checked_request_id
 from teams_runtime.codecs.roles import ROLES, check_role
 from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
-from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
-from teams_runtime.storage.files.envelope_names import queued_request_id
-from teams_runtime.storage.files.lease_files import LeaseFiles
-from teams_runtime.storage.files.stray_files import queue_strays, set_aside_unread
+from teams_runtime.storage._deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage.files._envelope_names import queued_request_id
+from teams_runtime.storage.files._lease_files import LeaseFiles
+from teams_runtime.storage.files._stray_files import queue_strays, set_aside_unread
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
 from teams_runtime.storage.protocols import (
     Claim,

@@ -15,16 +15,16 @@ import msgspec
 
 from teams_runtime.codecs.request_records import decode_record
 from teams_runtime.exceptions import RecordError
-from teams_runtime.storage.files.index import INDEX_TAIL
-from teams_runtime.storage.files.reads import (
+from teams_runtime.storage.files._index import INDEX_TAIL
+from teams_runtime.storage.files._reads import (
     parts_from_unindexed,
     read_bytes,
     read_indexed_parts,
     read_small,
     unknown_request,
 )
-from teams_runtime.storage.files.stray_files import is_record_name, record_strays
-from teams_runtime.storage.files.writes import append_to_record, create_record
+from teams_runtime.storage.files._stray_files import is_record_name, record_strays
+from teams_runtime.storage.files._writes import append_to_record, create_record
 from teams_runtime.storage.local_files import FileVersion, file_version
 from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 from teams_runtime.storage.workspace import RecordPaths, Workspace

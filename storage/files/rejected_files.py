@@ -12,7 +12,7 @@ import msgspec
 
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.storage.files.envelope_names import QUEUED_NAME
+from teams_runtime.storage.files._envelope_names import QUEUED_NAME
 from teams_runtime.storage.local_files import folder, read_file
 from teams_runtime.storage.rejected import RejectedEnvelope
 from teams_runtime.storage.workspace import Workspace

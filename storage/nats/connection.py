@@ -36,9 +36,9 @@ from nats.js.kv import KeyValue
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
-from teams_runtime.storage.nats.layout import ensure_layout
-from teams_runtime.storage.nats.names import NatsNames
-from teams_runtime.storage.nats.server_errors import (
+from teams_runtime.storage.nats._layout import ensure_layout
+from teams_runtime.storage.nats._names import NatsNames
+from teams_runtime.storage.nats._server_errors import (
     JETSTREAM_NOT_ENABLED,
     TRANSIENT,
     busy,

@@ -23,9 +23,9 @@ from teams_runtime.codecs.waiting_answers import (
     encode_waiting,
     waiting_name,
 )
+from teams_runtime.storage.nats._names import id_of_token, token_of
+from teams_runtime.storage.nats._server_errors import wrong_last_sequence
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.server_errors import wrong_last_sequence
-from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 __all__ = ["NatsAnswerInbox"]
 

@@ -38,19 +38,17 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import check_role
 from teams_runtime.exceptions import BackendError, EnvelopeError
-from teams_runtime.storage.deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage._deferrals import RetrySchedule, deferral_view, with_deferrals
+from teams_runtime.storage.nats._deferred_queue import NEXT_ATTEMPT_HEADER, restore_due
+from teams_runtime.storage.nats._leases import LeaseBucket
+from teams_runtime.storage.nats._names import request_id_of_token, token_of
+from teams_runtime.storage.nats._queue_counts import per_role, queue_snapshot, role_counts
+from teams_runtime.storage.nats._queue_drops import drop_waiting_and_deferred
+from teams_runtime.storage.nats._queue_messages import fitting, pull_now
+from teams_runtime.storage.nats._stray_subjects import check_subject, set_aside, stray_subjects
+from teams_runtime.storage.nats._values import message_room
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.deferred_queue import NEXT_ATTEMPT_HEADER, restore_due
-from teams_runtime.storage.nats.envelope_fit import fitting
-from teams_runtime.storage.nats.leases import LeaseBucket
-from teams_runtime.storage.nats.pulls import pull_now
-from teams_runtime.storage.nats.queue_counts import per_role, role_counts
-from teams_runtime.storage.nats.queue_drops import drop_waiting_and_deferred
-from teams_runtime.storage.nats.queue_snapshot import queue_snapshot
 from teams_runtime.storage.nats.rejected_queue import REASON_HEADER
-from teams_runtime.storage.nats.stray_subjects import check_subject, set_aside, stray_subjects
-from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
-from teams_runtime.storage.nats.values import message_room
 from teams_runtime.storage.protocols import Claim, QueueSnapshot, Stray
 from teams_runtime.storage.queued_envelopes import decode_envelope, new_worker_id
 

@@ -34,12 +34,12 @@ from teams_runtime.codecs.request_records import (
     render_record,
 )
 from teams_runtime.exceptions import RecordError
-from teams_runtime.storage.append_checks import checked_updates
-from teams_runtime.storage.nats.append_writer import APPEND_SECONDS, AppendWriter
+from teams_runtime.storage._append_checks import checked_updates
+from teams_runtime.storage.nats._append_writer import APPEND_SECONDS, AppendWriter
+from teams_runtime.storage.nats._head_changes import prepare
+from teams_runtime.storage.nats._names import request_id_of_token, token_of
+from teams_runtime.storage.nats._record_reader import RecordReader
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.head_changes import prepare
-from teams_runtime.storage.nats.record_reader import RecordReader
-from teams_runtime.storage.nats.tokens import request_id_of_token, token_of
 from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 
 __all__ = ["UNSEEN", "NatsRecordStore"]

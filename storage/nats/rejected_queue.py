@@ -8,8 +8,8 @@ from __future__ import annotations
 import nats.js.errors
 from nats.js.api import RawStreamMsg
 
+from teams_runtime.storage.nats._names import request_id_of_token
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.tokens import request_id_of_token
 from teams_runtime.storage.rejected import RejectedEnvelope
 
 __all__ = ["REASON_HEADER", "NatsRejectedShelf"]

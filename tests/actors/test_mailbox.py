@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from teams_runtime.actors.mailbox import LATER, Lanes, Mailbox, MailboxStatistics
+from teams_runtime.actors._mailbox import LATER, Lanes, Mailbox, MailboxStatistics
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 pytestmark = pytest.mark.anyio

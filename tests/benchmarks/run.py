@@ -48,8 +48,8 @@ from teams_runtime.storage import (
     WorkQueue,
     Workspace,
 )
+from teams_runtime.storage.files._index import INDEX_TAIL
 from teams_runtime.storage.files.file_store import create_record
-from teams_runtime.storage.files.index import INDEX_TAIL
 from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore

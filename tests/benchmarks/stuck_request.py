@@ -18,9 +18,9 @@ from pathlib import Path
 import anyio
 
 from teams_runtime import PromptContextConfig, open_context
-from teams_runtime.actors.context import ContextHandle
+from teams_runtime.actors.context._actor import ContextHandle
 from teams_runtime.storage import RecordStore
-from teams_runtime.storage.nats import append_writer
+from teams_runtime.storage.nats import _append_writer as append_writer
 
 __all__ = [
     "held_lock",

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from teams_runtime.actors.context import ContextActor
+from teams_runtime.actors.context._actor import ContextActor
 from teams_runtime.cli import main
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import load_team_config
-from teams_runtime.storage.nats import append_writer
+from teams_runtime.storage.nats import _append_writer as append_writer
+from teams_runtime.storage.nats._record_reader import RecordReader
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.record_reader import RecordReader
 
 from ..support.cli_in_process import init_nats_workspace, run_cli
 from ..support.paths import FAKE_MODEL

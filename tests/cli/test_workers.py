@@ -27,10 +27,10 @@ from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileWorkQueue, Workspace
+from teams_runtime.storage.nats._names import token_of
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
-from teams_runtime.storage.nats.tokens import token_of
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers

@@ -19,7 +19,7 @@ from teams_runtime.codecs.request_ids import (
 )
 from teams_runtime.exceptions import UnsafeRequestIdError
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.files.writes import create_record
+from teams_runtime.storage.files._writes import create_record
 
 KOREAN = "요청-1"  # NFC: two precomposed Hangul syllables
 KOREAN_NFD = unicodedata.normalize("NFD", KOREAN)  # the same id as six conjoining jamo

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from teams_runtime.actors.team import RunSummary
+from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.cli import main
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
@@ -26,7 +26,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
-from teams_runtime.monitoring.call_groups import CallGroup
+from teams_runtime.monitoring._call_groups import CallGroup
 from teams_runtime.storage import FileWorkQueue, Workspace
 
 from ..support.paths import PROJECT_ROOT

@@ -13,9 +13,9 @@ import pytest
 
 from teams_runtime import PromptContextConfig, project_request
 from teams_runtime.codecs.config import Cast, parse_team_config
-from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.result_schema import contract_schema, generation_schema
+from teams_runtime.codecs.model._contract import validate_answer
+from teams_runtime.codecs.model._result_schema import contract_schema, generation_schema
 from teams_runtime.codecs.roles import NextRoles
 from teams_runtime.demo import sample_record
 from teams_runtime.policy.prompts import PromptKind, build_prompt, next_roles_of

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model._contract import validate_answer
 from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
     RequestState,

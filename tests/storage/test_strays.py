@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from teams_runtime.codecs.config import NatsSettings
-from teams_runtime.storage.nats.tokens import id_of_token, request_id_of_token, token_of
+from teams_runtime.storage.nats._names import id_of_token, request_id_of_token, token_of
 
 from ..support.cli_in_process import init_nats_workspace, run_cli
 

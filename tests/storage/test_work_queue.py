@@ -23,9 +23,9 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
 from teams_runtime.storage import Claim, DeferredEnvelope, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.storage.nats._names import token_of
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
-from teams_runtime.storage.nats.tokens import token_of
 
 from ..conftest import SMALL_MAX_PAYLOAD
 

@@ -68,7 +68,7 @@ def model_starters_of(worker: int) -> list[int]:
             argv = cmdline.read_bytes().split(b"\0")
         except OSError:  # gone while we looked
             continue
-        program = [n for n, arg in enumerate(argv) if arg.endswith(b"model_starter_process.py")]
+        program = [n for n, arg in enumerate(argv) if arg.endswith(b"spawn/_starter_process.py")]
         if program and argv[program[0] + 1 : program[0] + 2] == [str(worker).encode()]:
             pid = int(cmdline.parent.name)
             if running(pid):

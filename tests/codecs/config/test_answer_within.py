@@ -1,5 +1,5 @@
 """``answer_within``, the setting of a person's role (``model.backend: human``): how long its
-envelopes wait for an answer before ``on_failure`` handles them (codecs/config/durations.py)."""
+envelopes wait for an answer before ``on_failure`` handles them (codecs/config/_durations.py)."""
 
 from __future__ import annotations
 

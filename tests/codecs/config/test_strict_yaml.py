@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from teams_runtime.codecs.config.strict_yaml import DuplicateKeyError, load_yaml, written_key
+from teams_runtime.codecs.config._strict_yaml import DuplicateKeyError, load_yaml, written_key
 
 MERGES = [
     pytest.param("a: &a {x: 1, y: 2}\nb:\n  <<: *a\n  y: 3\n", id="own-key-wins"),

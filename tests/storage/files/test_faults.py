@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from teams_runtime import RecordError
-from teams_runtime.actors.team import RunSummary
+from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.codecs.request_records import encode_event
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileWorkQueue, ParsedRecord, Workspace

@@ -20,13 +20,13 @@ from teams_runtime.exceptions import RecordError
 from teams_runtime.policy.digest import digest_from_fields, digest_from_parts
 from teams_runtime.policy.projection import project_request
 from teams_runtime.storage.files import file_store as store
-from teams_runtime.storage.files.index import (
+from teams_runtime.storage.files._index import (
     INDEX_TAIL,
     RecordIndex,
     encode_index,
     load_index,
 )
-from teams_runtime.storage.files.index_derivation import index_from_bytes
+from teams_runtime.storage.files._index_derivation import index_from_bytes
 from teams_runtime.storage.local_files import file_version
 from teams_runtime.storage.protocols import IndexedParts
 from teams_runtime.storage.workspace import RecordPaths, Workspace

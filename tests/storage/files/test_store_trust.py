@@ -25,19 +25,19 @@ from hypothesis import strategies as st
 
 from teams_runtime import PromptContextConfig, RecordError, Team, open_context, project_request
 from teams_runtime.cli import main
-from teams_runtime.codecs.contract import validate_answer
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model._contract import validate_answer
 from teams_runtime.codecs.request_records import encode_event, encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.monitoring import Filters, aggregate, log_files, render_report
 from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
 from teams_runtime.storage import local_files as storage_files
-from teams_runtime.storage.files.file_store import append_to_record, create_record
-from teams_runtime.storage.files.index import (
+from teams_runtime.storage.files._index import (
     RecordIndex,
     encode_index,
     load_index,
 )
+from teams_runtime.storage.files.file_store import append_to_record, create_record
 
 from ...support.paths import FAKE_MODEL
 
@@ -938,7 +938,7 @@ def test_a_record_written_in_place_during_a_read_is_never_answered_stale(
     """Old bytes must never be labelled with the version of new ones (found by an outside
     attack): one byte turns an old event into a role's only evidence while the record is read.
     The answer, now and at the next ask, must be the file's as it is."""
-    from teams_runtime.storage.files import reads as record_reads
+    from teams_runtime.storage.files import _reads as record_reads
 
     workspace = _workspace(tmp_path)
     history = [

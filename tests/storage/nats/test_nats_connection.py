@@ -16,20 +16,19 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from teams_runtime.actors.intake import submit
-from teams_runtime.actors.team import Team
+from teams_runtime.actors.intake._submit import submit
+from teams_runtime.actors.team._team import Team
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import blocking_backend, open_backend
+from teams_runtime.storage.nats._names import NatsNames, token_of
+from teams_runtime.storage.nats._stray_subjects import check_subject
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
-from teams_runtime.storage.nats.names import NatsNames
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
-from teams_runtime.storage.nats.stray_subjects import check_subject
-from teams_runtime.storage.nats.tokens import token_of
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
 

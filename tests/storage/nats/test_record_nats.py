@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.actors.context import open_context
+from teams_runtime.actors.context._actor import open_context
 from teams_runtime.codecs.config import NatsSettings, PromptContextConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.record_heads import HEAD_TAIL, decode_head
@@ -42,12 +42,12 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.nats import append_writer
-from teams_runtime.storage.nats.append_writer import AppendWriter
+from teams_runtime.storage.nats import _append_writer as append_writer
+from teams_runtime.storage.nats._append_writer import AppendWriter
+from teams_runtime.storage.nats._head_changes import prepare
+from teams_runtime.storage.nats._names import id_of_token, token_of
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.head_changes import prepare
 from teams_runtime.storage.nats.nats_store import UNSEEN, NatsRecordStore
-from teams_runtime.storage.nats.tokens import id_of_token, token_of
 
 from ...conftest import SMALL_MAX_PAYLOAD
 from ...support.strategies import configs, event

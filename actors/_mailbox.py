@@ -1,0 +1,354 @@
+"""The one actor style: a bounded inbox served by one task, with ``ask`` and ``tell``.
+
+Tell and ask differ only in whether an envelope has a reply slot (as in pykka). A reply is the
+handler's return value; an exception the handler raises goes back to the asker and is raised
+there (a told message's error is logged). Nothing here assumes more than "send a message,
+await one reply", so a network transport can replace it.
+
+The serving loop takes envelopes already queued without a scheduling round trip each, and
+waits only when the inbox is empty. It stays because it is what lets one ContextActor answer
+tens of thousands of asks a second (profiling found a round trip per ask to be one of the
+two costs that held it near 11,000/s, docs/performance.md); it cannot starve other tasks for
+long, since the inbox is bounded and asks arrive from tasks that must run to send more.
+
+A mailbox served with ``Lanes`` handles envelopes of different keys (the ContextActor: request
+ids) at once and those of one key one at a time, in the order they came: one task per key with
+work, in a task group the serving task owns, at most ``Lanes.most`` of them. An envelope that
+finds every lane taken, or its own lane's backlog full, is answered ``ActorBusy`` at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar, final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from loguru import logger
+
+from teams_runtime.actors._replies import NOTHING, Reply
+from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
+
+__all__ = ["LATER", "Lanes", "Later", "Mailbox", "MailboxStatistics"]
+
+M = TypeVar("M")
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStatistics:
+    """A mailbox at one moment (as trio's and anyio's ``statistics()``)."""
+
+    queued: int  # envelopes waiting: in the inbox, and (with lanes) behind another of their key
+    served: int  # envelopes handled since the mailbox was made
+    in_flight: int  # envelopes being handled now (one serving task: 0 or 1)
+    dropped: int = 0  # asks not handled: their asker had given up (a deadline, a cancel)
+
+
+@final
+class Later:
+    """The type of ``LATER``: what ``Lanes.at_once`` returns when its message needs waiting
+    for (a lane's job)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LATER"
+
+
+LATER: Final = Later()
+
+
+@dataclass(frozen=True, slots=True)
+class Lanes(Generic[M]):
+    """How to serve a mailbox concurrently: one lane per ``key`` of a message, at most
+    ``most`` lanes with work at once, each holding at most the inbox's size waiting.
+    ``noun`` names the keys and ``limit`` says where ``most`` is set, for ``ActorBusy``.
+
+    ``at_once``, if given, answers a message without any await when it can (else ``LATER``);
+    the serving task calls it for a message whose key has no lane, and so saves the lane's
+    task and a scheduling round (an ask costs about half as much)."""
+
+    key: Callable[[M], Hashable]
+    most: int
+    noun: str = "keys"
+    limit: str = ""
+    at_once: Callable[[M], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelope(Generic[M]):
+    message: M
+    reply: Reply | None
+
+
+def _answer(envelope: _Envelope[Any], result: Any) -> None:
+    if envelope.reply is not None:  # never blocks; the asker may have given up meanwhile
+        envelope.reply.give(result)
+
+
+class _Raised:
+    """A handler's exception on its way back to the asker."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class Mailbox(Generic[M]):
+    """The inbox of one actor: bounded, served by one task, closed on shutdown."""
+
+    def __init__(self, name: str, size: int = 64) -> None:
+        self.name = name
+        self._send: MemoryObjectSendStream[_Envelope[M]]
+        self._receive: MemoryObjectReceiveStream[_Envelope[M]]
+        self._send, self._receive = anyio.create_memory_object_stream[_Envelope[M]](size)
+        self._size = size
+        self._stopping = False
+        self._serving = False
+        self._served = 0
+        self._in_flight = 0
+        self._dropped = 0
+        self._lanes: dict[Hashable, deque[_Envelope[M]]] = {}  # waiting, per key with work
+
+    # A timeout parameter on purpose (ASYNC109): every ask needs a deadline, and making each
+    # caller wrap it in fail_after is how one gets forgotten.
+    async def ask(self, message: M, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        """Send ``message`` and wait for the reply.
+
+        Waits for room in the inbox and then for the reply, together at most ``timeout``
+        seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
+        handler raised.
+        """
+        began = anyio.current_time()
+        reply = Reply() if timeout is None else Reply(began + timeout)
+        envelope = _Envelope(message, reply)
+        try:
+            # First without a deadline's cancel scope, which would cost an ask a third of its
+            # round trip: queued at once, an ask the serving task answers itself has its reply
+            # after one round. The deadline still holds: the reply slot carries it.
+            queued = (timeout is None or timeout > 0) and await self._put(envelope, wait=False)
+            if queued:
+                await checkpoint()  # the serving task takes it, and may answer it, this round
+            if not reply.closed:
+                left = None if timeout is None else timeout - (anyio.current_time() - began)
+                with anyio.fail_after(left):
+                    if not queued:
+                        await self._put(envelope)
+                    await reply.wait()
+            result = self._given(reply)
+        except TimeoutError:
+            raise AskTimeout(
+                f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
+            ) from None
+        finally:
+            reply.abandon()
+        if isinstance(result, _Raised):
+            raise result.error
+        return result
+
+    def _given(self, reply: Reply) -> Any:
+        if reply.value is NOTHING:
+            if anyio.current_time() >= reply.deadline:  # dropped: it was taken too late
+                raise TimeoutError
+            raise ActorStopped(f"the {self.name} actor stopped before answering.")
+        return reply.value
+
+    async def tell(self, message: M) -> None:
+        """Send ``message`` without waiting for it to be handled; waits while the inbox is
+        full. Raises ``ActorStopped`` if the actor is not running."""
+        await self._put(_Envelope(message, None))
+
+    async def _put(self, envelope: _Envelope[M], *, wait: bool = True) -> bool:
+        """Queue ``envelope``, waiting for room in a full inbox unless ``wait`` is false;
+        whether it was queued."""
+        try:
+            # Not `send` at once: its checkpoint would cost every ask a scheduling round of its
+            # own (a third of an ask's round trip); only an asker cancelled already stops here.
+            await checkpoint_if_cancelled()
+            try:
+                self._send.send_nowait(envelope)
+            except anyio.WouldBlock:  # a full inbox: wait for room
+                if not wait:
+                    return False
+                await self._send.send(envelope)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if envelope.reply is not None:
+                envelope.reply.close()
+            raise ActorStopped(f"the {self.name} actor is not running.") from None
+        except BaseException:  # cancelled or timed out before it was queued
+            if envelope.reply is not None:
+                envelope.reply.close()
+            raise
+        return True
+
+    @property
+    def accepting(self) -> bool:
+        """Whether messages are still taken (``stop`` not called)."""
+        return not self._stopping
+
+    def statistics(self) -> MailboxStatistics:
+        """How many envelopes wait, have been served, and are being served."""
+        behind = sum(len(backlog) for backlog in self._lanes.values())
+        return MailboxStatistics(
+            queued=self._receive.statistics().current_buffer_used + behind,
+            served=self._served,
+            in_flight=self._in_flight,
+            dropped=self._dropped,
+        )
+
+    async def serve(
+        self,
+        handle: Callable[[M], Awaitable[Any]],
+        *,
+        lanes: Lanes[M] | None = None,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Handle envelopes until ``stop``, one at a time (or by ``lanes``); then answer the
+        queued asks with ``ActorStopped``. A handler's error goes back to its asker; the actor
+        keeps serving. Returns once every envelope taken has been answered."""
+        self._serving = True
+        task_status.started()
+        try:
+            if lanes is None:
+                while (envelope := await self._next()) is not None:
+                    await self._serve_one(envelope, handle)
+            else:
+                async with anyio.create_task_group() as group:
+                    while (envelope := await self._next()) is not None:
+                        try:
+                            self._route(envelope, handle, lanes, group)
+                        except Exception as exc:  # its key or at_once raised: as a handler's
+                            self._failed(envelope, exc)
+        finally:
+            self._serving = False
+            self._drain()
+            self._receive.close()
+
+    async def _next(self) -> _Envelope[M] | None:
+        """The next envelope, without a scheduling round while some are queued (see the module
+        docstring); ``None`` once the inbox is closed and empty (or was closed before serving
+        began)."""
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            try:
+                return await self._receive.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return None
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
+
+    def _route(
+        self,
+        envelope: _Envelope[M],
+        handle: Callable[[M], Awaitable[Any]],
+        lanes: Lanes[M],
+        group: TaskGroup,
+    ) -> None:
+        """Answer ``envelope`` at once if it can be, else put it in the lane of its key,
+        starting one if its key has none."""
+        key = lanes.key(envelope.message)
+        backlog = self._lanes.get(key)
+        if backlog is None and lanes.at_once is not None:
+            if self._refused(envelope):
+                return
+            answer = lanes.at_once(envelope.message)
+            if answer is not LATER:
+                self._served += 1
+                _answer(envelope, answer)
+                return
+        if backlog is None and len(self._lanes) < lanes.most:
+            backlog = self._lanes[key] = deque([envelope])
+            group.start_soon(self._serve_lane, key, backlog, handle, name=f"{self.name} {key!r}")
+        elif backlog is not None and len(backlog) < self._size:
+            backlog.append(envelope)
+        else:
+            _answer(envelope, _Raised(self._busy(envelope.message, key, lanes, backlog)))
+
+    def _refused(self, envelope: _Envelope[M]) -> bool:
+        """Answer ``envelope`` here if it is not to be handled: the actor is stopping, or its
+        asker gave up while it waited (its deadline, a cancel: nobody wants the answer, and a
+        write done now would land after its asker was told it failed)."""
+        if self._stopping:
+            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
+            return True
+        reply = envelope.reply
+        if reply is not None and not reply.is_wanted():
+            reply.close()
+            self._dropped += 1
+            return True
+        return False
+
+    def _busy(
+        self, message: M, key: Hashable, lanes: Lanes[M], backlog: deque[_Envelope[M]] | None
+    ) -> ActorBusy:
+        what = type(message).__name__
+        if backlog is None:
+            limit = f" ({lanes.limit})" if lanes.limit else ""
+            return ActorBusy(
+                f"the {self.name} actor is busy: asks about {lanes.most} {lanes.noun} are in "
+                f"flight, its limit{limit}; {what} about {key!r} was not taken, ask again."
+            )
+        return ActorBusy(
+            f"the {self.name} actor is busy: {len(backlog)} asks about {key!r} wait already; "
+            f"{what} was not taken, ask again."
+        )
+
+    async def _serve_lane(
+        self, key: Hashable, backlog: deque[_Envelope[M]], handle: Callable[[M], Awaitable[Any]]
+    ) -> None:
+        """Handle the envelopes of one key in order, until none waits (the lane then ends)."""
+        try:
+            while backlog:
+                await self._serve_one(backlog.popleft(), handle)
+        finally:
+            del self._lanes[key]
+            while backlog:  # cancelled: what waited behind gets an answer, never silence
+                _answer(backlog.popleft(), _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+
+    async def _serve_one(
+        self, envelope: _Envelope[M], handle: Callable[[M], Awaitable[Any]]
+    ) -> None:
+        if self._refused(envelope):
+            return
+        self._in_flight += 1
+        try:
+            result = await handle(envelope.message)
+        except Exception as exc:
+            self._failed(envelope, exc)
+            return
+        except BaseException:  # cancelled while handling it: the asker hears, never silence
+            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            raise
+        finally:
+            self._in_flight -= 1
+            self._served += 1
+        _answer(envelope, result)
+
+    def _failed(self, envelope: _Envelope[M], exc: Exception) -> None:
+        """A message's handling raised: its asker gets the error; a told one's is logged."""
+        if envelope.reply is None:  # nobody to tell
+            logger.opt(exception=exc).error("{} actor failed on a message", self.name)
+        _answer(envelope, _Raised(exc))
+
+    def _drain(self) -> None:
+        # Whatever is still queued (e.g. after cancellation) gets an answer, never silence.
+        while True:
+            try:
+                envelope = self._receive.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+
+    def stop(self) -> None:
+        """Stop taking messages; queued asks are answered with ``ActorStopped``."""
+        self._stopping = True
+        self._send.close()
+        if not self._serving:  # nobody will read the inbox again: answer what is queued now
+            self._drain()
+            self._receive.close()

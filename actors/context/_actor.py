@@ -1,0 +1,369 @@
+"""The ContextActor: the one owner of a workspace's request store.
+
+Roles never touch records; they ask this actor (``codecs.context_protocol``) through a
+``ContextHandle``. It answers projections from a per-request digest (read once per record
+version) and publishes each answer it gives (``actors.context._published``), which handles serve
+while the record keeps that version. It is the single writer of records in its process
+(appends go through the ``RecordStore``'s locked, atomic path). It never asks anyone, so no
+cycle of asks can deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TypeVar, TypeVarTuple
+
+import anyio
+import msgspec
+from anyio.abc import TaskStatus
+from loguru import logger
+
+from teams_runtime.actors._mailbox import LATER, Lanes, Later, Mailbox, MailboxStatistics
+from teams_runtime.actors.context._handle import ContextHandle
+from teams_runtime.actors.context._published import PublishedAnswers, Snapshot
+from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
+from teams_runtime.codecs.context_protocol import (
+    Append,
+    Appended,
+    ContextAsk,
+    ContextReply,
+    Create,
+    Created,
+    Load,
+    Loaded,
+    Project,
+    Recall,
+    Recalled,
+    failure_of,
+)
+from teams_runtime.codecs.evidence import append_key_of
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json
+from teams_runtime.exceptions import TeamsRuntimeError, UnknownRequestError
+from teams_runtime.policy.digest import (
+    RequestDigest,
+    digest_from_fields,
+    digest_from_parts,
+)
+from teams_runtime.storage import (
+    IDEMPOTENCY_WINDOW,
+    AppendOutcome,
+    IndexedParts,
+    RecordRead,
+    RecordStore,
+    Workspace,
+)
+from teams_runtime.storage.backends import open_backend
+
+__all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
+
+DEFAULT_ASK_TIMEOUT = 30.0
+
+
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+
+def _request_of(message: ContextAsk) -> str | None:
+    """The lane of an ask: its request (an unknown message has none, and a lane of its own)."""
+    request_id: str | None = getattr(message, "request_id", None)
+    return request_id
+
+
+class _Cached(msgspec.Struct):
+    version: Hashable
+    digest: RequestDigest
+
+
+def _digest_of(read: RecordRead, config: PromptContextConfig) -> _Cached:
+    if isinstance(read, IndexedParts):
+        return _Cached(read.version, digest_from_parts(read, config))
+    return _Cached(read.version, digest_from_fields(read.fields, config))
+
+
+class ContextActor:
+    """Owns the request store of one workspace; answers ``ContextAsk`` messages.
+
+    Each request's asks are answered in a lane of their own (``actors._mailbox.Lanes``): in
+    order for one request, never waiting for another's. Its state (the digests, the published
+    answers) changes only in its own tasks (the serving task and the lanes), on the event
+    loop; worker threads do the store's blocking work, hand back what they read or built, and
+    change nothing shared.
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        config: PromptContextConfig,
+        *,
+        inbox_size: int = 64,
+        max_cached: int = 1024,
+        requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self._mailbox: Mailbox[ContextAsk] = Mailbox("context", inbox_size)
+        # One lane per request: asks about different requests never wait for each other, those
+        # about one request are answered in order (its writes stay ordered).
+        self._lanes: Lanes[ContextAsk] = Lanes(
+            key=_request_of,
+            most=requests_in_flight,
+            noun="requests",
+            limit="team.requests_in_flight in team_runtime.yaml",
+            at_once=self._answer_at_once,
+        )
+        # Threads of its own: requests stuck in the store (a held lock, a server away) hold
+        # these, never the threads the rest of the process (the queue, the CLI) needs.
+        self._threads = anyio.CapacityLimiter(requests_in_flight)
+        self._cache: dict[str, _Cached] = {}
+        self._max_cached = max_cached
+        self._answers = PublishedAnswers(store.version, max_cached)
+        # An index keeps a bounded tail; compaction off needs every event (None).
+        self._tail: int | None = config.max_events if config.enabled else None
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Answer asks until ``stop``; start it with ``task_group.start``."""
+        await self._mailbox.serve(self._answer, lanes=self._lanes, task_status=task_status)
+
+    def stop(self) -> None:
+        """Stop taking asks; queued asks are answered with ``ActorStopped``."""
+        self._mailbox.stop()
+
+    def statistics(self) -> MailboxStatistics:
+        """The inbox's counts: what waits, what was served (asks served from a published
+        answer never reach the inbox and are not among them)."""
+        return self._mailbox.statistics()
+
+    def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
+        """A handle for roles to ask this actor, each ask under ``ask_timeout`` seconds; a
+        write (append, create) under that plus what the store may spend retrying one
+        (``RecordStore.append_seconds``), so the store's own error comes first."""
+        write_timeout = ask_timeout + self.store.append_seconds
+        return ContextHandle(
+            self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
+        )
+
+    async def _answer(self, message: ContextAsk) -> ContextReply:
+        try:
+            return await self._dispatch(message)
+        except TeamsRuntimeError as exc:
+            return failure_of(exc)
+        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+            logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
+            return failure_of(exc)
+
+    def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
+        """The answer to a projection ask that needs no waiting (the digest is current, or the
+        record is small), in the serving task: no lane, no task of its own; else ``LATER``."""
+        if not isinstance(message, Project):
+            return LATER
+        try:
+            answer = self._project_nowait(message.request_id)
+        except TeamsRuntimeError as exc:
+            return failure_of(exc)
+        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+            logger.opt(exception=exc).error("context actor failed on Project")
+            return failure_of(exc)
+        return LATER if answer is None else answer
+
+    async def _dispatch(self, message: ContextAsk) -> ContextReply:
+        match message:
+            case Project(request_id=request_id):
+                return await self._project(request_id)
+            case Append(
+                request_id=request_id,
+                events=events,
+                updates=updates,
+                key=key,
+                unless=unless,
+                expect=expect,
+            ):
+                return await self._append(request_id, events, updates, key, unless, expect)
+            case Load(request_id=request_id):
+                record = await self._in_thread(self.store.load, request_id)
+                return Loaded(record=record)
+            case Recall(request_id=request_id, key=key):
+                events = await self._in_thread(self._recall, request_id, key)
+                return Recalled(events=events)
+            case Create(request_id=request_id, record=record):
+                fields = msgspec.json.decode(record)
+                created = await self._in_thread(self.store.create, request_id, fields)
+                return Created(created=created)
+            case _:
+                raise TypeError(f"the context actor does not understand {message!r}")
+
+    async def _in_thread(self, call: Callable[[*Args], T], *args: *Args) -> T:
+        """``call(*args)`` in one of the actor's worker threads (blocking store work)."""
+        return await anyio.to_thread.run_sync(call, *args, limiter=self._threads)
+
+    def _recall(self, request_id: str, key: str) -> list[bytes]:
+        read = self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
+        if isinstance(read, IndexedParts):
+            last = read.tail
+        else:
+            events = read.fields.get(EVENTS_KEY)
+            last = events[-IDEMPOTENCY_WINDOW:] if isinstance(events, list) else []
+        return [bytes(raw) for raw in last if append_key_of(raw) == key]
+
+    def _remember(self, request_id: str, cached: _Cached) -> None:
+        self._cache.pop(request_id, None)
+        self._cache[request_id] = cached  # most recently loaded last: the oldest goes first
+        while len(self._cache) > self._max_cached:
+            oldest = next(iter(self._cache))
+            del self._cache[oldest]
+
+    def _forget(self, request_id: str) -> None:
+        self._cache.pop(request_id, None)
+        self._answers.retract(request_id)
+
+    async def _project(self, request_id: str) -> Projection:
+        # Asked when the handle found no published answer for the record's version now.
+        answer = self._project_nowait(request_id)
+        if answer is not None:
+            return answer
+        try:  # a read that waits (a large record, a server): a thread's job
+            current = await self._in_thread(self._read, request_id)
+        except UnknownRequestError:
+            self._forget(request_id)  # removed: no answer for it stays published
+            raise
+        return self._publish(request_id, current)
+
+    def _project_nowait(self, request_id: str) -> Projection | None:
+        """The answer if it needs no waiting (see ``_current_nowait``), published; else None."""
+        try:
+            current = self._current_nowait(request_id, self._cache.get(request_id))
+        except UnknownRequestError:
+            self._forget(request_id)
+            raise
+        return None if current is None else self._publish(request_id, current)
+
+    def _publish(self, request_id: str, current: _Cached) -> Projection:
+        if self._cache.get(request_id) is not current:
+            self._remember(request_id, current)
+        answer = current.digest.project()  # computed once per version, then shared
+        self._answers.publish(request_id, Snapshot(current.version, answer))
+        return answer
+
+    def _current_nowait(self, request_id: str, cached: _Cached | None) -> _Cached | None:
+        """``cached`` while the record keeps its version, else the record if the store reads
+        it without waiting (a small file: cheaper here than a worker thread's round trip);
+        ``None``: it needs ``_read`` in a worker thread."""
+        if cached is not None and self.store.version(request_id) == cached.version:
+            return cached
+        read = self.store.read_nowait(request_id, tail=self._tail)
+        return None if read is None else self._digest(request_id, read)
+
+    def _read(self, request_id: str) -> _Cached:
+        """Read and summarise the record (blocking: a worker thread's job; changes nothing
+        shared, the actor files the result in its own tasks)."""
+        return self._digest(request_id, self.store.read(request_id, tail=self._tail))
+
+    def _digest(self, request_id: str, read: RecordRead) -> _Cached:
+        cached = _digest_of(read, self.config)
+        logger.debug("read {} ({} events)", request_id, cached.digest.count)
+        return cached
+
+    async def _append(
+        self,
+        request_id: str,
+        events: list[bytes],
+        updates: dict[str, bytes],
+        key: str,
+        unless: dict[str, bytes],
+        expect: dict[str, bytes],
+    ) -> Appended:
+        raw_events = [msgspec.Raw(event) for event in events]
+        raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
+        refuse_if = {name: msgspec.json.decode(value) for name, value in unless.items()}
+        expected = {name: msgspec.json.decode(value) for name, value in expect.items()}
+        cached = self._cache.get(request_id)
+        config = self.config
+
+        def write() -> tuple[AppendOutcome, _Cached | None, bool]:
+            """The store's write and, when it takes a build or a read, the new digest (the
+            worker thread's part); True when the loop is to update the cached digest instead."""
+            appended = self.store.append(
+                request_id, raw_events, raw_updates, key=key, unless=refuse_if, expect=expected
+            )
+            parts = appended.parts
+            if parts is None:  # done before, or refused: nothing changed, the cache stays
+                return appended, None, False
+            if self._tail is not None and parts.covers(self._tail):
+                # What was just written, as written: exact whoever wrote before us.
+                return appended, _Cached(parts.version, digest_from_parts(parts, config)), False
+            if (
+                cached is not None
+                and cached.version == appended.read_version
+                and not appended.relaid
+            ):
+                # Every event kept (compaction off): nobody else wrote since we summarised and
+                # the old events kept their bytes, so update in place, no re-read.
+                return appended, None, True
+            read = self.store.read(request_id, tail=self._tail)
+            return appended, _digest_of(read, config), False
+
+        try:
+            stored, fresh, in_place = await self._in_thread(write)
+        except BaseException:
+            self._answers.retract(request_id)  # it may have changed: the next ask reads
+            raise
+        if stored.parts is not None:
+            # Withdrawn only now: until the write was done the old answer was the truth, and
+            # handles asking meanwhile were served it without waiting for the write.
+            self._answers.retract(request_id)
+        if in_place and cached is not None and stored.parts is not None:
+            # On the loop, not in the thread: the digest is the actor's, changed in its task.
+            cached.digest.append(raw_events, raw_updates)
+            fresh = _Cached(stored.parts.version, cached.digest)
+        if fresh is not None:
+            self._remember(request_id, fresh)
+        held = {name: encode_json(value) for name, value in stored.fields.items()}
+        return Appended(
+            count=stored.count, applied=stored.applied, refused=stored.refused, fields=held
+        )
+
+
+@asynccontextmanager
+async def open_context(
+    workspace: str | Path,
+    config: PromptContextConfig | None = None,
+    *,
+    ask_timeout: float = DEFAULT_ASK_TIMEOUT,
+    inbox_size: int = 64,
+    store: RecordStore | None = None,
+    requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
+) -> AsyncIterator[ContextHandle]:
+    """Start a ContextActor for ``workspace`` and yield a handle to it.
+
+    Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
+    backend, opened here and closed on exit (on NATS, a connection of this scope's own). It
+    answers asks about up to ``requests_in_flight`` requests at once (more: ``ActorBusy``).
+    On exit the actor stops: asks still queued are answered with ``ActorStopped``.
+    """
+    async with AsyncExitStack() as owned:
+        if store is None:  # the workspace's backend, open while the actor runs (NATS connects)
+            backend = await owned.enter_async_context(open_backend(Workspace(workspace)))
+            store = backend.store
+        actor = ContextActor(
+            store,
+            config or PromptContextConfig(),
+            inbox_size=inbox_size,
+            requests_in_flight=requests_in_flight,
+        )
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+            # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
+            group.start_soon(actor.serve)
+            try:
+                yield actor.handle(ask_timeout)
+            except Exception as exc:
+                # Re-raised below, outside the task group, so callers get the error itself
+                # rather than an ExceptionGroup. Cancellation (BaseException) still goes
+                # through the group.
+                failure = exc
+            finally:
+                actor.stop()
+        if failure is not None:
+            raise failure

@@ -1,0 +1,267 @@
+"""A role's model calls: prompts projected and sent, retried and repaired into a valid result.
+
+Every prompt is built from a projection taken right before it is sent, and only while the
+request is live: once it is cancelled or failed (a cancel, another worker's outcome reaching
+the hop limit), no more calls are made for it (``RequestEnded``). Each failed call and each
+answer the contract rejects is kept in the request's attempts folder
+(``storage.attempt_files``) with what the model printed; the logs only say that it happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from loguru import logger
+
+from teams_runtime.actors.context import ContextHandle
+from teams_runtime.actors.models import (
+    ModelBackend,
+    ModelReply,
+    complete_reporting,
+    server_away,
+)
+from teams_runtime.actors.telemetry import CallFacts, attempt_kind_of, log_prompt
+from teams_runtime.codecs.attempt_records import AttemptRecord
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.model import (
+    AnswerReading,
+    FinishReason,
+    Validated,
+    finish_reason_of,
+    read_answer,
+    validate_reading,
+)
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.prompt_records import CallOutcome, PromptRecord
+from teams_runtime.exceptions import ModelFailure, PromptTooLarge, TeamsRuntimeError
+from teams_runtime.policy.outcomes import MAX_REPAIRS, contract_failure, research_result, state_of
+from teams_runtime.policy.pricing import rate_key
+from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
+from teams_runtime.storage import Workspace
+from teams_runtime.storage.attempt_files import save_attempt
+
+__all__ = ["RequestEnded", "RoleCalls"]
+
+
+class RequestEnded(Exception):
+    """The request was cancelled or failed before a model call: the call is not made."""
+
+    def __init__(self, request_id: str, status: str) -> None:
+        super().__init__(f"request {request_id} is {status}")
+        self.request_id = request_id
+        self.status = status
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A model's reply (and the JSON it holds), with the prompt's purpose and the number of
+    the call that gave it."""
+
+    reply: ModelReply
+    reading: AnswerReading
+    checked: Validated
+    purpose: str
+    call: int
+
+
+class RoleCalls:
+    """The model calls of one role, for any number of requests at once."""
+
+    def __init__(
+        self,
+        role: str,
+        *,
+        model: ModelConfig,
+        workspace: Workspace,
+        context: ContextHandle,
+        backend: ModelBackend,
+        on_prompt: Callable[[PromptRecord], None] | None = None,
+        rate_card: RateCard | None = None,
+        cast: Cast = DEFAULT_CAST,
+    ) -> None:
+        self.role = role
+        self._cast = cast  # the team: the role's prompt kind, rules and hand-offs
+        self._kind = cast.prompt_kind_of(role)
+        self._model = model
+        self._rate_key = rate_key(model)
+        self._rate_card = rate_card  # what the prompt records price calls by
+        self._workspace = workspace  # where attempts are kept
+        self._context = context
+        self._backend = backend
+        self._on_prompt = on_prompt
+        self._log = logger.bind(role=role)
+
+    async def valid_result(self, envelope: MessageEnvelope) -> dict[str, Any]:
+        """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
+        ``MAX_REPAIRS`` times; the role result to record, a contract failure if none passed.
+        Raises ``ModelFailure`` (every call of a prompt failed), ``RequestEnded``, and what
+        the ContextActor raises."""
+        kind = self._kind
+        request_id = envelope.request_id
+        got = await self._project_and_prompt(kind, envelope)
+        checked = got.checked
+        answer, issues = checked.answer, checked.issues
+        repairs = 0
+        while answer is None:
+            await self.keep_attempt(
+                AttemptRecord(
+                    request_id=request_id,
+                    role=self.role,
+                    purpose=got.purpose,
+                    call=got.call,
+                    reason=f"rejected by contract validation ({count_of(len(issues), 'issue')})",
+                    exit_status=got.reply.exit_status,
+                    issues=issues,
+                    stderr_tail=got.reply.stderr_tail,
+                    answer=got.reply.text,
+                    answer_read=checked.read,
+                )
+            )
+            if repairs == MAX_REPAIRS:
+                return contract_failure(request_id, self.role, issues)
+            repairs += 1
+            self._log.bind(request_id=request_id).warning(
+                "{}: result for request {} rejected by contract validation ({}); repair {} of {}",
+                self.role,
+                request_id,
+                count_of(len(issues), "issue"),
+                repairs,
+                MAX_REPAIRS,
+            )
+            got = await self._project_and_prompt(
+                "repair", envelope, repairing=kind, errors=issues, previous=got.reply.text
+            )
+            checked = got.checked
+            answer, issues = checked.answer, checked.issues
+        return research_result(self.role, answer) if kind == "research_decision" else answer
+
+    async def keep_attempt(self, attempt: AttemptRecord) -> None:
+        """Save a failed call or a rejected answer; not being able to is logged, never raised."""
+        try:
+            await anyio.to_thread.run_sync(save_attempt, self._workspace, attempt)
+        except (TeamsRuntimeError, OSError) as exc:
+            self._log.bind(request_id=attempt.request_id).warning(
+                "{}: attempt for request {} not kept: {}", self.role, attempt.request_id, exc
+            )
+
+    async def _live_projection(self, request_id: str) -> Projection:
+        """The projection, if the request has not ended; else ``RequestEnded``. The prompt is
+        built from this very projection, so no prompt shows an ended request."""
+        projection = await self._context.project(request_id)
+        ended = state_of(projection).ended
+        if ended:
+            raise RequestEnded(request_id, ended)
+        return projection
+
+    async def _project_and_prompt(
+        self,
+        kind: PromptKind,
+        envelope: MessageEnvelope,
+        *,
+        repairing: PromptKind | None = None,
+        errors: list[str] | None = None,
+        previous: str = "",
+    ) -> _Answer:
+        projection = await self._live_projection(envelope.request_id)
+        bundle = build_prompt(
+            kind,
+            role=self.role,
+            projection=projection,
+            envelope=envelope,
+            repairing=repairing,
+            errors=errors,
+            previous=previous,
+            cast=self._cast,
+        )
+        return await self._send_prompt(bundle)
+
+    async def _send_prompt(self, bundle: PromptBundle) -> _Answer:
+        """Send a prompt (model.attempts calls at most, each only while the request is live);
+        log each one sent and keep each failed call in the attempts folder. Raises the last
+        ``ModelFailure`` if every call failed."""
+        for call in range(1, self._model.attempts + 1):
+            if call > 1:
+                await self._live_projection(bundle.request_id)  # ended since the last call?
+            reply: ModelReply | None = None
+            reading: AnswerReading | None = None
+            outcome: CallOutcome = "failed"
+            finish: FinishReason | None = None  # of a failed call (a reply carries its own)
+            started = anyio.current_time()
+            try:
+                reply = await complete_reporting(self._backend, bundle)
+            except ModelFailure as exc:
+                finish = finish_reason_of(exc.finish_reason)
+                await self.keep_attempt(
+                    AttemptRecord(
+                        request_id=bundle.request_id,
+                        role=self.role,
+                        purpose=bundle.purpose,
+                        call=call,
+                        reason=str(exc),
+                        exit_status=exc.exit_status,
+                        stderr_tail=exc.stderr_tail,
+                        answer=exc.output,
+                    )
+                )
+                if call == self._model.attempts or isinstance(exc, PromptTooLarge):
+                    raise  # (a prompt beyond the server's context is not sent unchanged again)
+                self._log.bind(request_id=bundle.request_id).warning(
+                    "{}: model attempt {} of {} failed for request {}: {}",
+                    self.role,
+                    call,
+                    self._model.attempts,
+                    bundle.request_id,
+                    exc,
+                )
+            except BaseException:  # stopped or cancelled: while its server was away?
+                outcome = "server_away" if server_away(self._backend) else "failed"
+                raise
+            else:
+                reading = read_answer(reply.text)
+                checked = validate_reading(
+                    reading,
+                    kind=bundle.answer_kind,
+                    request_id=bundle.request_id,
+                    role=self.role,
+                    next_roles=bundle.next_roles,
+                )
+                outcome = "completed" if checked.answer is not None else "invalid"
+                return _Answer(
+                    reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
+                )
+            finally:
+                self._log_call(bundle, call, started, reply, reading, outcome, finish)
+        raise AssertionError("unreachable")
+
+    def _log_call(
+        self,
+        bundle: PromptBundle,
+        call: int,
+        started: float,
+        reply: ModelReply | None,
+        reading: AnswerReading | None,
+        outcome: CallOutcome,
+        finish: FinishReason | None,
+    ) -> None:
+        """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
+        ended = anyio.current_time()
+        first = reply.first_token_at if reply is not None else None
+        facts = CallFacts(
+            usage=reply.usage if reply is not None else None,
+            read=reading.how if reading is not None else None,
+            model=self._rate_key,
+            rate_card=self._rate_card,
+            attempt_kind=attempt_kind_of(bundle.purpose, call),
+            latency_seconds=ended - started,
+            first_token_seconds=first - started if first is not None else None,
+            outcome=outcome,
+            finish_reason=reply.finish_reason if reply is not None else finish,
+        )
+        record = log_prompt(bundle, bundle.chars(), facts)
+        if self._on_prompt is not None:
+            self._on_prompt(record)

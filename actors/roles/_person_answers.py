@@ -1,0 +1,298 @@
+"""A person's answers: what ``teams-runtime inbox`` lists and shows, and what
+``teams-runtime answer`` records.
+
+A person's result is held to the contract a model of that role is held to
+(``codecs.model._contract``: the role's prompt kind in the team's cast decides which, and its
+``hands_to`` what it may name as ``next_role``), and recorded through the same
+path: ``policy.outcomes.plan_outcome`` decided from the request's ``hops`` and ``status``, one
+compare-and-set append keyed by the envelope (``outcome_writes``), then the follow-up queued.
+So an answer is recorded once: a second one finds the key and is refused, even when two hosts
+answer at the same moment (the store decides under its lock or at the head's revision). An
+answer to a request cancelled or failed meanwhile is refused, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from teams_runtime.actors.context import ContextHandle, open_context
+from teams_runtime.actors.roles._outcome_writes import (
+    OutcomeWriter,
+    outcome_key,
+    queue_recorded_follow_up,
+)
+from teams_runtime.actors.roles._person_waits import InboxLook, handle_overdue, tidy_inbox
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
+from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.model import validate_answer
+from teams_runtime.codecs.waiting_answers import WaitingAnswer
+from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
+from teams_runtime.policy.outcomes import (
+    OutcomePlan,
+    RequestState,
+    plan_outcome,
+    research_result,
+    state_of,
+    status_of,
+)
+from teams_runtime.policy.prompts import PromptBundle, answer_kind_of, build_prompt
+from teams_runtime.storage import AnswerInbox, WorkQueue, Workspace
+from teams_runtime.storage.backends import open_backend
+
+__all__ = [
+    "Answered",
+    "answer",
+    "person_result",
+    "pick_waiting",
+    "read_inbox",
+    "record_answer",
+    "waiting_prompt",
+]
+
+
+class Answered(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``answer`` recorded: whose answer, its status, where the request went."""
+
+    request_id: str
+    role: str
+    envelope_id: str
+    status: str  # the result's
+    handed_to: str  # the role an envelope was queued for ("" when none)
+    request_status: str  # the record's status after the answer
+
+
+class _NothingWaits(Exception):
+    """No waiting answer has the id asked for."""
+
+
+def pick_waiting(items: Sequence[WaitingAnswer], wanted: str, role: str | None) -> WaitingAnswer:
+    """The waiting answer ``wanted`` names: an envelope id, or a request id with one answer
+    waiting (of ``role``, if given). Raises ``AnswerRefused`` when several match."""
+    matches = [item for item in items if item.envelope_id == wanted]
+    matches = matches or [item for item in items if item.request_id == wanted]
+    if role is not None:
+        matches = [item for item in matches if item.role == role]
+    if not matches:
+        raise _NothingWaits(wanted)
+    if len(matches) > 1:
+        each = ", ".join(f"{item.envelope_id} ({item.role})" for item in matches)
+        raise AnswerRefused(
+            f"{len(matches)} answers wait for request {wanted}: {each}; name one by its "
+            "envelope id, or give --role."
+        )
+    return matches[0]
+
+
+async def _waiting_item(
+    inbox: AnswerInbox, context: ContextHandle, wanted: str, role: str | None
+) -> WaitingAnswer:
+    """``pick_waiting`` over what waits in ``inbox`` now; when nothing matches, the refusal
+    says why, as the request's record tells."""
+    items = await anyio.to_thread.run_sync(inbox.items)
+    try:
+        return pick_waiting(items, wanted, role)
+    except _NothingWaits:
+        raise await _nothing_waits(context, wanted) from None
+
+
+async def _nothing_waits(context: ContextHandle, wanted: str) -> AnswerRefused:
+    """Why nothing waits under ``wanted``, as the request's record says."""
+    listed = "`teams-runtime inbox` lists what waits"
+    try:
+        projection = await context.project(wanted)
+    except UnknownRequestError:
+        return AnswerRefused(f"no answer waits for {wanted}: no request or waiting envelope has "
+                             f"that id; {listed}.")  # fmt: skip
+    status = status_of(projection) or "none"
+    events = projection.value("events")
+    last = events[-1] if isinstance(events, list) and events else None
+    if isinstance(last, dict) and last.get("type") == "answer_timed_out":
+        return AnswerRefused(_too_late(wanted))
+    if state_of(projection).ended:
+        return AnswerRefused(f"request {wanted} is {status}: no answer waits for it.")
+    return AnswerRefused(
+        f"no answer waits for request {wanted} (status {status}): it was answered already, or "
+        f"no person's role has it now; {listed}."
+    )
+
+
+def _too_late(request_id: str) -> str:
+    return (
+        f"request {request_id} failed: no answer came within its answer_within, so this one "
+        f"was not recorded (`teams-runtime retry {request_id}` puts it in the inbox again)."
+    )
+
+
+def _cast_role(cast: Cast, item: WaitingAnswer) -> str:
+    """``item``'s role, which must still be one of the team's (``cast``)."""
+    if item.role not in cast.roles:
+        raise AnswerRefused(
+            f"request {item.request_id} waits for the {item.role} role, which the team no "
+            f"longer has (its roles are: {', '.join(cast.names)}); nothing was recorded."
+        )
+    return item.role
+
+
+def person_result(
+    item: WaitingAnswer,
+    given: Mapping[str, Any],
+    cast: Cast = DEFAULT_CAST,
+    *,
+    whole: bool = False,
+) -> dict[str, Any]:
+    """The result ``given`` (fields from flags, or a ``whole`` result from a file) as the
+    role's contract in ``cast`` (the team) takes it, its ``request_id`` and ``role`` filled in
+    when ``given`` leaves them out: its prompt kind's contract, and a ``next_role`` among the
+    role's ``hands_to``. ``AnswerRefused`` listing every issue when it breaks the contract."""
+    role = _cast_role(cast, item)
+    result = {"request_id": item.request_id, "role": role, **given}
+    kind = cast.prompt_kind_of(role)
+    answer, issues = validate_answer(
+        msgspec.json.encode(result).decode(),
+        kind=answer_kind_of(kind),
+        request_id=item.request_id,
+        role=role,
+        next_roles=cast.next_roles(role),
+    )
+    if answer is None:
+        raise AnswerRefused(
+            f"the answer breaks the {item.role} role's contract, so it was not recorded: "
+            + " ".join(issues)
+            + " (`teams-runtime inbox show` prints the contract"
+            + (")." if whole else "; give a whole result with --from FILE).")
+        )
+    return research_result(item.role, answer) if kind == "research_decision" else answer
+
+
+async def record_answer(
+    context: ContextHandle,
+    queue: WorkQueue,
+    inbox: AnswerInbox,
+    item: WaitingAnswer,
+    result: dict[str, Any],
+    *,
+    max_hops: int,
+    cast: Cast = DEFAULT_CAST,
+) -> Answered:
+    """Record ``result`` (checked by ``person_result``) as ``item``'s outcome in the team
+    ``cast``, queue what it hands on, and take ``item`` out of the inbox. Raises
+    ``AnswerRefused`` (nothing written) when its outcome is recorded already or its request
+    ended."""
+    request_id, role = item.request_id, item.role
+    with anyio.CancelScope(shield=True):  # a Ctrl-C mid-write leaves nothing half done
+        recorded = await context.recall(request_id, outcome_key(role, item.envelope))
+        if recorded:  # answered before, and that answer stopped short of removing it
+            await queue_recorded_follow_up(context, queue, role, item.envelope, recorded, cast=cast)
+            await anyio.to_thread.run_sync(inbox.remove, item)
+            raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
+                                "this one was not.")  # fmt: skip
+        now = now_iso()
+
+        def decide(state: RequestState) -> OutcomePlan:
+            if state.ended:
+                raise AnswerRefused(
+                    f"request {request_id} was {state.ended} meanwhile; the answer was not "
+                    "recorded."
+                )
+            hops = state.count
+            return plan_outcome(
+                role, item.envelope, result, now, hops=hops, max_hops=max_hops, cast=cast
+            )
+
+        writer = OutcomeWriter(role, context=context, queue=queue)
+        state = state_of(await context.project(request_id))
+        try:
+            plan, _, applied = await writer.record(item.envelope, decide, state)
+        except AnswerRefused:
+            await anyio.to_thread.run_sync(inbox.remove, item)  # its request ended
+            raise
+        await anyio.to_thread.run_sync(inbox.remove, item)
+    if not applied:
+        raise AnswerRefused(
+            f"request {request_id}: another answer to the {role} role was recorded at the "
+            "same moment; this one was not."
+        )
+    return Answered(
+        request_id=request_id,
+        role=role,
+        envelope_id=item.envelope_id,
+        status=result["status"],
+        handed_to=plan.follow_up.target if plan.follow_up is not None else "",
+        request_status=str(plan.updates.get("status", "")),
+    )
+
+
+async def answer(
+    workspace: Workspace,
+    config: TeamConfig,
+    wanted: str,
+    given: Mapping[str, Any],
+    *,
+    role: str | None = None,
+    whole: bool = False,
+) -> Answered:
+    """Record a person's answer to the waiting envelope ``wanted`` names (``pick_waiting``),
+    on the workspace's backend: ``given`` is the result's fields (``person_result``; a
+    ``whole`` result, from a file)."""
+    async with (
+        open_backend(workspace, config) as backend,
+        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+    ):
+        item = await _waiting_item(backend.inbox, context, wanted, role)
+        now = time.time()
+        if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
+            model = config.model_for(item.role)
+            again, failed = await handle_overdue(
+                context, backend.queue, backend.inbox, item, model, now
+            )
+            if again is None and failed:
+                raise AnswerRefused(_too_late(item.request_id))
+            if again is None:  # another answer, or another look, came first
+                raise await _nothing_waits(context, item.request_id)
+            item = again  # `requeue`: it waits again, and this answer is in time for that
+        result = person_result(item, given, config.cast, whole=whole)
+        return await record_answer(
+            context,
+            backend.queue,
+            backend.inbox,
+            item,
+            result,
+            max_hops=config.team.max_hops,
+            cast=config.cast,
+        )
+
+
+async def read_inbox(workspace: Workspace, config: TeamConfig) -> InboxLook:
+    """What waits for people now, oldest first, once the inbox is tidied (``tidy_inbox``:
+    answered and ended ones finished, overdue ones handled by their role's ``on_failure``,
+    which ``InboxLook`` reports)."""
+    async with (
+        open_backend(workspace, config) as backend,
+        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+    ):
+        return await tidy_inbox(
+            context, backend.queue, backend.inbox, config.model_for, cast=config.cast
+        )
+
+
+async def waiting_prompt(
+    workspace: Workspace, config: TeamConfig, wanted: str, role: str | None = None
+) -> tuple[WaitingAnswer, PromptBundle]:
+    """The waiting answer ``wanted`` names and the prompt a model of its role would get for
+    it now (the same projection and envelope); writes nothing."""
+    async with (
+        open_backend(workspace, config) as backend,
+        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+    ):
+        item = await _waiting_item(backend.inbox, context, wanted, role)
+        role = _cast_role(config.cast, item)
+        projection = await context.project(item.request_id)
+        kind = config.cast.prompt_kind_of(role)
+        return item, build_prompt(
+            kind, role=role, projection=projection, envelope=item.envelope, cast=config.cast
+        )

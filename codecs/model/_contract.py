@@ -1,0 +1,330 @@
+"""The strict-JSON contracts of role answers (spec section 6), defined once as Structs.
+
+``RoleResult``, ``VersionControlResult`` and ``ResearchDecision`` are the single source: the
+example shape shown in prompts, the validator's checks and defaults, the dry-run answers and
+the failure results all derive from their fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Literal, get_args, get_origin
+
+import msgspec
+
+from teams_runtime.codecs.model._reply_json import AnswerRead, AnswerReading, read_answer
+from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
+from teams_runtime.codecs.statuses import (
+    COMMIT_STATUSES,
+    RESULT_STATUSES,
+    CommitStatus,
+    ResultStatus,
+)
+
+__all__ = [
+    "COMMIT_STATUSES",
+    "CONTRACTS",
+    "NON_EMPTY",
+    "NULLABLE",
+    "RESULT_STATUSES",
+    "AnswerKind",
+    "ContractFailure",
+    "ResearchDecision",
+    "RoleResult",
+    "Validated",
+    "VersionControlResult",
+    "contract_fields",
+    "contract_shape",
+    "defaults_of",
+    "validate_answer",
+    "validate_reading",
+]
+
+AnswerKind = Literal["task", "research_decision", "version_control"]
+
+
+class RoleResult(msgspec.Struct, kw_only=True):
+    """What a role answers for its task (and what its report event carries as payload)."""
+
+    request_id: str
+    role: str
+    status: ResultStatus
+    summary: str
+    insights: list[Any] = []
+    proposals: dict[str, Any] = {}
+    artifacts: list[Any] = []
+    next_role: str = ""
+    error: str = ""
+
+
+class VersionControlResult(RoleResult, kw_only=True):
+    """What the version_controller answers: a role result plus the commit it made."""
+
+    commit_status: CommitStatus
+    commit_sha: str = ""
+    commit_message: str = ""
+    commit_paths: list[Any] = []
+    change_detected: bool = False
+
+
+class ContractFailure(RoleResult, kw_only=True):
+    """The result recorded when a role's answers stayed invalid after every repair."""
+
+    contract_issues: list[str] = []
+
+
+class ResearchDecision(msgspec.Struct, kw_only=True):
+    """What the research role answers at the research gate."""
+
+    request_id: str
+    role: str
+    needed: bool
+    subject: str = ""
+    research_query: str = ""
+    reason_code: str
+    summary: str = ""
+    next_role: str = ""
+
+
+CONTRACTS: dict[AnswerKind, type[msgspec.Struct]] = {
+    "task": RoleResult,
+    "version_control": VersionControlResult,
+    "research_decision": ResearchDecision,
+}
+
+# What the prompt's example shape says for a field; a Literal field lists its values.
+_EXAMPLES: dict[str, Any] = {
+    "summary": "one or two sentences on what you did and found",
+    "insights": ["facts the next role needs"],
+    "artifacts": ["paths you created or changed"],
+    "subject": "what would be researched",
+    "research_query": "the query to run, or empty when not needed",
+    "reason_code": "local_context_sufficient | missing_facts | outdated_facts",
+}
+_RESEARCH_EXAMPLES = {
+    "needed": False,
+    "summary": "one sentence on the decision",
+}
+
+# How an issue names the JSON type a field must have.
+_TYPE_LABELS: dict[type, str] = {
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
+_LABEL_OVERRIDES = {"artifacts": "a list of paths", "commit_paths": "a list of paths"}
+# Checked by name below, with their own messages (not by the generic type check). The JSON
+# schema (``result_schema``) reads the same rules from these names, so the two cannot drift.
+_SPECIAL = {"request_id", "role", "next_role", "status", "commit_status", "needed"}
+# Fields that must hold a string with more than whitespace in it (when the contract has them).
+NON_EMPTY = ("summary", "reason_code")
+# Fields where null means the default: no error, no next role.
+NULLABLE = ("error", "next_role")
+
+
+@functools.cache
+def contract_fields(kind: AnswerKind) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """The fields of ``kind``'s contract Struct, looked up once: ``msgspec.structs.fields``
+    evaluates the class's annotations anew on every call (a few ms per answer otherwise)."""
+    return msgspec.structs.fields(CONTRACTS[kind])
+
+
+def _json_type(field: msgspec.structs.FieldInfo) -> type:
+    annotation = field.type
+    origin = getattr(annotation, "__origin__", None)
+    return origin if isinstance(origin, type) else annotation  # list[Any] -> list
+
+
+def _default(field: msgspec.structs.FieldInfo) -> Any:
+    if field.default_factory is not msgspec.NODEFAULT:
+        return field.default_factory()
+    return copy.deepcopy(field.default)  # a fresh list or dict for every answer
+
+
+def defaults_of(kind: AnswerKind) -> dict[str, Any]:
+    """The values an answer of ``kind`` gets for the optional fields it leaves out."""
+    fields = contract_fields(kind)
+    return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
+
+
+def _next_role_example(next_roles: NextRoles, research: bool) -> str:
+    """What the example shape says of ``next_role``: the roles it may name."""
+    if research and "planner" in next_roles.roles:
+        return "planner"  # the research gate's example names a role, as upstream's does
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.roles:
+        return "empty: this role finishes the request"
+    return f"one of {roles}, or empty to finish" if next_roles.finish else f"one of {roles}"
+
+
+def contract_shape(
+    kind: AnswerKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+) -> dict[str, Any]:
+    """An example answer of the right shape, shown to the model in every prompt; its
+    ``next_role`` names what ``next_roles`` allows (by default any built-in role)."""
+    research = kind == "research_decision"
+    examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if research else {})}
+    examples["next_role"] = _next_role_example(next_roles, research)
+    shape: dict[str, Any] = {}
+    for field in contract_fields(kind):
+        if field.name == "request_id":
+            shape[field.name] = request_id
+        elif field.name == "role":
+            shape[field.name] = role
+        elif get_origin(field.type) is Literal:
+            shape[field.name] = " | ".join(get_args(field.type))
+        else:
+            shape[field.name] = examples.get(field.name, _default(field))
+    return shape
+
+
+def _checked_by_name(field: msgspec.structs.FieldInfo) -> bool:
+    """Whether a field has its own check (and message) rather than the generic type check: a
+    required non-empty string (``summary`` of a result) is; an optional one is not."""
+    return field.name in _SPECIAL or (field.name in NON_EMPTY and field.required)
+
+
+def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+    issues = []
+    for field in contract_fields(kind):
+        name = field.name
+        if _checked_by_name(field) or name not in answer:
+            continue
+        if name in NULLABLE and answer[name] is None:  # a null error means no error
+            continue
+        expected = _json_type(field)
+        value = answer[name]
+        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+            label = _LABEL_OVERRIDES.get(name, _TYPE_LABELS[expected])
+            issues.append(f"`{name}` must be {label}.")
+    return issues
+
+
+def _json_kind(value: object) -> str:
+    """What a decoded JSON value is, in JSON's words (the model reads it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"
+
+
+def _non_empty(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _kind_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+    issues = []
+    if kind == "research_decision":
+        needed = answer.get("needed")
+        if "needed" not in answer:
+            issues.append("`needed` is missing (true or false).")
+        elif not isinstance(needed, bool):
+            issues.append("`needed` must be true or false.")
+        if not _non_empty(answer.get("reason_code")):
+            issues.append("`reason_code` must be a non-empty string.")
+        return issues
+    if answer.get("status") not in RESULT_STATUSES:
+        issues.append(f"`status` must be one of: {', '.join(RESULT_STATUSES)}.")
+    if not _non_empty(answer.get("summary")):
+        issues.append("`summary` is missing or empty.")
+    if kind == "version_control" and answer.get("commit_status") not in COMMIT_STATUSES:
+        issues.append(f"`commit_status` must be one of: {', '.join(COMMIT_STATUSES)}.")
+    return issues
+
+
+class Validated(msgspec.Struct, frozen=True, kw_only=True):
+    """A checked answer: the result to record (defaults filled; ``None`` when there are
+    issues), every issue, and how the answer's text was read (``None``: it could not be)."""
+
+    answer: dict[str, Any] | None
+    issues: list[str]
+    read: AnswerRead | None
+
+
+def _reading_issue(reading: AnswerReading) -> str:
+    if reading.too_deep:
+        return "The answer is nested too deeply: send one flat JSON object."
+    if reading.found > 1:
+        return (
+            f"The answer holds {reading.found} JSON objects: send exactly one JSON object and "
+            "nothing else."
+        )
+    return "The answer is not valid JSON: send one JSON object and nothing else."
+
+
+def _next_role_issue(next_roles: NextRoles, role: str) -> str:
+    """The issue of a ``next_role`` that is none of ``next_roles``: it names those allowed
+    (and, when the role's ``hands_to`` narrows them, that it does)."""
+    roles = ", ".join(next_roles.roles)
+    if not next_roles.limited:
+        return f"`next_role` must be empty or one of: {roles}."
+    if not next_roles.roles:
+        return f'`next_role` must be "": {role} hands the request to no role (it finishes it).'
+    if not next_roles.finish:
+        return (
+            f"`next_role` must be one of: {roles} ({role} may hand the request only to these, "
+            "and may not finish it)."
+        )
+    return f"`next_role` must be empty or one of: {roles} ({role} may hand only to these)."
+
+
+def validate_reading(
+    reading: AnswerReading,
+    *,
+    kind: AnswerKind,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
+) -> Validated:
+    """Check an answer read by ``read_answer`` against the contract of ``kind``; its
+    ``next_role`` must be one of ``next_roles`` (by default any built-in role, or none).
+
+    The answer is ``None`` when there are issues, and the issues are all of them (the repair
+    prompt shows the model every one). Issue texts name keys, never echo values. Keys the
+    contract does not know are kept.
+    """
+    if reading.how is None:
+        return Validated(answer=None, issues=[_reading_issue(reading)], read=None)
+    answer = reading.value
+    if not isinstance(answer, dict):
+        issue = f"The answer must be a JSON object, not {_json_kind(answer)}."
+        return Validated(answer=None, issues=[issue], read=reading.how)
+    issues: list[str] = []
+    if answer.get("request_id") != request_id:
+        issues.append(f'`request_id` must be "{request_id}".')
+    if answer.get("role") != role:
+        issues.append(f'`role` must be "{role}".')
+    next_role = answer.get("next_role")
+    next_role = "" if next_role is None else next_role
+    if not next_roles.allows(next_role):
+        issues.append(_next_role_issue(next_roles, role))
+    issues += _kind_issues(answer, kind)
+    issues += _type_issues(answer, kind)
+    if issues:
+        return Validated(answer=None, issues=issues, read=reading.how)
+    answer = {key: value for key, value in answer.items() if value is not None or key != "error"}
+    filled = {**defaults_of(kind), **answer, "next_role": next_role}
+    return Validated(answer=filled, issues=[], read=reading.how)
+
+
+def validate_answer(
+    text: str,
+    *,
+    kind: AnswerKind,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it;
+    returns the answer (defaults filled, ``None`` when there are issues) and the issues."""
+    checked = validate_reading(
+        read_answer(text), kind=kind, request_id=request_id, role=role, next_roles=next_roles
+    )
+    return checked.answer, checked.issues

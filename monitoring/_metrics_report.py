@@ -1,0 +1,229 @@
+"""``teams-runtime metrics`` over the prompt records: reading them, filtering, grouping.
+
+``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
+with msgspec; malformed or torn lines are counted and skipped. Memory holds one small
+aggregate per group (``call_groups``) and a few sums per request. ``matching_records`` is the
+one place records are filtered (``aggregate`` and ``--chart`` read through it), and
+``group_value`` the one place a record's group is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from teams_runtime.codecs.config import RateCard
+from teams_runtime.codecs.prompt_records import (
+    PROMPT_RECORD_SCHEMA,
+    PromptRecord,
+    decode_prompt_record,
+)
+from teams_runtime.monitoring._call_groups import CallGroup
+from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME
+
+__all__ = [
+    "Filters",
+    "MetricsReport",
+    "Skipped",
+    "aggregate",
+    "group_value",
+    "log_files",
+    "matching_records",
+    "read_records",
+]
+
+
+class Filters(msgspec.Struct, frozen=True, kw_only=True):
+    """Which records count; ``None`` means no filter."""
+
+    since: str | None = None  # ISO-8601 with offset
+    role: str | None = None
+    purpose: str | None = None
+    request_id: str | None = None
+
+
+def log_files(logs_dir: Path) -> list[Path]:
+    """The prompt record files, rotated ones first (oldest first), the live one last."""
+    stem, suffix = PROMPT_LOG_NAME.rsplit(".", 1)
+    rotated = sorted(logs_dir.glob(f"{stem}.*.{suffix}"))
+    live = logs_dir / PROMPT_LOG_NAME
+    return [*rotated, *([live] if live.exists() else [])]
+
+
+@dataclass
+class Skipped:
+    lines: int = 0
+
+
+def read_records(files: Iterable[Path], skipped: Skipped) -> Iterator[PromptRecord]:
+    """Stream the records of ``files``; bad lines (torn, not JSON, wrong shape) are counted."""
+    for path in files:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    record = decode_prompt_record(line)
+                except (msgspec.DecodeError, RecursionError):  # ValidationError included
+                    skipped.lines += 1
+                    continue
+                yield record
+
+
+class MetricsReport(msgspec.Struct, kw_only=True):
+    """What ``metrics --json`` prints. ``requests``: per request, its calls, input tokens and
+    cost, and its status when one was asked for; ``completed_requests``: their sums over
+    the requests whose status is ``completed``."""
+
+    schema_version: int
+    filters: dict[str, Any]
+    by: list[str]
+    totals: dict[str, Any]
+    groups: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    completed_requests: dict[str, Any]
+    skipped_lines: int
+
+
+def group_value(record: PromptRecord, key: str) -> Any:
+    """The value ``record`` has for a ``--by`` key (``GROUP_KEYS``)."""
+    match key:
+        case "role":
+            return record.role
+        case "purpose":
+            return record.purpose
+        case "enabled":
+            return record.enabled
+        case "model":
+            return record.model or "unknown"  # a schema-1 record does not say
+        case "hour":  # as the record's own (local, with offset) date and hour
+            return f"{record.timestamp[:10]} {record.timestamp[11:13]}h"
+        case _:  # day, as the record's own (local, with offset) date
+            return record.timestamp[:10]
+
+
+@dataclass
+class _Request:
+    calls: int = 0
+    prompt_tokens: int = 0
+    calls_with_usage: int = 0
+    cost_usd: float = 0.0
+    priced_calls: int = 0
+
+    def add(self, record: PromptRecord) -> None:
+        self.calls += 1
+        if record.prompt_tokens is not None:
+            self.calls_with_usage += 1
+            self.prompt_tokens += record.prompt_tokens
+        if record.cost_usd is not None:
+            self.priced_calls += 1
+            self.cost_usd += record.cost_usd
+
+    def row(self) -> dict[str, Any]:
+        """Its figures; ``None`` for a sum that no call reported (unknown, not zero)."""
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens if self.calls_with_usage else None,
+            "calls_with_usage": self.calls_with_usage,
+            "cost_usd": self.cost_usd if self.priced_calls else None,
+            "priced_calls": self.priced_calls,
+        }
+
+
+def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The completed requests' sums and means; a mean is ``None`` when no call of theirs had
+    what it needs (usage, a price): unknown, not zero."""
+    done = [row for row in requests if row.get("status") == "completed"]
+    count = len(done)
+    with_usage = sum(row["calls_with_usage"] for row in done)
+    priced = sum(row["priced_calls"] for row in done)
+    tokens = sum(row["prompt_tokens"] or 0 for row in done) if with_usage else None
+    cost = sum(row["cost_usd"] or 0.0 for row in done) if priced else None
+    return {
+        "requests": count,
+        "calls": sum(row["calls"] for row in done),
+        "calls_with_usage": with_usage,
+        "priced_calls": priced,
+        "prompt_tokens": tokens,
+        "cost_usd": cost,
+        "mean_prompt_tokens": tokens / count if tokens is not None else None,
+        "mean_cost_usd": cost / count if cost is not None else None,
+    }
+
+
+def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
+    """Whether ``record`` counts; ``None`` when its timestamp cannot be placed."""
+    if filters.role is not None and record.role != filters.role:
+        return False
+    if filters.purpose is not None and record.purpose != filters.purpose:
+        return False
+    if filters.request_id is not None and record.request_id != filters.request_id:
+        return False
+    if since is not None:
+        try:
+            return datetime.fromisoformat(record.timestamp) >= since
+        except (ValueError, TypeError):  # no offset or not a timestamp: cannot place it
+            return None
+    return True
+
+
+def matching_records(
+    files: Iterable[Path], filters: Filters, skipped: Skipped
+) -> Iterator[PromptRecord]:
+    """The records of ``files`` that pass ``filters``; one whose timestamp cannot be placed
+    against ``since`` counts as a skipped line."""
+    since = datetime.fromisoformat(filters.since) if filters.since else None
+    for record in read_records(files, skipped):
+        counted = _passes(record, filters, since)
+        if counted is None:
+            skipped.lines += 1
+        if counted:
+            yield record
+
+
+def aggregate(
+    files: Iterable[Path],
+    filters: Filters,
+    by: list[str],
+    *,
+    rate_cards: Mapping[str, RateCard] | None = None,
+    status_of: Callable[[str], str | None] | None = None,
+) -> MetricsReport:
+    """Aggregate the records of ``files`` that pass ``filters``, grouped by ``by``.
+    ``rate_cards`` price the full-history estimate (the records carry their own costs);
+    ``status_of`` gives a request's status now (what ``completed_requests`` counts)."""
+    cards = rate_cards or {}
+    skipped = Skipped()
+    totals = CallGroup()
+    groups: dict[tuple[Any, ...], CallGroup] = {}
+    requests: dict[str, _Request] = {}
+    for record in matching_records(files, filters, skipped):
+        card = cards.get(record.model) if record.model is not None else None
+        totals.add(record, card)
+        key = tuple(group_value(record, name) for name in by)
+        groups.setdefault(key, CallGroup()).add(record, card)
+        requests.setdefault(record.request_id, _Request()).add(record)
+    rows = []
+    for request_id, request in sorted(requests.items()):
+        row: dict[str, Any] = {"request_id": request_id, **request.row()}
+        if status_of is not None:
+            row["status"] = status_of(request_id)
+        rows.append(row)
+    return MetricsReport(
+        schema_version=PROMPT_RECORD_SCHEMA,
+        filters={name: value for name, value in msgspec.structs.asdict(filters).items()},
+        by=list(by),
+        totals=totals.as_dict(),
+        groups=[
+            {**dict(zip(by, key, strict=True)), **group.as_dict()}
+            for key, group in sorted(groups.items(), key=lambda item: [str(v) for v in item[0]])
+        ],
+        requests=rows,
+        completed_requests=_completed(rows),
+        skipped_lines=skipped.lines,
+    )

@@ -1,0 +1,203 @@
+"""``config --probe``: one tiny request to each distinct model server and model the roles use,
+and what it answered (the model it answers as, usage in the stream, the response_format it
+takes)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ...support.cli_in_process import run_cli
+from ...support.fake_openai_server import FakeOpenAIServer, Raw, Status
+from ...support.paths import PROJECT_ROOT
+
+# llama-cpp-python's answer to a json_schema response_format (a validation error naming it).
+REFUSED = Status(
+    500, body='{"error": {"message": "response_format.type: Input should be \'json_object\'"}}'
+)
+
+
+def _stream(model: str, *, usage: bool) -> Raw:
+    events = [
+        {"model": model, "choices": [{"index": 0, "delta": {"content": '{"ok": true}'}}]},
+        {"model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    if usage:
+        events.append(
+            {"model": model, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 5}}
+        )
+    body = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+    return Raw(body.encode())
+
+
+def _workspace(root: Path, model: dict[str, object]) -> Path:
+    (root / "team_runtime.yaml").write_text(yaml.safe_dump({"model": model}, sort_keys=False))
+    return root
+
+
+def test_probe_reports_what_the_server_answered(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    openai = {"base_url": openai_server.base_url, "model": "asked-for"}
+    _workspace(tmp_path, {"backend": "openai", "openai": openai})
+    openai_server.then(_stream("qwen2.5-0.5b-instruct", usage=True))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert status == 0
+    roles = (
+        "orchestrator, research, planner, designer, architect, developer, qa, version_controller"
+    )
+    assert out == (
+        f"{openai_server.base_url} ({roles}; asked for asked-for): answered as model "
+        "qwen2.5-0.5b-instruct; usage reported in the stream; response_format json_schema "
+        "accepted.\n"
+    )
+    (seen,) = openai_server.requests  # one request for all eight roles: one server
+    body = seen.json()
+    assert body["model"] == "asked-for" and body["stream"] is True
+    assert body["response_format"]["type"] == "json_schema"
+
+
+def test_a_server_that_refuses_json_schema_is_asked_with_the_next_form(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    openai = {"base_url": openai_server.base_url, "model": "m"}
+    _workspace(tmp_path, {"backend": "openai", "openai": openai})
+    openai_server.then(REFUSED, _stream("local", usage=False))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    assert status == 0
+    (result,) = json.loads(out)
+    assert result["answered_as"] == "local"
+    assert result["usage"] is False  # llama-cpp-python reports none in streams
+    assert result["response_format"] == "json_object"
+    forms = [seen.json()["response_format"]["type"] for seen in openai_server.requests]
+    assert forms == ["json_schema", "json_object"]
+
+
+def test_one_request_per_distinct_server(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeOpenAIServerContext() as other:
+        (tmp_path / "team_runtime.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "model": {
+                        "backend": "openai",
+                        "openai": {"base_url": openai_server.base_url, "model": "big"},
+                    },
+                    "roles": {
+                        "qa": {"model": {"openai": {"base_url": other.base_url, "model": "small"}}}
+                    },
+                }
+            )
+        )
+        openai_server.then(_stream("big-served", usage=True))
+        other.then(_stream("small-served", usage=True))
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+        assert status == 0
+        first, second = out.splitlines()
+        assert (
+            first.startswith(f"{openai_server.base_url} (orchestrator,") and "big-served" in first
+        )
+        assert (
+            second.startswith(f"{other.base_url} (qa; asked for small)")
+            and "small-served" in second
+        )
+        assert (len(openai_server.requests), len(other.requests)) == (1, 1)
+
+
+def test_one_request_per_model_a_server_is_asked_for(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One server, two models (a big planner, a small qa): each model is asked once, and a
+    model the server does not serve is said apart from the one it does."""
+    openai = {"base_url": openai_server.base_url, "model": "big"}
+    small = {"model": {"openai": {"model": "small"}}}
+    (tmp_path / "team_runtime.yaml").write_text(
+        yaml.safe_dump({"model": {"backend": "openai", "openai": openai}, "roles": {"qa": small}})
+    )
+    not_served = Status(404, body='{"error": {"message": "model not found"}}')
+    openai_server.then(_stream("big", usage=True), not_served)
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    assert status == 1  # one of them gave no answer
+    results = {result["model"]: result for result in json.loads(out)}
+    assert sorted(results) == ["big", "small"]
+    assert results["small"]["roles"] == ["qa"] and "qa" not in results["big"]["roles"]
+    asked = sorted(seen.json()["model"] for seen in openai_server.requests)
+    assert asked == ["big", "small"]
+    answered = [r for r in results.values() if r["problem"] is None]
+    refused = [r for r in results.values() if r["problem"] == "it answered 404"]
+    assert len(answered) == len(refused) == 1
+
+
+def test_a_server_that_is_not_there_is_said_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    _workspace(tmp_path, {"backend": "openai", "openai": {"base_url": url, "model": "m"}})
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert status == 1
+    assert out.startswith(f"{url} (orchestrator,") and out.endswith(": no answer (ConnectError)\n")
+    server = FakeOpenAIServer(port=port).start()  # started, on the port the config names
+    try:
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    finally:
+        server.stop()
+    assert (status, server.port) == (0, port)
+    assert out.startswith(f"{url} (orchestrator,") and ": answered, naming no model;" in out
+
+
+def test_the_fake_server_runs_as_a_program_on_a_chosen_port(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python tests/support/fake_openai_server.py --port N`: what a person tries first."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    program = PROJECT_ROOT / "tests" / "support" / "fake_openai_server.py"
+    server = subprocess.Popen(
+        [sys.executable, "-P", str(program), "--port", str(port), "--flavour", "llama.cpp"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        url = f"http://127.0.0.1:{port}/v1"
+        assert server.stdout.readline() == f"listening on {url}\n"
+        _workspace(tmp_path, {"backend": "openai", "openai": {"base_url": url, "model": "m"}})
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+        assert status == 0 and "response_format json_schema accepted" in out, out
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)  # waits, and closes its pipe
+    assert server.returncode == 0
+
+
+def test_nothing_to_probe_without_a_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _workspace(tmp_path, {"backend": "dry_run"})
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert (status, out) == (
+        0,
+        "No role uses an OpenAI-compatible server (model.backend openai): nothing to probe.\n",
+    )
+
+
+class FakeOpenAIServerContext:
+    """A second fake server, started and stopped around a block."""
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self.server = FakeOpenAIServer().start()
+        return self.server
+
+    def __exit__(self, *_: object) -> None:
+        self.server.stop()

