@@ -19,7 +19,8 @@ import msgspec
 
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.model import ContractFailure, RoleResult
+from teams_runtime.codecs.formats import JsonObject
+from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult, result_json
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.statuses import ENDED
 
@@ -103,9 +104,9 @@ def follow_up_id(envelope_id: str, next_role: str) -> str:
     return f"env-{digest}"
 
 
-def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str, Any]:
+def contract_failure(request_id: str, role: str, issues: list[str]) -> ContractFailure:
     """The result recorded when every repair of a role's answer was rejected."""
-    failure = ContractFailure(
+    return ContractFailure(
         request_id=request_id,
         role=role,
         status="failed",
@@ -114,27 +115,30 @@ def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str,
         error="contract_validation_failed",
         contract_issues=issues,
     )
-    return msgspec.structs.asdict(failure)
 
 
-def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
+def research_result(role: str, decision: ResearchDecision) -> RoleResult:
     """The role result a research-gate decision is recorded as."""
-    keys = ("needed", "subject", "research_query", "reason_code")
-    result = RoleResult(
-        request_id=decision["request_id"],
+    kept = {
+        "needed": decision.needed,
+        "subject": decision.subject,
+        "research_query": decision.research_query,
+        "reason_code": decision.reason_code,
+    }
+    return RoleResult(
+        request_id=decision.request_id,
         role=role,
         status="completed",
-        summary=decision.get("summary") or f"Research gate: {decision['reason_code']}.",
-        proposals={"research_decision": {key: decision[key] for key in keys}},
-        next_role=decision["next_role"],
+        summary=decision.summary or f"Research gate: {decision.reason_code}.",
+        proposals={"research_decision": kept},
+        next_role=decision.next_role,
     )
-    return msgspec.structs.asdict(result)
 
 
 def _hand_off(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int, cast: Cast
+    role: str, envelope: MessageEnvelope, result: RoleResult, now: str, hops: int, cast: Cast
 ) -> OutcomePlan:
-    next_role: str = result["next_role"]
+    next_role = result.next_role
     commit = cast.is_version_control(next_role)  # the version controller, or a role like it
     event_type = "version_control_requested" if commit else "delegated"
     report = _report(role, result, now, cast)
@@ -146,7 +150,7 @@ def _hand_off(
         "payload": {"from_role": role, "to_role": next_role},
     }
     updates: dict[str, Any] = {
-        "result": result,
+        "result": result_json(result),
         "updated_at": now,
         "status": "in_progress",
         "current_role": next_role,
@@ -157,11 +161,19 @@ def _hand_off(
         updates["version_control"] = {
             "mode": "commit",
             "scope": envelope.scope,
-            "summary": result["summary"],
-            "paths": result.get("artifacts", []),
+            "summary": result.summary,
+            "paths": result.artifacts,
             "requested_by": role,
         }
-    follow_up = MessageEnvelope(
+    follow_up = _follow_up(role, envelope, next_role, result.summary, result.artifacts)
+    return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
+
+
+def _follow_up(
+    role: str, envelope: MessageEnvelope, next_role: str, summary: str, artifacts: list[Any]
+) -> MessageEnvelope:
+    """The envelope ``role``'s outcome of ``envelope`` queues for ``next_role``."""
+    return MessageEnvelope(
         request_id=envelope.request_id,
         sender=role,
         target=next_role,
@@ -169,28 +181,27 @@ def _hand_off(
         intent=envelope.intent,
         urgency=envelope.urgency,
         scope=envelope.scope,
-        artifacts=[str(item) for item in result.get("artifacts", [])],
+        artifacts=[str(item) for item in artifacts],
         params=envelope.params,
-        body=result["summary"],
+        body=summary,
     )
-    return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
 
 
-def _report(role: str, result: dict[str, Any], now: str, cast: Cast) -> dict[str, Any]:
+def _report(role: str, result: RoleResult, now: str, cast: Cast) -> dict[str, Any]:
     committed = cast.is_version_control(role)
     return {
         "timestamp": now,
         "type": "version_control_completed" if committed else "role_report",
         "actor": role,
-        "summary": result["summary"],
-        "payload": result,
+        "summary": result.summary,
+        "payload": result_json(result),
     }
 
 
 def plan_outcome(
     role: str,
     envelope: MessageEnvelope,
-    result: dict[str, Any],
+    result: RoleResult,
     now: str,
     *,
     hops: int = 0,
@@ -205,18 +216,18 @@ def plan_outcome(
     ``cast`` (the team) says which roles commit: a hand-off to one asks for a commit, and its
     report is a ``version_control_completed`` event.
     """
-    if result["next_role"] and hops + 1 > max_hops:
+    if result.next_role and hops + 1 > max_hops:
         return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
-    if result["next_role"]:
+    if result.next_role:
         return _hand_off(role, envelope, result, now, hops, cast)
     updates = {
-        "result": result,
+        "result": result_json(result),
         "updated_at": now,
-        "status": result["status"],  # the request ends as its last role's result did
+        "status": result.status,  # the request ends as its last role's result did
         "current_role": role,
         "next_role": "",
     }
-    if result["status"] == "failed":  # kept for `retry`: this step is what it asks again
+    if result.status == "failed":  # kept for `retry`: this step is what it asks again
         updates[FAILED_ENVELOPE] = envelope_kept(envelope)
     return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
 
@@ -224,7 +235,7 @@ def plan_outcome(
 def _hop_limit(
     role: str,
     envelope: MessageEnvelope,
-    result: dict[str, Any],
+    result: RoleResult,
     now: str,
     hops: int,
     max_hops: int,
@@ -237,10 +248,10 @@ def _hop_limit(
         "summary": f"stopped: the request was handed between roles {hops} times "
         f"(team.max_hops is {max_hops})",
         "payload": {"hops": hops, "max_hops": max_hops, "from_role": role,
-                    "to_role": result["next_role"]},
+                    "to_role": result.next_role},
     }  # fmt: skip
     updates = {
-        "result": result,
+        "result": result_json(result),
         "updated_at": now,
         "status": "failed",
         "current_role": role,
@@ -340,8 +351,7 @@ _HAND_OFFS = ("delegated", "version_control_requested")
 def recorded_follow_up(
     role: str,
     envelope: MessageEnvelope,
-    recorded: list[dict[str, Any]],
-    now: str,
+    recorded: list[JsonObject],
     cast: Cast = DEFAULT_CAST,
 ) -> MessageEnvelope | None:
     """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events
@@ -352,8 +362,9 @@ def recorded_follow_up(
     if report is None:
         return None
     result = report["payload"]
-    if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
+    next_role, summary = result.get("next_role"), result.get("summary")
+    if not isinstance(next_role, str) or not isinstance(summary, str) or not next_role:
         return None
-    if result["next_role"] not in cast.roles:
+    if next_role not in cast.roles:
         return None
-    return plan_outcome(role, envelope, result, now, max_hops=1 << 30, cast=cast).follow_up
+    return _follow_up(role, envelope, next_role, summary, result.get("artifacts", []))

@@ -304,7 +304,7 @@ class RoleActor:
             went = f"request {ended}" if ended else handed_to
             if plan.drop_queued:  # this hand-off was one past team.max_hops
                 went += " at the hop limit"
-            log.info("{}: request {}: {} -> {}", self.role, request_id, result["status"], went)
+            log.info("{}: request {}: {} -> {}", self.role, request_id, result.status, went)
         # Failed by this outcome: the role's own failed result, or the hop limit it reached.
-        failed = result["status"] == "failed" and not result["next_role"]
+        failed = result.status == "failed" and not result.next_role
         return "failed" if failed or (applied and plan.drop_queued) else "done"

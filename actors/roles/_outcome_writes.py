@@ -21,7 +21,6 @@ from loguru import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.formats import now_iso
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.outcomes import OutcomePlan, RequestState, recorded_follow_up, state_of
 from teams_runtime.storage import Claim, WorkQueue
@@ -57,7 +56,7 @@ async def queue_recorded_follow_up(
     handled or the request has ended. (Its id is derived from ``envelope``'s: a copy queued
     twice is recorded once.)"""
     request_id = envelope.request_id
-    follow_up = recorded_follow_up(role, envelope, recorded, now_iso(), cast)
+    follow_up = recorded_follow_up(role, envelope, recorded, cast)
     if (
         follow_up is not None
         and not state_of(await context.project(request_id)).ended

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model import ResearchDecision, RoleResult, result_json
 from teams_runtime.codecs.model._contract import validate_answer
 from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
@@ -37,13 +38,13 @@ ENVELOPE = MessageEnvelope(
 )
 
 
-def _result(role: str = "developer", **changes: Any) -> dict[str, Any]:
+def _result(role: str = "developer", **changes: Any) -> RoleResult:
     answer = {"request_id": "req-1", "role": role, "status": "completed", "summary": "did it"}
     text = json.dumps(answer | changes)
     kind = "version_control" if role == "version_controller" else "task"
-    result, issues = validate_answer(text, kind=kind, request_id="req-1", role=role)
-    assert issues == [] and result is not None
-    return result
+    checked = validate_answer(text, kind=kind, request_id="req-1", role=role)
+    assert checked.issues == [] and isinstance(checked.answer, RoleResult)
+    return checked.answer
 
 
 @pytest.mark.parametrize("status", ["completed", "blocked", "failed"])
@@ -56,12 +57,12 @@ def test_a_result_without_next_role_finishes_the_request(status: str) -> None:
             "type": "role_report",
             "actor": "qa",
             "summary": "did it",
-            "payload": result,
+            "payload": result_json(result),
         }
     ]
     kept = {"failed_envelope": envelope_kept(ENVELOPE)} if status == "failed" else {}
     assert plan.updates == {
-        "result": result,
+        "result": result_json(result),
         "updated_at": NOW,
         "status": status,
         "current_role": "qa",
@@ -82,7 +83,7 @@ def test_a_next_role_hands_the_request_over() -> None:
     result = _result(next_role="qa", artifacts=["src/export.py", 7])
     plan = plan_outcome("developer", ENVELOPE, result, NOW, hops=2)
     report, hand_off = plan.events
-    assert (report["type"], report["payload"]) == ("role_report", result)
+    assert (report["type"], report["payload"]) == ("role_report", result_json(result))
     assert hand_off == {
         "timestamp": NOW,
         "type": "delegated",
@@ -91,7 +92,7 @@ def test_a_next_role_hands_the_request_over() -> None:
         "payload": {"from_role": "developer", "to_role": "qa"},
     }
     assert plan.updates == {
-        "result": result,
+        "result": result_json(result),
         "updated_at": NOW,
         "status": "in_progress",
         "current_role": "qa",
@@ -162,16 +163,16 @@ def test_a_person_who_did_not_answer_in_time_fails_the_request_retryably() -> No
 def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
     issues = ["`summary` is missing or empty.", "`status` must be one of: ..."]
     failure = contract_failure("req-1", "qa", issues)
-    assert failure["status"] == "failed"
-    assert failure["error"] == "contract_validation_failed"
-    assert failure["contract_issues"] == issues
-    assert failure["summary"] == (
+    assert failure.status == "failed"
+    assert failure.error == "contract_validation_failed"
+    assert failure.contract_issues == issues
+    assert failure.summary == (
         f"The qa result was rejected by contract validation after {MAX_REPAIRS} repair attempts."
     )
-    assert (failure["request_id"], failure["role"], failure["next_role"]) == ("req-1", "qa", "")
+    assert (failure.request_id, failure.role, failure.next_role) == ("req-1", "qa", "")
     # It is a result like any other: it meets the task contract, and it finishes the request.
-    _, problems = validate_answer(json.dumps(failure), kind="task", request_id="req-1", role="qa")
-    assert problems == []
+    text = json.dumps(result_json(failure))
+    assert validate_answer(text, kind="task", request_id="req-1", role="qa").issues == []
     assert plan_outcome("qa", ENVELOPE, failure, NOW).updates["status"] == "failed"
 
 
@@ -183,21 +184,21 @@ def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
     ],
 )
 def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected: str) -> None:
-    decision = {
-        "request_id": "req-1",
-        "role": "research",
-        "needed": True,
-        "subject": "CSV dialects",
-        "research_query": "excel csv quoting",
-        "reason_code": "local_context_sufficient",
-        "summary": summary,
-        "next_role": "planner",
-    }
+    decision = ResearchDecision(
+        request_id="req-1",
+        role="research",
+        needed=True,
+        subject="CSV dialects",
+        research_query="excel csv quoting",
+        reason_code="local_context_sufficient",
+        summary=summary,
+        next_role="planner",
+    )
     result = research_result("research", decision)
-    assert result["status"] == "completed"
-    assert result["summary"] == expected
-    assert result["next_role"] == "planner"
-    assert result["proposals"] == {
+    assert result.status == "completed"
+    assert result.summary == expected
+    assert result.next_role == "planner"
+    assert result.proposals == {
         "research_decision": {
             "needed": True,
             "subject": "CSV dialects",
@@ -205,9 +206,8 @@ def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected
             "reason_code": "local_context_sufficient",
         }
     }
-    text = json.dumps(result)
-    _, problems = validate_answer(text, kind="task", request_id="req-1", role="research")
-    assert problems == []
+    text = json.dumps(result_json(result))
+    assert validate_answer(text, kind="task", request_id="req-1", role="research").issues == []
 
 
 def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> None:
@@ -227,7 +227,7 @@ def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:
     plan = as_ended(plan_outcome("developer", ENVELOPE, result, NOW))
     (report,) = plan.events
     assert report["type"] == "role_report"
-    assert plan.updates == {"result": result, "updated_at": NOW}
+    assert plan.updates == {"result": result_json(result), "updated_at": NOW}
     assert plan.follow_up is None
 
 
@@ -238,7 +238,7 @@ def test_a_request_that_ended_meanwhile_gets_only_the_report(status: str) -> Non
     result = _result(next_role="qa")
     plan = plan_for(state, plan_outcome("developer", ENVELOPE, result, NOW, hops=state.count))
     assert [event["type"] for event in plan.events] == ["role_report"]
-    assert plan.updates == {"result": result, "updated_at": NOW}  # hops and status untouched
+    assert plan.updates == {"result": result_json(result), "updated_at": NOW}  # untouched: hops
     assert (plan.follow_up, plan.drop_queued) == (None, False)
     failure = plan_for(state, plan_model_failure("developer", "exit 1", NOW))
     assert [event["type"] for event in failure.events] == ["model_failed"]

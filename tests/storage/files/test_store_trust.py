@@ -471,10 +471,8 @@ def test_numbers_out_of_range_are_carried_and_surrogates_are_record_errors(
 
 
 def test_a_deeply_nested_answer_is_an_invalid_answer() -> None:
-    answer, issues = validate_answer(
-        "[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa"
-    )
-    assert answer is None and issues == [
+    checked = validate_answer("[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa")
+    assert checked.answer is None and checked.issues == [
         "The answer is nested too deeply: send one flat JSON object."
     ]
 
