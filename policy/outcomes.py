@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.events import (
+    CommitRequest,
+    Event,
+    RecordUpdates,
+    event_json,
+    updates_json,
+)
 from teams_runtime.codecs.formats import JsonObject
-from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult, result_json
+from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.statuses import ENDED
+from teams_runtime.policy import events
 
 __all__ = [
     "ENDED",
@@ -32,7 +40,6 @@ __all__ = [
     "RequestState",
     "as_ended",
     "contract_failure",
-    "envelope_kept",
     "follow_up_id",
     "hops_of",
     "plan_cancel",
@@ -48,7 +55,7 @@ __all__ = [
 
 MAX_REPAIRS = 2
 # The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
-FAILED_ENVELOPE = "failed_envelope"
+FAILED_ENVELOPE: Final = "failed_envelope"
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,18 +90,18 @@ class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
     """One write to the record, the envelope to queue after it (if any), and whether the
     request's other queued envelopes are dropped (it ended: hop limit)."""
 
-    events: list[dict[str, Any]]
-    updates: dict[str, Any]
+    events: list[Event]
+    updates: RecordUpdates
     follow_up: MessageEnvelope | None = None
     drop_queued: bool = False
 
+    def events_json(self) -> list[JsonObject]:
+        """The events as the record holds them (``codecs.events.event_json``)."""
+        return [event_json(event) for event in self.events]
 
-def envelope_kept(envelope: MessageEnvelope) -> dict[str, Any]:
-    """The envelope as a failing outcome keeps it in the record (``FAILED_ENVELOPE``): every
-    field but the trace context, which belongs to the run that queued it."""
-    kept: dict[str, Any] = msgspec.to_builtins(envelope)
-    kept.pop("traceparent", None)
-    return kept
+    def updates_json(self) -> JsonObject:
+        """The field updates as the record holds them (``codecs.events.updates_json``)."""
+        return updates_json(self.updates)
 
 
 def follow_up_id(envelope_id: str, next_role: str) -> str:
@@ -140,33 +147,26 @@ def _hand_off(
 ) -> OutcomePlan:
     next_role = result.next_role
     commit = cast.is_version_control(next_role)  # the version controller, or a role like it
-    event_type = "version_control_requested" if commit else "delegated"
-    report = _report(role, result, now, cast)
-    hand_off = {
-        "timestamp": now,
-        "type": event_type,
-        "actor": role,
-        "summary": f"{role} handed the request to {next_role}",
-        "payload": {"from_role": role, "to_role": next_role},
-    }
-    updates: dict[str, Any] = {
-        "result": result_json(result),
-        "updated_at": now,
-        "status": "in_progress",
-        "current_role": next_role,
-        "next_role": next_role,
-        "hops": hops + 1,
-    }
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status="in_progress",
+        current_role=next_role,
+        next_role=next_role,
+        hops=hops + 1,
+    )
     if commit:
-        updates["version_control"] = {
-            "mode": "commit",
-            "scope": envelope.scope,
-            "summary": result.summary,
-            "paths": result.artifacts,
-            "requested_by": role,
-        }
-    follow_up = _follow_up(role, envelope, next_role, result.summary, result.artifacts)
-    return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
+        updates["version_control"] = CommitRequest(
+            scope=envelope.scope, summary=result.summary, paths=result.artifacts, requested_by=role
+        )
+    return OutcomePlan(
+        events=[
+            _report(role, result, now, cast),
+            events.handed_on(now, role, next_role, commit=commit),
+        ],
+        updates=updates,
+        follow_up=_follow_up(role, envelope, next_role, result.summary, result.artifacts),
+    )
 
 
 def _follow_up(
@@ -187,15 +187,8 @@ def _follow_up(
     )
 
 
-def _report(role: str, result: RoleResult, now: str, cast: Cast) -> dict[str, Any]:
-    committed = cast.is_version_control(role)
-    return {
-        "timestamp": now,
-        "type": "version_control_completed" if committed else "role_report",
-        "actor": role,
-        "summary": result.summary,
-        "payload": result_json(result),
-    }
+def _report(role: str, result: RoleResult, now: str, cast: Cast) -> Event:
+    return events.report(now, role, result, committed=cast.is_version_control(role))
 
 
 def plan_outcome(
@@ -212,7 +205,7 @@ def plan_outcome(
     adds a hand-off event and the envelope for that role.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
-    with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
+    with a ``hop_limit`` event instead. (A request that ended meanwhile: ``plan_for``.)
     ``cast`` (the team) says which roles commit: a hand-off to one asks for a commit, and its
     report is a ``version_control_completed`` event.
     """
@@ -220,15 +213,15 @@ def plan_outcome(
         return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
     if result.next_role:
         return _hand_off(role, envelope, result, now, hops, cast)
-    updates = {
-        "result": result_json(result),
-        "updated_at": now,
-        "status": result.status,  # the request ends as its last role's result did
-        "current_role": role,
-        "next_role": "",
-    }
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status=result.status,  # the request ends as its last role's result did
+        current_role=role,
+        next_role="",
+    )
     if result.status == "failed":  # kept for `retry`: this step is what it asks again
-        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
+        updates[FAILED_ENVELOPE] = envelope
     return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
 
 
@@ -241,23 +234,15 @@ def _hop_limit(
     max_hops: int,
     cast: Cast,
 ) -> OutcomePlan:
-    stop = {
-        "timestamp": now,
-        "type": "hop_limit",
-        "actor": role,
-        "summary": f"stopped: the request was handed between roles {hops} times "
-        f"(team.max_hops is {max_hops})",
-        "payload": {"hops": hops, "max_hops": max_hops, "from_role": role,
-                    "to_role": result.next_role},
-    }  # fmt: skip
-    updates = {
-        "result": result_json(result),
-        "updated_at": now,
-        "status": "failed",
-        "current_role": role,
-        "next_role": "",
-        FAILED_ENVELOPE: envelope_kept(envelope),
-    }
+    stop = events.hop_limit(now, role, result.next_role, hops=hops, max_hops=max_hops)
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status="failed",
+        current_role=role,
+        next_role="",
+        failed_envelope=envelope,
+    )
     report = _report(role, result, now, cast)
     return OutcomePlan(events=[report, stop], updates=updates, drop_queued=True)
 
@@ -266,7 +251,11 @@ def as_ended(plan: OutcomePlan) -> OutcomePlan:
     """``plan`` for a request that ended meanwhile (cancelled, or failed by another worker's
     outcome): its first event (the report, or the model failure) and the result, the status
     left as it is, nothing handed on, nothing counted."""
-    keep = {key: value for key, value in plan.updates.items() if key in ("result", "updated_at")}
+    keep = RecordUpdates()
+    if "result" in plan.updates:
+        keep["result"] = plan.updates["result"]
+    if "updated_at" in plan.updates:
+        keep["updated_at"] = plan.updates["updated_at"]
     return OutcomePlan(events=plan.events[:1], updates=keep)
 
 
@@ -277,14 +266,8 @@ def plan_for(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
     """What ``teams-runtime cancel`` writes: a ``cancelled`` event and the status."""
-    event = {
-        "timestamp": now,
-        "type": "cancelled",
-        "actor": actor,
-        "summary": "the request was cancelled",
-    }
-    updates = {"status": "cancelled", "next_role": "", "updated_at": now}
-    return OutcomePlan(events=[event], updates=updates, drop_queued=True)
+    updates = RecordUpdates(status="cancelled", next_role="", updated_at=now)
+    return OutcomePlan(events=[events.cancelled(now, actor)], updates=updates, drop_queued=True)
 
 
 def plan_model_failure(
@@ -292,14 +275,7 @@ def plan_model_failure(
 ) -> OutcomePlan:
     """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free), and the
     ``envelope`` whose call failed, for ``retry`` (``FAILED_ENVELOPE``)."""
-    event = {
-        "timestamp": now,
-        "type": "model_failed",
-        "actor": role,
-        "summary": f"the model failed for the {role} role",
-        "payload": {"from_role": role, "reason": reason},
-    }
-    return _failed_with(event, role, now, envelope)
+    return _failed_with(events.model_failed(now, role, reason), role, now, envelope)
 
 
 def plan_no_answer(
@@ -308,24 +284,17 @@ def plan_no_answer(
     """An ``answer_timed_out`` event and ``status: failed``: the person of ``role`` gave no
     answer within ``within`` seconds (``answer_within``, with ``on_failure: fail``); the
     ``envelope`` that waited is kept for ``retry`` (``FAILED_ENVELOPE``), as a model's is."""
-    event = {
-        "timestamp": now,
-        "type": "answer_timed_out",
-        "actor": role,
-        "summary": f"no answer came for the {role} role within {within:g} s",
-        "payload": {"from_role": role, "answer_within_seconds": within},
-    }
-    return _failed_with(event, role, now, envelope)
+    return _failed_with(events.answer_timed_out(now, role, within), role, now, envelope)
 
 
 def _failed_with(
-    event: dict[str, Any], role: str, now: str, envelope: MessageEnvelope | None
+    event: Event, role: str, now: str, envelope: MessageEnvelope | None
 ) -> OutcomePlan:
     """``event`` and ``status: failed`` at ``role``, keeping ``envelope`` (if any) for
     ``retry`` (``FAILED_ENVELOPE``)."""
-    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
+    updates = RecordUpdates(status="failed", current_role=role, updated_at=now)
     if envelope is not None:
-        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
+        updates[FAILED_ENVELOPE] = envelope
     return OutcomePlan(events=[event], updates=updates)
 
 

@@ -133,8 +133,8 @@ class OutcomeWriter:
             # record's lock (the head's revision on NATS), so no other write slips in between.
             appended = await self._context.append_keyed(
                 envelope.request_id,
-                plan.events,
-                updates=plan.updates,
+                plan.events_json(),
+                updates=plan.updates_json(),
                 key=outcome_key(self.role, envelope),
                 expect=state.expected(),
             )
