@@ -18,6 +18,7 @@ import msgspec
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model import RoleResult, result_json
+from teams_runtime.codecs.statuses import RequestStatus
 
 __all__ = [
     "AnswerOverdue",
@@ -233,7 +234,7 @@ class RecordUpdates(TypedDict, total=False):
 
     result: RoleResult  # the latest role result
     updated_at: str
-    status: str
+    status: RequestStatus
     current_role: str
     next_role: str
     hops: int

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -29,11 +29,10 @@ from teams_runtime.codecs.events import (
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.statuses import ENDED
+from teams_runtime.codecs.statuses import EndedStatus, ended_status
 from teams_runtime.policy import events
 
 __all__ = [
-    "ENDED",
     "FAILED_ENVELOPE",
     "MAX_REPAIRS",
     "OutcomePlan",
@@ -77,9 +76,9 @@ class RequestState(msgspec.Struct, frozen=True, kw_only=True):
         return hops if type(hops) is int and hops >= 0 else 0
 
     @property
-    def ended(self) -> str:
-        """The status if the request has ended (cancelled or failed), else ``""``."""
-        return self.status if isinstance(self.status, str) and self.status in ENDED else ""
+    def ended(self) -> EndedStatus | Literal[""]:
+        """The status if the request has ended (``ENDED``: cancelled or failed), else ``""``."""
+        return ended_status(self.status) or ""
 
     def expected(self) -> dict[str, Any]:
         """What the write expects the record to hold (``RecordStore.append(expect=...)``)."""

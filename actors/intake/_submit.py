@@ -23,6 +23,7 @@ from teams_runtime.codecs.events import Event, RecordUpdates, event_json, update
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import RecordFields
+from teams_runtime.codecs.statuses import FINISHED
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
 from teams_runtime.policy import events
 from teams_runtime.policy.outcomes import (
@@ -36,7 +37,6 @@ from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend, workspace_config
 
 __all__ = [
-    "FINISHED",
     "Cancellation",
     "Submission",
     "cancel",
@@ -46,9 +46,6 @@ __all__ = [
     "submit",
     "submit_with",
 ]
-
-
-FINISHED = ("completed", "failed", "cancelled")  # more work for these reopens the request
 
 
 class Submission(msgspec.Struct, frozen=True):
