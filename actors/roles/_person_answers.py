@@ -211,23 +211,24 @@ async def record_answer(
         writer = OutcomeWriter(role, context=context, queue=queue)
         state = state_of(await context.project(request_id))
         try:
-            plan, _, applied = await writer.record(item.envelope, decide, state)
+            written = await writer.record(item.envelope, decide, state)
         except AnswerRefused:
             await anyio.to_thread.run_sync(inbox.remove, item)  # its request ended
             raise
         await anyio.to_thread.run_sync(inbox.remove, item)
-    if not applied:
+    if not written.applied:
         raise AnswerRefused(
             f"request {request_id}: another answer to the {role} role was recorded at the "
             "same moment; this one was not."
         )
+    follow_up = written.plan.follow_up
     return Answered(
         request_id=request_id,
         role=role,
         envelope_id=item.envelope_id,
         status=result.status,
-        handed_to=plan.follow_up.target if plan.follow_up is not None else "",
-        request_status=str(plan.updates.get("status", "")),
+        handed_to=follow_up.target if follow_up is not None else "",
+        request_status=str(written.plan.updates.get("status", "")),
     )
 
 
@@ -251,14 +252,12 @@ async def answer(
         now = time.time()
         if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
             model = config.model_for(item.role)
-            again, failed = await handle_overdue(
-                context, backend.queue, backend.inbox, item, model, now
-            )
-            if again is None and failed:
+            overdue = await handle_overdue(context, backend.queue, backend.inbox, item, model, now)
+            if overdue.waiting is None and overdue.failed:
                 raise AnswerRefused(_too_late(item.request_id))
-            if again is None:  # another answer, or another look, came first
+            if overdue.waiting is None:  # another answer, or another look, came first
                 raise await _nothing_waits(context, item.request_id)
-            item = again  # `requeue`: it waits again, and this answer is in time for that
+            item = overdue.waiting  # `requeue`: it waits again, and this answer is in time
         result = person_result(item, given, config.cast, whole=whole)
         return await record_answer(
             context,
