@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypedDict
 
 import msgspec
 
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_REPAIRS",
     "OutcomePlan",
     "RequestState",
+    "StateFields",
     "as_ended",
     "contract_failure",
     "follow_up_id",
@@ -55,6 +56,13 @@ __all__ = [
 MAX_REPAIRS = 2
 # The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
 FAILED_ENVELOPE: Final = "failed_envelope"
+
+
+class StateFields(TypedDict):
+    """The fields an outcome is decided from, as the record held them (any JSON value)."""
+
+    hops: Any
+    status: Any
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,9 +88,9 @@ class RequestState(msgspec.Struct, frozen=True, kw_only=True):
         """The status if the request has ended (``ENDED``: cancelled or failed), else ``""``."""
         return ended_status(self.status) or ""
 
-    def expected(self) -> dict[str, Any]:
+    def expected(self) -> StateFields:
         """What the write expects the record to hold (``RecordStore.append(expect=...)``)."""
-        return {"hops": self.hops, "status": self.status}
+        return StateFields(hops=self.hops, status=self.status)
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,7 +12,6 @@ role's report, whatever number of workers share it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 import msgspec
@@ -21,6 +20,7 @@ from loguru import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.outcomes import OutcomePlan, RequestState, recorded_follow_up, state_of
 from teams_runtime.storage import Claim, WorkQueue
@@ -63,7 +63,7 @@ async def queue_recorded_follow_up(
     queue: WorkQueue,
     role: str,
     envelope: MessageEnvelope,
-    recorded: list[dict[str, Any]],
+    recorded: list[JsonObject],
     *,
     cast: Cast = DEFAULT_CAST,
 ) -> None:
