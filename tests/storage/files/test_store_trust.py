@@ -521,7 +521,7 @@ def test_metrics_skip_huge_numbers_and_compare_zero_sized_periods(tmp_path: Path
         ]) + "\n"
     )  # fmt: skip
     report = aggregate(log_files(logs), Filters(), ["enabled"])
-    assert report.skipped_lines == 1 and report.totals["prompts"] == 2
+    assert report.skipped_lines == 1 and report.totals.prompts == 2
     assert "Comparison" in render_report(report)
 
 
