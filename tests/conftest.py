@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,6 +41,7 @@ from teams_runtime.storage.nats.connection import NatsConnection, open_connectio
 
 from .support.fake_openai_server import FakeOpenAIServer
 from .support.paths import FAKE_MODEL
+from .support.waiting import eventually_sync
 
 
 @pytest.fixture
@@ -325,16 +325,18 @@ class NatsServer:
         command = [binary, *self.flags, *place, *self.options]
         with (self.folder.parent / f"nats-{self.port}.log").open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"nats-server exited with {self.process.returncode} at start")
+        process = self.process
+
+        def accepting() -> bool:
+            if process.poll() is not None:
+                pytest.fail(f"nats-server exited with {process.returncode} at start")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
+                    return True
             except OSError:
-                time.sleep(0.02)
-        pytest.fail(f"nats-server did not accept connections on port {self.port} in 15 s")
+                return False
+
+        eventually_sync(accepting, f"nats-server to accept connections on port {self.port}", 15)
 
     def __enter__(self) -> NatsServer:
         self.start()

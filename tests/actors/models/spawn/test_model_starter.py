@@ -18,7 +18,8 @@ from teams_runtime.actors.models.spawn import _starter as model_starter
 from teams_runtime.actors.models.spawn._processes import end_group, start_model
 from teams_runtime.actors.models.spawn._starter import ModelStarter, StartedModel
 
-from ....support.processes import eventually, running
+from ....support.processes import running
+from ....support.waiting import eventually
 
 pytestmark = [
     pytest.mark.anyio,
@@ -121,7 +122,7 @@ async def test_when_the_starter_dies_its_models_die_and_a_new_one_takes_over(
     os.kill(first, signal.SIGKILL)
     with anyio.fail_after(10):
         assert await model.wait() == -signal.SIGKILL
-    await eventually(lambda: not running(model.pid))
+    await eventually(lambda: not running(model.pid), "the killed model to be gone")
     await end_group(model)
     assert await _talk(await _start(starter, ["echo", "again"], tmp_path)) == (b"again\n", b"", 0)
     assert starter.pid not in (None, first)
