@@ -471,7 +471,8 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
     worker, other = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
     worker.put(_envelope("req-1"))
     (claim,) = worker.claim("qa", 1)
-    held_until = time.monotonic() + 2.5  # more than twice the ack wait
+    # The time is the scenario: renewed for more than twice the ack wait, never handed out.
+    held_until = time.monotonic() + 2.5
     while time.monotonic() < held_until:
         assert worker.renew()  # a long model call: in-progress acks
         assert other.claim("qa", 10) == []

@@ -104,6 +104,14 @@ async def starter(request: pytest.FixtureRequest) -> AsyncIterator[ModelStarter 
         await made.aclose()
 
 
+@pytest.fixture
+def quick_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half a second's grace between SIGTERM and SIGKILL, not 2 s. The group's end is what is
+    checked; a killed model's children are orphans, and where the init process is slow to reap
+    them their zombies keep the group "alive" until the grace runs out."""
+    monkeypatch.setattr(model_processes, "GRACE_SECONDS", 0.5)
+
+
 def _backend(
     root: Path, command: list[str], timeout: float = 20, *, starter: ModelStarter | None
 ) -> CommandBackend:
@@ -124,7 +132,7 @@ async def _pids(path: Path) -> list[int]:
     ],
 )
 async def test_a_timeout_ends_the_whole_process_group(
-    starter: ModelStarter | None, tmp_path: Path, command: list[str]
+    starter: ModelStarter | None, tmp_path: Path, command: list[str], quick_grace: None
 ) -> None:
     pid_file = tmp_path / "pids"
     backend = _backend(tmp_path, [*command, str(pid_file)], timeout=1, starter=starter)
@@ -170,7 +178,7 @@ async def test_an_answer_is_taken_while_a_grandchild_holds_stdout(
 
 
 async def test_cancelling_a_call_ends_its_process_group(
-    starter: ModelStarter | None, tmp_path: Path
+    starter: ModelStarter | None, tmp_path: Path, quick_grace: None
 ) -> None:
     pid_file = tmp_path / "pids"
     backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file)], starter=starter)

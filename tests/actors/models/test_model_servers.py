@@ -181,12 +181,17 @@ def _status(root: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
+async def test_a_server_down_longer_than_a_calls_timeout_mid_run_fails_no_request(
     openai_workspace: Callable[..., Workspace], seed: Callable[..., None],
     read_record: Callable[[Workspace, str], dict[str, Any]], openai_server: FakeOpenAIServer,
     log_messages: list[Any], quick_probes: None,
 ) -> None:  # fmt: skip
-    workspace = openai_workspace(model={"on_failure": "fail", "attempts": 1})
+    # Down for more than twice a call's timeout, and for several probes (2 s apart at most):
+    # waiting for the server is not an attempt, and no timeout counts the wait.
+    timeout, outage = 3, 8
+    workspace = openai_workspace(
+        openai={"timeout_seconds": timeout}, model={"on_failure": "fail", "attempts": 1}
+    )
     requests = [f"req-{number}" for number in range(6)]
     for request_id in requests:
         seed(workspace, request_id, "planner", events=5)
@@ -227,7 +232,8 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
             assert counts is not None, away_line
             assert "planner" in counts.group(1).split(", ")
             assert int(counts.group(2)) + int(counts.group(3)) == len(requests)
-            await anyio.sleep(max(20 - (anyio.current_time() - down_at), 0))  # down 20 s
+            # The outage's length is the scenario: the calls wait out all of it.
+            await anyio.sleep(max(outage - (anyio.current_time() - down_at), 0))
             assert sum(queue.snapshot().claimed.values()) <= claimed_then  # no new work taken
             openai_server.up()
     summary: RunSummary = seen["summary"]

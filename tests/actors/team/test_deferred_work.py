@@ -129,7 +129,7 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
     def unheard_once() -> None:
         if first.pop() if first else False:
             if backend.settings is None:
-                time.sleep(0.6)  # past the ask's 0.2 s
+                time.sleep(0.6)  # the scenario, a slow disk: past the ask's 0.2 s
             else:
                 raise BackendError("the NATS server went away before it answered")
 

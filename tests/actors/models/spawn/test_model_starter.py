@@ -177,7 +177,9 @@ async def test_the_starter_leaves_stop_signals_to_its_worker(
     assert pid is not None and os.getsid(pid) == pid  # a session of its own
     for signum in (signal.SIGINT, signal.SIGTERM):
         os.kill(pid, signum)
-    await anyio.sleep(0.2)  # a signal that killed it would have by now
-    assert running(pid) and running(model.pid)
+    # It answers after the signals: a signal that killed it would have before it could (the
+    # kernel acts on a pending signal before the process runs on).
+    assert await _talk(await _start(starter, ["echo", "after"], tmp_path)) == (b"after\n", b"", 0)
+    assert starter.pid == pid and running(pid) and running(model.pid)
     await end_group(model)
     assert model.returncode == -signal.SIGTERM  # the model itself still takes SIGTERM
