@@ -145,7 +145,7 @@ def test_cancel_stops_a_request_a_running_team_works_on(
     seed: Callable[..., None],
     read_record: Callable[[Workspace, str], dict[str, Any]],
 ) -> None:
-    workspace = team_workspace("slow:1.5")
+    workspace = team_workspace("gated")
     seed(workspace, "req-1", "planner", events=3)
     runner = _worker(workspace)
     try:
@@ -160,6 +160,7 @@ def test_cancel_stops_a_request_a_running_team_works_on(
         )  # fmt: skip
         assert cancel.returncode == 0, cancel.stderr
         assert cancel.stdout.startswith("Cancelled req-1")
+        (log / "gate").touch()  # the call answers only now, after the cancel
 
         def outcome_recorded() -> bool:
             return _reports(read_record(workspace, "req-1"), 3) == ["planner"]
