@@ -470,7 +470,7 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
 ) -> None:
     worker, other = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
     worker.put(_envelope("req-1"))
-    (claim,) = worker.claim("qa", 1)
+    claim = _claim_one(worker, "qa")
     # The time is the scenario: renewed for more than twice the ack wait, never handed out.
     held_until = time.monotonic() + 2.5
     while time.monotonic() < held_until:
@@ -542,7 +542,7 @@ def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
     queue = NatsWorkQueue(connection)
     body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
     queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
-    [claim] = queue.claim("qa", 1)
+    claim = _claim_one(queue, "qa")
     assert claim.envelope is not None
     kept = claim.envelope.body
     assert kept.startswith("é" * 1000)
