@@ -44,6 +44,12 @@ from .support.paths import FAKE_MODEL
 from .support.waiting import eventually_sync
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests (``@pytest.mark.long``) first: in a parallel run the others fill in around
+    them, instead of one process working through a long one alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

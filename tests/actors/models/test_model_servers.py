@@ -181,6 +181,7 @@ def _status(root: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.long
 async def test_a_server_down_longer_than_a_calls_timeout_mid_run_fails_no_request(
     openai_workspace: Callable[..., Workspace], seed: Callable[..., None],
     read_record: Callable[[Workspace, str], dict[str, Any]], openai_server: FakeOpenAIServer,
