@@ -710,7 +710,7 @@ def test_a_folder_swapped_for_a_link_mid_write_never_receives_a_file(tmp_path: P
     thread.start()
     appended = 0
     try:
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 2  # the scenario's length: appends against the swaps
         while time.monotonic() < deadline:
             with contextlib.suppress(RecordError):
                 append_to_record(workspace.record_paths("a"), [encode_event({"n": appended})], {})
