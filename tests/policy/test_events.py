@@ -32,6 +32,7 @@ def _every_event() -> list[Event]:
         events.reopened(NOW, "completed"),
         events.retried(NOW, ENVELOPE, "env-1"),
         events.retry_not_queued(NOW, "qa"),
+        events.stale_outcome(NOW, "qa", ENVELOPE, 1, 2),
     ]
 
 
