@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from teams_runtime.cli._parser import build_parser
 from teams_runtime.cli.output import PROG
-from teams_runtime.cli.parser import build_parser
 from teams_runtime.cli.workspace_option import resolve_workspace
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import TeamsRuntimeError

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
+from teams_runtime.cli.common_flags import add_json, add_workspace
 from teams_runtime.cli.flag_types import role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 
-__all__ = ["add_ab"]
+__all__ = ["declare_ab"]
 
 _MOST_REQUESTS = 50
 
@@ -26,16 +26,14 @@ def _request_count(text: str) -> int:
     return count
 
 
-def add_ab(commands: Commands) -> None:
-    """Declare ``ab`` and its flags."""
-    ab = commands.add_parser(
-        "ab",
-        help="run the same long-history requests with compaction off, then on; compare",
-        description="Seed 48-event requests into two fresh workspaces made from this one's "
+def declare_ab(ab: argparse.ArgumentParser) -> None:
+    """Declare ``ab``: its description, flags and handler."""
+    ab.description = (
+        "Seed 48-event requests into two fresh workspaces made from this one's "
         "config (prompt_context.enabled false, then true; nothing else changed), run each on "
         "the configured models and compare tokens, cost, repairs, failures and p95 latency. "
         "The workspace's own requests are never touched. Exit status 1 when the after arm did "
-        "not compact. See docs/monitoring.md.",
+        "not compact. See docs/monitoring.md."
     )
     add_workspace(ab)
     ab.add_argument(

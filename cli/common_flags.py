@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from teams_runtime.cli.flag_types import event_count
 from teams_runtime.codecs.config import EVENT_COUNT_LIMIT
 
 __all__ = [
     "FOUND_WORKSPACE",
-    "Commands",
     "add_json",
     "add_overrides",
     "add_selector",
     "add_workspace",
 ]
-
-Commands = Any  # argparse's subparsers action (a private type)
-
 
 JSON_HELP = "print one JSON object (see docs/cli.md)"
 

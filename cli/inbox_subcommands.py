@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from teams_runtime.cli.common_flags import Commands, add_json, add_workspace
+import argparse
+
+from teams_runtime.cli.common_flags import add_json, add_workspace
 from teams_runtime.cli.flag_types import not_empty, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.statuses import RESULT_STATUSES
 
-__all__ = ["add_answer", "add_inbox"]
+__all__ = ["declare_answer", "declare_inbox"]
 
 _COMMANDS = "teams_runtime.cli.inbox_commands"
 
 
-def add_inbox(commands: Commands) -> None:
-    """Declare ``inbox`` and its flags."""
-    inbox = commands.add_parser(
-        "inbox",
-        help="what waits for a person's answer (roles with model.backend: human)",
-        description="List the envelopes of people's roles waiting for an answer: request, "
+def declare_inbox(inbox: argparse.ArgumentParser) -> None:
+    """Declare ``inbox``: its description, flags and handler."""
+    inbox.description = (
+        "List the envelopes of people's roles waiting for an answer: request, "
         "role, from which role, since when, until when (answer_within). `inbox show ID` "
         "prints the prompt a model of that role would get for it. Reading the inbox tidies "
         "it: answered and ended requests leave it; an overdue one is handled by its role's "
-        "model.on_failure.",
+        "model.on_failure."
     )
     inbox.add_argument(
         "words",
@@ -40,15 +40,13 @@ def add_inbox(commands: Commands) -> None:
     inbox.set_defaults(handler=LazyCommand(_COMMANDS, "cmd_inbox"))
 
 
-def add_answer(commands: Commands) -> None:
-    """Declare ``answer`` and its flags."""
-    answer = commands.add_parser(
-        "answer",
-        help="record a person's answer to a waiting envelope (the role's result)",
-        description="Record the result of a person's role for the envelope ID names (a "
+def declare_answer(answer: argparse.ArgumentParser) -> None:
+    """Declare ``answer``: its description, flags and handler."""
+    answer.description = (
+        "Record the result of a person's role for the envelope ID names (a "
         "request id, or an envelope id from `inbox --json`): held to the role's contract, "
         "recorded as a model's result is, and handed on to --next-role. Refused (exit 2, "
-        "nothing written) when it was answered already or the request was cancelled.",
+        "nothing written) when it was answered already or the request was cancelled."
     )
     answer.add_argument("item", metavar="ID", help="a request id, or an envelope id")
     answer.add_argument(

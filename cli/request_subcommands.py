@@ -3,10 +3,10 @@ import."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from teams_runtime.cli.common_flags import (
-    Commands,
     add_json,
     add_overrides,
     add_selector,
@@ -16,52 +16,46 @@ from teams_runtime.cli.flag_types import not_empty, prompt_kind, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 
 __all__ = [
-    "add_append",
-    "add_cancel",
-    "add_explain",
-    "add_export",
-    "add_import",
-    "add_project",
-    "add_prompt",
-    "add_retry",
+    "declare_append",
+    "declare_cancel",
+    "declare_explain",
+    "declare_export",
+    "declare_import",
+    "declare_project",
+    "declare_prompt",
+    "declare_retry",
 ]
 
 
-def add_project(commands: Commands) -> None:
-    """Declare ``project`` and its flags."""
-    project = commands.add_parser(
-        "project",
-        help="print a request as a prompt would embed it (notice + projected record)",
-        description="Print the request as a role's prompt embeds it: the compaction notice "
+def declare_project(project: argparse.ArgumentParser) -> None:
+    """Declare ``project``: its description, flags and handler."""
+    project.description = (
+        "Print the request as a role's prompt embeds it: the compaction notice "
         "(only when events were omitted), then `Current request:` and the projected record. "
-        "The flags override prompt_context; the record is only read.",
+        "The flags override prompt_context; the record is only read."
     )
     add_selector(project)
     add_json(project, "print one JSON object with the notice, counts and record")
     project.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_project"))
 
 
-def add_explain(commands: Commands) -> None:
-    """Declare ``explain`` and its flags."""
-    explain = commands.add_parser(
-        "explain",
-        help="say for every event whether the projection keeps it, and why",
-        description="One line per event: its index, type, role identity and the projection's "
+def declare_explain(explain: argparse.ArgumentParser) -> None:
+    """Declare ``explain``: its description, flags and handler."""
+    explain.description = (
+        "One line per event: its index, type, role identity and the projection's "
         "decision (tail, backfill for a role, or why it is omitted), under a line with the "
-        "record's counts and the config used.",
+        "record's counts and the config used."
     )
     add_selector(explain)
     add_json(explain)
     explain.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_explain"))
 
 
-def add_append(commands: Commands) -> None:
-    """Declare ``append`` and its flags."""
-    append = commands.add_parser(
-        "append",
-        help="append events to a request record (locked, atomic; never loses an event)",
-        description="Append one event given by flags, or JSON-lines events from a file or stdin. "
-        "Every line is checked before anything is written.",
+def declare_append(append: argparse.ArgumentParser) -> None:
+    """Declare ``append``: its description, flags and handler."""
+    append.description = (
+        "Append one event given by flags, or JSON-lines events from a file or stdin. "
+        "Every line is checked before anything is written."
     )
     append.add_argument("request_id", metavar="REQUEST_ID")
     add_workspace(append)
@@ -89,14 +83,12 @@ def add_append(commands: Commands) -> None:
     append.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_append"))
 
 
-def add_cancel(commands: Commands) -> None:
-    """Declare ``cancel`` and its flags."""
-    cancel = commands.add_parser(
-        "cancel",
-        help="cancel a request: drop its queued envelopes and mark it cancelled",
-        description="Drop the request's queued envelopes and mark it `cancelled` with an "
+def declare_cancel(cancel: argparse.ArgumentParser) -> None:
+    """Declare ``cancel``: its description, flags and handler."""
+    cancel.description = (
+        "Drop the request's queued envelopes and mark it `cancelled` with an "
         "event. An envelope a worker holds finishes its model call; its outcome is then "
-        "recorded without handing the request on.",
+        "recorded without handing the request on."
     )
     cancel.add_argument("request_id", metavar="REQUEST_ID")
     add_workspace(cancel)
@@ -104,15 +96,13 @@ def add_cancel(commands: Commands) -> None:
     cancel.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_cancel"))
 
 
-def add_retry(commands: Commands) -> None:
-    """Declare ``retry`` and its flags."""
-    retry = commands.add_parser(
-        "retry",
-        help="queue a failed request's last step again, or put rejected envelopes back",
-        description="Queue again the envelope of the step that failed REQUEST_ID (the record "
+def declare_retry(retry: argparse.ArgumentParser) -> None:
+    """Declare ``retry``: its description, flags and handler."""
+    retry.description = (
+        "Queue again the envelope of the step that failed REQUEST_ID (the record "
         "gets a `retried` event and is in progress again), or, with --rejected, put rejected "
         "envelopes back in their queues as they were (REQUEST_ID's, or every one). `status` "
-        "lists failed requests and rejected envelopes.",
+        "lists failed requests and rejected envelopes."
     )
     retry.add_argument(
         "request_id", nargs="?", metavar="REQUEST_ID", help="the request (optional with --rejected)"
@@ -127,13 +117,11 @@ def add_retry(commands: Commands) -> None:
     retry.set_defaults(handler=LazyCommand("teams_runtime.cli.retry_command", "cmd_retry"))
 
 
-def add_prompt(commands: Commands) -> None:
-    """Declare ``prompt`` and its flags."""
-    prompt = commands.add_parser(
-        "prompt",
-        help="print the prompt a role would get for a request, as it would be sent",
-        description="Print the prompt ROLE would be sent for the request now, through the "
-        "projection a running role uses. Nothing is sent and nothing is written.",
+def declare_prompt(prompt: argparse.ArgumentParser) -> None:
+    """Declare ``prompt``: its description, flags and handler."""
+    prompt.description = (
+        "Print the prompt ROLE would be sent for the request now, through the "
+        "projection a running role uses. Nothing is sent and nothing is written."
     )
     prompt.add_argument("request_id", metavar="REQUEST_ID")
     prompt.add_argument(
@@ -157,13 +145,11 @@ def add_prompt(commands: Commands) -> None:
     prompt.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_prompt"))
 
 
-def add_export(commands: Commands) -> None:
-    """Declare ``export`` and its flags."""
-    export = commands.add_parser(
-        "export",
-        help="write a request as its canonical record file (the bytes the file backend holds)",
-        description="Write the request as its canonical record file, from either backend: to "
-        "standard output, or atomically to --out FILE. `import` loads it elsewhere.",
+def declare_export(export: argparse.ArgumentParser) -> None:
+    """Declare ``export``: its description, flags and handler."""
+    export.description = (
+        "Write the request as its canonical record file, from either backend: to "
+        "standard output, or atomically to --out FILE. `import` loads it elsewhere."
     )
     export.add_argument("request_id", metavar="REQUEST_ID", help="the request to export")
     export.add_argument(
@@ -173,14 +159,12 @@ def add_export(commands: Commands) -> None:
     export.set_defaults(handler=LazyCommand("teams_runtime.cli.migrate", "cmd_export"))
 
 
-def add_import(commands: Commands) -> None:
-    """Declare ``import`` and its flags."""
-    load = commands.add_parser(
-        "import",
-        help="load record files into the workspace's backend (migration between backends)",
-        description="Load record files (each <request id>.json, as `export` writes them) into "
+def declare_import(load: argparse.ArgumentParser) -> None:
+    """Declare ``import``: its description, flags and handler."""
+    load.description = (
+        "Load record files (each <request id>.json, as `export` writes them) into "
         "the workspace's backend. Every file is checked first: nothing is written if one is "
-        "not a record, names another request, or clashes with what the backend holds.",
+        "not a record, names another request, or clashes with what the backend holds."
     )
     load.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="record files (<request id>.json)"

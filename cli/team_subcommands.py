@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from teams_runtime.cli.common_flags import FOUND_WORKSPACE, Commands, add_json, add_workspace
+from teams_runtime.cli.common_flags import FOUND_WORKSPACE, add_json, add_workspace
 from teams_runtime.cli.flag_types import (
     hours,
     not_empty,
@@ -20,27 +21,25 @@ from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = [
-    "add_config",
-    "add_demo",
-    "add_init",
-    "add_metrics",
-    "add_purge_strays",
-    "add_run",
-    "add_status",
-    "add_submit",
+    "declare_config",
+    "declare_demo",
+    "declare_init",
+    "declare_metrics",
+    "declare_purge_strays",
+    "declare_run",
+    "declare_status",
+    "declare_submit",
 ]
 
 
-def add_init(commands: Commands) -> None:
-    """Declare ``init`` and its flags."""
-    init = commands.add_parser(
-        "init",
-        help="create a workspace with a default team_runtime.yaml",
-        description="Create a workspace in DIR: a team_runtime.yaml with the default "
+def declare_init(init: argparse.ArgumentParser) -> None:
+    """Declare ``init``: its description, flags and handler."""
+    init.description = (
+        "Create a workspace in DIR: a team_runtime.yaml with the default "
         "prompt_context block and the .teams_runtime/requests/ folder (with --backend nats, a "
         "backend block naming the server instead of the folder). An existing "
         "team_runtime.yaml is never overwritten. Then `teams-runtime submit` and "
-        "`teams-runtime run`; see docs/cli.md.",
+        "`teams-runtime run`; see docs/cli.md."
     )
     init.add_argument(
         "directory",
@@ -65,14 +64,12 @@ def add_init(commands: Commands) -> None:
     init.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_init"))
 
 
-def add_config(commands: Commands) -> None:
-    """Declare ``config`` and its flags."""
-    check = commands.add_parser(
-        "config",
-        help="check team_runtime.yaml and print the configuration in force",
-        description="Check team_runtime.yaml and what each role's model needs on this host "
+def declare_config(check: argparse.ArgumentParser) -> None:
+    """Declare ``config``: its description, flags and handler."""
+    check.description = (
+        "Check team_runtime.yaml and what each role's model needs on this host "
         "(its command, its key's variable), then print the configuration in force as JSON, "
-        "each role's model as it runs under roles.",
+        "each role's model as it runs under roles."
     )
     add_workspace(check)
     check.add_argument(
@@ -93,15 +90,13 @@ def add_config(commands: Commands) -> None:
     check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 
-def add_submit(commands: Commands) -> None:
-    """Declare ``submit`` and its flags."""
-    submit = commands.add_parser(
-        "submit",
-        help="queue work for a role (creates the request record if it is new)",
-        description="Create a request (status queued, events created + delegated) or add a "
+def declare_submit(submit: argparse.ArgumentParser) -> None:
+    """Declare ``submit``: its description, flags and handler."""
+    submit.description = (
+        "Create a request (status queued, events created + delegated) or add a "
         "delegated event to an existing one, and queue an envelope for ROLE. "
         "`teams-runtime run` handles it. A request that is completed, failed or cancelled "
-        "takes more work only with --reopen.",
+        "takes more work only with --reopen."
     )
     add_workspace(submit)
     submit.add_argument(
@@ -133,15 +128,13 @@ def add_submit(commands: Commands) -> None:
     submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
 
 
-def add_run(commands: Commands) -> None:
-    """Declare ``run`` and its flags."""
-    run = commands.add_parser(
-        "run",
-        help="run the team: every role handles its queued envelopes",
-        description="Start the ContextActor and one actor per role. Several `run` processes "
+def declare_run(run: argparse.ArgumentParser) -> None:
+    """Declare ``run``: its description, flags and handler."""
+    run.description = (
+        "Start the ContextActor and one actor per role. Several `run` processes "
         "(on one machine or several sharing the folder) share the queue: each envelope is "
         "claimed by one worker. With --once, handle all queued work (and the work it creates), "
-        "then exit 0; without, run until Ctrl-C or SIGTERM (envelopes in flight stay queued).",
+        "then exit 0; without, run until Ctrl-C or SIGTERM (envelopes in flight stay queued)."
     )
     add_workspace(run)
     run.add_argument(
@@ -165,14 +158,12 @@ def add_run(commands: Commands) -> None:
     run.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_run"))
 
 
-def add_status(commands: Commands) -> None:
-    """Declare ``status`` and its flags."""
-    status = commands.add_parser(
-        "status",
-        help="requests, queued and claimed envelopes per role, and the workers alive",
-        description="Per request: status, current role, hops, events, last event time; per "
+def declare_status(status: argparse.ArgumentParser) -> None:
+    """Declare ``status``: its description, flags and handler."""
+    status.description = (
+        "Per request: status, current role, hops, events, last event time; per "
         "role: envelopes waiting, claimed and deferred; per worker: its lease and what it "
-        "holds. See docs/cli.md for the --json shape.",
+        "holds. See docs/cli.md for the --json shape."
     )
     add_workspace(status)
     add_json(status, "print one JSON object")
@@ -193,30 +184,26 @@ def add_status(commands: Commands) -> None:
     status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
 
 
-def add_purge_strays(commands: Commands) -> None:
-    """Declare ``purge-strays`` and its flags."""
-    purge = commands.add_parser(
-        "purge-strays",
-        help="set aside the envelopes no role reads (status lists them as strays)",
-        description="Move every envelope no role of the team reads out of the queue, to the "
+def declare_purge_strays(purge: argparse.ArgumentParser) -> None:
+    """Declare ``purge-strays``: its description, flags and handler."""
+    purge.description = (
+        "Move every envelope no role of the team reads out of the queue, to the "
         "rejected ones with the reason: on files, those in a queue folder named by no role "
         "(into .teams_runtime/queue/rejected/); on NATS, those on a queue subject no role "
         "consumer reads, or one the runtime never writes (into the PREFIX_rejected stream). "
         "Nothing a role reads is touched; other strays `status` names (files, KV keys) are "
-        "left for you to remove.",
+        "left for you to remove."
     )
     add_workspace(purge)
     add_json(purge)
     purge.set_defaults(handler=LazyCommand("teams_runtime.cli.strays_command", "cmd_purge_strays"))
 
 
-def add_metrics(commands: Commands) -> None:
-    """Declare ``metrics`` and its flags."""
-    metrics = commands.add_parser(
-        "metrics",
-        help="aggregate the prompt records in the logs: compaction, tokens, cost, latency",
-        description="Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
-        "too) and aggregate the prompt records per group. See docs/monitoring.md.",
+def declare_metrics(metrics: argparse.ArgumentParser) -> None:
+    """Declare ``metrics``: its description, flags and handler."""
+    metrics.description = (
+        "Read every .teams_runtime/logs/prompt_context*.jsonl file (rotated ones "
+        "too) and aggregate the prompt records per group. See docs/monitoring.md."
     )
     metrics.add_argument(
         "--workspace",
@@ -265,14 +252,12 @@ def add_metrics(commands: Commands) -> None:
     metrics.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_metrics"))
 
 
-def add_demo(commands: Commands) -> None:
-    """Declare ``demo`` and its flags."""
-    run_demo = commands.add_parser(
-        "demo",
-        help="run a team (dry run, no model) on requests with long histories",
-        description="Build a workspace with three requests whose records hold long histories, "
+def declare_demo(run_demo: argparse.ArgumentParser) -> None:
+    """Declare ``demo``: its description, flags and handler."""
+    run_demo.description = (
+        "Build a workspace with three requests whose records hold long histories, "
         "run the team on them with the dry-run backend (no model) and print, per prompt, what "
-        "compaction kept and saved. --keep DIR keeps the workspace to explore.",
+        "compaction kept and saved. --keep DIR keeps the workspace to explore."
     )
     run_demo.add_argument(
         "--keep",

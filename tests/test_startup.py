@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from teams_runtime.cli import main
+from teams_runtime.cli._parser import command_parsers
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.cli.parser import build_parser
 
 # What a command that needs none of them must not load: the HTTP client (and through it its
 # own CLI, rich and click), the NATS client, the live view, and any actor.
@@ -38,7 +38,7 @@ def _loaded_after(code: str, *args: str) -> list[str]:
         pytest.param("import teams_runtime", id="the-package"),
         pytest.param("import teams_runtime.cli", id="the-cli"),
         pytest.param(
-            "from teams_runtime.cli.parser import build_parser; build_parser()", id="its-parser"
+            "from teams_runtime.cli._parser import build_parser; build_parser()", id="its-parser"
         ),
     ],
 )
@@ -56,9 +56,7 @@ def test_version_and_status_load_no_client_no_view_and_no_actor(tmp_path: Path) 
 
 
 def test_every_command_names_a_function_that_exists() -> None:
-    parser = build_parser()
-    (commands,) = [action for action in parser._actions if action.dest == "command"]
-    handlers = {name: sub.get_default("handler") for name, sub in commands.choices.items()}
+    handlers = {name: sub.get_default("handler") for name, sub in command_parsers().items()}
     assert len(handlers) == 19  # with retry, purge-strays, inbox and answer
     for name, handler in handlers.items():
         assert isinstance(handler, LazyCommand), name
