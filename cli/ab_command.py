@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli.ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
-from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teams_runtime.cli.common_flags import add_json, add_workspace
-from teams_runtime.cli.flag_types import role_name
+from teams_runtime.cli._flags import add_json, add_workspace, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 
 __all__ = ["declare_ab"]

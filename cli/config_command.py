@@ -12,7 +12,8 @@ import msgspec
 
 from teams_runtime.actors.models import start_problem
 from teams_runtime.actors.telemetry import check_otel
-from teams_runtime.cli.output import PROG, UserError, write_json
+from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli._parser import PROG
 from teams_runtime.codecs.config import TeamConfig, section_notes
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.pricing import rate_card_notes

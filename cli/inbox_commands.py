@@ -14,8 +14,9 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.roles import InboxLook, answer, is_person, read_inbox, waiting_prompt
-from teams_runtime.cli.output import PROG, UserError, write_json
-from teams_runtime.cli.role_flags import team_role
+from teams_runtime.cli._flags import team_role
+from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli._parser import PROG
 from teams_runtime.cli.waiting_view import age, due, waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from teams_runtime.cli.common_flags import add_json, add_workspace
-from teams_runtime.cli.flag_types import not_empty, role_name
+from teams_runtime.cli._flags import add_json, add_workspace, not_empty, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.statuses import RESULT_STATUSES
 

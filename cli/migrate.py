@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from teams_runtime.cli.output import UserError
+from teams_runtime.cli._output import UserError
 from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id

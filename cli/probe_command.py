@@ -8,7 +8,7 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.models import ServerProbe, probe_all
-from teams_runtime.cli.output import write_json
+from teams_runtime.cli._output import write_json
 from teams_runtime.codecs.config import OpenAIConfig, TeamConfig
 
 __all__ = ["probe_servers", "servers_of"]

@@ -12,9 +12,9 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.context import open_context
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli._flags import team_role
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli.record_file import read_record_file
-from teams_runtime.cli.role_flags import team_role
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.context_protocol import Appended
 from teams_runtime.codecs.envelopes import MessageEnvelope

@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teams_runtime.cli.common_flags import (
+from teams_runtime.cli._flags import (
     add_json,
     add_overrides,
     add_selector,
     add_workspace,
+    not_empty,
+    prompt_kind,
+    role_name,
 )
-from teams_runtime.cli.flag_types import not_empty, prompt_kind, role_name
 from teams_runtime.cli.lazy_command import LazyCommand
 
 __all__ = [

@@ -9,7 +9,7 @@ from functools import partial
 import anyio
 
 from teams_runtime.actors.intake import requeue_rejected, retry_failed
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import load_team_config
 

@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli.status_hints import hint_lines, rejected_rows
 from teams_runtime.cli.status_strays import stray_lines, stray_rows
 from teams_runtime.cli.waiting_view import waiting_rows

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from teams_runtime.cli.output import write_json
+from teams_runtime.cli._output import write_json
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.backends import blocking_backend

@@ -18,9 +18,11 @@ from loguru import logger
 from teams_runtime import demo
 from teams_runtime.actors.intake import submit
 from teams_runtime.actors.team import RunSummary, Team
+from teams_runtime.cli._flags import team_roles
+from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli._parser import PROG
 from teams_runtime.cli.live_view import LiveView, wants_live_view
-from teams_runtime.cli.output import PROG, UserError, write_json
-from teams_runtime.cli.role_flags import new_work_role, team_roles
+from teams_runtime.cli.role_flags import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,

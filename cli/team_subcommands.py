@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from teams_runtime.cli.common_flags import FOUND_WORKSPACE, add_json, add_workspace
-from teams_runtime.cli.flag_types import (
+from teams_runtime.cli._flags import (
+    FOUND_WORKSPACE,
+    add_json,
+    add_workspace,
     hours,
     not_empty,
     positive_count,
