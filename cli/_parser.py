@@ -29,10 +29,10 @@ class Command(NamedTuple):
 
 
 COMMANDS = (
-    Command("init", "team_subcommands", "create a workspace with a default team_runtime.yaml"),
+    Command("init", "_config", "create a workspace with a default team_runtime.yaml"),
     Command(
         "config",
-        "team_subcommands",
+        "_config",
         "check team_runtime.yaml and print the configuration in force",
     ),
     Command(

@@ -25,9 +25,6 @@ from teams_runtime.cli.live_view import LiveView, wants_live_view
 from teams_runtime.cli.role_flags import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
-    DEFAULT_CONFIG_TEXT,
-    NatsSettings,
-    backend_block_text,
 )
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.monitoring import (
@@ -42,36 +39,7 @@ from teams_runtime.monitoring import (
 )
 from teams_runtime.storage import Workspace, load_team_config
 
-__all__ = ["cmd_demo", "cmd_init", "cmd_metrics", "cmd_run", "cmd_submit", "due_words"]
-
-
-def cmd_init(args: argparse.Namespace) -> int:
-    workspace = Workspace(args.directory)
-    if args.nats_url is not None and args.backend != "nats":
-        raise UserError("--nats-url needs --backend nats.")
-    text = DEFAULT_CONFIG_TEXT
-    # Built (so checked) once, before anything is written.
-    settings = NatsSettings(url=args.nats_url) if args.nats_url else NatsSettings()
-    if args.backend == "nats":
-        text += backend_block_text(settings)
-    if workspace.config_path.exists():
-        raise UserError(
-            f"{workspace.config_path} already exists; not overwriting it "
-            "(edit it, or remove it first to start over)."
-        )
-    # With nats the folder keeps only what is local to this host (logs, attempts).
-    folder = workspace.requests_dir if args.backend == "file" else workspace.runtime_dir
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with workspace.config_path.open("x", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
-    where = ".teams_runtime/requests/"
-    if args.backend == "nats":
-        where = f"requests and the queue on NATS at {settings.shown_url}"
-    print(f"Initialised workspace {workspace.root} ({CONFIG_FILE_NAME}, {where}).")
-    return 0
+__all__ = ["cmd_demo", "cmd_metrics", "cmd_run", "cmd_submit", "due_words"]
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

@@ -18,78 +18,17 @@ from teams_runtime.cli._flags import (
     timestamp,
 )
 from teams_runtime.cli.lazy_command import LazyCommand
-from teams_runtime.codecs.config import BACKEND_KINDS
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = [
-    "declare_config",
     "declare_demo",
-    "declare_init",
     "declare_metrics",
     "declare_purge_strays",
     "declare_run",
     "declare_status",
     "declare_submit",
 ]
-
-
-def declare_init(init: argparse.ArgumentParser) -> None:
-    """Declare ``init``: its description, flags and handler."""
-    init.description = (
-        "Create a workspace in DIR: a team_runtime.yaml with the default "
-        "prompt_context block and the .teams_runtime/requests/ folder (with --backend nats, a "
-        "backend block naming the server instead of the folder). An existing "
-        "team_runtime.yaml is never overwritten. Then `teams-runtime submit` and "
-        "`teams-runtime run`; see docs/cli.md."
-    )
-    init.add_argument(
-        "directory",
-        nargs="?",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="the workspace folder (created if missing; default: current folder)",
-    )
-    init.add_argument(
-        "--backend",
-        choices=BACKEND_KINDS,
-        default="file",
-        help="where requests and the queue live: file (this folder, the default) or nats "
-        "(a NATS JetStream server shared by hosts; see docs/scaling.md)",
-    )
-    init.add_argument(
-        "--nats-url",
-        metavar="URL",
-        help="the NATS server for --backend nats (default: nats://127.0.0.1:4222)",
-    )
-    init.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_init"))
-
-
-def declare_config(check: argparse.ArgumentParser) -> None:
-    """Declare ``config``: its description, flags and handler."""
-    check.description = (
-        "Check team_runtime.yaml and what each role's model needs on this host "
-        "(its command, its key's variable), then print the configuration in force as JSON, "
-        "each role's model as it runs under roles."
-    )
-    add_workspace(check)
-    check.add_argument(
-        "--probe",
-        action="store_true",
-        help="send one tiny request to each model server the roles use and say what it "
-        "answered (its model name, usage, response_format) instead",
-    )
-    check.add_argument(
-        "--graph",
-        action="store_true",
-        help="instead, print who may hand a request to whom (team.roles, roles.<role>.hands_to)",
-    )
-    add_json(
-        check,
-        "JSON output (the configuration always is; with --probe or --graph, theirs too)",
-    )
-    check.set_defaults(handler=LazyCommand("teams_runtime.cli.config_command", "cmd_config"))
 
 
 def declare_submit(submit: argparse.ArgumentParser) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from teams_runtime.cli import main
-from teams_runtime.cli._parser import command_parsers
-from teams_runtime.cli.lazy_command import LazyCommand
+from teams_runtime.cli._parser import COMMANDS, command_parsers
 
 # What a command that needs none of them must not load: the HTTP client (and through it its
 # own CLI, rich and click), the NATS client, the live view, and any actor.
@@ -55,12 +54,12 @@ def test_version_and_status_load_no_client_no_view_and_no_actor(tmp_path: Path) 
     assert _loaded_after(run, "status", "--workspace", str(tmp_path / "ws")) == []
 
 
-def test_every_command_names_a_function_that_exists() -> None:
-    handlers = {name: sub.get_default("handler") for name, sub in command_parsers().items()}
-    assert len(handlers) == 19  # with retry, purge-strays, inbox and answer
-    for name, handler in handlers.items():
-        assert isinstance(handler, LazyCommand), name
-        assert callable(handler.resolve()), name
+def test_every_command_is_declared_by_its_family_with_its_handler() -> None:
+    parsers = command_parsers()
+    assert list(parsers) == [command.name for command in COMMANDS]
+    assert len(parsers) == 19  # with retry, purge-strays, inbox and answer
+    for name, parser in parsers.items():
+        assert callable(parser.get_default("handler")), name
 
 
 def test_version_prints_the_installed_version_on_stdout() -> None:
