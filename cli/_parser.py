@@ -37,12 +37,12 @@ COMMANDS = (
     ),
     Command(
         "project",
-        "request_subcommands",
+        "_records",
         "print a request as a prompt would embed it (notice + projected record)",
     ),
     Command(
         "explain",
-        "request_subcommands",
+        "_records",
         "say for every event whether the projection keeps it, and why",
     ),
     Command(
@@ -88,7 +88,7 @@ COMMANDS = (
     ),
     Command(
         "prompt",
-        "request_subcommands",
+        "_records",
         "print the prompt a role would get for a request, as it would be sent",
     ),
     Command(

@@ -8,49 +8,18 @@ from pathlib import Path
 
 from teams_runtime.cli._flags import (
     add_json,
-    add_overrides,
-    add_selector,
     add_workspace,
     not_empty,
-    prompt_kind,
-    role_name,
 )
 from teams_runtime.cli.lazy_command import LazyCommand
 
 __all__ = [
     "declare_append",
     "declare_cancel",
-    "declare_explain",
     "declare_export",
     "declare_import",
-    "declare_project",
-    "declare_prompt",
     "declare_retry",
 ]
-
-
-def declare_project(project: argparse.ArgumentParser) -> None:
-    """Declare ``project``: its description, flags and handler."""
-    project.description = (
-        "Print the request as a role's prompt embeds it: the compaction notice "
-        "(only when events were omitted), then `Current request:` and the projected record. "
-        "The flags override prompt_context; the record is only read."
-    )
-    add_selector(project)
-    add_json(project, "print one JSON object with the notice, counts and record")
-    project.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_project"))
-
-
-def declare_explain(explain: argparse.ArgumentParser) -> None:
-    """Declare ``explain``: its description, flags and handler."""
-    explain.description = (
-        "One line per event: its index, type, role identity and the projection's "
-        "decision (tail, backfill for a role, or why it is omitted), under a line with the "
-        "record's counts and the config used."
-    )
-    add_selector(explain)
-    add_json(explain)
-    explain.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_explain"))
 
 
 def declare_append(append: argparse.ArgumentParser) -> None:
@@ -117,34 +86,6 @@ def declare_retry(retry: argparse.ArgumentParser) -> None:
     add_workspace(retry)
     add_json(retry)
     retry.set_defaults(handler=LazyCommand("teams_runtime.cli.retry_command", "cmd_retry"))
-
-
-def declare_prompt(prompt: argparse.ArgumentParser) -> None:
-    """Declare ``prompt``: its description, flags and handler."""
-    prompt.description = (
-        "Print the prompt ROLE would be sent for the request now, through the "
-        "projection a running role uses. Nothing is sent and nothing is written."
-    )
-    prompt.add_argument("request_id", metavar="REQUEST_ID")
-    prompt.add_argument(
-        "--role",
-        required=True,
-        type=role_name,
-        metavar="ROLE",
-        help="a role of the team (`config --graph` lists them)",
-    )
-    prompt.add_argument(
-        "--kind",
-        type=prompt_kind,
-        metavar="KIND",
-        help="the prompt kind, named as in the logs: the role's own (its prompt_kind: "
-        "research_decision for research, version_control for version_controller, else "
-        "role_task; the default) or contract_repair",
-    )
-    add_workspace(prompt)
-    add_overrides(prompt)
-    add_json(prompt, "print the prompt text, the notice and the counts as JSON")
-    prompt.set_defaults(handler=LazyCommand("teams_runtime.cli.record_commands", "cmd_prompt"))
 
 
 def declare_export(export: argparse.ArgumentParser) -> None:

@@ -1,0 +1,336 @@
+"""``teams-runtime project``, ``explain`` and ``prompt``: one request as the roles see it, read
+and never written.
+
+``project`` prints the request as a prompt embeds it, ``explain`` says for every event whether
+the projection keeps it and why, ``prompt`` prints the whole prompt a role would be sent. Each
+reads through a ContextActor as the roles do, with the config's ``prompt_context`` or the
+flags that override it for the one command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from teams_runtime.actors.context import open_context
+from teams_runtime.cli._flags import (
+    add_json,
+    add_overrides,
+    add_selector,
+    add_workspace,
+    prompt_kind,
+    role_name,
+    team_role,
+)
+from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli.record_file import read_record_file
+from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.evidence import event_type_label, role_of_raw
+from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.model import validate_answer
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.exceptions import ConfigError
+from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
+from teams_runtime.policy.prompts import (
+    PURPOSES,
+    PromptBundle,
+    PromptKind,
+    answer_kind_of,
+    build_prompt,
+    next_roles_of,
+)
+from teams_runtime.storage import RecordStore, Workspace, load_team_config
+from teams_runtime.storage.backends import blocking_backend, workspace_config
+
+__all__ = [
+    "cmd_explain",
+    "cmd_project",
+    "cmd_prompt",
+    "declare_explain",
+    "declare_project",
+    "declare_prompt",
+]
+
+
+def _team_config(args: argparse.Namespace) -> TeamConfig:
+    """The workspace's config, read once per command. With ``--record`` a workspace without a
+    config file gives the defaults (a record file read anywhere); without it, that is an error."""
+    workspace = Workspace(args.workspace)
+    if args.record is not None:
+        return workspace_config(workspace)
+    return load_team_config(workspace.root)
+
+
+def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
+    """``base`` with --recent-events, --max-events and --disable applied. With --disable the
+    counts do not matter (the full history is shown), so they are not applied or checked."""
+    if args.disable:
+        return msgspec.structs.replace(base, enabled=False)
+    overrides: dict[str, Any] = {}
+    if args.recent_events is not None:
+        overrides["recent_events"] = args.recent_events
+    if args.max_events is not None:
+        overrides["max_events"] = args.max_events
+    if not overrides:
+        return base
+    try:
+        return msgspec.structs.replace(base, **overrides)
+    except ConfigError:
+        raise UserError(
+            f"recent_events {overrides.get('recent_events', base.recent_events)} is greater than "
+            f"max_events {overrides.get('max_events', base.max_events)}: max_events must be "
+            "greater than or equal to recent_events (change --recent-events or --max-events)."
+        ) from None
+
+
+async def _project_stored(
+    store: RecordStore, root: Path, request_id: str, config: PromptContextConfig
+) -> Projection:
+    """The projection of a stored request, read as the roles read it, through a ContextActor:
+    the head and the events it selects, not the whole history."""
+    async with open_context(root, config, store=store) as context:
+        return await context.project(request_id)
+
+
+def declare_project(project: argparse.ArgumentParser) -> None:
+    """Declare ``project``: its description, flags and handler."""
+    project.description = (
+        "Print the request as a role's prompt embeds it: the compaction notice "
+        "(only when events were omitted), then `Current request:` and the projected record. "
+        "The flags override prompt_context; the record is only read."
+    )
+    add_selector(project)
+    add_json(project, "print one JSON object with the notice, counts and record")
+    project.set_defaults(handler=cmd_project)
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    team = _team_config(args)
+    config = _with_overrides(team.prompt_context, args)
+    if args.record is not None:
+        projection = project_fields(read_record_file(Path(args.record))[1], config)
+    else:
+        workspace = Workspace(args.workspace)
+        with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
+            projection = backend.run(
+                _project_stored, backend.store, workspace.root, args.request_id, config
+            )
+    if args.json:
+        output = {
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "selected_indices": projection.selected_indices,
+            "backfilled": projection.backfilled,
+            "request": projection.raw_fields(),
+        }
+        write_json(output)
+        return 0
+    notice = notice_text(projection)
+    if notice:
+        sys.stdout.write(notice + "\n\n")
+    sys.stdout.write("Current request:\n")
+    sys.stdout.write(b"".join(projection.iter_record_json()).decode())
+    sys.stdout.write("\n")
+    return 0
+
+
+def declare_explain(explain: argparse.ArgumentParser) -> None:
+    """Declare ``explain``: its description, flags and handler."""
+    explain.description = (
+        "One line per event: its index, type, role identity and the projection's "
+        "decision (tail, backfill for a role, or why it is omitted), under a line with the "
+        "record's counts and the config used."
+    )
+    add_selector(explain)
+    add_json(explain)
+    explain.set_defaults(handler=cmd_explain)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    team = _team_config(args)
+    config = _with_overrides(team.prompt_context, args)
+    if args.record is not None:
+        source = str(Path(args.record))
+        _, fields = read_record_file(Path(args.record))
+    else:
+        # Every event is needed, so the record is read whole (tail=None).
+        with blocking_backend(Workspace(args.workspace), team) as backend:
+            read = backend.store.read(args.request_id, tail=None)
+        fields, source = read.fields, read.source
+    projection = project_fields(fields, config)
+    events = fields.get("events")
+    rows: list[dict[str, Any]] | None = None
+    if isinstance(events, list):
+        roles = [role_of_raw(raw) for raw in events]
+        decisions = explain_decisions(projection, roles)
+        rows = [
+            {"index": index, "type": event_type_label(raw), "role": role, "decision": decision}
+            for index, (raw, role, decision) in enumerate(
+                zip(events, roles, decisions, strict=True)
+            )
+        ]
+    if args.json:
+        write_json(
+            {
+                "record": source,
+                "total_events": projection.total_events,
+                "included_events": projection.included_events,
+                "omitted_events": projection.omitted_events,
+                "compacted": projection.compacted,
+                "recent_events": config.recent_events,
+                "max_events": config.max_events,
+                "enabled": config.enabled,
+                "events": rows,
+            }
+        )
+        return 0
+    if rows is None:
+        print(f"{source}: `events` is not a list; the record passes through unchanged.")
+        return 0
+    print(
+        f"{source}: {count_of(projection.total_events, 'event')}, "
+        f"{projection.included_events} included, {projection.omitted_events} omitted "
+        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
+        f"enabled={str(config.enabled).lower()})"
+    )
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
+    for row in rows:
+        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
+    return 0
+
+
+def declare_prompt(prompt: argparse.ArgumentParser) -> None:
+    """Declare ``prompt``: its description, flags and handler."""
+    prompt.description = (
+        "Print the prompt ROLE would be sent for the request now, through the "
+        "projection a running role uses. Nothing is sent and nothing is written."
+    )
+    prompt.add_argument("request_id", metavar="REQUEST_ID")
+    prompt.add_argument(
+        "--role",
+        required=True,
+        type=role_name,
+        metavar="ROLE",
+        help="a role of the team (`config --graph` lists them)",
+    )
+    prompt.add_argument(
+        "--kind",
+        type=prompt_kind,
+        metavar="KIND",
+        help="the prompt kind, named as in the logs: the role's own (its prompt_kind: "
+        "research_decision for research, version_control for version_controller, else "
+        "role_task; the default) or contract_repair",
+    )
+    add_workspace(prompt)
+    add_overrides(prompt)
+    add_json(prompt, "print the prompt text, the notice and the counts as JSON")
+    prompt.set_defaults(handler=cmd_prompt)
+
+
+def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:
+    """The kind to show ``role`` of ``cast``: its own unless asked; a kind the runtime never
+    sends that role (``research_decision`` to qa, say) is refused, so the text and the JSON
+    agree."""
+    own = cast.prompt_kind_of(role)
+    if kind is None or kind in (own, "repair"):
+        return kind or own
+    raise UserError(
+        f"--kind {PURPOSES[kind]} is never sent to the {role} role; it gets "
+        f"{PURPOSES[own]} (or contract_repair). Leave out --kind, or pick the role that "
+        f"gets {PURPOSES[kind]}."
+    )
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    team = load_team_config(workspace.root)
+    cast = team.cast
+    kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
+    config = _with_overrides(team.prompt_context, args)
+    with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
+        store = backend.store
+        preview = partial(
+            _preview_prompt, store, workspace, args.request_id, args.role, kind, config, cast
+        )
+        bundle = backend.run(preview)
+    if args.json:
+        projection = bundle.projection
+        output = {
+            "role": bundle.role,
+            "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
+            "purpose": bundle.purpose,
+            "notice": projection.notice,
+            "total_events": projection.total_events,
+            "included_events": projection.included_events,
+            "omitted_events": projection.omitted_events,
+            "compacted": projection.compacted,
+            "prompt": bundle.text(),
+        }
+        write_json(output)
+        return 0
+    for chunk in bundle.iter_chunks():
+        sys.stdout.write(chunk)
+    return 0
+
+
+def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
+    """The envelope a role would most likely get, rebuilt from the record's own fields."""
+
+    def field(key: str, kind: type, default: Any) -> Any:
+        value = projection.value(key)
+        return value if isinstance(value, kind) else default
+
+    return MessageEnvelope(
+        request_id=request_id,
+        sender=field("current_role", str, "orchestrator") or "orchestrator",
+        target=role,
+        intent=field("intent", str, ""),
+        urgency=field("urgency", str, "normal"),
+        scope=field("scope", str, ""),
+        artifacts=[str(item) for item in field("artifacts", list, [])],
+        params=field("params", dict, {}),
+        body=field("body", str, ""),
+    )
+
+
+async def _preview_prompt(
+    store: RecordStore,
+    workspace: Workspace,
+    request_id: str,
+    role: str,
+    kind: PromptKind,
+    config: PromptContextConfig,
+    cast: Cast,
+) -> PromptBundle:
+    """The prompt ``role`` of ``cast`` would be sent for ``request_id`` (a repair shows the
+    errors an empty answer would get). Reads through a ContextActor like the roles do; writes
+    nothing."""
+    projection = await _project_stored(store, workspace.root, request_id, config)
+    envelope = _envelope_from(projection, request_id, role)
+    repairing = cast.prompt_kind_of(role)
+    errors: list[str] = []
+    if kind == "repair":
+        answer_kind = answer_kind_of(kind, repairing)
+        contract = next_roles_of(role, cast)
+        errors = validate_answer(
+            "{}", kind=answer_kind, request_id=request_id, role=role, next_roles=contract
+        )[1]
+    return build_prompt(
+        kind,
+        role=role,
+        projection=projection,
+        envelope=envelope,
+        repairing=repairing,
+        errors=errors,
+        previous="{}",
+        cast=cast,
+    )
