@@ -47,12 +47,12 @@ COMMANDS = (
     ),
     Command(
         "append",
-        "request_subcommands",
+        "_requests",
         "append events to a request record (locked, atomic; never loses an event)",
     ),
     Command(
         "submit",
-        "team_subcommands",
+        "_requests",
         "queue work for a role (creates the request record if it is new)",
     ),
     Command("run", "team_subcommands", "run the team: every role handles its queued envelopes"),
@@ -63,7 +63,7 @@ COMMANDS = (
     ),
     Command(
         "cancel",
-        "request_subcommands",
+        "_requests",
         "cancel a request: drop its queued envelopes and mark it cancelled",
     ),
     Command(
@@ -73,7 +73,7 @@ COMMANDS = (
     ),
     Command(
         "retry",
-        "request_subcommands",
+        "_requests",
         "queue a failed request's last step again, or put rejected envelopes back",
     ),
     Command(

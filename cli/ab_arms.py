@@ -32,7 +32,7 @@ from teams_runtime import demo
 from teams_runtime.actors.models import DryRunBackend
 from teams_runtime.actors.team import Team
 from teams_runtime.actors.telemetry import NO_TRACING
-from teams_runtime.cli.role_flags import new_work_role
+from teams_runtime.cli._requests import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     TeamConfig,

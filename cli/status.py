@@ -25,7 +25,7 @@ from teams_runtime.storage import (
 from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.server_files import servers_away
 
-__all__ = ["DEFAULT_INTERVAL", "cmd_cancel", "cmd_status", "report_lines", "status_report"]
+__all__ = ["DEFAULT_INTERVAL", "cmd_status", "report_lines", "status_report"]
 
 DEFAULT_INTERVAL = 2.0  # seconds between the redraws of `status --watch`
 
@@ -199,31 +199,4 @@ def cmd_status(args: argparse.Namespace) -> int:
         write_json(report)
     else:
         print("\n".join(report_lines(report)))
-    return 0
-
-
-def cmd_cancel(args: argparse.Namespace) -> int:
-    # Imported here: `status` needs neither anyio nor the actors, and starts faster without.
-    import anyio
-
-    from teams_runtime.actors.intake import cancel
-
-    load_team_config(args.workspace)  # a broken or missing config is an error before any write
-    done = anyio.run(cancel, args.workspace, args.request_id)
-    dropped = count_of(done.dropped, "queued envelope")
-    if args.json:
-        write_json(
-            {
-                "request_id": done.request_id,
-                "already_cancelled": done.already,
-                "dropped": done.dropped,
-            }
-        )
-    elif done.already:
-        print(f"{done.request_id} was already cancelled; dropped {dropped}.")
-    else:
-        print(
-            f"Cancelled {done.request_id}; dropped {dropped}. A role working on it now "
-            "finishes its call; its outcome is recorded without handing it on."
-        )
     return 0

@@ -16,13 +16,11 @@ import msgspec
 from loguru import logger
 
 from teams_runtime import demo
-from teams_runtime.actors.intake import submit
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli._flags import team_roles
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
 from teams_runtime.cli.live_view import LiveView, wants_live_view
-from teams_runtime.cli.role_flags import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
 )
@@ -39,40 +37,7 @@ from teams_runtime.monitoring import (
 )
 from teams_runtime.storage import Workspace, load_team_config
 
-__all__ = ["cmd_demo", "cmd_metrics", "cmd_run", "cmd_submit", "due_words"]
-
-
-def cmd_submit(args: argparse.Namespace) -> int:
-    config = load_team_config(args.workspace)  # broken or missing: an error before any write
-    new_work_role(config.cast, args.role)
-    done = anyio.run(
-        partial(
-            submit,
-            args.workspace,
-            role=args.role,
-            scope=args.scope,
-            body=args.body,
-            intent=args.intent,
-            urgency=args.urgency,
-            request_id=args.request_id,
-            reopen=args.reopen,
-        )
-    )
-    if args.json:
-        write_json(
-            {
-                "request_id": done.request_id,
-                "role": args.role,
-                "created": done.created,
-                "reopened": bool(done.reopened),
-            }
-        )
-        return 0
-    state = "new request" if done.created else "existing request"
-    if done.reopened:
-        state = f"reopened: it was {done.reopened}"
-    print(f"Queued {done.request_id} for {args.role} ({state}); run `teams-runtime run --once`.")
-    return 0
+__all__ = ["cmd_demo", "cmd_metrics", "cmd_run", "due_words"]
 
 
 async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) -> bool:

@@ -10,7 +10,6 @@ from teams_runtime.cli._flags import (
     add_json,
     add_workspace,
     hours,
-    not_empty,
     positive_count,
     role_list,
     role_name,
@@ -19,7 +18,6 @@ from teams_runtime.cli._flags import (
 )
 from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
-from teams_runtime.codecs.roles import PUBLIC_ROLES
 
 __all__ = [
     "declare_demo",
@@ -27,46 +25,7 @@ __all__ = [
     "declare_purge_strays",
     "declare_run",
     "declare_status",
-    "declare_submit",
 ]
-
-
-def declare_submit(submit: argparse.ArgumentParser) -> None:
-    """Declare ``submit``: its description, flags and handler."""
-    submit.description = (
-        "Create a request (status queued, events created + delegated) or add a "
-        "delegated event to an existing one, and queue an envelope for ROLE. "
-        "`teams-runtime run` handles it. A request that is completed, failed or cancelled "
-        "takes more work only with --reopen."
-    )
-    add_workspace(submit)
-    submit.add_argument(
-        "--role",
-        required=True,
-        type=role_name,
-        metavar="ROLE",
-        help="who gets the work: a role of the team (`config --graph` lists them; the "
-        f"built-in team's: {', '.join(PUBLIC_ROLES)})",
-    )
-    submit.add_argument(
-        "--scope", required=True, type=not_empty, metavar="TEXT", help="what is asked, in a line"
-    )
-    submit.add_argument("--body", default="", metavar="TEXT", help="details")
-    submit.add_argument("--intent", default="", metavar="I", help="e.g. implement, review, fix")
-    submit.add_argument("--urgency", default="normal", metavar="U", help="default: normal")
-    submit.add_argument(
-        "--request-id",
-        metavar="ID",
-        help="an existing or new id (default: a new req-YYYYMMDD-HHMMSS-xxxx)",
-    )
-    submit.add_argument(
-        "--reopen",
-        action="store_true",
-        help="allow more work for a request that is completed, failed or cancelled "
-        "(it is reopened, with a `reopened` event); without it such a request is refused",
-    )
-    add_json(submit)
-    submit.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_submit"))
 
 
 def declare_run(run: argparse.ArgumentParser) -> None:
