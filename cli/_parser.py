@@ -55,7 +55,7 @@ COMMANDS = (
         "_requests",
         "queue work for a role (creates the request record if it is new)",
     ),
-    Command("run", "team_subcommands", "run the team: every role handles its queued envelopes"),
+    Command("run", "_run", "run the team: every role handles its queued envelopes"),
     Command(
         "status",
         "team_subcommands",
@@ -106,9 +106,7 @@ COMMANDS = (
         "request_subcommands",
         "load record files into the workspace's backend (migration between backends)",
     ),
-    Command(
-        "demo", "team_subcommands", "run a team (dry run, no model) on requests with long histories"
-    ),
+    Command("demo", "_run", "run a team (dry run, no model) on requests with long histories"),
     Command(
         "ab",
         "ab_subcommand",

@@ -11,7 +11,6 @@ from teams_runtime.cli._flags import (
     add_workspace,
     hours,
     positive_count,
-    role_list,
     role_name,
     seconds,
     timestamp,
@@ -20,42 +19,10 @@ from teams_runtime.cli.lazy_command import LazyCommand
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 
 __all__ = [
-    "declare_demo",
     "declare_metrics",
     "declare_purge_strays",
-    "declare_run",
     "declare_status",
 ]
-
-
-def declare_run(run: argparse.ArgumentParser) -> None:
-    """Declare ``run``: its description, flags and handler."""
-    run.description = (
-        "Start the ContextActor and one actor per role. Several `run` processes "
-        "(on one machine or several sharing the folder) share the queue: each envelope is "
-        "claimed by one worker. With --once, handle all queued work (and the work it creates), "
-        "then exit 0; without, run until Ctrl-C or SIGTERM (envelopes in flight stay queued)."
-    )
-    add_workspace(run)
-    run.add_argument(
-        "--once",
-        action="store_true",
-        help="exit when no envelope is waiting or claimed for any role, by any worker",
-    )
-    run.add_argument(
-        "--roles",
-        type=role_list,
-        metavar="R1,R2",
-        help="serve only these roles of the team (default: all of them)",
-    )
-    run.add_argument("--verbose", action="store_true", help="debug lines on stderr")
-    run.add_argument(
-        "--plain",
-        action="store_true",
-        help="plain log lines on stderr even on a terminal (no live view)",
-    )
-    add_json(run, "print the final summary as one JSON object (see docs/cli.md)")
-    run.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_run"))
 
 
 def declare_status(status: argparse.ArgumentParser) -> None:
@@ -150,24 +117,3 @@ def declare_metrics(metrics: argparse.ArgumentParser) -> None:
         help="with --chart: a bar pair per day (the default) or per hour",
     )
     metrics.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_metrics"))
-
-
-def declare_demo(run_demo: argparse.ArgumentParser) -> None:
-    """Declare ``demo``: its description, flags and handler."""
-    run_demo.description = (
-        "Build a workspace with three requests whose records hold long histories, "
-        "run the team on them with the dry-run backend (no model) and print, per prompt, what "
-        "compaction kept and saved. --keep DIR keeps the workspace to explore."
-    )
-    run_demo.add_argument(
-        "--keep",
-        type=Path,
-        metavar="DIR",
-        help="build the demo workspace in DIR and keep it (must not exist)",
-    )
-    run_demo.add_argument(
-        "--plain",
-        action="store_true",
-        help="no live view on stderr even on a terminal",
-    )
-    run_demo.set_defaults(handler=LazyCommand("teams_runtime.cli.team_commands", "cmd_demo"))
