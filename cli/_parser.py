@@ -58,7 +58,7 @@ COMMANDS = (
     Command("run", "_run", "run the team: every role handles its queued envelopes"),
     Command(
         "status",
-        "team_subcommands",
+        "_status",
         "requests, queued and claimed envelopes per role, and the workers alive",
     ),
     Command(
@@ -68,7 +68,7 @@ COMMANDS = (
     ),
     Command(
         "purge-strays",
-        "team_subcommands",
+        "_status",
         "set aside the envelopes no role reads (status lists them as strays)",
     ),
     Command(

@@ -17,7 +17,7 @@ from teams_runtime.actors.roles import InboxLook, answer, is_person, read_inbox,
 from teams_runtime.cli._flags import team_role
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
-from teams_runtime.cli.waiting_view import age, due, waiting_rows
+from teams_runtime.cli._status_report import age, due, waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id

@@ -8,11 +8,8 @@ from pathlib import Path
 from teams_runtime.cli._flags import (
     FOUND_WORKSPACE,
     add_json,
-    add_workspace,
     hours,
-    positive_count,
     role_name,
-    seconds,
     timestamp,
 )
 from teams_runtime.cli.lazy_command import LazyCommand
@@ -20,50 +17,7 @@ from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 
 __all__ = [
     "declare_metrics",
-    "declare_purge_strays",
-    "declare_status",
 ]
-
-
-def declare_status(status: argparse.ArgumentParser) -> None:
-    """Declare ``status``: its description, flags and handler."""
-    status.description = (
-        "Per request: status, current role, hops, events, last event time; per "
-        "role: envelopes waiting, claimed and deferred; per worker: its lease and what it "
-        "holds. See docs/cli.md for the --json shape."
-    )
-    add_workspace(status)
-    add_json(status, "print one JSON object")
-    status.add_argument(
-        "--watch",
-        action="store_true",
-        help="redraw it every --interval seconds until Ctrl-C (in place on a terminal)",
-    )
-    status.add_argument(
-        "--interval",
-        type=seconds,
-        metavar="S",
-        help="seconds between redraws with --watch (default: 2)",
-    )
-    status.add_argument(
-        "--count", type=positive_count, metavar="N", help="with --watch: stop after N redraws"
-    )
-    status.set_defaults(handler=LazyCommand("teams_runtime.cli.status", "cmd_status"))
-
-
-def declare_purge_strays(purge: argparse.ArgumentParser) -> None:
-    """Declare ``purge-strays``: its description, flags and handler."""
-    purge.description = (
-        "Move every envelope no role of the team reads out of the queue, to the "
-        "rejected ones with the reason: on files, those in a queue folder named by no role "
-        "(into .teams_runtime/queue/rejected/); on NATS, those on a queue subject no role "
-        "consumer reads, or one the runtime never writes (into the PREFIX_rejected stream). "
-        "Nothing a role reads is touched; other strays `status` names (files, KV keys) are "
-        "left for you to remove."
-    )
-    add_workspace(purge)
-    add_json(purge)
-    purge.set_defaults(handler=LazyCommand("teams_runtime.cli.strays_command", "cmd_purge_strays"))
 
 
 def declare_metrics(metrics: argparse.ArgumentParser) -> None:
