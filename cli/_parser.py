@@ -78,12 +78,12 @@ COMMANDS = (
     ),
     Command(
         "inbox",
-        "inbox_subcommands",
+        "_inbox",
         "what waits for a person's answer (roles with model.backend: human)",
     ),
     Command(
         "answer",
-        "inbox_subcommands",
+        "_inbox",
         "record a person's answer to a waiting envelope (the role's result)",
     ),
     Command(
