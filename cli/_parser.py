@@ -93,7 +93,7 @@ COMMANDS = (
     ),
     Command(
         "metrics",
-        "team_subcommands",
+        "_metrics",
         "aggregate the prompt records in the logs: compaction, tokens, cost, latency",
     ),
     Command(
