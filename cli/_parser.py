@@ -98,12 +98,12 @@ COMMANDS = (
     ),
     Command(
         "export",
-        "request_subcommands",
+        "_migrate",
         "write a request as its canonical record file (the bytes the file backend holds)",
     ),
     Command(
         "import",
-        "request_subcommands",
+        "_migrate",
         "load record files into the workspace's backend (migration between backends)",
     ),
     Command("demo", "_run", "run a team (dry run, no model) on requests with long histories"),

@@ -27,8 +27,8 @@ from teams_runtime.cli._flags import (
     role_name,
     team_role,
 )
+from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json
-from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
