@@ -1,10 +1,12 @@
 """The ``teams-runtime`` command line.
 
 User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothing on stdout.
-``parser`` declares the commands (their flags in ``request_subcommands`` and
-``team_subcommands``); ``record_commands`` runs the ones that read or write one request
-(project, explain, append, prompt), ``team_commands`` the ones that run or set up a workspace,
-``status`` status and cancel, ``migrate`` export and import.
+``_parser`` lists the commands. Each is declared (its flags) and run by the module of its
+family, imported only when it is given: ``_config`` (init, config), ``_records`` (project,
+explain, prompt), ``_requests`` (submit, append, cancel, retry), ``_run`` (run, demo),
+``_status`` (status, purge-strays), ``_inbox`` (inbox, answer), ``_metrics``, ``_migrate``
+(export, import) and ``_ab``. ``_flags`` holds what their flags share, ``_output`` the user
+error and JSON output.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ COMMANDS = (
     Command("demo", "_run", "run a team (dry run, no model) on requests with long histories"),
     Command(
         "ab",
-        "ab_subcommand",
+        "_ab",
         "run the same long-history requests with compaction off, then on; compare",
     ),
 )

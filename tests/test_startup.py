@@ -6,6 +6,7 @@ long start-up takes is measured in tests/benchmarks/startup.py, not here.
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -58,8 +59,10 @@ def test_every_command_is_declared_by_its_family_with_its_handler() -> None:
     parsers = command_parsers()
     assert list(parsers) == [command.name for command in COMMANDS]
     assert len(parsers) == 19  # with retry, purge-strays, inbox and answer
-    for name, parser in parsers.items():
-        assert callable(parser.get_default("handler")), name
+    for command in COMMANDS:  # the code that runs it sits beside its flags
+        handler = parsers[command.name].get_default("handler")
+        assert inspect.isfunction(handler), command.name
+        assert handler.__module__ == f"teams_runtime.cli.{command.family}", command.name
 
 
 def test_version_prints_the_installed_version_on_stdout() -> None:

@@ -1,5 +1,5 @@
-"""``teams-runtime ab``: the same request shapes run twice on a workspace's configured models,
-compaction off (``before``) then on (``after``), everything else identical.
+"""The arms of ``teams-runtime ab``: the same request shapes run twice on a workspace's configured
+models, compaction off (``before``) then on (``after``), everything else identical.
 
 Each arm is a fresh workspace folder (under a temporary folder, or ``--keep DIR``): the
 workspace's ``team_runtime.yaml`` with only ``prompt_context.enabled`` changed and the
