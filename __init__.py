@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from teams_runtime import exceptions
 from teams_runtime._lazy import first_use
 from teams_runtime.exceptions import *  # noqa: F403 (every error is public: exceptions.__all__)
-from teams_runtime.library_logs import keep_library_logs_quiet
 
 # Where each name imported on first use lives. mypy reads these lines for the names' real
 # types; at run time nothing here is executed, and ``_lazy.first_use`` reads these same lines
@@ -33,9 +32,6 @@ if TYPE_CHECKING:
         WorkQueue,
         load_team_config,
     )
-
-# A library adds no log sinks and stays quiet until the application enables it (the CLI does).
-keep_library_logs_quiet()
 
 # What the package exports, written out: mypy (strict, no implicit re-exports) takes a
 # package's exports only from a literal ``__all__`` and from ``+=`` of another module's.

@@ -15,9 +15,9 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-from loguru import logger
 
 from teams_runtime import demo
+from teams_runtime._logs import logger
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.cli._flags import add_json, add_workspace, role_list, team_roles
 from teams_runtime.cli._live_view import LiveView, wants_live_view

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.models import (
     ModelBackend,

@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope

@@ -19,7 +19,6 @@ import logging
 import os
 import threading
 
-from loguru import logger
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -27,6 +26,8 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from teams_runtime._logs import logger
 
 __all__ = ["EXPORT_TIMEOUT_SECONDS", "export_timeout", "otlp_providers"]
 
