@@ -172,7 +172,7 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     return shown
 
 
-# --- --graph: who may hand a request to whom ----------------------------------------------
+# --- --graph: who may hand a request to whom ------------------------------------------------------
 
 
 _DONE = "done"  # what the text calls finishing the request (next_role "")
@@ -254,7 +254,7 @@ def graph_lines(cast: Cast) -> list[str]:
     return lines + [f"warning: {warning}" for warning in graph_warnings(cast)]
 
 
-# --- --probe: what each model server answers ----------------------------------------------
+# --- --probe: what each model server answers ------------------------------------------------------
 
 
 def servers_of(config: TeamConfig) -> list[tuple[OpenAIConfig, list[str]]]:

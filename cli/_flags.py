@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-# --- the checks of their values ---------------------------------------------------------
+# --- the checks of their values -------------------------------------------------------------------
 
 
 def event_count(text: str) -> int:
@@ -189,7 +189,7 @@ def role_list(text: str) -> list[str]:
     return roles
 
 
-# --- the flags several commands share ------------------------------------------------
+# --- the flags several commands share -------------------------------------------------------------
 
 
 JSON_HELP = "print one JSON object (see docs/cli.md)"
@@ -255,7 +255,7 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# --- what they mean once a command runs ----------------------------------------------
+# --- what they mean once a command runs -----------------------------------------------------------
 
 
 def settle(args: argparse.Namespace) -> None:

@@ -165,7 +165,7 @@ def _distinct_workspaces(folders: list[Path]) -> list[Workspace]:
     return workspaces
 
 
-# --- metrics --chart ---------------------------------------------------------------------
+# --- metrics --chart ------------------------------------------------------------------------------
 
 
 @dataclass

@@ -9,6 +9,7 @@ when the command is given (to run it, or to show its ``--help``), never before, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -30,30 +31,20 @@ class Command(NamedTuple):
 
 COMMANDS = (
     Command("init", "_config", "create a workspace with a default team_runtime.yaml"),
-    Command(
-        "config",
-        "_config",
-        "check team_runtime.yaml and print the configuration in force",
-    ),
+    Command("config", "_config", "check team_runtime.yaml and print the configuration in force"),
     Command(
         "project",
         "_records",
         "print a request as a prompt would embed it (notice + projected record)",
     ),
-    Command(
-        "explain",
-        "_records",
-        "say for every event whether the projection keeps it, and why",
-    ),
+    Command("explain", "_records", "say for every event whether the projection keeps it, and why"),
     Command(
         "append",
         "_requests",
         "append events to a request record (locked, atomic; never loses an event)",
     ),
     Command(
-        "submit",
-        "_requests",
-        "queue work for a role (creates the request record if it is new)",
+        "submit", "_requests", "queue work for a role (creates the request record if it is new)"
     ),
     Command("run", "_run", "run the team: every role handles its queued envelopes"),
     Command(
@@ -62,9 +53,7 @@ COMMANDS = (
         "requests, queued and claimed envelopes per role, and the workers alive",
     ),
     Command(
-        "cancel",
-        "_requests",
-        "cancel a request: drop its queued envelopes and mark it cancelled",
+        "cancel", "_requests", "cancel a request: drop its queued envelopes and mark it cancelled"
     ),
     Command(
         "purge-strays",
@@ -77,19 +66,13 @@ COMMANDS = (
         "queue a failed request's last step again, or put rejected envelopes back",
     ),
     Command(
-        "inbox",
-        "_inbox",
-        "what waits for a person's answer (roles with model.backend: human)",
+        "inbox", "_inbox", "what waits for a person's answer (roles with model.backend: human)"
     ),
     Command(
-        "answer",
-        "_inbox",
-        "record a person's answer to a waiting envelope (the role's result)",
+        "answer", "_inbox", "record a person's answer to a waiting envelope (the role's result)"
     ),
     Command(
-        "prompt",
-        "_records",
-        "print the prompt a role would get for a request, as it would be sent",
+        "prompt", "_records", "print the prompt a role would get for a request, as it would be sent"
     ),
     Command(
         "metrics",
@@ -108,9 +91,7 @@ COMMANDS = (
     ),
     Command("demo", "_run", "run a team (dry run, no model) on requests with long histories"),
     Command(
-        "ab",
-        "_ab",
-        "run the same long-history requests with compaction off, then on; compare",
+        "ab", "_ab", "run the same long-history requests with compaction off, then on; compare"
     ),
 )
 
@@ -172,13 +153,43 @@ class _CommandParser(_Parser):
 
 
 def _version() -> str:
-    # Imported here: reading the installed metadata costs ~10 ms, paid only by --version.
+    """The installed version: the ``Version:`` header of the first ``teams_runtime-*.dist-info``
+    on ``sys.path``, the file ``importlib.metadata`` reads. It is read here directly because
+    importing ``importlib.metadata`` (email, zipfile, csv) costs more than the rest of
+    ``--version`` (about 10 ms); any other install layout is still asked of it."""
+    for folder in sys.path:
+        try:
+            names = os.listdir(folder or ".")
+        except OSError:  # a zip file, a folder that is gone
+            continue
+        for name in names:
+            if name.startswith(_DIST_INFO) and name.endswith(".dist-info"):
+                version = _version_header(os.path.join(folder or ".", name, "METADATA"))
+                if version is not None:
+                    return version
     from importlib import metadata
 
     try:
         return metadata.version("teams-runtime")
     except metadata.PackageNotFoundError:  # running from a source tree without installing
         return "unknown"
+
+
+_DIST_INFO = "teams_runtime-"  # the distribution's folder name, as wheels and pip write it
+
+
+def _version_header(path: str) -> str | None:
+    """The ``Version:`` of a ``METADATA`` file (among the headers before the first blank line)."""
+    try:
+        with open(path, encoding="utf-8") as metadata:
+            for line in metadata:
+                if not line.strip():
+                    break
+                if line.startswith("Version:"):
+                    return line.removeprefix("Version:").strip()
+    except OSError:
+        pass
+    return None
 
 
 class _PrintVersion(argparse.Action):
@@ -214,8 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit status 2 means the command was used wrongly.",
     )
     parser.add_argument("--version", action=_PrintVersion)
+    # prog given, not computed: argparse would build a help formatter for it, and with it
+    # import shutil (and bz2, lzma) on every start.
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser
+        dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser, prog=PROG
     )
     for command in COMMANDS:
         commands.add_parser(command.name, help=command.summary, command=command)

@@ -180,7 +180,7 @@ def stray_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-# --- status --watch ---------------------------------------------------------------------
+# --- status --watch -------------------------------------------------------------------------------
 # The team's state redrawn every --interval seconds, for an operator on another terminal. On a
 # terminal it is redrawn in place (rich, imported only then); otherwise each report is printed
 # in turn under a line with its time, so a log or a pipe reads it too. Ctrl-C ends it (exit 0).
@@ -242,7 +242,7 @@ def _watch_live(report: Report, interval: float, count: int | None) -> None:
             live.update(Text(_screen(report, interval)), refresh=True)
 
 
-# --- purge-strays -----------------------------------------------------------------------
+# --- purge-strays ---------------------------------------------------------------------------------
 
 
 def declare_purge_strays(purge: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ import inspect
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -22,14 +23,25 @@ from teams_runtime.cli._parser import COMMANDS, command_parsers
 HEAVY = ("httpx", "nats", "rich", "click", "loguru", "opentelemetry", "teams_runtime.actors")
 
 
-def _loaded_after(code: str, *args: str) -> list[str]:
-    """The heavy modules in ``sys.modules`` after ``code`` runs in a fresh interpreter."""
+def _modules_after(code: str, *args: str) -> list[str]:
+    """The modules in ``sys.modules`` after ``code`` runs in a fresh interpreter."""
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True
     )
-    modules = json.loads(done.stdout.splitlines()[-1])
+    modules: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return modules
+
+
+def _loaded_after(code: str, *args: str) -> list[str]:
+    """The heavy modules in ``sys.modules`` after ``code`` runs in a fresh interpreter."""
+    modules = _modules_after(code, *args)
     return [name for name in modules if name.split(".")[0] in HEAVY or name.startswith(HEAVY)]
+
+
+_RUN = "from teams_runtime.cli import main\nimport sys\nmain(sys.argv[1:])"
+# --version exits from inside the parser: catch it so the probe still prints.
+_RUN_TO_EXIT = f"try:\n    {_RUN.replace(chr(10), chr(10) + '    ')}\nexcept SystemExit:\n    pass"
 
 
 @pytest.mark.parametrize(
@@ -47,12 +59,19 @@ def test_importing_loads_no_client_no_view_and_no_actor(code: str) -> None:
 
 
 def test_version_and_status_load_no_client_no_view_and_no_actor(tmp_path: Path) -> None:
-    run = "from teams_runtime.cli import main\nimport sys\nmain(sys.argv[1:])"
-    # --version exits from inside the parser: catch it so the probe still prints.
-    version = f"try:\n    {run.replace(chr(10), chr(10) + '    ')}\nexcept SystemExit:\n    pass"
-    assert _loaded_after(version, "--version") == []
+    assert _loaded_after(_RUN_TO_EXIT, "--version") == []
     assert main(["init", str(tmp_path / "ws")]) == 0
-    assert _loaded_after(run, "status", "--workspace", str(tmp_path / "ws")) == []
+    assert _loaded_after(_RUN, "status", "--workspace", str(tmp_path / "ws")) == []
+
+
+def test_version_loads_no_command_nor_what_commands_need() -> None:
+    # Only the parser of cli/: no family module, no flag check, no msgspec, YAML or metadata
+    # library (the version is read from the install's METADATA file).
+    loaded = _modules_after(_RUN_TO_EXIT, "--version")
+    ours = [name for name in loaded if name.startswith("teams_runtime.cli.")]
+    assert ours == ["teams_runtime.cli._parser"]
+    assert [name for name in loaded if name.split(".")[0] in ("msgspec", "yaml")] == []
+    assert "importlib.metadata" not in loaded
 
 
 def test_every_command_is_declared_by_its_family_with_its_handler() -> None:
@@ -70,8 +89,8 @@ def test_version_prints_the_installed_version_on_stdout() -> None:
         [sys.executable, "-m", "teams_runtime", "--version"], capture_output=True, text=True
     )
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout.startswith("teams-runtime ") and done.stdout.count("\n") == 1
-    assert done.stdout.split()[1][0].isdigit()
+    # Read from the install's METADATA directly (cli/_parser.py): the one importlib.metadata reads.
+    assert done.stdout == f"teams-runtime {metadata.version('teams-runtime')}\n"
 
 
 # Logs as a module of the package does: through teams_runtime._logs' logger, under a package
