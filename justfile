@@ -1,12 +1,15 @@
 set quiet
+# Recipe arguments reach the shell as "$@" too: pytest gets `-k "a and b"` as one argument.
+set positional-arguments
 
 # list the recipes
 default:
     just --list
 
-# run the test suite (arguments go to pytest, e.g. `just test -k config -x`)
+# run the test suite on every core (arguments go to pytest, e.g. `just test -k config -x`;
+# `just test -n 0 ...` runs in one process, for print or pdb)
 test *args:
-    python -P -m pytest {{args}}
+    python -P -m pytest -n auto "$@"
 
 # ruff, mypy (strict) and the import contract (layers) over the package
 lint:
@@ -35,3 +38,7 @@ fuzz examples="20000":
 # write docs/architecture.md's file map anew from the modules' docstrings
 docs:
     python tests/support/file_map.py --write
+
+# a soak of request epochs with real processes and kill -9 (`just soak --backend nats --seconds 300`)
+soak *args:
+    python tests/soak/epoch_soak.py {{args}}

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import msgspec
-
 from teams_runtime.cli._flags import FOUND_WORKSPACE, add_json, hours, role_name, timestamp
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
@@ -133,9 +131,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             status_of=status_of,
         )
     if args.json:
-        output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
-        write_json(output)
-    elif report.totals["prompts"] == 0:
+        write_json({**report.as_json(), "no_data": report.totals.prompts == 0})
+    elif report.totals.prompts == 0:
         print(
             f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
             f"{', '.join(str(w.logs_dir) for w in workspaces)}; "
@@ -191,7 +188,7 @@ def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
         if not record.enabled:
             disabled += 1
             continue
-        bucket = buckets.setdefault(group_value(record, per), _Bucket())
+        bucket = buckets.setdefault(str(group_value(record, per)), _Bucket())  # a day, an hour
         bucket.sent_chars += record.prompt_chars
         bucket.full_chars += record.full_history_chars
         full = full_history_tokens(record)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -22,11 +22,15 @@ from opentelemetry.metrics import Meter, MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from teams_runtime.actors.telemetry._tracing import Tracing
 from teams_runtime.codecs.config import ModelConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
+
+if TYPE_CHECKING:
+    from teams_runtime.actors.telemetry._otel_export import EndOfRun
 
 __all__ = ["OtelTracing", "model_name", "model_names"]
 
@@ -72,10 +76,11 @@ class OtelTracing(Tracing):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
+        self._end_of_run: EndOfRun | None = None
         if tracer_provider is None or meter_provider is None:
             from teams_runtime.actors.telemetry._otel_export import otlp_providers
 
-            made_tracer, made_meter = otlp_providers()
+            made_tracer, made_meter, self._end_of_run = otlp_providers()
             tracer_provider = tracer_provider or made_tracer
             meter_provider = meter_provider or made_meter
         self._tracer_provider = tracer_provider
@@ -111,7 +116,7 @@ class OtelTracing(Tracing):
         parent = None
         if envelope is not None and envelope.traceparent:
             parent = _PROPAGATOR.extract({"traceparent": envelope.traceparent})
-        attributes: dict[str, Any] = {"teams_runtime.role": role}
+        attributes: dict[str, AttributeValue] = {"teams_runtime.role": role}
         if envelope is not None:
             attributes.update(
                 {
@@ -159,7 +164,11 @@ class OtelTracing(Tracing):
         self._count(record, attributes, (now - start) / 1e9, answered)
 
     def _count(
-        self, record: PromptRecord, attributes: Mapping[str, Any], seconds: float, answered: bool
+        self,
+        record: PromptRecord,
+        attributes: Mapping[str, AttributeValue],
+        seconds: float,
+        answered: bool,
     ) -> None:
         labels = {
             key: attributes[key]
@@ -185,16 +194,21 @@ class OtelTracing(Tracing):
 
     def close(self) -> None:
         # Flushed, not shut down: a Team may run again. Spans and metrics at once, so a
-        # collector that is not there costs the run's end one export timeout, not two.
+        # collector that is not there costs the run's end one export timeout, not two; and
+        # the spans' flush bounded in all (EndOfRun), not one timeout per batch.
         flushes = [self._tracer_provider.force_flush]
         meter_flush = getattr(self._meter_provider, "force_flush", None)
         if callable(meter_flush):
             flushes.append(meter_flush)
-        threads = [threading.Thread(target=flush, name="otel-flush") for flush in flushes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        ending: AbstractContextManager[object] = (
+            self._end_of_run.ending() if self._end_of_run else nullcontext()
+        )
+        with ending:
+            threads = [threading.Thread(target=flush, name="otel-flush") for flush in flushes]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
 
 
 def _answered(record: PromptRecord) -> bool:
@@ -218,11 +232,11 @@ def _provider(record: PromptRecord) -> str | None:
     return key.split("/", 1)[0] if key is not None and "/" in key else None
 
 
-def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, Any]:
+def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, AttributeValue]:
     """The GenAI and ``teams_runtime.*`` attributes of a model call: counts and ids only.
     ``gen_ai.response.finish_reasons`` is the server's, left out when it gave none (a command,
     the dry run); a failed call has ``error.type``, its outcome."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
         "teams_runtime.role": record.role,
@@ -242,7 +256,7 @@ def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[s
     provider = _provider(record)
     if provider is not None:
         attributes["gen_ai.provider.name"] = provider
-    optional: tuple[tuple[str, Any], ...] = (
+    optional: tuple[tuple[str, AttributeValue], ...] = (
         ("gen_ai.usage.input_tokens", record.prompt_tokens),
         ("gen_ai.usage.output_tokens", record.completion_tokens),
         ("gen_ai.usage.cache_read.input_tokens", record.cached_prompt_tokens),

@@ -34,7 +34,12 @@ from teams_runtime.codecs.config._roles_section import (
     roles_from_blocks,
 )
 from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME
-from teams_runtime.codecs.config._strict_yaml import DuplicateKeyError, load_yaml, yaml_problem
+from teams_runtime.codecs.config._strict_yaml import (
+    DuplicateKeyError,
+    YamlTooLarge,
+    load_yaml,
+    yaml_problem,
+)
 from teams_runtime.codecs.config._team_section import TeamSection
 from teams_runtime.codecs.config._telemetry_section import TelemetryConfig, telemetry_from_block
 from teams_runtime.codecs.config._unknown_keys import check_keys
@@ -48,6 +53,7 @@ from teams_runtime.codecs.config._upstream_sections import (
     check_sprint,
 )
 from teams_runtime.codecs.config._value_messages import convert_section
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["TeamConfig", "parse_team_config", "section_notes"]
@@ -73,11 +79,11 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     role_defaults: dict[str, ModelChoice] = {}
     internal_agent_defaults: dict[str, ModelChoice] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
-    sprint: dict[str, Any] | None = None
-    ingress: dict[str, Any] | None = None
+    sprint: JsonObject | None = None
+    ingress: JsonObject | None = None
     allowed_guild_ids: list[Any] | None = None
-    research_defaults: dict[str, Any] | None = None
-    actions: dict[str, Any] | None = None
+    research_defaults: JsonObject | None = None
+    actions: JsonObject | None = None
 
     @property
     def cast(self) -> Cast:
@@ -142,6 +148,8 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         ) from exc
     except DuplicateKeyError as exc:
         raise ConfigError(f"{source} {exc}") from None
+    except YamlTooLarge as exc:
+        raise ConfigError(f"{source}: {exc}.") from None
     if document is None:  # an empty file: every section takes its defaults
         document = {}
     if not isinstance(document, Mapping):
