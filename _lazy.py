@@ -45,11 +45,13 @@ def _modules_of_names(package: str) -> dict[str, str]:
     it imports it from."""
     import ast  # here: only a program that reads one of these names pays for it (~2 ms)
 
-    path = sys.modules[package].__file__
-    if path is None:
+    spec = sys.modules[package].__spec__
+    # The loader's own reading of the source: a file, or a member of a zip archive.
+    get_source = getattr(spec.loader, "get_source", None) if spec is not None else None
+    source = get_source(package) if get_source is not None else None
+    if source is None:
         raise AttributeError(f"module {package!r} has no source to find its names in")
-    with open(path, encoding="utf-8") as source:
-        tree = ast.parse(source.read(), path)
+    tree = ast.parse(source)
     return {
         alias.asname or alias.name: node.module
         for block in tree.body
