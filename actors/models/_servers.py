@@ -31,8 +31,8 @@ import random
 from pathlib import Path
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model import ResponseFormat
 from teams_runtime.codecs.server_records import (

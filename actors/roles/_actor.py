@@ -18,8 +18,8 @@ from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors._mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.context import ContextHandle

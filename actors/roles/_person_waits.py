@@ -22,8 +22,8 @@ from collections.abc import Callable, Collection
 
 import anyio
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.roles._outcome_writes import (
     OutcomeWriter,

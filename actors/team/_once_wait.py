@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.team._reports import RunSummary
 from teams_runtime.actors.team._unserved_roles import UnservedRoles
 from teams_runtime.storage import WorkQueue
