@@ -290,15 +290,10 @@ def plan_for(state: RequestState, plan: OutcomePlan, envelope: MessageEnvelope) 
     - Else the plan, its follow-up made for this epoch, and a request that it ends failed
       moves to the next epoch (whatever was still under way for it is stale from then on).
     """
-    if state.is_stale(envelope):
-        epoch = envelope.epoch if envelope.epoch is not None else 0
-        role = envelope.target
+    if state.is_stale(envelope):  # is_stale: envelope.epoch is a number
+        now = plan.events[0].timestamp if plan.events else plan.updates.get("updated_at", "")
         stale = events.stale_outcome(
-            plan.updates.get("updated_at") or _event_time(plan),
-            role,
-            envelope,
-            epoch,
-            state.epoch_number,
+            now, envelope.target, envelope, envelope.epoch or 0, state.epoch_number
         )
         return OutcomePlan(events=[stale], updates=RecordUpdates())
     if state.ended:
@@ -316,10 +311,6 @@ def in_epoch(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
     if follow_up is not None:
         follow_up = msgspec.structs.replace(follow_up, epoch=state.epoch_number)
     return msgspec.structs.replace(plan, updates=updates, follow_up=follow_up)
-
-
-def _event_time(plan: OutcomePlan) -> str:
-    return plan.events[0].timestamp if plan.events else ""
 
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:

@@ -14,7 +14,7 @@ answer to a request cancelled or failed meanwhile is refused, and nothing is wri
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -174,6 +174,33 @@ def person_result(
     return answer
 
 
+def _answer_plan(
+    item: WaitingAnswer, result: RoleResult, now: str, *, max_hops: int, cast: Cast
+) -> Callable[[RequestState], OutcomePlan]:
+    """How ``item``'s answer is decided from the request's state: ``AnswerRefused`` when the
+    request ended, or moved on to a later epoch (cancelled, failed, reopened, retried) since
+    the answer was asked for."""
+
+    def decide(state: RequestState) -> OutcomePlan:
+        if state.ended:
+            raise AnswerRefused(
+                f"request {item.request_id} was {state.ended} meanwhile; the answer was not "
+                "recorded."
+            )
+        if state.is_stale(item.envelope):
+            raise AnswerRefused(
+                f"request {item.request_id} was cancelled, failed, reopened or retried since "
+                "this answer was asked for; it was not recorded (`teams-runtime inbox` lists "
+                "what waits now)."
+            )
+        plan = plan_outcome(
+            item.role, item.envelope, result, now, hops=state.count, max_hops=max_hops, cast=cast
+        )
+        return in_epoch(state, plan)
+
+    return decide
+
+
 async def record_answer(
     context: ContextHandle,
     queue: WorkQueue,
@@ -196,26 +223,7 @@ async def record_answer(
             await anyio.to_thread.run_sync(inbox.remove, item)
             raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
                                 "this one was not.")  # fmt: skip
-        now = now_iso()
-
-        def decide(state: RequestState) -> OutcomePlan:
-            if state.ended:
-                raise AnswerRefused(
-                    f"request {request_id} was {state.ended} meanwhile; the answer was not "
-                    "recorded."
-                )
-            if state.is_stale(item.envelope):
-                raise AnswerRefused(
-                    f"request {request_id} was cancelled, failed, reopened or retried since "
-                    "this answer was asked for; it was not recorded (`teams-runtime inbox` "
-                    "lists what waits now)."
-                )
-            hops = state.count
-            plan = plan_outcome(
-                role, item.envelope, result, now, hops=hops, max_hops=max_hops, cast=cast
-            )
-            return in_epoch(state, plan)
-
+        decide = _answer_plan(item, result, now_iso(), max_hops=max_hops, cast=cast)
         writer = OutcomeWriter(role, context=context, queue=queue)
         state = state_of(await context.project(request_id))
         try:
