@@ -36,6 +36,7 @@ from nats.js.kv import KeyValue
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
+from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage.nats._layout import ensure_layout
 from teams_runtime.storage.nats._names import NatsNames
 from teams_runtime.storage.nats._server_errors import (
@@ -52,6 +53,8 @@ _T = TypeVar("_T")
 
 _LISTING_TRIES = 5  # listings of a KV bucket before an empty one is believed
 _CLOSING_SECONDS = 5.0  # how long closing waits for the client to say goodbye
+_RETRY_FIRST = 0.05  # the first wait for a server away, doubled each time up to...
+_RETRY_CAP = 1.0  # ...this (not jittered: the client reconnects by itself meanwhile)
 
 
 @contextlib.asynccontextmanager
@@ -188,7 +191,7 @@ class NatsConnection:
         self._check_open()
         patience = self.settings.retry_seconds if patience is None else patience
         deadline = time.monotonic() + patience
-        delay = 0.05
+        tries = 0
         while True:
             try:
                 with anyio.fail_after(self.settings.retry_seconds + 10):
@@ -215,8 +218,8 @@ class NatsConnection:
                     f"{what} on the NATS server at {self.settings.shown_url} failed "
                     f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
                 ) from None
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            await anyio.sleep(backoff_delay(tries, first=_RETRY_FIRST, cap=_RETRY_CAP))
+            tries += 1
 
     def _check_open(self) -> None:
         if self._closed:
