@@ -16,7 +16,7 @@ from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.cli.record_file import read_record_file
 from teams_runtime.cli.role_flags import team_role
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
-from teams_runtime.codecs.context_protocol import Appended
+from teams_runtime.codecs.context_asks import Appended
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of

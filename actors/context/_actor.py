@@ -1,11 +1,11 @@
 """The ContextActor: the one owner of a workspace's request store.
 
-Roles never touch records; they ask this actor (``codecs.context_protocol``) through a
-``ContextHandle``. It answers projections from a per-request digest (read once per record
-version) and publishes each answer it gives (``actors.context._published``), which handles serve
-while the record keeps that version. It is the single writer of records in its process
-(appends go through the ``RecordStore``'s locked, atomic path). It never asks anyone, so no
-cycle of asks can deadlock.
+Roles never touch records; they ask this actor (``codecs.context_asks``: values, in this
+process) through a ``ContextHandle``. It answers projections from a per-request digest (read
+once per record version) and publishes each answer it gives (``actors.context._published``),
+which handles serve while the record keeps that version. It is the single writer of records in
+its process (appends go through the ``RecordStore``'s locked, atomic path). It never asks
+anyone, so no cycle of asks can deadlock.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
 import msgspec
@@ -24,7 +24,7 @@ from teams_runtime.actors._mailbox import LATER, Lanes, Later, Mailbox, MailboxS
 from teams_runtime.actors.context._handle import ContextHandle
 from teams_runtime.actors.context._published import PublishedAnswers, Snapshot
 from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
-from teams_runtime.codecs.context_protocol import (
+from teams_runtime.codecs.context_asks import (
     Append,
     Appended,
     ContextAsk,
@@ -36,11 +36,10 @@ from teams_runtime.codecs.context_protocol import (
     Project,
     Recall,
     Recalled,
-    failure_of,
 )
 from teams_runtime.codecs.evidence import append_key_of
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json
+from teams_runtime.codecs.request_records import EVENTS_KEY
 from teams_runtime.exceptions import TeamsRuntimeError, UnknownRequestError
 from teams_runtime.policy.digest import (
     RequestDigest,
@@ -145,14 +144,16 @@ class ContextActor:
             self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
         )
 
+    # An error raised here reaches the asker as it is (the mailbox raises it in the asker's
+    # task): the same object, attributes and all. The actor keeps serving.
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
             return await self._dispatch(message)
-        except TeamsRuntimeError as exc:
-            return failure_of(exc)
-        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+        except TeamsRuntimeError:
+            raise
+        except Exception as exc:  # a bug: logged here too, the asker hears of it
             logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
-            return failure_of(exc)
+            raise
 
     def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
         """The answer to a projection ask that needs no waiting (the digest is current, or the
@@ -161,11 +162,11 @@ class ContextActor:
             return LATER
         try:
             answer = self._project_nowait(message.request_id)
-        except TeamsRuntimeError as exc:
-            return failure_of(exc)
-        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+        except TeamsRuntimeError:
+            raise
+        except Exception as exc:  # a bug: logged here too, the asker hears of it
             logger.opt(exception=exc).error("context actor failed on Project")
-            return failure_of(exc)
+            raise
         return LATER if answer is None else answer
 
     async def _dispatch(self, message: ContextAsk) -> ContextReply:
@@ -188,8 +189,7 @@ class ContextActor:
                 events = await self._in_thread(self._recall, request_id, key)
                 return Recalled(events=events)
             case Create(request_id=request_id, record=record):
-                fields = msgspec.json.decode(record)
-                created = await self._in_thread(self.store.create, request_id, fields)
+                created = await self._in_thread(self.store.create, request_id, record)
                 return Created(created=created)
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
@@ -268,16 +268,12 @@ class ContextActor:
     async def _append(
         self,
         request_id: str,
-        events: list[bytes],
-        updates: dict[str, bytes],
+        raw_events: list[msgspec.Raw],
+        raw_updates: dict[str, msgspec.Raw],
         key: str,
-        unless: dict[str, bytes],
-        expect: dict[str, bytes],
+        refuse_if: dict[str, Any],
+        expected: dict[str, Any],
     ) -> Appended:
-        raw_events = [msgspec.Raw(event) for event in events]
-        raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
-        refuse_if = {name: msgspec.json.decode(value) for name, value in unless.items()}
-        expected = {name: msgspec.json.decode(value) for name, value in expect.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
@@ -319,9 +315,8 @@ class ContextActor:
             fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
-        held = {name: encode_json(value) for name, value in stored.fields.items()}
         return Appended(
-            count=stored.count, applied=stored.applied, refused=stored.refused, fields=held
+            count=stored.count, applied=stored.applied, refused=stored.refused, fields=stored.fields
         )
 
 

@@ -162,7 +162,7 @@ async def _extend(
         )
         if not appended.refused:
             return status if finished else ""
-        state = RequestState.of({k: msgspec.json.decode(v) for k, v in appended.fields.items()})
+        state = RequestState.of(appended.fields)
     raise TeamsRuntimeError(
         f"request {request_id}: other writers changed its status {MAX_RACES} times in a row; "
         "nothing was queued (submit again)."

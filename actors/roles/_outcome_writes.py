@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import msgspec
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
@@ -141,10 +140,7 @@ class OutcomeWriter:
             )
             if not appended.refused:
                 return plan, state, appended.applied
-            held: dict[str, Any] = {
-                name: msgspec.json.decode(value) for name, value in appended.fields.items()
-            }
-            state = RequestState.of(held)
+            state = RequestState.of(appended.fields)
         raise TeamsRuntimeError(
             f"request {envelope.request_id}: other writers changed it {MAX_RACES} times in a "
             "row while this outcome was being written; nothing was written (retried later)."

@@ -28,7 +28,7 @@ from teams_runtime import (
     project_request,
 )
 from teams_runtime.actors.context._actor import ContextActor
-from teams_runtime.codecs.context_protocol import Failed, Project
+from teams_runtime.codecs.context_asks import Project
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileRecordStore, Workspace
@@ -241,11 +241,31 @@ async def test_cancelled_asker_does_not_wedge_the_actor(tmp_path: Path) -> None:
 async def test_unknown_message_is_an_error_not_ignored(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         mailbox = ctx._mailbox
-        reply = await mailbox.ask("not a message", timeout=5)  # type: ignore[arg-type]
-        assert isinstance(reply, Failed) and reply.kind == "internal"
-        assert "does not understand" in reply.message
-        reply = await mailbox.ask(Project(request_id="x"), timeout=5)  # still serving
-        assert isinstance(reply, Failed) and reply.kind == "unknown_request"
+        with pytest.raises(TypeError, match=r"^the context actor does not understand"):
+            await mailbox.ask("not a message", timeout=5)  # type: ignore[arg-type]
+        with pytest.raises(UnknownRequestError):  # still serving
+            await mailbox.ask(Project(request_id="x"), timeout=5)
+
+
+class _StoreError(RecordError):
+    """A store's error with an attribute of its own."""
+
+    def __init__(self, message: str, detail: object) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+async def test_an_error_raised_in_the_actor_is_the_askers_same_object(tmp_path: Path) -> None:
+    class Failing(FileRecordStore):
+        def append(self, *args: Any, **kwargs: Any) -> Any:
+            raise raised
+
+    raised = _StoreError("the store refused", detail={"why": "test"})
+    _write(tmp_path, "req-1", sample_record(3, "req-1"))
+    async with open_context(tmp_path, store=Failing(Workspace(tmp_path))) as ctx:
+        with pytest.raises(_StoreError) as caught:
+            await ctx.append_event("req-1", {"type": "note"})
+    assert caught.value is raised and caught.value.detail == {"why": "test"}
 
 
 async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
