@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teams_runtime.cli.output import UserError, write_json
 from teams_runtime.cli.status_hints import hint_lines, rejected_rows
@@ -18,12 +18,14 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
     QueueSnapshot,
-    RecordStore,
     Workspace,
     load_team_config,
 )
 from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.server_files import servers_away
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRecordStore
 
 __all__ = ["DEFAULT_INTERVAL", "cmd_cancel", "cmd_status", "report_lines", "status_report"]
 
@@ -35,7 +37,7 @@ def _text(fields: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _request_row(store: RecordStore, request_id: str) -> dict[str, Any]:
+def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
     try:
         read = store.read(request_id, tail=1)
     except TeamsRuntimeError as exc:

@@ -3,17 +3,19 @@ envelope, with the command that tries it again (``teams-runtime retry``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.storage.rejected import RejectedShelf
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRejectedShelf
 
 __all__ = ["hint_lines", "rejected_rows"]
 
 _REASON_SHOWN = 200  # characters of a reason on its line (--json has it whole)
 
 
-def rejected_rows(shelf: RejectedShelf) -> list[dict[str, Any]]:
+def rejected_rows(shelf: BlockingRejectedShelf) -> list[dict[str, Any]]:
     """The rejected envelopes as ``status --json`` lists them."""
     return [
         {

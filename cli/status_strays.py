@@ -7,7 +7,7 @@ from typing import Any
 
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.backends import Backend
+from teams_runtime.storage.backends import BlockingBackend
 from teams_runtime.storage.server_files import server_strays
 
 __all__ = ["SHOWN_STRAYS", "stray_lines", "stray_rows"]
@@ -15,7 +15,7 @@ __all__ = ["SHOWN_STRAYS", "stray_lines", "stray_rows"]
 SHOWN_STRAYS = 20  # lines of text at most; `--json` lists every one
 
 
-def stray_rows(workspace: Workspace, backend: Backend) -> list[dict[str, Any]]:
+def stray_rows(workspace: Workspace, backend: BlockingBackend) -> list[dict[str, Any]]:
     """Every stray of the workspace's store, queue and model-server files, as ``--json``
     shows them (``envelopes``: how many wait there for no role)."""
     found = [*backend.store.strays(), *backend.queue.strays(), *server_strays(workspace)]

@@ -184,7 +184,7 @@ async def submit_with(
     now = now_iso()
     created = await context.create(envelope.request_id, new_record(envelope, now, by))
     reopened = "" if created else await _extend(context, envelope, now, reopen=reopen, by=by)
-    ticket = await anyio.to_thread.run_sync(queue.put, envelope)
+    ticket = await queue.put(envelope)
     return Submission(envelope.request_id, created, ticket, reopened)
 
 
@@ -247,5 +247,5 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
         if not already:
             plan = plan_cancel(now_iso())
             await context.append_events(request_id, plan.events, updates=plan.updates)
-        dropped = await anyio.to_thread.run_sync(backend.queue.drop, request_id)
+        dropped = await backend.queue.drop(request_id)
     return Cancellation(request_id, already, dropped)

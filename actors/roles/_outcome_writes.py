@@ -62,7 +62,7 @@ async def queue_recorded_follow_up(
         and not state_of(await context.project(request_id)).ended
         and not await context.recall(request_id, outcome_key(follow_up.target, follow_up))
     ):
-        await anyio.to_thread.run_sync(queue.put, follow_up)
+        await queue.put(follow_up)
 
 
 class OutcomeWriter:
@@ -89,7 +89,7 @@ class OutcomeWriter:
         try:
             with anyio.CancelScope(shield=True):
                 plan, state, applied = await self.record(envelope, decide, state)
-                await anyio.to_thread.run_sync(self._queue.done, claim)
+                await self._queue.done(claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
                 "{}: outcome for request {} not saved ({}); its envelope is deferred",
@@ -115,9 +115,9 @@ class OutcomeWriter:
         # Not applied: another delivery of this envelope recorded its outcome and queued its
         # follow-up already (a worker that hung past its lease, a second answer).
         if plan.follow_up is not None and applied:
-            await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+            await self._queue.put(plan.follow_up)
         if plan.drop_queued and applied:
-            await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
+            await self._queue.drop(envelope.request_id)
         return plan, state, applied
 
     async def _write(

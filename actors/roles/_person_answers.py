@@ -93,7 +93,7 @@ async def _waiting_item(
 ) -> WaitingAnswer:
     """``pick_waiting`` over what waits in ``inbox`` now; when nothing matches, the refusal
     says why, as the request's record tells."""
-    items = await anyio.to_thread.run_sync(inbox.items)
+    items = await inbox.items()
     try:
         return pick_waiting(items, wanted, role)
     except _NothingWaits:
@@ -188,7 +188,7 @@ async def record_answer(
         recorded = await context.recall(request_id, outcome_key(role, item.envelope))
         if recorded:  # answered before, and that answer stopped short of removing it
             await queue_recorded_follow_up(context, queue, role, item.envelope, recorded, cast=cast)
-            await anyio.to_thread.run_sync(inbox.remove, item)
+            await inbox.remove(item)
             raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
                                 "this one was not.")  # fmt: skip
         now = now_iso()
@@ -209,9 +209,9 @@ async def record_answer(
         try:
             plan, _, applied = await writer.record(item.envelope, decide, state)
         except AnswerRefused:
-            await anyio.to_thread.run_sync(inbox.remove, item)  # its request ended
+            await inbox.remove(item)  # its request ended
             raise
-        await anyio.to_thread.run_sync(inbox.remove, item)
+        await inbox.remove(item)
     if not applied:
         raise AnswerRefused(
             f"request {request_id}: another answer to the {role} role was recorded at the "
