@@ -35,3 +35,7 @@ fuzz examples="20000":
 # write docs/architecture.md's file map anew from the modules' docstrings
 docs:
     python tests/support/file_map.py --write
+
+# a soak of request epochs with real processes and kill -9 (`just soak --backend nats --seconds 300`)
+soak *args:
+    python tests/soak/epoch_soak.py {{args}}

@@ -1,5 +1,5 @@
-"""Text formats used across the package: pretty JSON, timestamps (ISO-8601 with offset) and
-counted nouns ("1 prompt", "2 prompts")."""
+"""Text formats used across the package: pretty JSON, timestamps (ISO-8601 with offset),
+counted nouns ("1 prompt", "2 prompts") and values made safe to print on a terminal."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["count_of", "now_iso", "pretty_json", "pretty_json_bytes"]
+__all__ = ["count_of", "now_iso", "pretty_json", "pretty_json_bytes", "printable"]
 
 _ENCODER = msgspec.json.Encoder()
+# C0 controls, DEL and C1 controls: a terminal acts on them (clear the screen, set the window
+# title, move the cursor) instead of showing them.
+_CONTROLS = {code: None for code in (*range(0x20), *range(0x7F, 0xA0))}
 
 
 def pretty_json_bytes(value: Any) -> bytes:
@@ -47,3 +50,10 @@ def count_of(count: int, noun: str) -> str:
     """``count`` and ``noun`` in the right number: ``1 prompt``, ``2 prompts``, ``0 prompts``,
     ``1,200 prompts`` (grouped as the tables group theirs)."""
     return f"{count:,} {noun if count == 1 else noun + 's'}"
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (escape sequences, bells, carriage returns), for a
+    value read from a record or a log that a command prints as text. JSON output keeps values
+    exact: its escaping already makes them inert."""
+    return text.translate(_CONTROLS)

@@ -1,14 +1,19 @@
 """``teams-runtime metrics`` over the prompt records: reading them, filtering, grouping.
 
 ``metrics`` reads ``prompt_context*.jsonl`` (rotated files too) a line at a time, decoding each
-with msgspec; malformed or torn lines are counted and skipped. Memory holds one small
-aggregate per group (``call_groups``) and a few sums per request. ``matching_records`` is the
-one place records are filtered (``aggregate`` and ``--chart`` read through it), and
-``group_value`` the one place a record's group is named.
+with msgspec; malformed, torn or over-long lines are counted and skipped. The logs folder is not
+trusted: only regular files are read (never through a link, never a folder or a device named
+like a log), and a file that vanishes while it is read (rotated away) ends its part quietly.
+Memory holds one small aggregate per group (``call_groups``) and a few sums per request.
+``matching_records`` is the one place records are filtered (``aggregate`` and ``--chart`` read
+through it), and ``group_value`` the one place a record's group is named.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,12 +52,23 @@ class Filters(msgspec.Struct, frozen=True, kw_only=True):
     request_id: str | None = None
 
 
+# A prompt record is a few hundred bytes; a line longer than this is no record of ours.
+MAX_LINE_BYTES = 64 * 1024
+
+
 def log_files(logs_dir: Path) -> list[Path]:
-    """The prompt record files, rotated ones first (oldest first), the live one last."""
+    """The prompt record files, rotated ones first (oldest first), the live one last: regular
+    files only (a link, a folder or a device named like a log is passed over)."""
     stem, suffix = PROMPT_LOG_NAME.rsplit(".", 1)
     rotated = sorted(logs_dir.glob(f"{stem}.*.{suffix}"))
-    live = logs_dir / PROMPT_LOG_NAME
-    return [*rotated, *([live] if live.exists() else [])]
+    return [path for path in [*rotated, logs_dir / PROMPT_LOG_NAME] if _is_regular(path)]
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -61,18 +77,39 @@ class Skipped:
 
 
 def read_records(files: Iterable[Path], skipped: Skipped) -> Iterator[PromptRecord]:
-    """Stream the records of ``files``; bad lines (torn, not JSON, wrong shape) are counted."""
+    """Stream the records of ``files``; bad lines (torn, not JSON, wrong shape, longer than
+    ``MAX_LINE_BYTES``) are counted. A file gone, or no longer a regular file, by the time it
+    is opened is passed over."""
     for path in files:
-        with open(path, "rb") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    record = decode_prompt_record(line)
-                except (msgspec.DecodeError, RecursionError):  # ValidationError included
-                    skipped.lines += 1
-                    continue
-                yield record
+        for line in _lines(path, skipped):
+            try:
+                record = decode_prompt_record(line)
+            except (msgspec.DecodeError, RecursionError):  # ValidationError included
+                skipped.lines += 1
+                continue
+            yield record
+
+
+def _lines(path: Path, skipped: Skipped) -> Iterator[bytes]:
+    """The non-blank lines of a regular file, each at most ``MAX_LINE_BYTES`` (longer ones
+    are counted in ``skipped`` and read past in pieces, never held whole)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO):
+            return  # rotated away, or made a link meanwhile
+        raise
+    with open(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return
+        while line := handle.readline(MAX_LINE_BYTES + 1):
+            if len(line) > MAX_LINE_BYTES:
+                skipped.lines += 1
+                while line and not line.endswith(b"\n"):
+                    line = handle.readline(MAX_LINE_BYTES)
+                continue
+            if line.strip():
+                yield line
 
 
 class MetricsReport(msgspec.Struct, kw_only=True):

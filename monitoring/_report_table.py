@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import count_of, printable
 from teams_runtime.monitoring._metrics_report import MetricsReport
 
 __all__ = ["render_report"]
@@ -59,7 +59,7 @@ def _label(value: Any) -> str:
     """A group's value as a row label: the ``enabled`` flag reads enabled/disabled."""
     if isinstance(value, bool):
         return "enabled" if value else "disabled"
-    return str(value)
+    return printable(str(value))  # a role or request id as a log line wrote it
 
 
 def render_report(report: MetricsReport) -> str:

@@ -27,7 +27,7 @@ from teams_runtime.codecs.model import KeyScrubber
 
 __all__ = ["PROBE_SECONDS", "ServerProbe", "probe_all", "probe_server"]
 
-PROBE_SECONDS = 60.0  # at most, per request (a server may load its model first)
+PROBE_SECONDS = 60.0  # at most, per server and model (a server may load its model first)
 _MODEL_NAME_CHARS = 120
 _SCHEMA = {
     "type": "object",
@@ -125,13 +125,24 @@ def _name(event: object) -> str | None:
 
 async def probe_server(config: OpenAIConfig, roles: list[str]) -> ServerProbe:
     """Ask the server of ``config`` for its model (``roles``' server and model) once, or once
-    a form it refuses; waits at most ``PROBE_SECONDS`` a request. Never raises for what the server
-    does: ``problem`` says it."""
+    a form it refuses; waits at most ``timeout_seconds`` in all, never over ``PROBE_SECONDS``.
+    Never raises for what the server does: ``problem`` says it."""
     result = ServerProbe(base_url=config.base_url, roles=roles, model=config.model)
+    timeout = min(config.timeout_seconds, PROBE_SECONDS)
+    # httpx's timeout bounds each read, not a stream: a server that streams without end (or
+    # one byte a second) would hold the probe for ever. The deadline bounds all of it.
+    with anyio.move_on_after(timeout):
+        return await _probe_forms(config, result, timeout)
+    result.problem = f"no answer within {timeout:g} s"
+    return result
+
+
+async def _probe_forms(
+    config: OpenAIConfig, result: ServerProbe, read_seconds: float
+) -> ServerProbe:
     key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
     scrub = KeyScrubber(key)
-    timeout = min(config.timeout_seconds, PROBE_SECONDS)
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    async with httpx.AsyncClient(timeout=read_seconds) as client:
         for form_name, form in _FORMS:
             try:
                 name, usage = await _ask(client, config, form, key)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -27,6 +27,9 @@ from teams_runtime.actors.telemetry._tracing import Tracing
 from teams_runtime.codecs.config import ModelConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
+
+if TYPE_CHECKING:
+    from teams_runtime.actors.telemetry._otel_export import EndOfRun
 
 __all__ = ["OtelTracing", "model_name", "model_names"]
 
@@ -72,10 +75,11 @@ class OtelTracing(Tracing):
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
     ) -> None:
+        self._end_of_run: EndOfRun | None = None
         if tracer_provider is None or meter_provider is None:
             from teams_runtime.actors.telemetry._otel_export import otlp_providers
 
-            made_tracer, made_meter = otlp_providers()
+            made_tracer, made_meter, self._end_of_run = otlp_providers()
             tracer_provider = tracer_provider or made_tracer
             meter_provider = meter_provider or made_meter
         self._tracer_provider = tracer_provider
@@ -185,16 +189,21 @@ class OtelTracing(Tracing):
 
     def close(self) -> None:
         # Flushed, not shut down: a Team may run again. Spans and metrics at once, so a
-        # collector that is not there costs the run's end one export timeout, not two.
+        # collector that is not there costs the run's end one export timeout, not two; and
+        # the spans' flush bounded in all (EndOfRun), not one timeout per batch.
         flushes = [self._tracer_provider.force_flush]
         meter_flush = getattr(self._meter_provider, "force_flush", None)
         if callable(meter_flush):
             flushes.append(meter_flush)
-        threads = [threading.Thread(target=flush, name="otel-flush") for flush in flushes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        ending: AbstractContextManager[object] = (
+            self._end_of_run.ending() if self._end_of_run else nullcontext()
+        )
+        with ending:
+            threads = [threading.Thread(target=flush, name="otel-flush") for flush in flushes]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
 
 
 def _answered(record: PromptRecord) -> bool:

@@ -5,9 +5,15 @@ PyYAML keeps the last of a key written twice and says nothing, so a section writ
 key written twice in any mapping is an error naming its dotted path and lines. Merge keys
 (``<<: *base``) still work as YAML defines them: a mapping's own keys win over merged ones.
 A number written with an exponent but without a dot or the exponent's sign (``1e3``, ``2.5e3``)
-is a number, as YAML 1.2 reads it (YAML 1.1, which PyYAML follows, reads it as text). A value
+is a number, and ``yes``/``no``/``on``/``off`` are text, as YAML 1.2 reads them (YAML 1.1,
+which PyYAML follows, reads the first as text and the others as booleans). A value
 YAML's rules cannot turn into a number or date (an integer of 5,000 digits, the 45th
 of month 13) is an error with its line, not a traceback.
+
+A document is bounded before anything is built from it: nested at most ``MAX_DEPTH`` levels,
+and at most ``MAX_VALUES`` values once its aliases are expanded (an alias of an alias of ...,
+the "billion laughs", would otherwise grow without bound wherever the values are copied or
+walked: a free-keyed section such as ``research_defaults`` or ``model.openai.extra_body``).
 """
 
 from __future__ import annotations
@@ -18,9 +24,21 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError
 
-__all__ = ["DuplicateKeyError", "load_yaml", "written_key", "yaml_problem"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "DuplicateKeyError",
+    "YamlTooLarge",
+    "load_yaml",
+    "written_key",
+    "yaml_problem",
+]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# A team_runtime.yaml is a few levels deep and a few hundred values long; these bounds are far
+# above any real one and far below what costs memory or Python's recursion limit.
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
 
 
 class DuplicateKeyError(Exception):
@@ -30,6 +48,11 @@ class DuplicateKeyError(Exception):
         self.key, self.first_line, self.line = key, first_line, line
         where = f"both on line {line}" if line == first_line else f"lines {first_line} and {line}"
         super().__init__(f"{key} is written twice ({where}); write each key once.")
+
+
+class YamlTooLarge(Exception):
+    """A document nested deeper than ``MAX_DEPTH`` or larger than ``MAX_VALUES`` values once
+    its aliases are expanded; the message says which, and where."""
 
 
 def written_key(key: object) -> str:
@@ -50,6 +73,7 @@ class _ConfigLoader(yaml.SafeLoader):
         # Checked on the composed tree: constructing a mapping flattens the merge keys of the
         # mappings it merges into them, after which their own keys can no longer be told apart.
         node = super().compose_document()
+        _refuse_expansion(node)
         _refuse_duplicate_keys(self, node)
         return node
 
@@ -65,6 +89,15 @@ class _ConfigLoader(yaml.SafeLoader):
 _ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789")
 )
+# Booleans as YAML 1.2 writes them: true and false only. YAML 1.1 (PyYAML's) also reads yes,
+# no, on and off as booleans, so `enabled: no` turned compaction off where 1.2 reads text (and
+# the check says it is no boolean). The resolvers were copied for this class by the call above.
+for _first in "yYnNoO":
+    _ConfigLoader.yaml_implicit_resolvers[_first] = [
+        (tag, regexp)
+        for tag, regexp in _ConfigLoader.yaml_implicit_resolvers.get(_first, [])
+        if tag != "tag:yaml.org,2002:bool"
+    ]
 
 _UNHASHABLE = object()
 
@@ -114,8 +147,67 @@ def _refuse_duplicate_keys(loader: _ConfigLoader, root: Any) -> None:
         pending.extend(reversed(children))
 
 
+def _refuse_nesting(text: str) -> None:
+    """Raise ``YamlTooLarge`` at the first collection nested deeper than ``MAX_DEPTH``. Read
+    from the parser's events, which come without recursion: PyYAML's composer recurses once
+    per level, and Python's recursion limit would end it in a ``RecursionError`` first."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise YamlTooLarge(
+                    f"nested more than {MAX_DEPTH} levels deep (line {line}); a config is a "
+                    "few levels deep: write it flatter"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _refuse_expansion(root: Any) -> None:
+    """Raise ``YamlTooLarge`` when the document, its aliases expanded, holds more than
+    ``MAX_VALUES`` values or is nested deeper than ``MAX_DEPTH``. Each node is weighed once
+    (an alias is the node it names), without recursion."""
+    weight: dict[int, tuple[int, int]] = {}  # id(node) -> (values, depth) once expanded
+    pending: list[tuple[Any, bool]] = [(root, False)]
+    while pending:
+        node, children_done = pending.pop()
+        if id(node) in weight:
+            continue
+        children = _children(node)
+        if not children_done:
+            pending.append((node, True))
+            pending.extend((child, False) for child in children if id(child) not in weight)
+            continue
+        values = 1 + sum(weight[id(child)][0] for child in children)
+        depth = 1 + max((weight[id(child)][1] for child in children), default=0)
+        if values > MAX_VALUES or depth > MAX_DEPTH:
+            line = node.start_mark.line + 1
+            what = (
+                f"more than {MAX_VALUES:,} values"
+                if values > MAX_VALUES
+                else f"more than {MAX_DEPTH} levels deep"
+            )
+            raise YamlTooLarge(
+                f"its aliases expand to {what} (the value at line {line}); write the values "
+                "out, or use fewer aliases"
+            )
+        weight[id(node)] = (values, depth)
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def load_yaml(text: str) -> Any:
-    """The document in ``text``; raises ``yaml.YAMLError`` or ``DuplicateKeyError``."""
+    """The document in ``text``; raises ``yaml.YAMLError``, ``DuplicateKeyError`` or
+    ``YamlTooLarge``."""
+    _refuse_nesting(text)
     return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass: safe
 
 

@@ -34,7 +34,12 @@ from teams_runtime.codecs.config._roles_section import (
     roles_from_blocks,
 )
 from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME
-from teams_runtime.codecs.config._strict_yaml import DuplicateKeyError, load_yaml, yaml_problem
+from teams_runtime.codecs.config._strict_yaml import (
+    DuplicateKeyError,
+    YamlTooLarge,
+    load_yaml,
+    yaml_problem,
+)
 from teams_runtime.codecs.config._team_section import TeamSection
 from teams_runtime.codecs.config._telemetry_section import TelemetryConfig, telemetry_from_block
 from teams_runtime.codecs.config._unknown_keys import check_keys
@@ -142,6 +147,8 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         ) from exc
     except DuplicateKeyError as exc:
         raise ConfigError(f"{source} {exc}") from None
+    except YamlTooLarge as exc:
+        raise ConfigError(f"{source}: {exc}.") from None
     if document is None:  # an empty file: every section takes its defaults
         document = {}
     if not isinstance(document, Mapping):

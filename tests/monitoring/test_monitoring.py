@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -431,3 +432,57 @@ def test_saving_percent_is_always_a_number(
     assert text.count(f'"saving_percent": {shown}') == 2  # the totals and the one group
     assert main(["metrics", "--workspace", str(tmp_path)]) == 0
     assert f"  {shown}%" in capsys.readouterr().out
+
+
+def _metrics(capsys: pytest.CaptureFixture[str], logs: Path, *flags: str) -> tuple[int, str, str]:
+    status = main(["metrics", "--workspace", str(logs.parent.parent), *flags])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_what_is_named_like_a_log_but_is_no_regular_file_is_passed_over(
+    logs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder and a link to an endless device, named like rotated logs; a link to a real log.
+    (logs / "prompt_context.2026-11-01_00-00-00_000001.jsonl").mkdir()
+    (logs / "prompt_context.2026-11-02_00-00-00_000001.jsonl").symlink_to("/dev/zero")
+    (logs / "prompt_context.2026-11-03_00-00-00_000001.jsonl").symlink_to(logs / PROMPT_LOG_NAME)
+    status, out, err = _metrics(capsys, logs, "--json")
+    assert status == 0 and "Traceback" not in err
+    assert json.loads(out)["totals"]["prompts"] == 104  # as without them
+
+
+def test_a_log_removed_while_metrics_reads_is_passed_over(logs: Path) -> None:
+    files = log_files(logs)
+    files[0].unlink()  # rotated away between the listing and the read
+    assert aggregate(files, Filters(), ["role"]).totals["prompts"] == 4
+
+
+def test_a_line_too_long_to_be_a_record_is_skipped_without_holding_it(logs: Path) -> None:
+    with (logs / PROMPT_LOG_NAME).open("ab") as log:
+        log.write(b"x" * (3 * 1024 * 1024) + b"\n")  # no record: a line of 3 MiB
+        log.write(encode_prompt_record(_record(role="after")).encode() + b"\n")
+    tracemalloc.start()
+    try:
+        report = aggregate(log_files(logs), Filters(), ["role"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024  # read past in pieces, never held whole
+    assert report.skipped_lines == 3 + 1
+    assert "after" in [group["role"] for group in report.groups]
+
+
+def test_control_characters_of_a_log_line_are_not_printed_in_text(
+    logs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A role written by hand into the log: clear the screen, set the window title, ring.
+    hostile = "qa\x1b[2J\x1b]0;pwned\x07\r\x9b"
+    with (logs / PROMPT_LOG_NAME).open("a") as log:
+        log.write(encode_prompt_record(_record(role=hostile)) + "\n")
+    status, out, _ = _metrics(capsys, logs, "--by", "role")
+    assert status == 0
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", out.replace("\n", ""))
+    assert "qa[2J]0;pwned" in out
+    status, out, _ = _metrics(capsys, logs, "--by", "role", "--json")
+    assert hostile in [group["role"] for group in json.loads(out)["groups"]]  # JSON: exact

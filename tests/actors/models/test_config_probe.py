@@ -4,11 +4,14 @@ takes)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -201,3 +204,49 @@ class FakeOpenAIServerContext:
 
     def __exit__(self, *_: object) -> None:
         self.server.stop()
+
+
+class _EndlessStream:
+    """A server that answers every request with an event stream that never ends: one
+    content delta every 50 ms, until the client goes (or 30 s pass)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            connection, _ = self.listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                )
+                event = b'data: {"model": "m", "choices": [{"delta": {"content": "x"}}]}\n\n'
+                chunk = f"{len(event):x}\r\n".encode() + event + b"\r\n"
+                until = time.monotonic() + 30
+                while time.monotonic() < until:
+                    connection.sendall(chunk)
+                    time.sleep(0.05)  # the server's pace, not a wait for a condition
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_server_that_streams_without_end_is_given_up_on_at_the_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = _EndlessStream()
+    try:
+        openai = {"base_url": server.base_url, "model": "m", "timeout_seconds": 1}
+        _workspace(tmp_path, {"backend": "openai", "openai": openai})
+        started = time.monotonic()
+        status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    finally:
+        server.close()
+    assert status == 1
+    assert out.endswith(": no answer within 1 s\n"), out
+    assert time.monotonic() - started < 15  # its timeout, not the stream's 30 s

@@ -7,10 +7,12 @@ there, a run says so in a few lines of its own; `ab` sends nothing."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -144,8 +146,11 @@ def _worker(root: Path, roles: str, name: str, endpoint: str) -> subprocess.Pope
     return _command(root, ["run", "--once", "--plain", "--roles", roles], name, endpoint)
 
 
-def _command(root: Path, argv: list[str], name: str, endpoint: str) -> subprocess.Popen[str]:
+def _command(
+    root: Path, argv: list[str], name: str, endpoint: str, **more_env: str
+) -> subprocess.Popen[str]:
     env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    env.update(more_env)
     env.update(
         OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
         OTEL_RESOURCE_ATTRIBUTES=f"worker={name}",
@@ -241,6 +246,31 @@ def test_with_no_collector_a_run_says_so_in_a_line_per_kind(tmp_path: Path) -> N
     assert ours and len(ours) == len(set(ours)) <= 4  # retries and failures, spans and metrics
     assert all(line.endswith("(repeats are not logged)") for line in ours)
     assert any("Failed to export spans batch" in line for line in ours)
+
+
+def test_a_runs_end_waits_one_export_timeout_in_all_not_one_per_batch(tmp_path: Path) -> None:
+    """A batch a span and no collector: the SDK's flush gives each batch its own timeout
+    (three requests' hops leave some 16 spans to flush: half a minute and more). The run's end
+    waits the timeout once, drops the rest and says how many spans went unsent."""
+    root = _otel_workspace(tmp_path / "ws")
+    for scope in ("a", "b", "c"):
+        assert (
+            main(["submit", "--workspace", str(root), "--role", "planner", "--scope", scope]) == 0
+        )
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    process = _command(
+        root, ["run", "--once", "--plain"], "a", endpoint, OTEL_BSP_MAX_EXPORT_BATCH_SIZE="1"
+    )
+    _, stderr = process.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert process.returncode == 0, stderr
+    unsent = re.search(
+        r"OpenTelemetry: (\d+) spans not sent: a run's end waits at most 3 s", stderr
+    )
+    assert unsent is not None and int(unsent.group(1)) > 3, stderr
+    # The budget, the one export under way when it ran out, and the worker's own start and end.
+    assert took < 3 * EXPORT_TIMEOUT_SECONDS + 5, took
 
 
 def test_the_export_timeout_is_ours_unless_a_variable_sets_it(

@@ -8,6 +8,8 @@ import re
 import pytest
 import yaml
 
+from teams_runtime import ConfigError
+from teams_runtime.codecs.config import parse_team_config
 from teams_runtime.codecs.config._strict_yaml import DuplicateKeyError, load_yaml, written_key
 
 MERGES = [
@@ -78,3 +80,74 @@ def test_a_value_yaml_cannot_construct_is_a_yaml_error_with_its_place(
     mark = getattr(raised.value, "problem_mark", None)
     assert mark is not None and (mark.line, mark.column) == (0, 3)
     assert re.fullmatch(re.escape(problem), str(getattr(raised.value, "problem", "")))
+
+
+def _laughs(levels: int, indent: str = "  ") -> str:
+    """Aliases of aliases: nine values, each level nine of the level below (9**levels)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, levels + 1)]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("section", "indent"),
+    [
+        pytest.param("research_defaults:\n", "  ", id="research_defaults"),
+        pytest.param("model:\n  openai:\n    extra_body:\n", "      ", id="extra_body"),
+    ],
+)
+def test_aliases_that_expand_without_bound_are_refused_before_anything_is_built(
+    section: str, indent: str
+) -> None:
+    # Nine to the eighth values: built, walked or copied, they take gigabytes.
+    with pytest.raises(
+        ConfigError,
+        match=r"^team_runtime\.yaml: its aliases expand to more than 100,000 values \(the value "
+        r"at line \d+\); write the values out, or use fewer aliases\.$",
+    ):
+        parse_team_config(section + _laughs(8, indent), "team_runtime.yaml")
+
+
+def test_aliases_within_the_bound_still_read() -> None:
+    assert len(load_yaml("x:\n" + _laughs(3))["x"]["a3"]) == 9  # 9**4 values: a few hundred
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("a: " + "[" * 500 + "]" * 500 + "\n", id="flow-500"),
+        pytest.param(
+            "".join("  " * n + f"k{n}:\n" for n in range(300)) + "  " * 300 + "v: 1\n",
+            id="block-300",
+        ),
+        pytest.param(
+            "x: &x "
+            + "[" * 40
+            + "1"
+            + "]" * 40
+            + "\ny: &y [*x]\nz: [[[[[[[[[[[[[[[[[[[[[[[[[*y]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+            id="through-aliases",
+        ),
+    ],
+)
+def test_a_document_nested_deeper_than_a_config_is_refused_not_a_recursion_error(
+    text: str,
+) -> None:
+    with pytest.raises(
+        ConfigError, match=r"^team_runtime\.yaml: .*(nested|expand to) more than 64 levels deep"
+    ):
+        parse_team_config(text, "team_runtime.yaml")
+
+
+@pytest.mark.parametrize("word", ["no", "yes", "off", "on", "No", "YES"])
+def test_yes_no_on_off_are_text_as_yaml_1_2_reads_them(word: str) -> None:
+    assert load_yaml(f"a: {word}\n") == {"a": word}
+    with pytest.raises(
+        ConfigError, match=r"^team_runtime\.yaml prompt_context\.enabled must be a boolean\.$"
+    ):
+        parse_team_config(f"prompt_context:\n  enabled: {word}\n", "team_runtime.yaml")
+
+
+@pytest.mark.parametrize("word", ["true", "false", "True", "FALSE"])
+def test_true_and_false_are_booleans(word: str) -> None:
+    assert load_yaml(f"a: {word}\n") == {"a": word.lower() == "true"}
