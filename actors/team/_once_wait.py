@@ -41,7 +41,7 @@ class OnceWait:
         """``0`` while other workers' envelopes wait or are claimed (one may come its way),
         else the seconds until the first envelope it deferred itself is due, if that is
         within its ``deferred_wait`` (in all); ``None``: done (what it leaves is then in
-        ``summary``). Reads the queue in a worker thread."""
+        ``summary``). Awaits the queue's snapshot."""
         snapshot = await queue.snapshot()
         if any(snapshot.waiting.values()) or any(snapshot.claimed.values()):
             notice = self._unserved.look(snapshot.waiting)

@@ -196,8 +196,8 @@ class Team:
     async def status(self) -> list[RoleStatus]:
         """Each served role's work now, outcomes so far and queued envelopes. Reads only how
         many envelopes wait per role (``QueueAdmin.waiting``: a listing per role folder, or one
-        round of consumer infos on NATS), in a worker thread so the roles are not held up;
-        call it at a human pace (a live view: a few times a second)."""
+        round of consumer infos on NATS), awaited so the roles are not held up; call it at a
+        human pace (a live view: a few times a second)."""
         # What the roles hold is taken before the queue is read: an envelope is claimed (out
         # of `waiting`) before its role gets it, so one shown at work is never counted queued.
         now = {
