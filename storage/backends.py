@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from teams_runtime.codecs.config import TeamConfig
@@ -89,16 +90,19 @@ class BlockingBackend:
         return self.portal.call(func, *args)
 
     def run_with_store(
-        self, func: Callable[Concatenate[RecordStore, _P], Awaitable[_T]], *args: object
+        self,
+        func: Callable[Concatenate[RecordStore, _P], Awaitable[_T]],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
     ) -> _T:
-        """``run`` of ``func(store, *args)``, ``store`` this backend's ``RecordStore`` as the
-        actors await it (a ContextActor's)."""
+        """``run`` of ``func(store, *args, **kwargs)``, ``store`` this backend's
+        ``RecordStore`` as the actors await it (a ContextActor's)."""
         store = self.awaited
         if store is None:  # the file backend: its own store, awaited in worker threads
             from teams_runtime.storage.files.threaded import ThreadedRecordStore
 
             store = ThreadedRecordStore(self.store)
-        return self.run(func, store, *args)
+        return self.run(partial(func, store, *args, **kwargs))
 
 
 def workspace_config(workspace: Workspace) -> TeamConfig:

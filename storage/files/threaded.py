@@ -41,7 +41,9 @@ async def _in_thread(call: Callable[[], _T]) -> _T:
 class ThreadedRecordStore:
     """A blocking record store (``FileRecordStore``) as a ``RecordStore``."""
 
-    def __init__(self, store: BlockingRecordStore, *, threads: int = DEFAULT_REQUESTS_IN_FLIGHT):
+    def __init__(
+        self, store: BlockingRecordStore, *, threads: int = DEFAULT_REQUESTS_IN_FLIGHT
+    ) -> None:
         self.blocking = store
         self._threads = threads
         self._limiter: anyio.CapacityLimiter | None = None  # made on the loop, at first use
