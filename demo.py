@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -29,7 +28,7 @@ from teams_runtime.actors.intake import submit_with
 from teams_runtime.actors.team import RunSummary, Team
 from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
@@ -45,12 +44,12 @@ _KINDS = ("role_report", "delegated", "role_report", "retried", "role_report", "
 
 def sample_event(
     index: int, request_id: str = "req-demo", roles: Sequence[str] = ROLES
-) -> dict[str, Any]:
+) -> JsonObject:
     """The ``index``-th event of a generated history (deterministic) among ``roles`` (a
     team's; by default the built-in eight)."""
     role = roles[(index * 5 + index // 8) % len(roles)]
     kind = _KINDS[index % len(_KINDS)]
-    event: dict[str, Any] = {
+    event: JsonObject = {
         "timestamp": (_START + timedelta(minutes=index)).isoformat(),
         "type": kind,
         "actor": role if kind == "role_report" else "orchestrator",
@@ -81,11 +80,11 @@ def sample_event(
 
 def sample_record(
     events: int, request_id: str = "req-demo", roles: Sequence[str] = ROLES
-) -> dict[str, Any]:
+) -> JsonObject:
     """A request record with ``events`` generated events of ``roles`` and the usual top-level
     keys."""
     history = [sample_event(index, request_id, roles) for index in range(events)]
-    last_report: dict[str, Any] = next(
+    last_report: JsonObject = next(
         (event["payload"] for event in reversed(history) if event["type"] == "role_report"), {}
     )
     return {

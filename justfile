@@ -1,12 +1,15 @@
 set quiet
+# Recipe arguments reach the shell as "$@" too: pytest gets `-k "a and b"` as one argument.
+set positional-arguments
 
 # list the recipes
 default:
     just --list
 
-# run the test suite (arguments go to pytest, e.g. `just test -k config -x`)
+# run the test suite on every core (arguments go to pytest, e.g. `just test -k config -x`;
+# `just test -n 0 ...` runs in one process, for print or pdb)
 test *args:
-    python -P -m pytest {{args}}
+    python -P -m pytest -n auto "$@"
 
 # ruff, mypy (strict) and the import contract (layers) over the package
 lint:

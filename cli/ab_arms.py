@@ -180,10 +180,10 @@ def evidence(after: ArmResult) -> dict[str, Any]:
     """Whether the after arm really compacted: its projection counts."""
     totals = after.report.totals
     return {
-        "compacted": totals["compacted"] > 0 and totals["omitted_events"] > 0,
-        "compacted_calls": totals["compacted"],
-        "calls": totals["prompts"],
-        "omitted_events": totals["omitted_events"],
-        "included_events": totals["included_events"],
-        "total_events": totals["total_events"],
+        "compacted": totals.compacted > 0 and totals.omitted_events > 0,
+        "compacted_calls": totals.compacted,
+        "calls": totals.prompts,
+        "omitted_events": totals.omitted_events,
+        "included_events": totals.included_events,
+        "total_events": totals.total_events,
     }

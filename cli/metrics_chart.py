@@ -53,7 +53,7 @@ def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
         if not record.enabled:
             disabled += 1
             continue
-        bucket = buckets.setdefault(group_value(record, per), _Bucket())
+        bucket = buckets.setdefault(str(group_value(record, per)), _Bucket())  # a day, an hour
         bucket.sent_chars += record.prompt_chars
         bucket.full_chars += record.full_history_chars
         full = full_history_tokens(record)

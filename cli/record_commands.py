@@ -334,7 +334,7 @@ async def _preview_prompt(
         contract = next_roles_of(role, cast)
         errors = validate_answer(
             "{}", kind=answer_kind, request_id=request_id, role=role, next_roles=contract
-        )[1]
+        ).issues
     return build_prompt(
         kind,
         role=role,

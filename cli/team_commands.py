@@ -12,7 +12,6 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-import msgspec
 from loguru import logger
 
 from teams_runtime import demo
@@ -275,9 +274,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
             status_of=status_of,
         )
     if args.json:
-        output = {**msgspec.structs.asdict(report), "no_data": report.totals["prompts"] == 0}
-        write_json(output)
-    elif report.totals["prompts"] == 0:
+        write_json({**report.as_json(), "no_data": report.totals.prompts == 0})
+    elif report.totals.prompts == 0:
         print(
             f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
             f"{', '.join(str(w.logs_dir) for w in workspaces)}; "

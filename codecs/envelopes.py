@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-__all__ = ["CompactionNotice", "MessageEnvelope"]
+from teams_runtime.codecs.formats import JsonObject
+
+__all__ = ["CompactionNotice", "EnvelopeView", "MessageEnvelope"]
 
 
 class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
@@ -22,24 +22,37 @@ class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     urgency: str = "normal"
     scope: str = ""
     artifacts: list[str] = []
-    params: dict[str, Any] = {}
+    params: JsonObject = {}  # the submitter's own: any JSON object
     body: str = ""
     # The W3C trace context (``traceparent``) of the span that queued this envelope, when
     # OpenTelemetry is on (``actors.telemetry``): a request's hops on any worker join one trace.
     # Never shown in a prompt.
     traceparent: str | None = None
 
-    def prompt_view(self) -> dict[str, Any]:
-        """The keys a prompt shows, in the order it shows them."""
-        return {
-            "request_id": self.request_id,
-            "intent": self.intent,
-            "urgency": self.urgency,
-            "scope": self.scope,
-            "artifacts": self.artifacts,
-            "params": self.params,
-            "body": self.body,
-        }
+    def prompt_view(self) -> EnvelopeView:
+        """What a prompt shows of the envelope."""
+        return EnvelopeView(
+            request_id=self.request_id,
+            intent=self.intent,
+            urgency=self.urgency,
+            scope=self.scope,
+            artifacts=self.artifacts,
+            params=self.params,
+            body=self.body,
+        )
+
+
+class EnvelopeView(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of an envelope a prompt shows, in the order it shows them (spec section 6):
+    not who sent it, nor its id or trace context."""
+
+    request_id: str
+    intent: str
+    urgency: str
+    scope: str
+    artifacts: list[str]
+    params: JsonObject
+    body: str
 
 
 class CompactionNotice(msgspec.Struct, frozen=True, kw_only=True):

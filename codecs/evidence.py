@@ -13,6 +13,7 @@ import msgspec
 
 __all__ = [
     "EventHead",
+    "HistoryEvidence",
     "PayloadHead",
     "append_key_of",
     "decode_event_head",
@@ -160,7 +161,15 @@ def _role_of_class(head: object) -> str | _ByActor | None:
     return role or _BY_ACTOR
 
 
-def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dict[str, int]]:
+class HistoryEvidence(msgspec.Struct, frozen=True):
+    """What one pass over a history found: how many events it has, and each role's newest
+    evidence position."""
+
+    count: int
+    newest: dict[str, int]
+
+
+def history_evidence(events: msgspec.Raw | bytes | memoryview) -> HistoryEvidence:
     """The number of events in a JSON events array and each role's newest evidence position.
 
     One C pass decodes every event's class (``EventClass``); only a history with evidence
@@ -173,7 +182,7 @@ def history_evidence(events: msgspec.Raw | bytes | memoryview) -> tuple[int, dic
     if newest is None:
         newest = _newest(_EVENT_HEADS_DECODER.decode(events), _role_of_head, _HEAD_ROLES)
     assert newest is not None  # a head names its actor: it never needs another look
-    return len(classes), newest
+    return HistoryEvidence(len(classes), newest)
 
 
 _Role = str | _ByActor | None

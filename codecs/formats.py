@@ -1,5 +1,6 @@
-"""Text formats used across the package: pretty JSON, timestamps (ISO-8601 with offset),
-counted nouns ("1 prompt", "2 prompts") and values made safe to print on a terminal."""
+"""Text formats used across the package: pretty JSON (and ``JsonObject``, free-form JSON),
+timestamps (ISO-8601 with offset), counted nouns ("1 prompt", "2 prompts") and values made safe
+to print on a terminal."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["count_of", "now_iso", "pretty_json", "pretty_json_bytes", "printable"]
+__all__ = ["JsonObject", "count_of", "now_iso", "pretty_json", "pretty_json_bytes", "printable"]
+
+# A JSON object whose shape nobody fixes: a record's keys beyond the spec's, an event's payload
+# as another program wrote it, an envelope's ``params``, a model's answer before the contract
+# checks it, a JSON schema. The one name for such data; data whose shape the runtime knows has
+# a Struct, a TypedDict or a Literal of its own instead.
+JsonObject = dict[str, Any]
 
 _ENCODER = msgspec.json.Encoder()
 # C0 controls, DEL and C1 controls: a terminal acts on them (clear the screen, set the window

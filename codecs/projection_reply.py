@@ -13,8 +13,9 @@ import msgspec
 
 from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.envelopes import CompactionNotice
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.request_ids import canonical_request_ref
-from teams_runtime.codecs.request_records import decode_any, iter_pretty_record
+from teams_runtime.codecs.request_records import RecordFields, decode_any, iter_pretty_record
 
 __all__ = ["SELECTION", "Backfill", "Projection"]
 
@@ -57,7 +58,7 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
         return self.omitted_events > 0
 
     @property
-    def notice(self) -> dict[str, Any]:
+    def notice(self) -> JsonObject:
         """The content-free notice (spec section 5) in its key order; empty if not compacted."""
         if not self.compacted:
             return {}
@@ -74,7 +75,7 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
         )
 
     @property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RecordFields:
         """The projected record decoded to Python objects (a fresh copy on every access)."""
         return {key: decode_any(raw) for key, raw in self.fields.items()}
 

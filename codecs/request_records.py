@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.formats import JsonObject, now_iso
 from teams_runtime.exceptions import RecordError
 
 __all__ = [
@@ -38,8 +38,9 @@ __all__ = [
 
 EVENTS_KEY = "events"
 
-# Top-level values as decoded by `decode_record`: lists are lists of Raw, objects are dicts.
-RecordFields = dict[str, Any]
+# Top-level values as decoded by `decode_record`: lists are lists of Raw, objects are dicts. A
+# record may hold any key (spec section 2), so its fields are free-form JSON.
+RecordFields = JsonObject
 
 _Scalar = str | int | float | bool | None
 
@@ -61,7 +62,7 @@ def _top_key(kind: type, value: Any) -> Any:
 
 
 _RECORD_DECODER = msgspec.json.Decoder(
-    dict[_TopKey, list[msgspec.Raw] | dict[str, Any] | _Scalar], dec_hook=_top_key
+    dict[_TopKey, list[msgspec.Raw] | JsonObject | _Scalar], dec_hook=_top_key
 )
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
@@ -157,7 +158,7 @@ def encode_event(event: Mapping[str, Any]) -> msgspec.Raw:
     and no ``payload`` key unless the payload is non-empty (spec section 2)."""
     if not isinstance(event, Mapping):
         raise RecordError(f"an event must be a JSON object, not {type(event).__name__}.")
-    prepared: dict[str, Any] = {}
+    prepared: JsonObject = {}
     if "timestamp" not in event:
         prepared["timestamp"] = now_iso()
     for key, value in event.items():

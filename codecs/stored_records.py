@@ -5,7 +5,6 @@ ContextActor and the digest read them)."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 import msgspec
 
@@ -54,7 +53,7 @@ class AppendOutcome(msgspec.Struct, frozen=True):
     applied: bool = True
     refused: bool = False  # the append's condition (`unless`, `expect`) failed: nothing written
     # Refused: the fields the condition named, as the record held them (absent ones left out).
-    fields: dict[str, Any] = msgspec.field(default_factory=dict)
+    fields: RecordFields = msgspec.field(default_factory=dict)
     # Every event was laid out anew (the record was in another layout): bytes read before
     # this append are not the record's bytes any more.
     relaid: bool = False

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+
+import msgspec
 
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.policy.pricing import input_cost
 
-__all__ = ["CallGroup", "full_history_tokens", "quantile"]
+__all__ = ["CallGroup", "Figures", "full_history_tokens", "quantile"]
 
 
 def quantile(ordered: list[float] | list[int], share: float) -> float | None:
@@ -34,6 +35,53 @@ def full_history_tokens(record: PromptRecord) -> float | None:
     if record.prompt_tokens is None or not record.prompt_chars:
         return None
     return record.full_history_chars * record.prompt_tokens / record.prompt_chars
+
+
+class Figures(msgspec.Struct, frozen=True, kw_only=True):
+    """The figures of a group of calls, in the order ``metrics --json`` prints them: sizes
+    and events, then tokens and cost, then timings, retries and failures, then what the full
+    history would have taken. ``None``: nothing reported it (unknown, not zero)."""
+
+    prompts: int
+    eligible: int  # prompts whose history was over max_events
+    compacted: int
+    compacted_percent: float
+    total_events: int
+    included_events: int
+    omitted_events: int
+    prompt_chars: int
+    full_history_chars: int
+    mean_prompt_chars: float
+    p95_prompt_chars: float  # a prompt's size (a whole number of characters)
+    mean_full_history_chars: float
+    mean_included_events: float
+    saving_percent: float
+    prompts_with_usage: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    prompts_with_cached_tokens: int
+    cached_prompt_tokens: int | None
+    cached_ratio: float | None  # over the calls that said what was cached
+    mean_prompt_tokens: float | None
+    priced_calls: int
+    cost_usd: float | None
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    latency_max_ms: float | None
+    first_token_p50_ms: float | None
+    retries: int
+    repairs: int
+    invalid: int
+    failures: int
+    server_away: int
+    truncated: int  # answers a server stopped at its token limit
+    finish_reasons: dict[str, int]
+    estimated_calls: int
+    full_history_prompt_tokens_estimate: float | None
+    saved_prompt_tokens_estimate: float | None
+    estimated_priced_calls: int
+    full_history_cost_usd_estimate: float | None
+    saved_cost_usd_estimate: float | None
 
 
 @dataclass
@@ -129,75 +177,59 @@ class CallGroup:
             extra = input_cost(card, max(full - tokens, 0.0))
             self.full_history_cost_usd += record.cost_usd + extra
 
-    def as_dict(self) -> dict[str, Any]:
+    def figures(self) -> Figures:
         """The group's figures, unrounded; ``None`` where nothing reported them."""
-        return {**self._size_figures(), **self._usage_figures(), **self._call_figures()}
-
-    def _size_figures(self) -> dict[str, Any]:
         per_prompt = max(self.prompts, 1)
         saving = 1 - self.prompt_chars / self.full_history_chars if self.full_history_chars else 0.0
-        return {
-            "prompts": self.prompts,
-            "eligible": self.eligible,
-            "compacted": self.compacted,
-            "compacted_percent": 100 * self.compacted / per_prompt,
-            "total_events": self.total_events,
-            "included_events": self.included_events,
-            "omitted_events": self.omitted_events,
-            "prompt_chars": self.prompt_chars,
-            "full_history_chars": self.full_history_chars,
-            "mean_prompt_chars": self.prompt_chars / per_prompt,
-            "p95_prompt_chars": quantile(sorted(self.sizes), 0.95) or 0,
-            "mean_full_history_chars": self.full_history_chars / per_prompt,
-            "mean_included_events": self.included_events / per_prompt,
-            "saving_percent": float(100 * saving),
-        }
-
-    def _usage_figures(self) -> dict[str, Any]:
         usage = self.prompts_with_usage > 0
         cached = self.prompts_with_cached_tokens > 0
-        return {
-            "prompts_with_usage": self.prompts_with_usage,
-            "prompt_tokens": self.prompt_tokens if usage else None,
-            "completion_tokens": self.completion_tokens if usage else None,
-            "prompts_with_cached_tokens": self.prompts_with_cached_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens if cached else None,
-            "cached_ratio": (
-                self.cached_prompt_tokens / self.cached_base_tokens
-                if self.cached_base_tokens
-                else None
-            ),
-            "mean_prompt_tokens": self.prompt_tokens / self.prompts_with_usage if usage else None,
-            "priced_calls": self.priced_calls,
-            "cost_usd": self.cost_usd if self.priced_calls else None,
-        }
-
-    def _call_figures(self) -> dict[str, Any]:
         latencies = sorted(self.latencies)
         estimated = self.estimated_calls > 0
         estimated_cost = self.estimated_priced_calls > 0
-        return {
-            "latency_p50_ms": quantile(latencies, 0.5),
-            "latency_p95_ms": quantile(latencies, 0.95),
-            "latency_max_ms": latencies[-1] if latencies else None,
-            "first_token_p50_ms": quantile(sorted(self.first_tokens), 0.5),
-            "retries": self.retries,
-            "repairs": self.repairs,
-            "invalid": self.invalid,
-            "failures": self.failures,
-            "server_away": self.server_away,
-            "truncated": self.finish_reasons.get("length", 0),
-            "finish_reasons": dict(sorted(self.finish_reasons.items())),
-            "estimated_calls": self.estimated_calls,
-            "full_history_prompt_tokens_estimate": self.full_history_tokens if estimated else None,
-            "saved_prompt_tokens_estimate": (
-                self.full_history_tokens - self.estimated_prompt_tokens if estimated else None
-            ),
-            "estimated_priced_calls": self.estimated_priced_calls,
-            "full_history_cost_usd_estimate": (
-                self.full_history_cost_usd if estimated_cost else None
-            ),
-            "saved_cost_usd_estimate": (
-                self.full_history_cost_usd - self.estimated_cost_usd if estimated_cost else None
-            ),
-        }
+        ratio = (
+            self.cached_prompt_tokens / self.cached_base_tokens if self.cached_base_tokens else None
+        )
+        saved_tokens = self.full_history_tokens - self.estimated_prompt_tokens
+        saved_cost = self.full_history_cost_usd - self.estimated_cost_usd
+        return Figures(
+            prompts=self.prompts,
+            eligible=self.eligible,
+            compacted=self.compacted,
+            compacted_percent=100 * self.compacted / per_prompt,
+            total_events=self.total_events,
+            included_events=self.included_events,
+            omitted_events=self.omitted_events,
+            prompt_chars=self.prompt_chars,
+            full_history_chars=self.full_history_chars,
+            mean_prompt_chars=self.prompt_chars / per_prompt,
+            p95_prompt_chars=quantile(sorted(self.sizes), 0.95) or 0,
+            mean_full_history_chars=self.full_history_chars / per_prompt,
+            mean_included_events=self.included_events / per_prompt,
+            saving_percent=float(100 * saving),
+            prompts_with_usage=self.prompts_with_usage,
+            prompt_tokens=self.prompt_tokens if usage else None,
+            completion_tokens=self.completion_tokens if usage else None,
+            prompts_with_cached_tokens=self.prompts_with_cached_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens if cached else None,
+            cached_ratio=ratio,
+            mean_prompt_tokens=self.prompt_tokens / self.prompts_with_usage if usage else None,
+            priced_calls=self.priced_calls,
+            cost_usd=self.cost_usd if self.priced_calls else None,
+            latency_p50_ms=quantile(latencies, 0.5),
+            latency_p95_ms=quantile(latencies, 0.95),
+            latency_max_ms=latencies[-1] if latencies else None,
+            first_token_p50_ms=quantile(sorted(self.first_tokens), 0.5),
+            retries=self.retries,
+            repairs=self.repairs,
+            invalid=self.invalid,
+            failures=self.failures,
+            server_away=self.server_away,
+            truncated=self.finish_reasons.get("length", 0),
+            finish_reasons=dict(sorted(self.finish_reasons.items())),
+            estimated_calls=self.estimated_calls,
+            full_history_prompt_tokens_estimate=self.full_history_tokens if estimated else None,
+            saved_prompt_tokens_estimate=saved_tokens if estimated else None,
+            estimated_priced_calls=self.estimated_priced_calls,
+            full_history_cost_usd_estimate=self.full_history_cost_usd if estimated_cost else None,
+            saved_cost_usd_estimate=saved_cost if estimated_cost else None,
+        )

@@ -18,22 +18,26 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from teams_runtime.codecs.config import RateCard
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.prompt_records import (
     PROMPT_RECORD_SCHEMA,
     PromptRecord,
     decode_prompt_record,
 )
-from teams_runtime.monitoring._call_groups import CallGroup
+from teams_runtime.monitoring._call_groups import CallGroup, Figures
 from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME
 
 __all__ = [
+    "CompletedFigures",
     "Filters",
+    "Group",
+    "GroupValue",
     "MetricsReport",
+    "RequestFigures",
     "Skipped",
     "aggregate",
     "group_value",
@@ -112,22 +116,69 @@ def _lines(path: Path, skipped: Skipped) -> Iterator[bytes]:
                 yield line
 
 
+# What a record has for a `--by` key: its role, purpose, model, day or hour, or `enabled`.
+GroupValue = str | bool
+
+
+class Group(msgspec.Struct, frozen=True, kw_only=True):
+    """One group of a report: its value for each ``--by`` key (in ``--by``'s order), and the
+    figures of its calls."""
+
+    values: dict[str, GroupValue]
+    figures: Figures
+
+
+class RequestFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """One request's calls, input tokens and cost (``None``: no call of it reported them),
+    and its status now when one was asked for."""
+
+    request_id: str
+    calls: int
+    prompt_tokens: int | None
+    calls_with_usage: int
+    cost_usd: float | None
+    priced_calls: int
+    status: str | msgspec.UnsetType | None = msgspec.UNSET  # left out unless asked for
+
+
+class CompletedFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """The sums and means over the requests whose status is ``completed``; a mean is ``None``
+    when no call of theirs had what it needs (usage, a price): unknown, not zero."""
+
+    requests: int
+    calls: int
+    calls_with_usage: int
+    priced_calls: int
+    prompt_tokens: int | None
+    cost_usd: float | None
+    mean_prompt_tokens: float | None
+    mean_cost_usd: float | None
+
+
 class MetricsReport(msgspec.Struct, kw_only=True):
-    """What ``metrics --json`` prints. ``requests``: per request, its calls, input tokens and
-    cost, and its status when one was asked for; ``completed_requests``: their sums over
-    the requests whose status is ``completed``."""
+    """A metrics report: the figures of every group, of all calls (``totals``), of each
+    request (``requests``) and of the completed ones (``completed_requests``)."""
 
     schema_version: int
-    filters: dict[str, Any]
+    filters: Filters
     by: list[str]
-    totals: dict[str, Any]
-    groups: list[dict[str, Any]]
-    requests: list[dict[str, Any]]
-    completed_requests: dict[str, Any]
+    totals: Figures
+    groups: list[Group]
+    requests: list[RequestFigures]
+    completed_requests: CompletedFigures
     skipped_lines: int
 
+    def as_json(self) -> JsonObject:
+        """What ``metrics --json`` prints: a group as one object, its ``--by`` values first
+        (so its keys depend on ``--by``), then its figures."""
+        report: JsonObject = msgspec.to_builtins(self)
+        report["groups"] = [
+            {**group.values, **msgspec.to_builtins(group.figures)} for group in self.groups
+        ]
+        return report
 
-def group_value(record: PromptRecord, key: str) -> Any:
+
+def group_value(record: PromptRecord, key: str) -> GroupValue:
     """The value ``record`` has for a ``--by`` key (``GROUP_KEYS``)."""
     match key:
         case "role":
@@ -161,36 +212,39 @@ class _Request:
             self.priced_calls += 1
             self.cost_usd += record.cost_usd
 
-    def row(self) -> dict[str, Any]:
+    def figures(
+        self, request_id: str, status: str | msgspec.UnsetType | None = msgspec.UNSET
+    ) -> RequestFigures:
         """Its figures; ``None`` for a sum that no call reported (unknown, not zero)."""
-        return {
-            "calls": self.calls,
-            "prompt_tokens": self.prompt_tokens if self.calls_with_usage else None,
-            "calls_with_usage": self.calls_with_usage,
-            "cost_usd": self.cost_usd if self.priced_calls else None,
-            "priced_calls": self.priced_calls,
-        }
+        return RequestFigures(
+            request_id=request_id,
+            calls=self.calls,
+            prompt_tokens=self.prompt_tokens if self.calls_with_usage else None,
+            calls_with_usage=self.calls_with_usage,
+            cost_usd=self.cost_usd if self.priced_calls else None,
+            priced_calls=self.priced_calls,
+            status=status,
+        )
 
 
-def _completed(requests: list[dict[str, Any]]) -> dict[str, Any]:
-    """The completed requests' sums and means; a mean is ``None`` when no call of theirs had
-    what it needs (usage, a price): unknown, not zero."""
-    done = [row for row in requests if row.get("status") == "completed"]
+def _completed(requests: list[RequestFigures]) -> CompletedFigures:
+    """The completed requests' sums and means."""
+    done = [row for row in requests if row.status == "completed"]
     count = len(done)
-    with_usage = sum(row["calls_with_usage"] for row in done)
-    priced = sum(row["priced_calls"] for row in done)
-    tokens = sum(row["prompt_tokens"] or 0 for row in done) if with_usage else None
-    cost = sum(row["cost_usd"] or 0.0 for row in done) if priced else None
-    return {
-        "requests": count,
-        "calls": sum(row["calls"] for row in done),
-        "calls_with_usage": with_usage,
-        "priced_calls": priced,
-        "prompt_tokens": tokens,
-        "cost_usd": cost,
-        "mean_prompt_tokens": tokens / count if tokens is not None else None,
-        "mean_cost_usd": cost / count if cost is not None else None,
-    }
+    with_usage = sum(row.calls_with_usage for row in done)
+    priced = sum(row.priced_calls for row in done)
+    tokens = sum(row.prompt_tokens or 0 for row in done) if with_usage else None
+    cost = sum(row.cost_usd or 0.0 for row in done) if priced else None
+    return CompletedFigures(
+        requests=count,
+        calls=sum(row.calls for row in done),
+        calls_with_usage=with_usage,
+        priced_calls=priced,
+        prompt_tokens=tokens,
+        cost_usd=cost,
+        mean_prompt_tokens=tokens / count if tokens is not None else None,
+        mean_cost_usd=cost / count if cost is not None else None,
+    )
 
 
 def _passes(record: PromptRecord, filters: Filters, since: datetime | None) -> bool | None:
@@ -237,7 +291,7 @@ def aggregate(
     cards = rate_cards or {}
     skipped = Skipped()
     totals = CallGroup()
-    groups: dict[tuple[Any, ...], CallGroup] = {}
+    groups: dict[tuple[GroupValue, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
     for record in matching_records(files, filters, skipped):
         card = cards.get(record.model) if record.model is not None else None
@@ -245,19 +299,17 @@ def aggregate(
         key = tuple(group_value(record, name) for name in by)
         groups.setdefault(key, CallGroup()).add(record, card)
         requests.setdefault(record.request_id, _Request()).add(record)
-    rows = []
-    for request_id, request in sorted(requests.items()):
-        row: dict[str, Any] = {"request_id": request_id, **request.row()}
-        if status_of is not None:
-            row["status"] = status_of(request_id)
-        rows.append(row)
+    rows = [
+        request.figures(request_id, msgspec.UNSET if status_of is None else status_of(request_id))
+        for request_id, request in sorted(requests.items())
+    ]
     return MetricsReport(
         schema_version=PROMPT_RECORD_SCHEMA,
-        filters={name: value for name, value in msgspec.structs.asdict(filters).items()},
+        filters=filters,
         by=list(by),
-        totals=totals.as_dict(),
+        totals=totals.figures(),
         groups=[
-            {**dict(zip(by, key, strict=True)), **group.as_dict()}
+            Group(values=dict(zip(by, key, strict=True)), figures=group.figures())
             for key, group in sorted(groups.items(), key=lambda item: [str(v) for v in item[0]])
         ],
         requests=rows,

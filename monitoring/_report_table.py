@@ -4,10 +4,9 @@ A figure nothing reported reads ``-``; a sum over some of the calls says over ho
 
 from __future__ import annotations
 
-from typing import Any
-
 from teams_runtime.codecs.formats import count_of, printable
-from teams_runtime.monitoring._metrics_report import MetricsReport
+from teams_runtime.monitoring._call_groups import Figures
+from teams_runtime.monitoring._metrics_report import CompletedFigures, GroupValue, MetricsReport
 
 __all__ = ["render_report"]
 
@@ -20,42 +19,37 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.4f}"
 
 
-def _row(
-    label: list[str], values: dict[str, Any], tokens: bool, cost: bool, cut: bool
-) -> list[str]:
-    counts = (values["total_events"], values["included_events"], values["omitted_events"])
+def _row(label: list[str], values: Figures, tokens: bool, cost: bool, cut: bool) -> list[str]:
+    counts = (values.total_events, values.included_events, values.omitted_events)
     events = "/".join(f"{count:,}" for count in counts)
     usage = []
-    if tokens and not values["prompts_with_usage"]:  # none of its calls said: not "0 tokens"
+    if tokens and not values.prompts_with_usage:  # none of its calls said: not "0 tokens"
         usage = ["-", "-"]
     elif tokens:
-        sent, cached, ratio = (
-            values[key] for key in ("prompt_tokens", "cached_prompt_tokens", "cached_ratio")
-        )
+        sent, cached, ratio = values.prompt_tokens, values.cached_prompt_tokens, values.cached_ratio
         usage = [
-            "-" if sent is None else f"{sent:,}/{values['completion_tokens']:,}",
+            "-" if sent is None else f"{sent:,}/{values.completion_tokens:,}",
             "-" if cached is None else f"{cached:,} ({ratio:.0%})",
         ]
-    money = [_usd(values["cost_usd"])] if cost else []
+    money = [_usd(values.cost_usd)] if cost else []
     return [
         *label,
-        f"{values['prompts']:,}",
-        f"{values['eligible']:,}",
-        f"{values['compacted']:,} ({values['compacted_percent']:.0f}%)",
+        f"{values.prompts:,}",
+        f"{values.eligible:,}",
+        f"{values.compacted:,} ({values.compacted_percent:.0f}%)",
         events,
-        f"{values['mean_prompt_chars']:,.0f}",
-        f"{values['p95_prompt_chars']:,}",
-        f"{values['saving_percent']:.1f}%",
+        f"{values.mean_prompt_chars:,.0f}",
+        f"{values.p95_prompt_chars:,}",
+        f"{values.saving_percent:.1f}%",
         *usage,
         *money,
-        f"{_ms(values['latency_p50_ms'])}/{_ms(values['latency_p95_ms'])}/"
-        f"{_ms(values['latency_max_ms'])}",
-        f"{values['repairs']}/{values['retries']}/{values['failures']}",
-        *([f"{values['truncated']:,}"] if cut else []),
+        f"{_ms(values.latency_p50_ms)}/{_ms(values.latency_p95_ms)}/{_ms(values.latency_max_ms)}",
+        f"{values.repairs}/{values.retries}/{values.failures}",
+        *([f"{values.truncated:,}"] if cut else []),
     ]
 
 
-def _label(value: Any) -> str:
+def _label(value: GroupValue) -> str:
     """A group's value as a row label: the ``enabled`` flag reads enabled/disabled."""
     if isinstance(value, bool):
         return "enabled" if value else "disabled"
@@ -68,9 +62,9 @@ def render_report(report: MetricsReport) -> str:
     otherwise; a cost column when a rate card priced a call; a truncated column when a server
     stopped an answer at its token limit)."""
     totals = report.totals
-    tokens = totals["prompts_with_usage"] > 0
-    cost = totals["priced_calls"] > 0
-    cut = totals["truncated"] > 0
+    tokens = totals.prompts_with_usage > 0
+    cost = totals.priced_calls > 0
+    cut = totals.truncated > 0
     headers = [
         *report.by,
         "prompts",
@@ -87,7 +81,7 @@ def render_report(report: MetricsReport) -> str:
         *(["truncated"] if cut else []),
     ]
     rows = [
-        _row([_label(group[key]) for key in report.by], group, tokens, cost, cut)
+        _row([_label(group.values[key]) for key in report.by], group.figures, tokens, cost, cut)
         for group in report.groups
     ]
     rows.append(_row(["total", *[""] * (len(report.by) - 1)], totals, tokens, cost, cut))
@@ -101,10 +95,10 @@ def render_report(report: MetricsReport) -> str:
         partial = _partial(totals, cost)
         if partial:
             lines.append(f"Partial sums: {partial}.")
-    elif totals["prompts"]:
+    elif totals.prompts:
         lines += ["", _NO_USAGE]
     done = report.completed_requests
-    if done["requests"]:
+    if done.requests:
         lines.append(_per_request(done, cost))
     if report.by == ["enabled"]:
         lines += ["", _compare_enabled(report)]
@@ -112,27 +106,25 @@ def render_report(report: MetricsReport) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _shares(
-    values: dict[str, Any], calls: int, counts: list[tuple[str, str]], *, none_too: bool
-) -> str:
-    """``2 of 3 calls reported usage``, for each ``(key, what)`` of ``counts`` whose count in
-    ``values`` is below ``calls`` (and above none unless ``none_too``); empty if none is."""
+def _shares(calls: int, counts: list[tuple[int, str]], *, none_too: bool) -> str:
+    """``2 of 3 calls reported usage``, for each ``(count, what)`` of ``counts`` whose count is
+    below ``calls`` (and above none unless ``none_too``); empty if none is."""
     parts = [
-        f"{values[key]:,} of {count_of(calls, 'call')} {what}"
-        for key, what in counts
-        if values[key] < calls and (none_too or values[key] > 0)
+        f"{count:,} of {count_of(calls, 'call')} {what}"
+        for count, what in counts
+        if count < calls and (none_too or count > 0)
     ]
     return ", ".join(parts)
 
 
-def _partial(values: dict[str, Any], cost: bool) -> str:
+def _partial(values: Figures, cost: bool) -> str:
     """Which sums cover only some of the calls, and how many: empty when all are whole."""
     counts = [
-        ("prompts_with_usage", "reported usage"),
-        ("prompts_with_cached_tokens", "said what was cached"),
-        *([("priced_calls", "priced")] if cost else []),
+        (values.prompts_with_usage, "reported usage"),
+        (values.prompts_with_cached_tokens, "said what was cached"),
+        *([(values.priced_calls, "priced")] if cost else []),
     ]
-    return _shares(values, values["prompts"], counts, none_too=False)
+    return _shares(values.prompts, counts, none_too=False)
 
 
 _NO_USAGE = (
@@ -142,56 +134,58 @@ _NO_USAGE = (
 )
 
 
-def _saved(totals: dict[str, Any], cost: bool) -> str:
-    estimated, calls = totals["estimated_calls"], totals["prompts"]
+def _saved(totals: Figures, cost: bool) -> str:
+    estimated, calls = totals.estimated_calls, totals.prompts
     over = (
         count_of(estimated, "call") if estimated == calls else f"{estimated:,} of {calls:,} calls"
     )
-    if totals["full_history_prompt_tokens_estimate"] is None:
+    full, saved_tokens = (
+        totals.full_history_prompt_tokens_estimate,
+        totals.saved_prompt_tokens_estimate,
+    )
+    if full is None or saved_tokens is None:
         return "Compaction saved: unknown (no call with usage has a prompt size to estimate from)."
     saved = (
-        f"Compaction saved about {totals['saved_prompt_tokens_estimate']:,.0f} input tokens: "
-        f"{totals['full_history_prompt_tokens_estimate']:,.0f} with full history (estimated "
+        f"Compaction saved about {saved_tokens:,.0f} input tokens: "
+        f"{full:,.0f} with full history (estimated "
         f"from each call's own tokens per character, {over})"
     )
-    if cost and totals["full_history_cost_usd_estimate"] is not None:
-        priced = totals["estimated_priced_calls"]
+    if cost and totals.full_history_cost_usd_estimate is not None:
+        priced = totals.estimated_priced_calls
         saved += (
-            f", {_usd(totals['saved_cost_usd_estimate'])} of "
-            f"{_usd(totals['full_history_cost_usd_estimate'])}"
+            f", {_usd(totals.saved_cost_usd_estimate)} of "
+            f"{_usd(totals.full_history_cost_usd_estimate)}"
             + (f" (over the {priced:,} priced)" if priced < estimated else "")
         )
     return saved + "."
 
 
-def _per_request(done: dict[str, Any], cost: bool) -> str:
+def _per_request(done: CompletedFigures, cost: bool) -> str:
     """What a completed request took on average, saying when some of its calls are missing."""
-    tokens = done["mean_prompt_tokens"]
+    tokens = done.mean_prompt_tokens
     figures = ["input tokens unknown" if tokens is None else f"{tokens:,.0f} input tokens"]
     if cost:
-        figures.append(
-            "cost unknown" if done["mean_cost_usd"] is None else _usd(done["mean_cost_usd"])
-        )
+        figures.append("cost unknown" if done.mean_cost_usd is None else _usd(done.mean_cost_usd))
     counts = [
-        ("calls_with_usage", "reported usage"),
-        *([("priced_calls", "priced")] if cost else []),
+        (done.calls_with_usage, "reported usage"),
+        *([(done.priced_calls, "priced")] if cost else []),
     ]
-    partial = _shares(done, done["calls"], counts, none_too=True)
+    partial = _shares(done.calls, counts, none_too=True)
     note = f" ({partial})" if partial else ""
-    return f"Per completed request ({done['requests']}): {', '.join(figures)}{note}."
+    return f"Per completed request ({done.requests}): {', '.join(figures)}{note}."
 
 
 def _compare_enabled(report: MetricsReport) -> str:
-    per = {group["enabled"]: group for group in report.groups}
+    per = {group.values["enabled"]: group.figures for group in report.groups}
     on, off = per.get(True), per.get(False)
     if on is None or off is None:
         return "Comparison: needs records from both an enabled and a disabled period."
-    if not off["mean_prompt_chars"]:
+    if not off.mean_prompt_chars:
         return "Comparison: the disabled period's prompts have no size to compare against."
-    change = 1 - on["mean_prompt_chars"] / off["mean_prompt_chars"]
+    change = 1 - on.mean_prompt_chars / off.mean_prompt_chars
     return (
-        f"Per prompt, compaction on: {on['mean_prompt_chars']:,.0f} chars and "
-        f"{on['mean_included_events']:.1f} events; off: {off['mean_prompt_chars']:,.0f} chars and "
-        f"{off['mean_included_events']:.1f} events ({change:.0%} smaller with compaction). "
+        f"Per prompt, compaction on: {on.mean_prompt_chars:,.0f} chars and "
+        f"{on.mean_included_events:.1f} events; off: {off.mean_prompt_chars:,.0f} chars and "
+        f"{off.mean_included_events:.1f} events ({change:.0%} smaller with compaction). "
         "Compare like with like: same request shapes, roles and model (docs/monitoring.md)."
     )

@@ -168,7 +168,7 @@ def digest_from_fields(fields: Mapping[str, Any], config: PromptContextConfig) -
 def _newest(history: list[msgspec.Raw]) -> dict[str, int]:
     try:
         # The events as one array again (one copy: Raw parts are written as they are).
-        return history_evidence(encode_json(history))[1]
+        return history_evidence(encode_json(history)).newest
     except (msgspec.DecodeError, RecursionError):  # an event the head view cannot read
         return {role: index for index, raw in enumerate(history) if (role := role_of_raw(raw))}
 

@@ -13,25 +13,33 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal, TypedDict
 
 import msgspec
 
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.model import ContractFailure, RoleResult
+from teams_runtime.codecs.events import (
+    CommitRequest,
+    Event,
+    RecordUpdates,
+    event_json,
+    updates_json,
+)
+from teams_runtime.codecs.formats import JsonObject
+from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.statuses import ENDED
+from teams_runtime.codecs.statuses import EndedStatus, ended_status
+from teams_runtime.policy import events
 
 __all__ = [
-    "ENDED",
     "FAILED_ENVELOPE",
     "MAX_REPAIRS",
     "OutcomePlan",
     "RequestState",
+    "StateFields",
     "as_ended",
     "contract_failure",
-    "envelope_kept",
     "follow_up_id",
     "hops_of",
     "plan_cancel",
@@ -47,7 +55,14 @@ __all__ = [
 
 MAX_REPAIRS = 2
 # The top-level field a failing outcome keeps its envelope in, for `teams-runtime retry`.
-FAILED_ENVELOPE = "failed_envelope"
+FAILED_ENVELOPE: Final = "failed_envelope"
+
+
+class StateFields(TypedDict):
+    """The fields an outcome is decided from, as the record held them (any JSON value)."""
+
+    hops: Any
+    status: Any
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,31 +84,31 @@ class RequestState(msgspec.Struct, frozen=True, kw_only=True):
         return hops if type(hops) is int and hops >= 0 else 0
 
     @property
-    def ended(self) -> str:
-        """The status if the request has ended (cancelled or failed), else ``""``."""
-        return self.status if isinstance(self.status, str) and self.status in ENDED else ""
+    def ended(self) -> EndedStatus | Literal[""]:
+        """The status if the request has ended (``ENDED``: cancelled or failed), else ``""``."""
+        return ended_status(self.status) or ""
 
-    def expected(self) -> dict[str, Any]:
+    def expected(self) -> StateFields:
         """What the write expects the record to hold (``RecordStore.append(expect=...)``)."""
-        return {"hops": self.hops, "status": self.status}
+        return StateFields(hops=self.hops, status=self.status)
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
     """One write to the record, the envelope to queue after it (if any), and whether the
     request's other queued envelopes are dropped (it ended: hop limit)."""
 
-    events: list[dict[str, Any]]
-    updates: dict[str, Any]
+    events: list[Event]
+    updates: RecordUpdates
     follow_up: MessageEnvelope | None = None
     drop_queued: bool = False
 
+    def events_json(self) -> list[JsonObject]:
+        """The events as the record holds them (``codecs.events.event_json``)."""
+        return [event_json(event) for event in self.events]
 
-def envelope_kept(envelope: MessageEnvelope) -> dict[str, Any]:
-    """The envelope as a failing outcome keeps it in the record (``FAILED_ENVELOPE``): every
-    field but the trace context, which belongs to the run that queued it."""
-    kept: dict[str, Any] = msgspec.to_builtins(envelope)
-    kept.pop("traceparent", None)
-    return kept
+    def updates_json(self) -> JsonObject:
+        """The field updates as the record holds them (``codecs.events.updates_json``)."""
+        return updates_json(self.updates)
 
 
 def follow_up_id(envelope_id: str, next_role: str) -> str:
@@ -103,9 +118,9 @@ def follow_up_id(envelope_id: str, next_role: str) -> str:
     return f"env-{digest}"
 
 
-def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str, Any]:
+def contract_failure(request_id: str, role: str, issues: list[str]) -> ContractFailure:
     """The result recorded when every repair of a role's answer was rejected."""
-    failure = ContractFailure(
+    return ContractFailure(
         request_id=request_id,
         role=role,
         status="failed",
@@ -114,54 +129,58 @@ def contract_failure(request_id: str, role: str, issues: list[str]) -> dict[str,
         error="contract_validation_failed",
         contract_issues=issues,
     )
-    return msgspec.structs.asdict(failure)
 
 
-def research_result(role: str, decision: dict[str, Any]) -> dict[str, Any]:
+def research_result(role: str, decision: ResearchDecision) -> RoleResult:
     """The role result a research-gate decision is recorded as."""
-    keys = ("needed", "subject", "research_query", "reason_code")
-    result = RoleResult(
-        request_id=decision["request_id"],
+    kept = {
+        "needed": decision.needed,
+        "subject": decision.subject,
+        "research_query": decision.research_query,
+        "reason_code": decision.reason_code,
+    }
+    return RoleResult(
+        request_id=decision.request_id,
         role=role,
         status="completed",
-        summary=decision.get("summary") or f"Research gate: {decision['reason_code']}.",
-        proposals={"research_decision": {key: decision[key] for key in keys}},
-        next_role=decision["next_role"],
+        summary=decision.summary or f"Research gate: {decision.reason_code}.",
+        proposals={"research_decision": kept},
+        next_role=decision.next_role,
     )
-    return msgspec.structs.asdict(result)
 
 
 def _hand_off(
-    role: str, envelope: MessageEnvelope, result: dict[str, Any], now: str, hops: int, cast: Cast
+    role: str, envelope: MessageEnvelope, result: RoleResult, now: str, hops: int, cast: Cast
 ) -> OutcomePlan:
-    next_role: str = result["next_role"]
+    next_role = result.next_role
     commit = cast.is_version_control(next_role)  # the version controller, or a role like it
-    event_type = "version_control_requested" if commit else "delegated"
-    report = _report(role, result, now, cast)
-    hand_off = {
-        "timestamp": now,
-        "type": event_type,
-        "actor": role,
-        "summary": f"{role} handed the request to {next_role}",
-        "payload": {"from_role": role, "to_role": next_role},
-    }
-    updates: dict[str, Any] = {
-        "result": result,
-        "updated_at": now,
-        "status": "in_progress",
-        "current_role": next_role,
-        "next_role": next_role,
-        "hops": hops + 1,
-    }
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status="in_progress",
+        current_role=next_role,
+        next_role=next_role,
+        hops=hops + 1,
+    )
     if commit:
-        updates["version_control"] = {
-            "mode": "commit",
-            "scope": envelope.scope,
-            "summary": result["summary"],
-            "paths": result.get("artifacts", []),
-            "requested_by": role,
-        }
-    follow_up = MessageEnvelope(
+        updates["version_control"] = CommitRequest(
+            scope=envelope.scope, summary=result.summary, paths=result.artifacts, requested_by=role
+        )
+    return OutcomePlan(
+        events=[
+            _report(role, result, now, cast),
+            events.handed_on(now, role, next_role, commit=commit),
+        ],
+        updates=updates,
+        follow_up=_follow_up(role, envelope, next_role, result.summary, result.artifacts),
+    )
+
+
+def _follow_up(
+    role: str, envelope: MessageEnvelope, next_role: str, summary: str, artifacts: list[Any]
+) -> MessageEnvelope:
+    """The envelope ``role``'s outcome of ``envelope`` queues for ``next_role``."""
+    return MessageEnvelope(
         request_id=envelope.request_id,
         sender=role,
         target=next_role,
@@ -169,28 +188,20 @@ def _hand_off(
         intent=envelope.intent,
         urgency=envelope.urgency,
         scope=envelope.scope,
-        artifacts=[str(item) for item in result.get("artifacts", [])],
+        artifacts=[str(item) for item in artifacts],
         params=envelope.params,
-        body=result["summary"],
+        body=summary,
     )
-    return OutcomePlan(events=[report, hand_off], updates=updates, follow_up=follow_up)
 
 
-def _report(role: str, result: dict[str, Any], now: str, cast: Cast) -> dict[str, Any]:
-    committed = cast.is_version_control(role)
-    return {
-        "timestamp": now,
-        "type": "version_control_completed" if committed else "role_report",
-        "actor": role,
-        "summary": result["summary"],
-        "payload": result,
-    }
+def _report(role: str, result: RoleResult, now: str, cast: Cast) -> Event:
+    return events.report(now, role, result, committed=cast.is_version_control(role))
 
 
 def plan_outcome(
     role: str,
     envelope: MessageEnvelope,
-    result: dict[str, Any],
+    result: RoleResult,
     now: str,
     *,
     hops: int = 0,
@@ -201,52 +212,44 @@ def plan_outcome(
     adds a hand-off event and the envelope for that role.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
-    with a ``hop_limit`` event instead. (A request cancelled meanwhile: ``as_cancelled``.)
+    with a ``hop_limit`` event instead. (A request that ended meanwhile: ``plan_for``.)
     ``cast`` (the team) says which roles commit: a hand-off to one asks for a commit, and its
     report is a ``version_control_completed`` event.
     """
-    if result["next_role"] and hops + 1 > max_hops:
+    if result.next_role and hops + 1 > max_hops:
         return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
-    if result["next_role"]:
+    if result.next_role:
         return _hand_off(role, envelope, result, now, hops, cast)
-    updates = {
-        "result": result,
-        "updated_at": now,
-        "status": result["status"],  # the request ends as its last role's result did
-        "current_role": role,
-        "next_role": "",
-    }
-    if result["status"] == "failed":  # kept for `retry`: this step is what it asks again
-        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status=result.status,  # the request ends as its last role's result did
+        current_role=role,
+        next_role="",
+    )
+    if result.status == "failed":  # kept for `retry`: this step is what it asks again
+        updates[FAILED_ENVELOPE] = envelope
     return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
 
 
 def _hop_limit(
     role: str,
     envelope: MessageEnvelope,
-    result: dict[str, Any],
+    result: RoleResult,
     now: str,
     hops: int,
     max_hops: int,
     cast: Cast,
 ) -> OutcomePlan:
-    stop = {
-        "timestamp": now,
-        "type": "hop_limit",
-        "actor": role,
-        "summary": f"stopped: the request was handed between roles {hops} times "
-        f"(team.max_hops is {max_hops})",
-        "payload": {"hops": hops, "max_hops": max_hops, "from_role": role,
-                    "to_role": result["next_role"]},
-    }  # fmt: skip
-    updates = {
-        "result": result,
-        "updated_at": now,
-        "status": "failed",
-        "current_role": role,
-        "next_role": "",
-        FAILED_ENVELOPE: envelope_kept(envelope),
-    }
+    stop = events.hop_limit(now, role, result.next_role, hops=hops, max_hops=max_hops)
+    updates = RecordUpdates(
+        result=result,
+        updated_at=now,
+        status="failed",
+        current_role=role,
+        next_role="",
+        failed_envelope=envelope,
+    )
     report = _report(role, result, now, cast)
     return OutcomePlan(events=[report, stop], updates=updates, drop_queued=True)
 
@@ -255,7 +258,11 @@ def as_ended(plan: OutcomePlan) -> OutcomePlan:
     """``plan`` for a request that ended meanwhile (cancelled, or failed by another worker's
     outcome): its first event (the report, or the model failure) and the result, the status
     left as it is, nothing handed on, nothing counted."""
-    keep = {key: value for key, value in plan.updates.items() if key in ("result", "updated_at")}
+    keep = RecordUpdates()
+    if "result" in plan.updates:
+        keep["result"] = plan.updates["result"]
+    if "updated_at" in plan.updates:
+        keep["updated_at"] = plan.updates["updated_at"]
     return OutcomePlan(events=plan.events[:1], updates=keep)
 
 
@@ -266,14 +273,8 @@ def plan_for(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
     """What ``teams-runtime cancel`` writes: a ``cancelled`` event and the status."""
-    event = {
-        "timestamp": now,
-        "type": "cancelled",
-        "actor": actor,
-        "summary": "the request was cancelled",
-    }
-    updates = {"status": "cancelled", "next_role": "", "updated_at": now}
-    return OutcomePlan(events=[event], updates=updates, drop_queued=True)
+    updates = RecordUpdates(status="cancelled", next_role="", updated_at=now)
+    return OutcomePlan(events=[events.cancelled(now, actor)], updates=updates, drop_queued=True)
 
 
 def plan_model_failure(
@@ -281,14 +282,7 @@ def plan_model_failure(
 ) -> OutcomePlan:
     """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free), and the
     ``envelope`` whose call failed, for ``retry`` (``FAILED_ENVELOPE``)."""
-    event = {
-        "timestamp": now,
-        "type": "model_failed",
-        "actor": role,
-        "summary": f"the model failed for the {role} role",
-        "payload": {"from_role": role, "reason": reason},
-    }
-    return _failed_with(event, role, now, envelope)
+    return _failed_with(events.model_failed(now, role, reason), role, now, envelope)
 
 
 def plan_no_answer(
@@ -297,24 +291,17 @@ def plan_no_answer(
     """An ``answer_timed_out`` event and ``status: failed``: the person of ``role`` gave no
     answer within ``within`` seconds (``answer_within``, with ``on_failure: fail``); the
     ``envelope`` that waited is kept for ``retry`` (``FAILED_ENVELOPE``), as a model's is."""
-    event = {
-        "timestamp": now,
-        "type": "answer_timed_out",
-        "actor": role,
-        "summary": f"no answer came for the {role} role within {within:g} s",
-        "payload": {"from_role": role, "answer_within_seconds": within},
-    }
-    return _failed_with(event, role, now, envelope)
+    return _failed_with(events.answer_timed_out(now, role, within), role, now, envelope)
 
 
 def _failed_with(
-    event: dict[str, Any], role: str, now: str, envelope: MessageEnvelope | None
+    event: Event, role: str, now: str, envelope: MessageEnvelope | None
 ) -> OutcomePlan:
     """``event`` and ``status: failed`` at ``role``, keeping ``envelope`` (if any) for
     ``retry`` (``FAILED_ENVELOPE``)."""
-    updates: dict[str, Any] = {"status": "failed", "current_role": role, "updated_at": now}
+    updates = RecordUpdates(status="failed", current_role=role, updated_at=now)
     if envelope is not None:
-        updates[FAILED_ENVELOPE] = envelope_kept(envelope)
+        updates[FAILED_ENVELOPE] = envelope
     return OutcomePlan(events=[event], updates=updates)
 
 
@@ -340,8 +327,7 @@ _HAND_OFFS = ("delegated", "version_control_requested")
 def recorded_follow_up(
     role: str,
     envelope: MessageEnvelope,
-    recorded: list[dict[str, Any]],
-    now: str,
+    recorded: list[JsonObject],
     cast: Cast = DEFAULT_CAST,
 ) -> MessageEnvelope | None:
     """The envelope a recorded outcome handed on, rebuilt (with the same id) from its events
@@ -352,8 +338,9 @@ def recorded_follow_up(
     if report is None:
         return None
     result = report["payload"]
-    if not isinstance(result.get("next_role"), str) or not isinstance(result.get("summary"), str):
+    next_role, summary = result.get("next_role"), result.get("summary")
+    if not isinstance(next_role, str) or not isinstance(summary, str) or not next_role:
         return None
-    if result["next_role"] not in cast.roles:
+    if next_role not in cast.roles:
         return None
-    return plan_outcome(role, envelope, result, now, max_hops=1 << 30, cast=cast).follow_up
+    return _follow_up(role, envelope, next_role, summary, result.get("artifacts", []))

@@ -21,6 +21,7 @@ from teams_runtime.codecs.request_ids import notice_request_id
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_record, encode_json
 
 __all__ = [
+    "Selection",
     "explain_decisions",
     "notice_text",
     "project_fields",
@@ -37,17 +38,24 @@ _NOTICE_FOOTER = (
 )
 
 
+class Selection(msgspec.Struct, frozen=True):
+    """The events a projection selects: their positions, ascending, and which of them are
+    older events backfilled as the newest evidence of a role missing from the tail."""
+
+    indices: tuple[int, ...]
+    backfilled: tuple[Backfill, ...] = ()
+
+
 def select_events(
     total: int, role_at: Callable[[int], str | None], config: PromptContextConfig
-) -> tuple[tuple[int, ...], tuple[Backfill, ...]]:
+) -> Selection:
     """Select event positions: the recent tail plus the newest evidence of each missing role.
 
     ``role_at(i)`` classifies event ``i``; it is called only for the events the policy looks
     at (the tail, then older events newest-first until ``max_events`` are selected).
-    Returns the ascending selected positions and the backfilled events.
     """
     if not config.enabled or total <= config.max_events:
-        return tuple(range(total)), ()
+        return Selection(tuple(range(total)))
     tail_start = total - config.recent_events
     represented = {role for index in range(tail_start, total) if (role := role_at(index))}
     slots = config.max_events - config.recent_events
@@ -61,7 +69,7 @@ def select_events(
         index -= 1
     backfilled.reverse()
     selected = tuple(item.index for item in backfilled) + tuple(range(tail_start, total))
-    return selected, tuple(backfilled)
+    return Selection(selected, tuple(backfilled))
 
 
 def project_request(
@@ -90,7 +98,8 @@ def project_fields(
     events = fields.get(EVENTS_KEY)
     if isinstance(events, list):
         total = len(events)
-        selected, backfilled = select_events(total, lambda i: _role_of(events[i]), config)
+        selection = select_events(total, lambda i: _role_of(events[i]), config)
+        selected, backfilled = selection.indices, selection.backfilled
         history_bytes = sum(
             len(event) if isinstance(event, msgspec.Raw) else len(encode_json(event))
             for event in events

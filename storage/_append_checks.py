@@ -7,7 +7,13 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any, encode_field, format_event
+from teams_runtime.codecs.request_records import (
+    EVENTS_KEY,
+    RecordFields,
+    decode_any,
+    encode_field,
+    format_event,
+)
 from teams_runtime.exceptions import RecordError
 
 __all__ = ["checked_updates", "condition_fields", "field_holds", "fields_are", "format_history"]
@@ -28,7 +34,7 @@ def format_history(history: list[msgspec.Raw], source: str) -> list[bytes]:
     return formatted
 
 
-def checked_updates(updates: Mapping[str, Any]) -> dict[str, Any]:
+def checked_updates(updates: Mapping[str, Any]) -> RecordFields:
     """The updates of an append as a dict; ``RecordError`` if they try to set ``events``."""
     if EVENTS_KEY in updates:
         raise RecordError("`events` cannot be set directly; append events instead.")
@@ -63,7 +69,7 @@ def fields_are(fields: Mapping[str, Any], expect: Mapping[str, Any]) -> bool:
     return all(_same(_value(fields, key), value) for key, value in expect.items())
 
 
-def condition_fields(fields: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def condition_fields(fields: Mapping[str, Any], names: Iterable[str]) -> RecordFields:
     """The values of the fields a condition named, as the record holds them (absent ones
     left out): what a refused append answers, so the writer decides again without a read."""
     return {key: _value(fields, key) for key in names if key in fields}

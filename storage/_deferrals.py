@@ -14,11 +14,10 @@ due is the queue's to keep (the file's mtime, a header on NATS).
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import msgspec
 
-from teams_runtime.codecs.formats import pretty_json_bytes
+from teams_runtime.codecs.formats import JsonObject, pretty_json_bytes
 from teams_runtime.policy.backoff import backoff_delay
 
 __all__ = [
@@ -56,7 +55,7 @@ class _Deferral(msgspec.Struct):
 
 
 _VIEW = msgspec.json.Decoder(_Deferral)
-_OBJECT = msgspec.json.Decoder(dict[str, Any])
+_OBJECT = msgspec.json.Decoder(JsonObject)
 
 
 def deferral_view(data: bytes) -> tuple[str, int]:

@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,6 +41,13 @@ from teams_runtime.storage.nats.connection import NatsConnection, open_connectio
 
 from .support.fake_openai_server import FakeOpenAIServer
 from .support.paths import FAKE_MODEL
+from .support.waiting import eventually_sync
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests (``@pytest.mark.long``) first: in a parallel run the others fill in around
+    them, instead of one process working through a long one alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture
@@ -325,16 +331,18 @@ class NatsServer:
         command = [binary, *self.flags, *place, *self.options]
         with (self.folder.parent / f"nats-{self.port}.log").open("ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=log)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"nats-server exited with {self.process.returncode} at start")
+        process = self.process
+
+        def accepting() -> bool:
+            if process.poll() is not None:
+                pytest.fail(f"nats-server exited with {process.returncode} at start")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
+                    return True
             except OSError:
-                time.sleep(0.02)
-        pytest.fail(f"nats-server did not accept connections on port {self.port} in 15 s")
+                return False
+
+        eventually_sync(accepting, f"nats-server to accept connections on port {self.port}", 15)
 
     def __enter__(self) -> NatsServer:
         self.start()
@@ -351,6 +359,14 @@ class NatsServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.process = None
+
+    def discard(self) -> None:
+        """Kill it, store and all: a session's server holds the streams of a thousand tests,
+        and shutting those down in order takes it over ten seconds that nothing needs."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
         self.process = None
 
     def limit_events(self, prefix: str, max_bytes: int) -> None:
@@ -420,8 +436,12 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     """One JetStream server for the session; each test takes its own prefix (``settings``)."""
     folder = tmp_path_factory.mktemp("nats") / "store"
     folder.mkdir()
-    with NatsServer(folder) as server:
+    server = NatsServer(folder)
+    server.start()
+    try:
         yield server
+    finally:
+        server.discard()
 
 
 @pytest.fixture(scope="session")
@@ -432,8 +452,12 @@ def small_nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nats
     folder.mkdir()
     config = folder.parent / "small.conf"
     config.write_text(f"max_payload: {SMALL_MAX_PAYLOAD}\n")
-    with NatsServer(folder, ["-c", str(config)]) as server:
+    server = NatsServer(folder, ["-c", str(config)])
+    server.start()
+    try:
         yield server
+    finally:
+        server.discard()
 
 
 @pytest.fixture

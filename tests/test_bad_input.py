@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -61,9 +62,9 @@ async def test_bad_record_files_are_typed_errors_for_the_actor(
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     async with open_context(tmp_path) as ctx:
-        with pytest.raises(RecordError, match=needle):
+        with pytest.raises(RecordError, match=rf"^{re.escape(str(path))}: .*{needle}"):
             await ctx.project("bad")
-        with pytest.raises(RecordError, match=needle):
+        with pytest.raises(RecordError, match=rf"^{re.escape(str(path))}: .*{needle}"):
             await ctx.append_event("bad", {"type": "note"})
     assert path.read_bytes() == content
 

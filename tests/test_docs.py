@@ -182,6 +182,7 @@ def test_a_console_block_compares_what_the_command_printed(
     assert "docs-test: page.md: the block at line 1 failed" in run.stderr
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("page", [pytest.param(page, id=page.name) for page in PAGES])
 def test_shell_blocks_run_as_written(
     page: Path, tmp_path: Path, reader_path: dict[str, str]

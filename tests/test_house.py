@@ -1,5 +1,6 @@
 """The house rules (docs/architecture.md, "The house"): folders by concern with at most twenty
-modules each, private modules behind their package, small modules and functions."""
+modules each, private modules behind their package, small modules and functions, and typed
+data rather than ``dict[str, Any]``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_MODULES_PER_FOLDER = 20
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
+# Lines of the package that say `dict[str, Any]`: data with a known shape has a type of its own
+# (a Struct, a TypedDict, a Literal); free-form JSON is `codecs.formats.JsonObject`.
+MAX_UNTYPED_DICTS = 40
 
 
 def _package_modules() -> list[Path]:
@@ -77,3 +81,13 @@ def test_no_function_is_longer_than_sixty_lines(folder: str) -> None:
                 if length > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(ROOT)}:{node.name}"] = length
     assert long == {}
+
+
+def test_no_more_than_forty_untyped_dicts() -> None:
+    untyped = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in _package_modules()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "dict[str, Any]" in line
+    ]
+    assert len(untyped) <= MAX_UNTYPED_DICTS, "\n".join(untyped)

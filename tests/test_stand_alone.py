@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # What a path out of the repository looks like in the project's own files: the design folder the
@@ -34,6 +36,7 @@ def test_no_file_of_the_project_names_a_folder_outside_it() -> None:
     assert naming == []
 
 
+@pytest.mark.long
 def test_a_copy_with_nothing_beside_it_collects_every_test(tmp_path: Path) -> None:
     # Only the tracked files, in a folder of their own: nothing beside it, no build leftovers.
     copy = tmp_path / "alone" / "teams-runtime"

@@ -30,6 +30,7 @@ from teams_runtime.codecs.context_asks import (
     Recall,
     Recalled,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.request_records import (
@@ -167,7 +168,7 @@ class ContextHandle:
         assert isinstance(reply, Loaded)
         return decode_record(reply.record, f"request {request_id}")
 
-    async def recall(self, request_id: str, key: str) -> list[dict[str, Any]]:
+    async def recall(self, request_id: str, key: str) -> list[JsonObject]:
         """The events an append with ``key`` stored (``[]`` if none), among the last 256."""
         reply = await self._ask(Recall(request_id=request_id, key=key))
         assert isinstance(reply, Recalled)

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
 
 from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.events import RecordUpdates, event_json, updates_json
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
+from teams_runtime.policy import events
 from teams_runtime.policy.outcomes import FAILED_ENVELOPE, follow_up_id, state_of
 from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend, workspace_config
@@ -74,20 +75,6 @@ def _kept_envelope(projection: Projection, roles: Sequence[str]) -> MessageEnvel
     )
 
 
-def _retried(envelope: MessageEnvelope, old_id: str, now: str) -> dict[str, Any]:
-    return {
-        "timestamp": now,
-        "type": "retried",
-        "actor": "user",
-        "summary": f"the {envelope.target} step was queued again",
-        "payload": {
-            "role": envelope.target,
-            "envelope_id": envelope.envelope_id,
-            "retries_envelope": old_id,
-        },
-    }
-
-
 async def retry_with(
     context: ContextHandle,
     queue: WorkQueue,
@@ -109,14 +96,15 @@ async def retry_with(
         failed, envelope_id=follow_up_id(failed.envelope_id, f"retry-{projection.total_events}")
     )
     role = envelope.target
+    # The kept envelope is spent (null): prompts of the request do not carry it on.
+    updates = RecordUpdates(status="in_progress", current_role=role, next_role=role,
+                            updated_at=now, failed_envelope=None)  # fmt: skip
     appended = await context.append_keyed(
         request_id,
-        [_retried(envelope, failed.envelope_id, now)],
-        # The kept envelope is spent (null): prompts of the request do not carry it on.
-        updates={"status": "in_progress", "current_role": role, "next_role": role,
-                 "updated_at": now, FAILED_ENVELOPE: None},
+        [event_json(events.retried(now, envelope, failed.envelope_id))],
+        updates=updates_json(updates),
         expect={"status": "failed"},
-    )  # fmt: skip
+    )
     if appended.refused:
         raise RequestStateError(
             f"request {request_id} changed while it was being retried (another retry or "
@@ -163,14 +151,12 @@ def _retryable_envelope(
 async def _undo(context: ContextHandle, request_id: str, role: str, now: str) -> None:
     """Make the request failed again after its envelope could not be queued, unless it moved
     on meanwhile (so `retry` can be run again, and `status` does not show it in progress)."""
-    event = {
-        "timestamp": now,
-        "type": "retry_not_queued",
-        "actor": "user",
-        "summary": f"the {role} step could not be queued; the request is failed again",
-    }
+    event = events.retry_not_queued(now, role)
     await context.append_keyed(
-        request_id, [event], updates={"status": "failed"}, expect={"status": "in_progress"}
+        request_id,
+        [event_json(event)],
+        updates=updates_json(RecordUpdates(status="failed")),
+        expect={"status": "in_progress"},
     )
 
 

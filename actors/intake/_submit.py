@@ -11,7 +11,6 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -20,9 +19,13 @@ from teams_runtime.actors.context import ContextHandle, open_context
 from teams_runtime.actors.roles import MAX_RACES
 from teams_runtime.codecs.config import Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.events import Event, RecordUpdates, event_json, updates_json
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_records import RecordFields
+from teams_runtime.codecs.statuses import FINISHED
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
+from teams_runtime.policy import events
 from teams_runtime.policy.outcomes import (
     FAILED_ENVELOPE,
     RequestState,
@@ -34,7 +37,6 @@ from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend, workspace_config
 
 __all__ = [
-    "FINISHED",
     "Cancellation",
     "Submission",
     "cancel",
@@ -44,9 +46,6 @@ __all__ = [
     "submit",
     "submit_with",
 ]
-
-
-FINISHED = ("completed", "failed", "cancelled")  # more work for these reopens the request
 
 
 class Submission(msgspec.Struct, frozen=True):
@@ -81,17 +80,7 @@ def check_new_work(cast: Cast, role: str) -> str:
     return role
 
 
-def _delegated(role: str, now: str, by: str) -> dict[str, Any]:
-    return {
-        "timestamp": now,
-        "type": "delegated",
-        "actor": by,
-        "summary": f"{by} handed the request to {role}",
-        "payload": {"from_role": by, "to_role": role},
-    }
-
-
-def new_record(envelope: MessageEnvelope, now: str, by: str = "orchestrator") -> dict[str, Any]:
+def new_record(envelope: MessageEnvelope, now: str, by: str = "orchestrator") -> RecordFields:
     """The record of a new request: status ``queued``, events ``created`` and ``delegated``,
     credited to ``by`` (``Cast.intake_actor``)."""
     return {
@@ -110,24 +99,9 @@ def new_record(envelope: MessageEnvelope, now: str, by: str = "orchestrator") ->
         "updated_at": now,
         "result": {},
         "events": [
-            {
-                "timestamp": now,
-                "type": "created",
-                "actor": by,
-                "summary": "request created",
-            },
-            _delegated(envelope.target, now, by),
+            event_json(events.created(now, by)),
+            event_json(events.handed_on(now, by, envelope.target)),
         ],
-    }
-
-
-def _reopened(status: str, now: str) -> dict[str, Any]:
-    return {
-        "timestamp": now,
-        "type": "reopened",
-        "actor": "user",
-        "summary": f"the request was reopened (it was {status})",
-        "payload": {"from_status": status},
     }
 
 
@@ -148,17 +122,16 @@ async def _extend(
                 f"request {request_id} is {status}; more work would reopen it: give --reopen "
                 "to do so. Nothing was queued."
             )
-        events = [_reopened(status, now)] if finished else []
-        events.append(_delegated(envelope.target, now, by))
-        updates: dict[str, Any] = {
-            "status": "queued",
-            "current_role": envelope.target,
-            "updated_at": now,
-        }
+        written: list[Event] = [events.reopened(now, status)] if finished else []
+        written.append(events.handed_on(now, by, envelope.target))
+        updates = RecordUpdates(status="queued", current_role=envelope.target, updated_at=now)
         if status == "failed":  # the failed step is not retried now: its envelope is spent
             updates[FAILED_ENVELOPE] = None
         appended = await context.append_keyed(
-            request_id, events, updates=updates, expect={"status": state.status}
+            request_id,
+            [event_json(event) for event in written],
+            updates=updates_json(updates),
+            expect={"status": state.status},
         )
         if not appended.refused:
             return status if finished else ""
@@ -246,6 +219,6 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
         already = status_of(await context.project(request_id)) == "cancelled"
         if not already:
             plan = plan_cancel(now_iso())
-            await context.append_events(request_id, plan.events, updates=plan.updates)
+            await context.append_events(request_id, plan.events_json(), updates=plan.updates_json())
         dropped = await backend.queue.drop(request_id)
     return Cancellation(request_id, already, dropped)

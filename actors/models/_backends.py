@@ -40,10 +40,12 @@ from teams_runtime.actors.models._servers import ModelServers
 from teams_runtime.actors.models.spawn import GRACE_SECONDS, ModelStarter, end_group, start_model
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.model import (
+    Answer,
     ModelReply,
     ResearchDecision,
     RoleResult,
     VersionControlResult,
+    answer_json,
 )
 from teams_runtime.codecs.roles import NextRoles
 from teams_runtime.exceptions import ModelFailure
@@ -294,7 +296,7 @@ class DryRunBackend:
         await checkpoint()
         role, request_id = bundle.role, bundle.request_id
         next_role = self._next_role(role, bundle.next_roles)
-        answer: msgspec.Struct
+        answer: Answer
         if bundle.answer_kind == "research_decision":
             answer = ResearchDecision(
                 request_id=request_id,
@@ -305,19 +307,16 @@ class DryRunBackend:
                 next_role=next_role,
             )
         else:
+            summary = f"Dry run: the {role} role handled the request (no model was called)."
             answer = RoleResult(
-                request_id=request_id,
-                role=role,
-                status="completed",
-                summary=f"Dry run: the {role} role handled the request (no model was called).",
+                request_id=request_id, role=role, status="completed", summary=summary,
                 next_role=next_role,
-            )
+            )  # fmt: skip
             if bundle.answer_kind == "version_control":
-                as_dict = msgspec.structs.asdict(answer)
-                answer = msgspec.convert(
-                    {**as_dict, "commit_status": "no_repo"}, VersionControlResult
+                answer = VersionControlResult(
+                    **msgspec.structs.asdict(answer), commit_status="no_repo"
                 )
-        return ModelReply(text=msgspec.json.encode(answer).decode())
+        return ModelReply(text=msgspec.json.encode(answer_json(answer)).decode())
 
 
 class PersonBackend:

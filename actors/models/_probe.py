@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
 
 import anyio
 import httpx
 import msgspec
 
 from teams_runtime.codecs.config import OpenAIConfig
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model import KeyScrubber
 
 __all__ = ["PROBE_SECONDS", "ServerProbe", "probe_all", "probe_server"]
@@ -35,7 +35,8 @@ _SCHEMA = {
     "required": ["ok"],
     "additionalProperties": False,
 }
-_FORMS: tuple[tuple[str, dict[str, Any] | None], ...] = (
+# The `response_format` forms tried in turn (OpenAI's wire: JSON sent as it is), by name.
+_FORMS: tuple[tuple[str, JsonObject | None], ...] = (
     (
         "json_schema",
         {
@@ -66,8 +67,15 @@ class _Refused(Exception):
     """The server's error answer is about ``response_format``: try the next form."""
 
 
-def _body(config: OpenAIConfig, form: dict[str, Any] | None) -> dict[str, Any]:
-    body: dict[str, Any] = {
+class _Answer(msgspec.Struct, frozen=True):
+    """What one request's answer said: the model name it gave, and whether it reported usage."""
+
+    model: str | None
+    usage: bool
+
+
+def _body(config: OpenAIConfig, form: JsonObject | None) -> JsonObject:
+    body: JsonObject = {
         "model": config.model,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -80,9 +88,9 @@ def _body(config: OpenAIConfig, form: dict[str, Any] | None) -> dict[str, Any]:
 
 
 async def _ask(
-    client: httpx.AsyncClient, config: OpenAIConfig, form: dict[str, Any] | None, key: str
-) -> tuple[str | None, bool]:
-    """One request; the model name the stream gives, and whether it reported usage."""
+    client: httpx.AsyncClient, config: OpenAIConfig, form: JsonObject | None, key: str
+) -> _Answer:
+    """One request, and what its answer (a stream, or a whole completion) said."""
     headers = {"Accept": "text/event-stream"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -97,7 +105,7 @@ async def _ask(
             )
         if response.headers.get("content-type", "").lower().startswith("application/json"):
             whole = msgspec.json.decode(await response.aread())  # a server that ignores stream
-            return _name(whole), _has_usage(whole)
+            return _Answer(_name(whole), _has_usage(whole))
         name: str | None = None
         usage = False
         async for line in response.aiter_lines():
@@ -110,7 +118,7 @@ async def _ask(
                 continue
             name = name or _name(event)
             usage = usage or _has_usage(event)
-        return name, usage
+        return _Answer(name, usage)
 
 
 def _has_usage(event: object) -> bool:
@@ -145,7 +153,7 @@ async def _probe_forms(
     async with httpx.AsyncClient(timeout=read_seconds) as client:
         for form_name, form in _FORMS:
             try:
-                name, usage = await _ask(client, config, form, key)
+                answer = await _ask(client, config, form, key)
             except _Refused:
                 continue
             except httpx.HTTPStatusError as exc:
@@ -155,9 +163,9 @@ async def _probe_forms(
                 result.problem = f"no answer ({type(exc).__name__})"
                 return result
             result.response_format = form_name
-            result.usage = usage
-            if name is not None:
-                result.answered_as = scrub.scrub(name)[:_MODEL_NAME_CHARS]
+            result.usage = answer.usage
+            if answer.model is not None:
+                result.answered_as = scrub.scrub(answer.model)[:_MODEL_NAME_CHARS]
             return result
     return result  # not reached: the last form sends no response_format to refuse
 

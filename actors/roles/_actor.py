@@ -288,9 +288,10 @@ class RoleActor:
 
         # Decided from the state now (handed on meanwhile?); the write expects it unchanged.
         state = state_of(await self._context.project(request_id))
-        plan, state, applied = await self._writer.persist(envelope, claim, decide, state)
+        recorded = await self._writer.persist(envelope, claim, decide, state)
+        plan = recorded.plan
         log = self._log.bind(request_id=request_id)
-        if not applied:  # another delivery's outcome is the one recorded (we were paused)
+        if not recorded.applied:  # another delivery's outcome is the one recorded (we were paused)
             log.info(
                 "{}: request {}: outcome already recorded by another worker; this one not kept",
                 self.role,
@@ -300,11 +301,11 @@ class RoleActor:
             # Where it went: the role handed to, or the request's status when it stops here
             # ("request failed": at the hop limit too), never a bare "failed -> failed".
             handed_to = plan.follow_up.target if plan.follow_up is not None else ""
-            ended = state.ended or ("" if handed_to else plan.updates["status"])
+            ended = recorded.state.ended or ("" if handed_to else plan.updates["status"])
             went = f"request {ended}" if ended else handed_to
             if plan.drop_queued:  # this hand-off was one past team.max_hops
                 went += " at the hop limit"
-            log.info("{}: request {}: {} -> {}", self.role, request_id, result["status"], went)
+            log.info("{}: request {}: {} -> {}", self.role, request_id, result.status, went)
         # Failed by this outcome: the role's own failed result, or the hop limit it reached.
-        failed = result["status"] == "failed" and not result["next_role"]
-        return "failed" if failed or (applied and plan.drop_queued) else "done"
+        failed = result.status == "failed" and not result.next_role
+        return "failed" if failed or (recorded.applied and plan.drop_queued) else "done"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from loguru import logger
@@ -31,6 +30,8 @@ from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.model import (
     AnswerReading,
     FinishReason,
+    ResearchDecision,
+    RoleResult,
     Validated,
     finish_reason_of,
     read_answer,
@@ -96,7 +97,7 @@ class RoleCalls:
         self._on_prompt = on_prompt
         self._log = logger.bind(role=role)
 
-    async def valid_result(self, envelope: MessageEnvelope) -> dict[str, Any]:
+    async def valid_result(self, envelope: MessageEnvelope) -> RoleResult:
         """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
         ``MAX_REPAIRS`` times; the role result to record, a contract failure if none passed.
         Raises ``ModelFailure`` (every call of a prompt failed), ``RequestEnded``, and what
@@ -138,7 +139,9 @@ class RoleCalls:
             )
             checked = got.checked
             answer, issues = checked.answer, checked.issues
-        return research_result(self.role, answer) if kind == "research_decision" else answer
+        if isinstance(answer, ResearchDecision):
+            return research_result(self.role, answer)
+        return answer
 
     async def keep_attempt(self, attempt: AttemptRecord) -> None:
         """Save a failed call or a rejected answer; not being able to is logged, never raised."""

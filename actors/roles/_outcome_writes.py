@@ -12,20 +12,27 @@ role's report, whatever number of workers share it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import anyio
+import msgspec
 from loguru import logger
 
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.formats import now_iso
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.outcomes import OutcomePlan, RequestState, recorded_follow_up, state_of
 from teams_runtime.storage import Claim, WorkQueue
 
-__all__ = ["MAX_RACES", "NotSaved", "OutcomeWriter", "outcome_key", "queue_recorded_follow_up"]
+__all__ = [
+    "MAX_RACES",
+    "NotSaved",
+    "OutcomeWriter",
+    "Recorded",
+    "outcome_key",
+    "queue_recorded_follow_up",
+]
 
 # Refusals in a row before the write is given up (the envelope is deferred): each one means
 # another writer changed the request, so this takes that many writers on one request at once.
@@ -34,6 +41,16 @@ MAX_RACES = 64
 
 class NotSaved(Exception):
     """The outcome could not be persisted: the envelope is deferred for another try."""
+
+
+class Recorded(msgspec.Struct, frozen=True, kw_only=True):
+    """What writing an outcome did: the plan written, the state it was decided from (the one
+    the write found), and whether this write recorded it (``False``: the envelope's outcome
+    was recorded before, by another delivery or another answer)."""
+
+    plan: OutcomePlan
+    state: RequestState
+    applied: bool
 
 
 def outcome_key(role: str, envelope: MessageEnvelope) -> str:
@@ -46,7 +63,7 @@ async def queue_recorded_follow_up(
     queue: WorkQueue,
     role: str,
     envelope: MessageEnvelope,
-    recorded: list[dict[str, Any]],
+    recorded: list[JsonObject],
     *,
     cast: Cast = DEFAULT_CAST,
 ) -> None:
@@ -56,7 +73,7 @@ async def queue_recorded_follow_up(
     handled or the request has ended. (Its id is derived from ``envelope``'s: a copy queued
     twice is recorded once.)"""
     request_id = envelope.request_id
-    follow_up = recorded_follow_up(role, envelope, recorded, now_iso(), cast)
+    follow_up = recorded_follow_up(role, envelope, recorded, cast)
     if (
         follow_up is not None
         and not state_of(await context.project(request_id)).ended
@@ -80,15 +97,13 @@ class OutcomeWriter:
         claim: Claim,
         decide: Callable[[RequestState], OutcomePlan],
         state: RequestState,
-    ) -> tuple[OutcomePlan, RequestState, bool]:
+    ) -> Recorded:
         """Write the plan ``decide`` makes of the request's ``state`` (decided again from the
         state a refused write answers), queue its follow-up, then dequeue: shielded from
-        cancellation. Returns the plan, the state it was decided from, and whether this write
-        recorded it (``False``: another delivery of the envelope had). On failure the
-        envelope stays queued (``NotSaved``)."""
+        cancellation. On failure the envelope stays queued (``NotSaved``)."""
         try:
             with anyio.CancelScope(shield=True):
-                plan, state, applied = await self.record(envelope, decide, state)
+                recorded = await self.record(envelope, decide, state)
                 await self._queue.done(claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
@@ -98,34 +113,33 @@ class OutcomeWriter:
                 exc,
             )
             raise NotSaved from exc
-        return plan, state, applied
+        return recorded
 
     async def record(
         self,
         envelope: MessageEnvelope,
         decide: Callable[[RequestState], OutcomePlan],
         state: RequestState,
-    ) -> tuple[OutcomePlan, RequestState, bool]:
+    ) -> Recorded:
         """Write the plan ``decide`` makes of ``state`` (decided again from the state a
-        refused write answers) and queue its follow-up; the plan, the state it was decided
-        from, and whether this call wrote it (``False``: the envelope's outcome was recorded
-        before, by another delivery or another answer). What ``decide`` raises, and the
+        refused write answers) and queue its follow-up. What ``decide`` raises, and the
         store's errors, are raised."""
-        plan, state, applied = await self._write(envelope, decide, state)
+        recorded = await self._write(envelope, decide, state)
+        plan = recorded.plan
         # Not applied: another delivery of this envelope recorded its outcome and queued its
         # follow-up already (a worker that hung past its lease, a second answer).
-        if plan.follow_up is not None and applied:
+        if plan.follow_up is not None and recorded.applied:
             await self._queue.put(plan.follow_up)
-        if plan.drop_queued and applied:
+        if plan.drop_queued and recorded.applied:
             await self._queue.drop(envelope.request_id)
-        return plan, state, applied
+        return recorded
 
     async def _write(
         self,
         envelope: MessageEnvelope,
         decide: Callable[[RequestState], OutcomePlan],
         state: RequestState,
-    ) -> tuple[OutcomePlan, RequestState, bool]:
+    ) -> Recorded:
         for _ in range(MAX_RACES):
             plan = decide(state)
             # Keyed by the envelope: a retry after a timeout, or a second delivery, is not
@@ -133,13 +147,13 @@ class OutcomeWriter:
             # record's lock (the head's revision on NATS), so no other write slips in between.
             appended = await self._context.append_keyed(
                 envelope.request_id,
-                plan.events,
-                updates=plan.updates,
+                plan.events_json(),
+                updates=plan.updates_json(),
                 key=outcome_key(self.role, envelope),
                 expect=state.expected(),
             )
             if not appended.refused:
-                return plan, state, appended.applied
+                return Recorded(plan=plan, state=state, applied=appended.applied)
             state = RequestState.of(appended.fields)
         raise TeamsRuntimeError(
             f"request {envelope.request_id}: other writers changed it {MAX_RACES} times in a "

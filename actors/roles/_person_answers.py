@@ -29,7 +29,8 @@ from teams_runtime.actors.roles._outcome_writes import (
 from teams_runtime.actors.roles._person_waits import InboxLook, handle_overdue, tidy_inbox
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.model import validate_answer
+from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_answer
+from teams_runtime.codecs.statuses import ResultStatus
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
 from teams_runtime.policy.outcomes import (
@@ -61,7 +62,7 @@ class Answered(msgspec.Struct, frozen=True, kw_only=True):
     request_id: str
     role: str
     envelope_id: str
-    status: str  # the result's
+    status: ResultStatus  # the result's
     handed_to: str  # the role an envelope was queued for ("" when none)
     request_status: str  # the record's status after the answer
 
@@ -144,7 +145,7 @@ def person_result(
     cast: Cast = DEFAULT_CAST,
     *,
     whole: bool = False,
-) -> dict[str, Any]:
+) -> RoleResult:
     """The result ``given`` (fields from flags, or a ``whole`` result from a file) as the
     role's contract in ``cast`` (the team) takes it, its ``request_id`` and ``role`` filled in
     when ``given`` leaves them out: its prompt kind's contract, and a ``next_role`` among the
@@ -152,21 +153,24 @@ def person_result(
     role = _cast_role(cast, item)
     result = {"request_id": item.request_id, "role": role, **given}
     kind = cast.prompt_kind_of(role)
-    answer, issues = validate_answer(
+    checked = validate_answer(
         msgspec.json.encode(result).decode(),
         kind=answer_kind_of(kind),
         request_id=item.request_id,
         role=role,
         next_roles=cast.next_roles(role),
     )
+    answer = checked.answer
     if answer is None:
         raise AnswerRefused(
             f"the answer breaks the {item.role} role's contract, so it was not recorded: "
-            + " ".join(issues)
+            + " ".join(checked.issues)
             + " (`teams-runtime inbox show` prints the contract"
             + (")." if whole else "; give a whole result with --from FILE).")
         )
-    return research_result(item.role, answer) if kind == "research_decision" else answer
+    if isinstance(answer, ResearchDecision):
+        return research_result(item.role, answer)
+    return answer
 
 
 async def record_answer(
@@ -174,7 +178,7 @@ async def record_answer(
     queue: WorkQueue,
     inbox: AnswerInbox,
     item: WaitingAnswer,
-    result: dict[str, Any],
+    result: RoleResult,
     *,
     max_hops: int,
     cast: Cast = DEFAULT_CAST,
@@ -207,23 +211,24 @@ async def record_answer(
         writer = OutcomeWriter(role, context=context, queue=queue)
         state = state_of(await context.project(request_id))
         try:
-            plan, _, applied = await writer.record(item.envelope, decide, state)
+            written = await writer.record(item.envelope, decide, state)
         except AnswerRefused:
             await inbox.remove(item)  # its request ended
             raise
         await inbox.remove(item)
-    if not applied:
+    if not written.applied:
         raise AnswerRefused(
             f"request {request_id}: another answer to the {role} role was recorded at the "
             "same moment; this one was not."
         )
+    follow_up = written.plan.follow_up
     return Answered(
         request_id=request_id,
         role=role,
         envelope_id=item.envelope_id,
-        status=result["status"],
-        handed_to=plan.follow_up.target if plan.follow_up is not None else "",
-        request_status=str(plan.updates.get("status", "")),
+        status=result.status,
+        handed_to=follow_up.target if follow_up is not None else "",
+        request_status=str(written.plan.updates.get("status", "")),
     )
 
 
@@ -247,14 +252,12 @@ async def answer(
         now = time.time()
         if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
             model = config.model_for(item.role)
-            again, failed = await handle_overdue(
-                context, backend.queue, backend.inbox, item, model, now
-            )
-            if again is None and failed:
+            overdue = await handle_overdue(context, backend.queue, backend.inbox, item, model, now)
+            if overdue.waiting is None and overdue.failed:
                 raise AnswerRefused(_too_late(item.request_id))
-            if again is None:  # another answer, or another look, came first
+            if overdue.waiting is None:  # another answer, or another look, came first
                 raise await _nothing_waits(context, item.request_id)
-            item = again  # `requeue`: it waits again, and this answer is in time for that
+            item = overdue.waiting  # `requeue`: it waits again, and this answer is in time
         result = person_result(item, given, config.cast, whole=whole)
         return await record_answer(
             context,

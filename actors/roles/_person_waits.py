@@ -38,7 +38,15 @@ from teams_runtime.exceptions import RecordError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import plan_for, plan_no_answer, state_of
 from teams_runtime.storage import AnswerInbox, Claim, WorkQueue
 
-__all__ = ["HUMAN", "InboxLook", "handle_overdue", "is_person", "tidy_inbox", "wait_for_person"]
+__all__ = [
+    "HUMAN",
+    "InboxLook",
+    "Overdue",
+    "handle_overdue",
+    "is_person",
+    "tidy_inbox",
+    "wait_for_person",
+]
 
 HUMAN = "human"  # the model backend of a person's role
 
@@ -52,6 +60,15 @@ class InboxLook(msgspec.Struct, frozen=True):
     waiting: list[WaitingAnswer]
     timed_out: list[WaitingAnswer] = []
     renewed: list[WaitingAnswer] = []
+
+
+class Overdue(msgspec.Struct, frozen=True, kw_only=True):
+    """What handling an answer whose ``answer_within`` ran out did: the answer as it waits
+    again (``None`` when it left the inbox), and whether this look failed the request (not an
+    answer or another look that came first)."""
+
+    waiting: WaitingAnswer | None
+    failed: bool
 
 
 def is_person(model: ModelConfig) -> bool:
@@ -112,10 +129,8 @@ async def handle_overdue(
     item: WaitingAnswer,
     model: ModelConfig,
     now: float,
-) -> tuple[WaitingAnswer | None, bool]:
-    """Handle ``item``, whose ``answer_within`` ran out, by its role's ``on_failure``: the
-    item as it waits again (or ``None`` when it left the inbox), and whether this call
-    failed the request (not an answer or another look that came first)."""
+) -> Overdue:
+    """Handle ``item``, whose ``answer_within`` ran out, by its role's ``on_failure``."""
     log = logger.bind(role=item.role, request_id=item.request_id)
     within = model.answer_seconds or max((item.due or now) - item.since, 1.0)
     if model.on_failure == "requeue":
@@ -128,23 +143,23 @@ async def handle_overdue(
             within,
             again.renewals,
         )
-        return again, False
+        return Overdue(waiting=again, failed=False)
     failure = plan_no_answer(item.role, within, now_iso(), item.envelope)
     state = state_of(await context.project(item.request_id))
     writer = OutcomeWriter(item.role, context=context, queue=queue)
     # Shielded, as a model's outcome is: a stop (SIGTERM) that lands between the write and
     # the removal would leave the entry waiting for a failed request, and say nothing.
     with anyio.CancelScope(shield=True):
-        _, _, applied = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)
+        written = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)
         await inbox.remove(item)
-        if applied:
+        if written.applied:
             log.warning(
                 "{}: no answer for request {} within {:g} s; the request failed",
                 item.role,
                 item.request_id,
                 within,
             )
-    return None, applied
+    return Overdue(waiting=None, failed=written.applied)
 
 
 async def tidy_inbox(
@@ -172,12 +187,12 @@ async def tidy_inbox(
             now = time.time()
             if item.overdue(now):
                 model = model_for(item.role)
-                again, failed = await handle_overdue(context, queue, inbox, item, model, now)
-                if again is None:
-                    if failed:
+                overdue = await handle_overdue(context, queue, inbox, item, model, now)
+                if overdue.waiting is None:
+                    if overdue.failed:
                         timed_out.append(item)
                     continue
-                item = again
+                item = overdue.waiting
                 renewed.append(item)
         except (TeamsRuntimeError, OSError) as exc:
             logger.bind(role=item.role, request_id=item.request_id).warning(

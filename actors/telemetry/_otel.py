@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -22,6 +22,7 @@ from opentelemetry.metrics import Meter, MeterProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from teams_runtime.actors.telemetry._tracing import Tracing
 from teams_runtime.codecs.config import ModelConfig, TeamConfig
@@ -115,7 +116,7 @@ class OtelTracing(Tracing):
         parent = None
         if envelope is not None and envelope.traceparent:
             parent = _PROPAGATOR.extract({"traceparent": envelope.traceparent})
-        attributes: dict[str, Any] = {"teams_runtime.role": role}
+        attributes: dict[str, AttributeValue] = {"teams_runtime.role": role}
         if envelope is not None:
             attributes.update(
                 {
@@ -163,7 +164,11 @@ class OtelTracing(Tracing):
         self._count(record, attributes, (now - start) / 1e9, answered)
 
     def _count(
-        self, record: PromptRecord, attributes: Mapping[str, Any], seconds: float, answered: bool
+        self,
+        record: PromptRecord,
+        attributes: Mapping[str, AttributeValue],
+        seconds: float,
+        answered: bool,
     ) -> None:
         labels = {
             key: attributes[key]
@@ -227,11 +232,11 @@ def _provider(record: PromptRecord) -> str | None:
     return key.split("/", 1)[0] if key is not None and "/" in key else None
 
 
-def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, Any]:
+def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, AttributeValue]:
     """The GenAI and ``teams_runtime.*`` attributes of a model call: counts and ids only.
     ``gen_ai.response.finish_reasons`` is the server's, left out when it gave none (a command,
     the dry run); a failed call has ``error.type``, its outcome."""
-    attributes: dict[str, Any] = {
+    attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model,
         "teams_runtime.role": record.role,
@@ -251,7 +256,7 @@ def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[s
     provider = _provider(record)
     if provider is not None:
         attributes["gen_ai.provider.name"] = provider
-    optional: tuple[tuple[str, Any], ...] = (
+    optional: tuple[tuple[str, AttributeValue], ...] = (
         ("gen_ai.usage.input_tokens", record.prompt_tokens),
         ("gen_ai.usage.output_tokens", record.completion_tokens),
         ("gen_ai.usage.cache_read.input_tokens", record.cached_prompt_tokens),

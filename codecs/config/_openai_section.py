@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -16,6 +15,7 @@ from teams_runtime.codecs.config._setting_checks import (
     check_at_most,
     is_port,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["RUNTIME_BODY_KEYS", "OpenAIConfig"]
@@ -56,7 +56,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     temperature: float | None = None  # 0 to 2
     max_tokens: int | None = None  # the most tokens the model may answer with
     system: str = ""  # a system message sent before the prompt
-    extra_body: dict[str, Any] = {}  # merged into the body: a server's own knobs
+    extra_body: JsonObject = {}  # merged into the body: a server's own knobs
     # The provider half of the rate card key `provider/model` (telemetry.rate_cards): who
     # bills the calls. Never sent.
     provider: str = "openai"

@@ -35,6 +35,7 @@ from teams_runtime.codecs.config._model_choices import ModelChoice
 from teams_runtime.codecs.config._model_section import DryRunConfig, ModelConfig
 from teams_runtime.codecs.config._unknown_keys import check_keys
 from teams_runtime.codecs.config._value_messages import convert_section, nearest
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.roles import RolePromptKind
 from teams_runtime.exceptions import ConfigError
 
@@ -86,7 +87,7 @@ def check_role_keys(block: object, names: Sequence[str]) -> None:
         check_keys(settings, RoleConfig, f"roles.{role}")
 
 
-def _merged(under: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def _merged(under: Mapping[str, Any], over: Mapping[str, Any]) -> JsonObject:
     merged = dict(under)
     for key, value in over.items():
         below = merged.get(key)
@@ -97,7 +98,7 @@ def _merged(under: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
     return merged
 
 
-def _choice_block(choice: ModelChoice, backend: object) -> dict[str, Any]:
+def _choice_block(choice: ModelChoice, backend: object) -> JsonObject:
     """``role_defaults``' model and reasoning as keys of the ``model`` section."""
     if backend == "openai":
         openai = {"model": choice.model, "reasoning_effort": choice.reasoning}
@@ -118,7 +119,7 @@ def _has_path(block: Mapping[str, Any], dotted: str) -> bool:
 
 
 def _role_error(
-    exc: ConfigError, role: str, own: Mapping[str, Any], chosen: dict[str, Any], source: str
+    exc: ConfigError, role: str, own: Mapping[str, Any], chosen: JsonObject, source: str
 ) -> ConfigError:
     """``exc`` (a message about the ``model`` section) said of where its value was written:
     ``roles.<role>.model``, or the role's entry of ``role_defaults``."""

@@ -53,6 +53,7 @@ from teams_runtime.codecs.config._upstream_sections import (
     check_sprint,
 )
 from teams_runtime.codecs.config._value_messages import convert_section
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["TeamConfig", "parse_team_config", "section_notes"]
@@ -78,11 +79,11 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     role_defaults: dict[str, ModelChoice] = {}
     internal_agent_defaults: dict[str, ModelChoice] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
-    sprint: dict[str, Any] | None = None
-    ingress: dict[str, Any] | None = None
+    sprint: JsonObject | None = None
+    ingress: JsonObject | None = None
     allowed_guild_ids: list[Any] | None = None
-    research_defaults: dict[str, Any] | None = None
-    actions: dict[str, Any] | None = None
+    research_defaults: JsonObject | None = None
+    actions: JsonObject | None = None
 
     @property
     def cast(self) -> Cast:

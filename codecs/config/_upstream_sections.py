@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [
@@ -43,7 +44,7 @@ UNUSED_SECTIONS = {
 }
 
 
-def _mapping(block: object, name: str) -> dict[str, Any] | None:
+def _mapping(block: object, name: str) -> JsonObject | None:
     """``block`` as a dict (``None`` when it is absent or empty); not a mapping: an error."""
     if block is None:
         return None
@@ -52,7 +53,7 @@ def _mapping(block: object, name: str) -> dict[str, Any] | None:
     return dict(block)
 
 
-def check_sprint(block: object) -> dict[str, Any] | None:
+def check_sprint(block: object) -> JsonObject | None:
     """Check ``sprint`` as upstream does (in its order, with its messages); absent: ``None``."""
     sprint = _mapping(block, "sprint")
     if sprint is None:
@@ -74,7 +75,7 @@ def check_sprint(block: object) -> dict[str, Any] | None:
     return sprint
 
 
-def check_ingress(block: object) -> dict[str, Any] | None:
+def check_ingress(block: object) -> JsonObject | None:
     """Check ``ingress``: a mapping whose ``dm`` and ``mentions`` are booleans."""
     ingress = _mapping(block, "ingress")
     for key in ("dm", "mentions"):
@@ -89,7 +90,7 @@ def check_approval(document: Mapping[str, Any]) -> None:
         raise ConfigError(f"{_FILE} approval is no longer supported.")
 
 
-def check_research_defaults(block: object) -> dict[str, Any] | None:
+def check_research_defaults(block: object) -> JsonObject | None:
     """Check ``research_defaults``: a mapping."""
     return _mapping(block, "research_defaults")
 
@@ -102,7 +103,7 @@ def _is_command(value: object) -> bool:
     )
 
 
-def check_actions(block: object) -> dict[str, Any] | None:
+def check_actions(block: object) -> JsonObject | None:
     """Check ``actions``: a mapping of names to a command list (written as the list itself,
     or as a mapping's ``command``)."""
     actions = _mapping(block, "actions")

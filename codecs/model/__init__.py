@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from teams_runtime.codecs.model._api_keys import KeyScrubber, header_safe
 from teams_runtime.codecs.model._contract import (
+    Answer,
     AnswerKind,
     ContractFailure,
     ResearchDecision,
     RoleResult,
     Validated,
     VersionControlResult,
+    answer_json,
     contract_shape,
+    result_json,
     validate_answer,
     validate_reading,
 )
@@ -45,6 +48,7 @@ __all__ = [
     "DONE",
     "REQUEST_TAIL",
     "SCHEMA_NAMES",
+    "Answer",
     "AnswerKind",
     "AnswerRead",
     "AnswerReading",
@@ -60,6 +64,7 @@ __all__ = [
     "TokenUsage",
     "Validated",
     "VersionControlResult",
+    "answer_json",
     "contract_shape",
     "decode_chunk",
     "event_line_limit",
@@ -74,6 +79,7 @@ __all__ = [
     "request_fields",
     "request_head",
     "response_format",
+    "result_json",
     "retry_after_seconds",
     "validate_answer",
     "validate_reading",

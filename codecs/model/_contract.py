@@ -2,7 +2,8 @@
 
 ``RoleResult``, ``VersionControlResult`` and ``ResearchDecision`` are the single source: the
 example shape shown in prompts, the validator's checks and defaults, the dry-run answers and
-the failure results all derive from their fields.
+the failure results all derive from their fields. A checked answer is one of them, carried as
+such to the record, where ``result_json`` writes it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model._reply_json import AnswerRead, AnswerReading, read_answer
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.codecs.statuses import (
@@ -28,15 +30,18 @@ __all__ = [
     "NON_EMPTY",
     "NULLABLE",
     "RESULT_STATUSES",
+    "Answer",
     "AnswerKind",
     "ContractFailure",
     "ResearchDecision",
     "RoleResult",
     "Validated",
     "VersionControlResult",
+    "answer_json",
     "contract_fields",
     "contract_shape",
     "defaults_of",
+    "result_json",
     "validate_answer",
     "validate_reading",
 ]
@@ -45,17 +50,23 @@ AnswerKind = Literal["task", "research_decision", "version_control"]
 
 
 class RoleResult(msgspec.Struct, kw_only=True):
-    """What a role answers for its task (and what its report event carries as payload)."""
+    """What a role answers for its task (and what its report event carries as payload).
+
+    ``extra`` and ``key_order`` are not the contract's: they keep what an answer's JSON held
+    beside it (the keys the contract does not know) and how it laid its keys out, so the
+    record holds the answer as given (``result_json``). A result made here has neither."""
 
     request_id: str
     role: str
     status: ResultStatus
     summary: str
     insights: list[Any] = []
-    proposals: dict[str, Any] = {}
+    proposals: JsonObject = {}  # the role's own: any JSON object
     artifacts: list[Any] = []
     next_role: str = ""
     error: str = ""
+    extra: JsonObject = {}
+    key_order: tuple[str, ...] = ()  # empty: the fields' order, then ``extra``
 
 
 class VersionControlResult(RoleResult, kw_only=True):
@@ -87,14 +98,18 @@ class ResearchDecision(msgspec.Struct, kw_only=True):
     next_role: str = ""
 
 
-CONTRACTS: dict[AnswerKind, type[msgspec.Struct]] = {
+Answer = RoleResult | ResearchDecision  # a checked answer: a role result, or a research gate's
+
+CONTRACTS: dict[AnswerKind, type[Answer]] = {
     "task": RoleResult,
     "version_control": VersionControlResult,
     "research_decision": ResearchDecision,
 }
+# A role result's fields that carry its JSON's layout rather than the contract's values.
+_CARRIED = frozenset({"extra", "key_order"})
 
 # What the prompt's example shape says for a field; a Literal field lists its values.
-_EXAMPLES: dict[str, Any] = {
+_EXAMPLES: dict[str, str | list[str]] = {
     "summary": "one or two sentences on what you did and found",
     "insights": ["facts the next role needs"],
     "artifacts": ["paths you created or changed"],
@@ -125,10 +140,34 @@ NULLABLE = ("error", "next_role")
 
 
 @functools.cache
-def contract_fields(kind: AnswerKind) -> tuple[msgspec.structs.FieldInfo, ...]:
-    """The fields of ``kind``'s contract Struct, looked up once: ``msgspec.structs.fields``
+def _fields_of(struct: type[Answer]) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """The contract's fields of ``struct``, in order, looked up once: ``msgspec.structs.fields``
     evaluates the class's annotations anew on every call (a few ms per answer otherwise)."""
-    return msgspec.structs.fields(CONTRACTS[kind])
+    return tuple(f for f in msgspec.structs.fields(struct) if f.name not in _CARRIED)
+
+
+def contract_fields(kind: AnswerKind) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """The fields of ``kind``'s contract Struct (without ``RoleResult``'s layout carriers)."""
+    return _fields_of(CONTRACTS[kind])
+
+
+def result_json(result: RoleResult) -> JsonObject:
+    """``result`` as the record holds it (its ``result``, its report's payload): the keys as
+    its answer laid them out, the unknown ones too; a result made here (a contract failure, a
+    research gate's) in its fields' order."""
+    values = {field.name: getattr(result, field.name) for field in _fields_of(type(result))}
+    values.update(result.extra)
+    if not result.key_order:
+        return values
+    return {key: values[key] for key in result.key_order if key in values} | values
+
+
+def answer_json(answer: Answer) -> JsonObject:
+    """A checked answer as JSON: a role result as ``result_json`` writes it, a research
+    decision in its fields' order."""
+    if isinstance(answer, RoleResult):
+        return result_json(answer)
+    return msgspec.structs.asdict(answer)
 
 
 def _json_type(field: msgspec.structs.FieldInfo) -> type:
@@ -143,7 +182,7 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
     return copy.deepcopy(field.default)  # a fresh list or dict for every answer
 
 
-def defaults_of(kind: AnswerKind) -> dict[str, Any]:
+def defaults_of(kind: AnswerKind) -> JsonObject:
     """The values an answer of ``kind`` gets for the optional fields it leaves out."""
     fields = contract_fields(kind)
     return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
@@ -161,13 +200,13 @@ def _next_role_example(next_roles: NextRoles, research: bool) -> str:
 
 def contract_shape(
     kind: AnswerKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
-) -> dict[str, Any]:
+) -> JsonObject:
     """An example answer of the right shape, shown to the model in every prompt; its
     ``next_role`` names what ``next_roles`` allows (by default any built-in role)."""
     research = kind == "research_decision"
     examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if research else {})}
     examples["next_role"] = _next_role_example(next_roles, research)
-    shape: dict[str, Any] = {}
+    shape: JsonObject = {}
     for field in contract_fields(kind):
         if field.name == "request_id":
             shape[field.name] = request_id
@@ -186,7 +225,7 @@ def _checked_by_name(field: msgspec.structs.FieldInfo) -> bool:
     return field.name in _SPECIAL or (field.name in NON_EMPTY and field.required)
 
 
-def _type_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+def _type_issues(answer: JsonObject, kind: AnswerKind) -> list[str]:
     issues = []
     for field in contract_fields(kind):
         name = field.name
@@ -219,7 +258,7 @@ def _non_empty(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _kind_issues(answer: dict[str, Any], kind: AnswerKind) -> list[str]:
+def _kind_issues(answer: JsonObject, kind: AnswerKind) -> list[str]:
     issues = []
     if kind == "research_decision":
         needed = answer.get("needed")
@@ -243,9 +282,20 @@ class Validated(msgspec.Struct, frozen=True, kw_only=True):
     """A checked answer: the result to record (defaults filled; ``None`` when there are
     issues), every issue, and how the answer's text was read (``None``: it could not be)."""
 
-    answer: dict[str, Any] | None
+    answer: Answer | None
     issues: list[str]
     read: AnswerRead | None
+
+
+def _typed(kind: AnswerKind, filled: JsonObject) -> Answer:
+    """A checked answer (``filled``: defaults first, then the answer's keys) as its contract's
+    Struct, keeping its layout and the keys the contract does not know."""
+    names = {field.name for field in contract_fields(kind)}
+    known = {key: value for key, value in filled.items() if key in names}
+    if kind == "research_decision":
+        return msgspec.convert(known, ResearchDecision)
+    extra = {key: value for key, value in filled.items() if key not in names}
+    return msgspec.convert({**known, "extra": extra, "key_order": list(filled)}, CONTRACTS[kind])
 
 
 def _reading_issue(reading: AnswerReading) -> str:
@@ -311,7 +361,7 @@ def validate_reading(
         return Validated(answer=None, issues=issues, read=reading.how)
     answer = {key: value for key, value in answer.items() if value is not None or key != "error"}
     filled = {**defaults_of(kind), **answer, "next_role": next_role}
-    return Validated(answer=filled, issues=[], read=reading.how)
+    return Validated(answer=_typed(kind, filled), issues=[], read=reading.how)
 
 
 def validate_answer(
@@ -321,10 +371,9 @@ def validate_answer(
     request_id: str,
     role: str,
     next_roles: NextRoles = DEFAULT_NEXT_ROLES,
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it;
-    returns the answer (defaults filled, ``None`` when there are issues) and the issues."""
-    checked = validate_reading(
+) -> Validated:
+    """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it
+    (``validate_reading``)."""
+    return validate_reading(
         read_answer(text), kind=kind, request_id=request_id, role=role, next_roles=next_roles
     )
-    return checked.answer, checked.issues

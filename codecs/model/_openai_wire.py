@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
 from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model._replies import FinishReason, TokenUsage, finish_reason_of
 
 __all__ = [
@@ -144,7 +145,7 @@ def forms_to_try(setting: StructuredOutput) -> tuple[ResponseFormat, ...]:
     return _FALLBACKS[setting]
 
 
-def response_format(form: ResponseFormat, name: str, schema: dict[str, Any]) -> dict[str, Any]:
+def response_format(form: ResponseFormat, name: str, schema: JsonObject) -> JsonObject:
     """The ``response_format`` of ``form`` for ``schema`` (``{}`` for none). ``strict`` is
     false: OpenAI's strict mode takes no optional field and no open object (``proposals``),
     and the grammar-based servers (llama.cpp, vLLM) hold the model to the schema either way."""
@@ -158,11 +159,11 @@ def response_format(form: ResponseFormat, name: str, schema: dict[str, Any]) -> 
     return {}
 
 
-def request_fields(config: OpenAIConfig, format_: dict[str, Any]) -> dict[str, Any]:
+def request_fields(config: OpenAIConfig, format_: JsonObject) -> JsonObject:
     """What a call's body holds beside the model, the stream and the messages: the role's
     settings that are set, ``response_format`` when there is one, then ``extra_body`` over
     them (a server's own knobs; the config refuses the keys the runtime writes itself)."""
-    fields: dict[str, Any] = {}
+    fields: JsonObject = {}
     if config.reasoning_effort:
         fields["reasoning_effort"] = config.reasoning_effort
     if config.temperature is not None:
@@ -174,7 +175,7 @@ def request_fields(config: OpenAIConfig, format_: dict[str, Any]) -> dict[str, A
     return fields | config.extra_body
 
 
-def request_head(model: str, fields: dict[str, Any] | None = None, system: str = "") -> bytes:
+def request_head(model: str, fields: JsonObject | None = None, system: str = "") -> bytes:
     """The body up to the opening quote of the user message's content: streamed, with usage,
     ``fields`` (``request_fields``) and the ``system`` message, if any, before the prompt.
 

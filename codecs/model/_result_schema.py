@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model._contract import NON_EMPTY, NULLABLE, AnswerKind, contract_fields
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
@@ -42,7 +43,7 @@ def _json_type(annotation: Any) -> str:
 
 def _field_schema(
     field: msgspec.structs.FieldInfo, request_id: str, role: str, next_roles: NextRoles
-) -> dict[str, Any]:
+) -> JsonObject:
     name = field.name
     if name == "request_id":
         return {"type": "string", "const": request_id}
@@ -64,7 +65,7 @@ def _field_schema(
 
 def contract_schema(
     kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
-) -> dict[str, Any]:
+) -> JsonObject:
     """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``, whose
     ``next_role`` is one of ``next_roles`` (by default any built-in role, or none)."""
     fields = contract_fields(kind)
@@ -84,7 +85,7 @@ def contract_schema(
 
 def generation_schema(
     kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
-) -> dict[str, Any]:
+) -> JsonObject:
     """``contract_schema`` as model servers can take it (see the module's doc)."""
     schema = contract_schema(kind, request_id=request_id, role=role, next_roles=next_roles)
     for value in schema["properties"].values():

@@ -141,10 +141,10 @@ def _classified_until(
         return None
     end = close + len(EVENTS_CLOSE)
     try:
-        count, newest = history_evidence(memoryview(data)[start:end])
+        found = history_evidence(memoryview(data)[start:end])
     except (msgspec.DecodeError, RecursionError):
         return None
-    return (end, count, newest) if count else None
+    return (end, found.count, found.newest) if found.count else None
 
 
 def _spans_from(

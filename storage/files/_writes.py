@@ -273,7 +273,7 @@ def _append_locked(
     data: bytes,
     read_version: FileVersion,
     events: list[msgspec.Raw],
-    updates: dict[str, Any],
+    updates: RecordFields,
     key: str,
     condition: _Condition,
     unless: Callable[[], bool],

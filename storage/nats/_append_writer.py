@@ -28,7 +28,7 @@ from teams_runtime.codecs.record_heads import (
     field_values,
     key_digest,
 )
-from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json
+from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, encode_json
 from teams_runtime.exceptions import BackendError, RecordError
 from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage._append_checks import condition_fields, field_holds, fields_are
@@ -87,7 +87,7 @@ class AppendWriter:
         reader: RecordReader,
         request_id: str,
         prepared: Prepared,
-        updates: dict[str, Any],
+        updates: RecordFields,
         key: str,
         refuse_if: Mapping[str, Any],
         expect: Mapping[str, Any] | None = None,

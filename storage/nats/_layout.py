@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import nats.js.errors
 from nats.js import JetStreamContext
@@ -23,6 +22,7 @@ from nats.js.api import (
 )
 
 from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import BackendError
 from teams_runtime.storage.nats._names import NatsNames
 from teams_runtime.storage.nats._server_errors import (
@@ -35,7 +35,7 @@ from teams_runtime.storage.nats._server_errors import (
 
 __all__ = ["ApiRequest", "ensure_layout"]
 
-ApiRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+ApiRequest = Callable[[str, JsonObject], Awaitable[JsonObject]]
 
 
 async def ensure_layout(

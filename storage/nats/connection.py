@@ -33,6 +33,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
 from teams_runtime.policy.backoff import backoff_delay
@@ -286,7 +287,7 @@ class NatsConnection:
             logger.debug("NATS client error: {}", type(exc).__name__)
 
         # A client of our own (not nats.connect's): closing it ends its tasks if this fails.
-        options: dict[str, Any] = {  # seconds as floats, which nats-py's hints call int
+        options: JsonObject = {  # seconds as floats, which nats-py's hints call int
             "connect_timeout": self.settings.connect_seconds,
             "reconnect_time_wait": 0.5,
         }
@@ -351,12 +352,12 @@ class NatsConnection:
 
     # --- JetStream calls the stores share ----------------------------------------------------
 
-    async def api(self, subject: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def api(self, subject: str, request: JsonObject) -> JsonObject:
         """One JetStream API request (``$JS.API.<subject>``); ``APIError`` on an error reply."""
         reply = await self.client.request(
             f"$JS.API.{subject}", json.dumps(request).encode(), timeout=5.0
         )
-        answer: dict[str, Any] = json.loads(reply.data)
+        answer: JsonObject = json.loads(reply.data)
         if "error" in answer:
             raise nats.js.errors.APIError.from_error(answer["error"])
         return answer

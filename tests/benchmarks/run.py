@@ -617,7 +617,7 @@ def metrics_row(root: Path, count: int) -> Row:
     start = time.perf_counter()
     report = aggregate(log_files(logs), Filters(), ["role", "purpose"])
     ours = time.perf_counter() - start
-    assert report.totals["prompts"] == count
+    assert report.totals.prompts == count
     start = time.perf_counter()
     _naive_metrics(logs / PROMPT_LOG_NAME)
     naive = time.perf_counter() - start

@@ -6,10 +6,8 @@ at `team.max_hops`; `cancel` stops a request a running team works on.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -30,6 +28,9 @@ from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.nats._names import token_of
 from teams_runtime.storage.nats.blocking_faces import blocking_queue, blocking_store
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
+
+from ..support.processes import stderr_until
+from ..support.waiting import eventually_sync
 
 REPORTS = ("role_report", "version_control_completed")
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
@@ -53,31 +54,6 @@ def _calls(workspace: Workspace) -> Counter[tuple[str, str]]:
 def _reports(record: dict[str, Any], seeded: int) -> list[str]:
     """Who reported after the ``seeded`` generated events."""
     return [e["actor"] for e in record["events"][seeded:] if e.get("type") in REPORTS]
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def _stderr_until(worker: subprocess.Popen[str], text: str, seconds: float) -> str:
-    """Read ``worker``'s stderr until it holds ``text``; what was read (``communicate`` gives
-    the rest). Reads the pipe itself, unbuffered, so nothing read sits in a buffer meanwhile."""
-    assert worker.stderr is not None
-    decoder, read = codecs.getincrementaldecoder("utf-8")(), ""
-    deadline = time.monotonic() + seconds
-    with selectors.DefaultSelector() as selector:
-        selector.register(worker.stderr, selectors.EVENT_READ)
-        while text not in read:
-            left = deadline - time.monotonic()
-            assert left > 0, f"timed out waiting for {text!r} on stderr; it said: {read}"
-            if selector.select(left):
-                chunk = os.read(worker.stderr.fileno(), 65536)
-                assert chunk, f"stderr closed before {text!r}; it said: {read}"
-                read += decoder.decode(chunk)
-    return read
 
 
 def test_three_workers_handle_each_envelope_once(
@@ -112,9 +88,9 @@ def test_a_killed_workers_envelope_is_finished_by_another_after_its_lease(
     seed(workspace, "req-1", "qa", events=5)
     first = _worker(workspace, "--once")
     claimed = workspace.queue_dir / "claimed"
-    _wait_for(lambda: any(claimed.rglob("*.json")), 30, "the first worker's claim")
+    eventually_sync(lambda: any(claimed.rglob("*.json")), "the first worker's claim", 30)
     calls = workspace.root / "model-state" / "calls-req-1-qa"
-    _wait_for(calls.exists, 30, "its model call")  # killed mid-call, the claim still held
+    eventually_sync(calls.exists, "its model call", 30)  # killed mid-call, the claim still held
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     started = time.monotonic()
@@ -168,12 +144,14 @@ def test_cancel_stops_a_request_a_running_team_works_on(
     seed: Callable[..., None],
     read_record: Callable[[Workspace, str], dict[str, Any]],
 ) -> None:
-    workspace = team_workspace("slow:1.5")
+    workspace = team_workspace("gated")
     seed(workspace, "req-1", "planner", events=3)
     runner = _worker(workspace)
     try:
         log = workspace.root / "model-state"
-        _wait_for(lambda: any(log.glob("calls-req-1-planner")), 30, "the planner's model call")
+        eventually_sync(
+            lambda: any(log.glob("calls-req-1-planner")), "the planner's model call", 30
+        )
         cancel = subprocess.run(
             [sys.executable, "-m", "teams_runtime", "cancel", "req-1",
              "--workspace", str(workspace.root)],
@@ -181,11 +159,12 @@ def test_cancel_stops_a_request_a_running_team_works_on(
         )  # fmt: skip
         assert cancel.returncode == 0, cancel.stderr
         assert cancel.stdout.startswith("Cancelled req-1")
+        (log / "gate").touch()  # the call answers only now, after the cancel
 
         def outcome_recorded() -> bool:
             return _reports(read_record(workspace, "req-1"), 3) == ["planner"]
 
-        _wait_for(outcome_recorded, 30, "the planner's outcome")
+        eventually_sync(outcome_recorded, "the planner's outcome", 30)
     finally:
         runner.send_signal(signal.SIGTERM)
         _, err = runner.communicate(timeout=60)
@@ -205,12 +184,12 @@ def test_run_serves_only_the_roles_it_is_given(
     planner = _worker(workspace, "--roles", "planner")
     try:
         queue = FileWorkQueue(workspace)
-        _wait_for(lambda: queue.counts()["developer"] == 1, 30, "the hand-off to developer")
+        eventually_sync(lambda: queue.counts()["developer"] == 1, "the hand-off to developer", 30)
         # Work queued after the hand-off: the worker claims it, so it has looked for work
         # since the developer's envelope was waiting; that one must still be waiting.
         seed(workspace, "req-2", "planner", events=3)
         # Both wait: nobody here serves developer (a worker that did would have taken one).
-        _wait_for(lambda: queue.waiting()["developer"] == 2, 30, "the second hand-off")
+        eventually_sync(lambda: queue.waiting()["developer"] == 2, "the second hand-off", 30)
     finally:
         planner.send_signal(signal.SIGTERM)
         planner.communicate(timeout=60)
@@ -247,12 +226,14 @@ def test_a_worker_that_hung_past_its_lease_adds_no_duplicate_work(
     seed(workspace, "req-1", "planner", events=5)
     hung = _worker(workspace, "--once")
     state = workspace.root / "model-state"
-    _wait_for(lambda: (state / "calls-req-1-planner").exists(), 30, "the planner's model call")
+    eventually_sync(
+        lambda: (state / "calls-req-1-planner").exists(), "the planner's model call", 30
+    )
     hung.send_signal(signal.SIGSTOP)  # hung mid-call, lease running out
     try:
         other = _worker(workspace, "--once")  # takes the planner over once the lease is out
         developer = state / "calls-req-1-developer"
-        _wait_for(developer.exists, 30, "the other worker handing on to developer")
+        eventually_sync(developer.exists, "the other worker handing on to developer", 30)
     finally:
         hung.send_signal(signal.SIGCONT)  # it wakes while the other works, with a stale call
     errs = {}
@@ -339,9 +320,9 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(
     workspace = team_workspace(command=[sys.executable, str(stubborn)], root=tmp_path / "ws")
     seed(workspace, "req-1", "qa", events=3)
     worker = _worker(workspace, "--once")
-    _wait_for(pids.exists, 30, "the model call")
+    eventually_sync(pids.exists, "the model call", 30)
     worker.send_signal(signal.SIGINT)
-    early = _stderr_until(worker, "SIGINT received: stopping the team", 30)
+    early = stderr_until(worker, "SIGINT received: stopping the team", 30)
     worker.send_signal(signal.SIGINT)  # impatient: a second Ctrl-C while it cleans up
     out, err = worker.communicate(timeout=60)
     err = early + err
@@ -349,7 +330,7 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(
     assert "SIGINT received: already stopping" in err
     assert "Stopped; 1 envelope queued for the next run." in out
     pid = int(pids.read_text().split()[0])
-    _wait_for(lambda: not _alive(pid), 10, "the model process to be gone")
+    eventually_sync(lambda: not _alive(pid), "the model process to be gone", 10)
 
 
 def _alive(pid: int) -> bool:
@@ -463,7 +444,7 @@ def test_a_killed_hosts_envelope_is_delivered_again_and_handled_once(
     _nats_seed(settings, ["req-1"], "qa", events=5, lease=2)
     first = _worker(first_host, "--once")
     calls = first_host.root / "model-state" / "calls-req-1-qa"
-    _wait_for(calls.exists, 30, "the first host's model call")
+    eventually_sync(calls.exists, "the first host's model call", 30)
     first.send_signal(signal.SIGKILL)  # mid-call: no ack, no retire
     first.communicate(timeout=30)
     started = time.monotonic()
@@ -491,7 +472,9 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
     _nats_seed(settings, ids, "qa", events=3, lease=2)  # the team's queue: a 2 s ack wait
     worker = _worker(host, "--once")  # its own setting (30 s) would renew every 10 s
     state = host.root / "model-state"
-    _wait_for(lambda: all((state / f"calls-{i}-qa").exists() for i in ids), 30, "the model calls")
+    eventually_sync(
+        lambda: all((state / f"calls-{i}-qa").exists() for i in ids), "the model calls", 30
+    )
     done = subprocess.run(  # from a workspace whose lease is 1 s: it changes nothing
         [sys.executable, "-m", "teams_runtime", "status", "--json",
          "--workspace", str(elsewhere.root)],
@@ -539,7 +522,7 @@ def test_status_and_cancel_around_a_held_envelope_say_the_same_on_both_backends(
         seed(workspace, "req-1", "qa", events=3)
     worker = _worker(workspace, "--once")
     calls = workspace.root / "model-state" / "calls-req-1-qa"
-    _wait_for(calls.exists, 30, "the model call")
+    eventually_sync(calls.exists, "the model call", 30)
     report = _cli_json(workspace, "status")  # at once: no renewal has happened yet
     assert report["roles"]["qa"] == {"waiting": 0, "claimed": 1, "deferred": 0}
     assert [lease["holds"] for lease in report["workers"]] == [["qa:req-1"]]
@@ -564,9 +547,9 @@ def test_hosts_ride_out_a_nats_server_restart(
     ids = [f"req-{n:02d}" for n in range(6)]
     _nats_seed(settings, ids, "planner", events=3)
     workers = [_worker(host, "--once") for host in hosts]
-    _wait_for(lambda: sum(_all_calls(hosts).values()) >= 4, 60, "the hosts to get going")
+    eventually_sync(lambda: sum(_all_calls(hosts).values()) >= 4, "the hosts to get going", 60)
     own_nats_server.stop()
-    early = [_stderr_until(worker, "lost; reconnecting", 60) for worker in workers]
+    early = [stderr_until(worker, "lost; reconnecting", 60) for worker in workers]
     own_nats_server.start()  # same port, same store folder
     outputs = [worker.communicate(timeout=180) for worker in workers]
     for worker, seen, (_, rest) in zip(workers, early, outputs, strict=True):
@@ -663,15 +646,15 @@ def test_status_after_killing_workers_shows_only_the_live_ones(
         def live() -> list[str]:
             return [lease["worker"] for lease in _cli_json(workspace, "status")["workers"]]
 
-        _wait_for(lambda: len(live()) == 3, 60, "three live workers")
+        eventually_sync(lambda: len(live()) == 3, "three live workers", 60)
         for worker in workers[:2]:
             worker.send_signal(signal.SIGKILL)
             worker.communicate(timeout=30)
         (survivor,) = [lease for lease in leases.iterdir() if f"-{workers[2].pid}-" in lease.name]
         # Dead once their lease (1 s) has passed: not listed; their files removed by the live
         # worker once it has long passed (3 leases).
-        _wait_for(lambda: live() == [survivor.stem], 30, "only the live worker listed")
-        _wait_for(lambda: list(leases.iterdir()) == [survivor], 30, "the dead leases removed")
+        eventually_sync(lambda: live() == [survivor.stem], "only the live worker listed", 30)
+        eventually_sync(lambda: list(leases.iterdir()) == [survivor], "the dead leases removed", 30)
     finally:
         for worker in workers:
             if worker.poll() is None:
@@ -705,14 +688,14 @@ def test_nats_status_after_killing_workers_shows_only_the_live_ones(
         def listed() -> list[str]:
             return [lease["worker"] for lease in _cli_json(hosts[0], "status")["workers"]]
 
-        _wait_for(lambda: len(listed()) == 3, 60, "three live workers")
+        eventually_sync(lambda: len(listed()) == 3, "three live workers", 60)
         for worker in workers[:2]:
             worker.send_signal(signal.SIGKILL)
             worker.communicate(timeout=30)
         (survivor,) = [name for name in listed() if f"-{workers[2].pid}-" in name]
         # Gone once their lease (2 s) has passed: the server removed their entries (a TTL),
         # so no one lists them, `lease expired` or not.
-        _wait_for(lambda: listed() == [survivor], 30, "only the live worker listed")
+        eventually_sync(lambda: listed() == [survivor], "only the live worker listed", 30)
         assert _lease_keys(settings) == [token_of(survivor)]
     finally:
         for worker in workers:

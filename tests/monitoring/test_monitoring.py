@@ -27,7 +27,7 @@ from teams_runtime.monitoring import (
     render_report,
     stop_logging,
 )
-from teams_runtime.monitoring._call_groups import CallGroup
+from teams_runtime.monitoring._call_groups import Figures
 from teams_runtime.storage import FileWorkQueue, Workspace
 
 from ..support.paths import PROJECT_ROOT
@@ -98,20 +98,20 @@ def logs(tmp_path: Path) -> Path:
 def test_totals_groups_and_skipped_lines(logs: Path) -> None:
     report = aggregate(log_files(logs), Filters(), ["role", "purpose"])
     totals = report.totals
-    assert totals["prompts"] == 104
-    assert totals["eligible"] == 104 and totals["compacted"] == 103
-    assert totals["total_events"] == 104 * 40
-    assert totals["omitted_events"] == 103 * 28
-    assert totals["prompt_chars"] == sum(range(1, 101)) + 3 * 1000 + 4000
-    assert totals["full_history_chars"] == 104 * 4000
+    assert totals.prompts == 104
+    assert totals.eligible == 104 and totals.compacted == 103
+    assert totals.total_events == 104 * 40
+    assert totals.omitted_events == 103 * 28
+    assert totals.prompt_chars == sum(range(1, 101)) + 3 * 1000 + 4000
+    assert totals.full_history_chars == 104 * 4000
     assert report.skipped_lines == 3
-    assert [(g["role"], g["purpose"], g["prompts"]) for g in report.groups] == [
-        ("planner", "contract_repair", 3),
-        ("qa", "role_task", 101),
+    assert [(g.values, g.figures.prompts) for g in report.groups] == [
+        ({"role": "planner", "purpose": "contract_repair"}, 3),
+        ({"role": "qa", "purpose": "role_task"}, 101),
     ]
-    qa = report.groups[1]
-    assert qa["p95_prompt_chars"] == 96  # of 1..100 and 4000: the 96th of 101 sorted
-    assert qa["mean_prompt_chars"] == (sum(range(1, 101)) + 4000) / 101  # unrounded
+    qa = report.groups[1].figures
+    assert qa.p95_prompt_chars == 96  # of 1..100 and 4000: the 96th of 101 sorted
+    assert qa.mean_prompt_chars == (sum(range(1, 101)) + 4000) / 101  # unrounded
 
 
 def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> None:
@@ -124,14 +124,11 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
     report = aggregate(log_files(logs), Filters(), ["role"])
     assert report.skipped_lines == 0
     totals = report.totals
-    assert (totals["prompts"], totals["prompts_with_usage"]) == (4, 2)
-    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (300, 3)
-    groups = {g["role"]: g for g in report.groups}
+    assert (totals.prompts, totals.prompts_with_usage) == (4, 2)
+    assert (totals.prompt_tokens, totals.completion_tokens) == (300, 3)
+    groups = {g.values["role"]: g.figures for g in report.groups}
     # No usage reported: unknown, not zero.
-    assert (groups["planner"]["prompts_with_usage"], groups["planner"]["prompt_tokens"]) == (
-        0,
-        None,
-    )
+    assert (groups["planner"].prompts_with_usage, groups["planner"].prompt_tokens) == (0, None)
     table = render_report(report).splitlines()
     assert "tokens in/out" in table[0]
     totals_row = next(line for line in table if line.startswith("total"))
@@ -156,7 +153,7 @@ def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path
         return aggregate(log_files(logs), filters, ["role"], status_of=lambda _: "completed")
 
     dry = report_of("dry")
-    assert dry.completed_requests == {
+    assert msgspec.to_builtins(dry.completed_requests) == {
         "requests": 1,
         "calls": 1,
         "calls_with_usage": 0,
@@ -171,8 +168,8 @@ def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path
     )
     used = report_of("used")
     assert (
-        used.completed_requests["mean_prompt_tokens"],
-        used.completed_requests["mean_cost_usd"],
+        used.completed_requests.mean_prompt_tokens,
+        used.completed_requests.mean_cost_usd,
     ) == (90, 0.5)
     assert "Per completed request (1): 90 input tokens, $0.5000." in render_report(used)
 
@@ -186,7 +183,7 @@ def test_the_guide_names_every_record_field_and_report_key() -> None:
     start = guide.index("`totals` and each group hold:")
     end = start + re.search(r"Token\s+sums", guide[start:]).start()  # type: ignore[union-attr]
     listed = set(re.findall(r"`([a-z_0-9]+)`", guide[start:end]))
-    assert set(CallGroup().as_dict()) <= listed
+    assert {field.name for field in msgspec.structs.fields(Figures)} <= listed
 
 
 def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
@@ -235,8 +232,8 @@ def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
         rate_cards={"openai/big": RateCard(input_per_million_usd=1, output_per_million_usd=2)},
         status_of=lambda request_id: "completed",
     )
-    assert done.completed_requests["prompt_tokens"] == 1800
-    assert (done.completed_requests["calls"], done.completed_requests["calls_with_usage"]) == (3, 2)
+    assert done.completed_requests.prompt_tokens == 1800
+    assert (done.completed_requests.calls, done.completed_requests.calls_with_usage) == (3, 2)
     table = render_report(done)
     row = next(line for line in table.splitlines() if line.startswith("local/tiny")).split()
     assert row[-5:-2] == ["-", "-", "-"]  # tokens in/out, cached in, cost
@@ -264,9 +261,9 @@ def test_a_dry_run_has_no_tokens_and_no_cost_not_zero_ones(tmp_path: Path) -> No
     logs = tmp_path / "logs"
     _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(_record(model="dry_run/dry_run"))] * 3)
     report = aggregate(log_files(logs), Filters(), ["role"], status_of=lambda _: "completed")
-    assert report.totals["prompt_tokens"] is None and report.totals["cost_usd"] is None
+    assert report.totals.prompt_tokens is None and report.totals.cost_usd is None
     done = report.completed_requests
-    assert (done["prompt_tokens"], done["mean_prompt_tokens"], done["cost_usd"]) == (None,) * 3
+    assert (done.prompt_tokens, done.mean_prompt_tokens, done.cost_usd) == (None,) * 3
     table = render_report(report)
     assert "Per completed request (1): input tokens unknown (0 of 3 calls reported usage)." in (
         table
@@ -284,7 +281,7 @@ def test_a_dry_run_has_no_tokens_and_no_cost_not_zero_ones(tmp_path: Path) -> No
     ],
 )
 def test_filters(logs: Path, filters: Filters, prompts: int) -> None:
-    assert aggregate(log_files(logs), filters, ["role"]).totals["prompts"] == prompts
+    assert aggregate(log_files(logs), filters, ["role"]).totals.prompts == prompts
 
 
 def test_by_enabled_compares_per_prompt(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -455,7 +452,7 @@ def test_what_is_named_like_a_log_but_is_no_regular_file_is_passed_over(
 def test_a_log_removed_while_metrics_reads_is_passed_over(logs: Path) -> None:
     files = log_files(logs)
     files[0].unlink()  # rotated away between the listing and the read
-    assert aggregate(files, Filters(), ["role"]).totals["prompts"] == 4
+    assert aggregate(files, Filters(), ["role"]).totals.prompts == 4
 
 
 def test_a_line_too_long_to_be_a_record_is_skipped_without_holding_it(logs: Path) -> None:
@@ -470,7 +467,7 @@ def test_a_line_too_long_to_be_a_record_is_skipped_without_holding_it(logs: Path
         tracemalloc.stop()
     assert peak < 1024 * 1024  # read past in pieces, never held whole
     assert report.skipped_lines == 3 + 1
-    assert "after" in [group["role"] for group in report.groups]
+    assert "after" in [group.values["role"] for group in report.groups]
 
 
 def test_control_characters_of_a_log_line_are_not_printed_in_text(

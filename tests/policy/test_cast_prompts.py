@@ -163,18 +163,19 @@ def test_a_hand_off_the_role_may_not_make_is_a_contract_issue(
     cast = _cast(TEAM)
     answer = {"request_id": "req-1", "role": role, "status": "completed", "summary": "done",
               "next_role": next_role}  # fmt: skip
-    result, issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
-                                     role=role, next_roles=cast.next_roles(role))  # fmt: skip
-    assert (result, issues) == (None, [issue])
+    checked = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+                              role=role, next_roles=cast.next_roles(role))  # fmt: skip
+    assert (checked.answer, checked.issues) == (None, [issue])
     # The schema sent with the prompt refuses it too, and takes what the contract takes.
     schema = contract_schema("task", request_id="req-1", role=role,
                              next_roles=cast.next_roles(role))  # fmt: skip
     assert next_role not in schema["properties"]["next_role"]["enum"]
     for allowed in cast.next_roles(role).values:
-        checked, problems = validate_answer(json.dumps({**answer, "next_role": allowed}),
-                                            kind="task", request_id="req-1", role=role,
-                                            next_roles=cast.next_roles(role))  # fmt: skip
-        assert problems == [] and checked is not None and checked["next_role"] == allowed
+        checked = validate_answer(json.dumps({**answer, "next_role": allowed}),
+                                  kind="task", request_id="req-1", role=role,
+                                  next_roles=cast.next_roles(role))  # fmt: skip
+        taken = checked.answer
+        assert checked.issues == [] and taken is not None and taken.next_role == allowed
         assert allowed in schema["properties"]["next_role"]["enum"]
 
 
@@ -186,8 +187,8 @@ def test_a_role_that_may_not_finish_must_name_its_next_role() -> None:
     for left_out in ({}, {"next_role": None}):
         answer = {"request_id": "req-1", "role": "writer", "status": "completed",
                   "summary": "done", **left_out}  # fmt: skip
-        _, issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
-                                    role="writer", next_roles=writer)  # fmt: skip
+        issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+                                 role="writer", next_roles=writer).issues  # fmt: skip
         assert issues and issues[0].startswith("`next_role` must be one of: reviewer")
 
 
@@ -195,8 +196,9 @@ def test_the_repair_prompt_names_the_roles_the_role_may_hand_to() -> None:
     cast = _cast(TEAM)
     answer = {"request_id": "req-1", "role": "writer", "status": "completed", "summary": "d",
               "next_role": "editor"}  # fmt: skip
-    _, issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
-                                role="writer", next_roles=cast.next_roles("writer"))  # fmt: skip
+    writer = cast.next_roles("writer")
+    issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+                             role="writer", next_roles=writer).issues  # fmt: skip
     projection = project_request(sample_record(10, "req-1"), PromptContextConfig())
     envelope = MessageEnvelope(request_id="req-1", sender="user", target="writer", scope="s")
     text = build_prompt("repair", role="writer", projection=projection, envelope=envelope,

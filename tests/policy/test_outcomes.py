@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.events import kept_envelope
+from teams_runtime.codecs.model import ResearchDecision, RoleResult, result_json
 from teams_runtime.codecs.model._contract import validate_answer
 from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
     RequestState,
     as_ended,
     contract_failure,
-    envelope_kept,
     follow_up_id,
     plan_for,
     plan_model_failure,
@@ -37,31 +38,31 @@ ENVELOPE = MessageEnvelope(
 )
 
 
-def _result(role: str = "developer", **changes: Any) -> dict[str, Any]:
+def _result(role: str = "developer", **changes: Any) -> RoleResult:
     answer = {"request_id": "req-1", "role": role, "status": "completed", "summary": "did it"}
     text = json.dumps(answer | changes)
     kind = "version_control" if role == "version_controller" else "task"
-    result, issues = validate_answer(text, kind=kind, request_id="req-1", role=role)
-    assert issues == [] and result is not None
-    return result
+    checked = validate_answer(text, kind=kind, request_id="req-1", role=role)
+    assert checked.issues == [] and isinstance(checked.answer, RoleResult)
+    return checked.answer
 
 
 @pytest.mark.parametrize("status", ["completed", "blocked", "failed"])
 def test_a_result_without_next_role_finishes_the_request(status: str) -> None:
     result = _result("qa", status=status)
     plan = plan_outcome("qa", ENVELOPE, result, NOW)
-    assert plan.events == [
+    assert plan.events_json() == [
         {
             "timestamp": NOW,
             "type": "role_report",
             "actor": "qa",
             "summary": "did it",
-            "payload": result,
+            "payload": result_json(result),
         }
     ]
-    kept = {"failed_envelope": envelope_kept(ENVELOPE)} if status == "failed" else {}
-    assert plan.updates == {
-        "result": result,
+    kept = {"failed_envelope": kept_envelope(ENVELOPE)} if status == "failed" else {}
+    assert plan.updates_json() == {
+        "result": result_json(result),
         "updated_at": NOW,
         "status": status,
         "current_role": "qa",
@@ -73,7 +74,7 @@ def test_a_result_without_next_role_finishes_the_request(status: str) -> None:
 
 def test_the_version_controller_reports_a_completed_commit() -> None:
     result = _result("version_controller", commit_status="committed", commit_sha="abc")
-    (report,) = plan_outcome("version_controller", ENVELOPE, result, NOW).events
+    (report,) = plan_outcome("version_controller", ENVELOPE, result, NOW).events_json()
     assert report["type"] == "version_control_completed"
     assert report["payload"]["commit_sha"] == "abc"
 
@@ -81,8 +82,8 @@ def test_the_version_controller_reports_a_completed_commit() -> None:
 def test_a_next_role_hands_the_request_over() -> None:
     result = _result(next_role="qa", artifacts=["src/export.py", 7])
     plan = plan_outcome("developer", ENVELOPE, result, NOW, hops=2)
-    report, hand_off = plan.events
-    assert (report["type"], report["payload"]) == ("role_report", result)
+    report, hand_off = plan.events_json()
+    assert (report["type"], report["payload"]) == ("role_report", result_json(result))
     assert hand_off == {
         "timestamp": NOW,
         "type": "delegated",
@@ -90,8 +91,8 @@ def test_a_next_role_hands_the_request_over() -> None:
         "summary": "developer handed the request to qa",
         "payload": {"from_role": "developer", "to_role": "qa"},
     }
-    assert plan.updates == {
-        "result": result,
+    assert plan.updates_json() == {
+        "result": result_json(result),
         "updated_at": NOW,
         "status": "in_progress",
         "current_role": "qa",
@@ -115,8 +116,8 @@ def test_a_next_role_hands_the_request_over() -> None:
 def test_a_hand_off_to_the_version_controller_says_what_to_commit() -> None:
     result = _result(next_role="version_controller", artifacts=["src/export.py"])
     plan = plan_outcome("developer", ENVELOPE, result, NOW)
-    assert plan.events[1]["type"] == "version_control_requested"
-    assert plan.updates["version_control"] == {
+    assert plan.events_json()[1]["type"] == "version_control_requested"
+    assert plan.updates_json()["version_control"] == {
         "mode": "commit",
         "scope": "Add CSV export",
         "summary": "did it",
@@ -128,13 +129,13 @@ def test_a_hand_off_to_the_version_controller_says_what_to_commit() -> None:
 
 def test_a_failed_result_that_names_a_next_role_is_still_handed_over() -> None:
     plan = plan_outcome("qa", ENVELOPE, _result("qa", status="failed", next_role="developer"), NOW)
-    assert plan.updates["status"] == "in_progress"
+    assert plan.updates_json()["status"] == "in_progress"
     assert plan.follow_up is not None and plan.follow_up.target == "developer"
 
 
 def test_a_model_failure_fails_the_request_with_its_reason() -> None:
     plan = plan_model_failure("qa", "the model printed nothing", NOW)
-    assert plan.events == [
+    assert plan.events_json() == [
         {
             "timestamp": NOW,
             "type": "model_failed",
@@ -143,36 +144,36 @@ def test_a_model_failure_fails_the_request_with_its_reason() -> None:
             "payload": {"from_role": "qa", "reason": "the model printed nothing"},
         }
     ]
-    assert plan.updates == {"status": "failed", "current_role": "qa", "updated_at": NOW}
+    assert plan.updates_json() == {"status": "failed", "current_role": "qa", "updated_at": NOW}
     assert plan.follow_up is None
     with_envelope = plan_model_failure("qa", "the model printed nothing", NOW, ENVELOPE)
-    assert with_envelope.updates["failed_envelope"] == envelope_kept(ENVELOPE)
-    assert "traceparent" not in envelope_kept(ENVELOPE)  # the trace is the queuing run's
+    assert with_envelope.updates_json()["failed_envelope"] == kept_envelope(ENVELOPE)
+    assert "traceparent" not in kept_envelope(ENVELOPE)  # the trace is the queuing run's
 
 
 def test_a_person_who_did_not_answer_in_time_fails_the_request_retryably() -> None:
     plan = plan_no_answer("qa", 3600.0, NOW, ENVELOPE)
-    assert [event["type"] for event in plan.events] == ["answer_timed_out"]
-    assert plan.events[0]["payload"] == {"from_role": "qa", "answer_within_seconds": 3600.0}
-    assert plan.updates == {"status": "failed", "current_role": "qa", "updated_at": NOW,
-                            "failed_envelope": envelope_kept(ENVELOPE)}  # fmt: skip
+    assert [event["type"] for event in plan.events_json()] == ["answer_timed_out"]
+    assert plan.events_json()[0]["payload"] == {"from_role": "qa", "answer_within_seconds": 3600.0}
+    assert plan.updates_json() == {"status": "failed", "current_role": "qa", "updated_at": NOW,
+                            "failed_envelope": kept_envelope(ENVELOPE)}  # fmt: skip
     assert plan.follow_up is None
 
 
 def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
     issues = ["`summary` is missing or empty.", "`status` must be one of: ..."]
     failure = contract_failure("req-1", "qa", issues)
-    assert failure["status"] == "failed"
-    assert failure["error"] == "contract_validation_failed"
-    assert failure["contract_issues"] == issues
-    assert failure["summary"] == (
+    assert failure.status == "failed"
+    assert failure.error == "contract_validation_failed"
+    assert failure.contract_issues == issues
+    assert failure.summary == (
         f"The qa result was rejected by contract validation after {MAX_REPAIRS} repair attempts."
     )
-    assert (failure["request_id"], failure["role"], failure["next_role"]) == ("req-1", "qa", "")
+    assert (failure.request_id, failure.role, failure.next_role) == ("req-1", "qa", "")
     # It is a result like any other: it meets the task contract, and it finishes the request.
-    _, problems = validate_answer(json.dumps(failure), kind="task", request_id="req-1", role="qa")
-    assert problems == []
-    assert plan_outcome("qa", ENVELOPE, failure, NOW).updates["status"] == "failed"
+    text = json.dumps(result_json(failure))
+    assert validate_answer(text, kind="task", request_id="req-1", role="qa").issues == []
+    assert plan_outcome("qa", ENVELOPE, failure, NOW).updates_json()["status"] == "failed"
 
 
 @pytest.mark.parametrize(
@@ -183,21 +184,21 @@ def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
     ],
 )
 def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected: str) -> None:
-    decision = {
-        "request_id": "req-1",
-        "role": "research",
-        "needed": True,
-        "subject": "CSV dialects",
-        "research_query": "excel csv quoting",
-        "reason_code": "local_context_sufficient",
-        "summary": summary,
-        "next_role": "planner",
-    }
+    decision = ResearchDecision(
+        request_id="req-1",
+        role="research",
+        needed=True,
+        subject="CSV dialects",
+        research_query="excel csv quoting",
+        reason_code="local_context_sufficient",
+        summary=summary,
+        next_role="planner",
+    )
     result = research_result("research", decision)
-    assert result["status"] == "completed"
-    assert result["summary"] == expected
-    assert result["next_role"] == "planner"
-    assert result["proposals"] == {
+    assert result.status == "completed"
+    assert result.summary == expected
+    assert result.next_role == "planner"
+    assert result.proposals == {
         "research_decision": {
             "needed": True,
             "subject": "CSV dialects",
@@ -205,29 +206,28 @@ def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected
             "reason_code": "local_context_sufficient",
         }
     }
-    text = json.dumps(result)
-    _, problems = validate_answer(text, kind="task", request_id="req-1", role="research")
-    assert problems == []
+    text = json.dumps(result_json(result))
+    assert validate_answer(text, kind="task", request_id="req-1", role="research").issues == []
 
 
 def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> None:
     result = _result(next_role="qa")
     assert plan_outcome("developer", ENVELOPE, result, NOW, hops=2, max_hops=3).follow_up
     plan = plan_outcome("developer", ENVELOPE, result, NOW, hops=3, max_hops=3)
-    report, stop = plan.events
+    report, stop = plan.events_json()
     assert report["type"] == "role_report" and stop["type"] == "hop_limit"
     assert stop["payload"] == {"hops": 3, "max_hops": 3, "from_role": "developer", "to_role": "qa"}
     assert "team.max_hops is 3" in stop["summary"]
-    assert plan.updates["status"] == "failed" and plan.follow_up is None and plan.drop_queued
-    assert plan.updates["failed_envelope"]["envelope_id"] == ENVELOPE.envelope_id
+    assert plan.updates_json()["status"] == "failed" and plan.follow_up is None and plan.drop_queued
+    assert plan.updates_json()["failed_envelope"]["envelope_id"] == ENVELOPE.envelope_id
 
 
 def test_a_cancelled_request_records_the_report_and_nothing_else() -> None:
     result = _result(next_role="qa")
     plan = as_ended(plan_outcome("developer", ENVELOPE, result, NOW))
-    (report,) = plan.events
+    (report,) = plan.events_json()
     assert report["type"] == "role_report"
-    assert plan.updates == {"result": result, "updated_at": NOW}
+    assert plan.updates_json() == {"result": result_json(result), "updated_at": NOW}
     assert plan.follow_up is None
 
 
@@ -237,12 +237,15 @@ def test_a_request_that_ended_meanwhile_gets_only_the_report(status: str) -> Non
     assert state.ended == status
     result = _result(next_role="qa")
     plan = plan_for(state, plan_outcome("developer", ENVELOPE, result, NOW, hops=state.count))
-    assert [event["type"] for event in plan.events] == ["role_report"]
-    assert plan.updates == {"result": result, "updated_at": NOW}  # hops and status untouched
+    assert [event["type"] for event in plan.events_json()] == ["role_report"]
+    assert plan.updates_json() == {
+        "result": result_json(result),
+        "updated_at": NOW,
+    }  # untouched: hops
     assert (plan.follow_up, plan.drop_queued) == (None, False)
     failure = plan_for(state, plan_model_failure("developer", "exit 1", NOW))
-    assert [event["type"] for event in failure.events] == ["model_failed"]
-    assert "status" not in failure.updates
+    assert [event["type"] for event in failure.events_json()] == ["model_failed"]
+    assert "status" not in failure.updates_json()
 
 
 @pytest.mark.parametrize(
@@ -263,7 +266,7 @@ def test_the_state_an_outcome_is_decided_from(
     assert (state.count, state.ended) == (count, ended)
     assert state.expected() == {"hops": hops, "status": status}  # exactly as read
     live = plan_for(state, plan_outcome("developer", ENVELOPE, _result(), NOW))
-    assert ("status" in live.updates) == (not ended)
+    assert ("status" in live.updates_json()) == (not ended)
 
 
 def test_follow_up_ids_are_the_same_on_every_delivery_and_differ_by_role() -> None:

@@ -28,6 +28,7 @@ from teams_runtime.storage.nats.blocking_faces import blocking_queue
 from teams_runtime.storage.nats.connection import NatsConnection
 
 from ..conftest import SMALL_MAX_PAYLOAD
+from ..support.waiting import eventually_sync
 
 
 @dataclass(frozen=True)
@@ -469,16 +470,15 @@ def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
 ) -> None:
     worker, other = blocking_queue(nats_connection), blocking_queue(nats_connection)
     worker.put(_envelope("req-1"))
-    (claim,) = worker.claim("qa", 1)
-    held_until = time.monotonic() + 2.5  # more than twice the ack wait
+    claim = _claim_one(worker, "qa")
+    # The time is the scenario: renewed for more than twice the ack wait, never handed out.
+    held_until = time.monotonic() + 2.5
     while time.monotonic() < held_until:
         assert worker.renew()  # a long model call: in-progress acks
         assert other.claim("qa", 10) == []
         time.sleep(0.3)
-    deadline = time.monotonic() + 10  # the worker stops renewing (it died): delivered again
-    while not (again := other.claim("qa", 10)):
-        assert time.monotonic() < deadline, "the envelope was not delivered again"
-        time.sleep(0.1)
+    # The worker stops renewing (it died): delivered again.
+    again = eventually_sync(lambda: other.claim("qa", 10), "the envelope delivered again")
     assert [c.envelope for c in again] == [claim.envelope]
     other.done(again[0])
     assert sum(other.counts().values()) == 0
@@ -488,11 +488,7 @@ def _claim_one(queue: WorkQueue, role: str) -> Claim:
     """The envelope just put for ``role``: a claim right after a put may find nothing yet (the
     server tells its consumer about a new message a moment after acknowledging it), so ask
     until it comes."""
-    deadline = time.monotonic() + 10
-    while not (claims := queue.claim(role, 1)):
-        assert time.monotonic() < deadline, "the envelope put was never handed out"
-        time.sleep(0.01)
-    (claim,) = claims
+    (claim,) = eventually_sync(lambda: queue.claim(role, 1), "the envelope put to be handed out")
     return claim
 
 
@@ -546,7 +542,7 @@ def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
     queue = blocking_queue(connection)
     body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
     queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
-    [claim] = queue.claim("qa", 1)
+    claim = _claim_one(queue, "qa")
     assert claim.envelope is not None
     kept = claim.envelope.body
     assert kept.startswith("é" * 1000)
@@ -569,13 +565,6 @@ def _workers_bucket(connection: NatsConnection) -> tuple[list[str], int]:
     return found
 
 
-def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_nats_lease_entries_expire_by_the_server_a_lease_after_their_last_renewal(
     nats_connection: NatsConnection,
 ) -> None:
@@ -584,15 +573,16 @@ def test_nats_lease_entries_expire_by_the_server_a_lease_after_their_last_renewa
     dead, live = blocking_queue(nats_connection), blocking_queue(nats_connection)
     assert dead.renew() and live.renew()
     assert {lease.worker for lease in live.snapshot().workers} == {dead.worker_id, live.worker_id}
-    renewed_until = time.monotonic() + 2.5  # past the dead one's lease, the live one renewing
-    while time.monotonic() < renewed_until:
-        assert live.renew()
-        time.sleep(0.3)
     alone = [token_of(live.worker_id)]
-    _until(lambda: _workers_bucket(nats_connection)[0] == alone, 10, "the dead one's expiry")
+
+    def only_the_renewed_one_left() -> bool:  # the live one renews while it waits
+        assert live.renew()
+        return _workers_bucket(nats_connection)[0] == alone
+
+    eventually_sync(only_the_renewed_one_left, "the dead one's expiry")
     assert [lease.worker for lease in live.snapshot().workers] == [live.worker_id]
     live.retire()
-    _until(lambda: _workers_bucket(nats_connection) == ([], 0), 10, "an empty bucket")
+    eventually_sync(lambda: _workers_bucket(nats_connection) == ([], 0), "an empty bucket")
 
 
 def test_nats_a_workers_bucket_made_without_ttls_gets_them(
@@ -619,4 +609,4 @@ def test_nats_a_workers_bucket_made_without_ttls_gets_them(
     dead = blocking_queue(connection)
     assert dead.renew()
     assert _workers_bucket(connection)[0] == [token_of(dead.worker_id)]
-    _until(lambda: _workers_bucket(connection) == ([], 0), 10, "the entry to expire")
+    eventually_sync(lambda: _workers_bucket(connection) == ([], 0), "the entry to expire")

@@ -3,7 +3,8 @@
     python fake_model.py MODE STATE_DIR
 
 MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
-sleep:<request> | slow:<seconds> | empty | garbage | huge | slow_valid |
+sleep:<request> | slow:<seconds> | gated (answers once STATE_DIR/gate exists: a test opens
+it when what must happen during the call has) | empty | garbage | huge | slow_valid |
 long_summary:<characters> (a valid answer whose summary is that long) |
 script:<file> (a valid answer whose next_role is the script's: the file is a JSON object of
 role -> the next_role of its 1st, 2nd, ... call on a request, the last one repeated; each
@@ -74,6 +75,10 @@ def main() -> int:
         time.sleep(30)
     if mode.startswith("slow:"):
         time.sleep(float(mode.split(":", 1)[1]))
+    if mode == "gated":
+        deadline = time.monotonic() + 60
+        while not (state / "gate").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # another process's file: nothing to wait on but a poll
     if mode == "empty":
         return 0
     if mode == "garbage":

@@ -1,16 +1,17 @@
-"""Waiting on other processes in tests: whether one runs, whether its group has a live
-member, and polling for such a condition (another process's exit sets no event)."""
+"""Other processes in tests: whether one runs, whether its group has a live member, the
+model starters of a worker (wait for such a state with ``waiting.eventually``), and reading a
+process's stderr until a line comes (a wait on the pipe, not a poll)."""
 
 from __future__ import annotations
 
+import codecs
 import os
+import selectors
+import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import anyio
-
-__all__ = ["eventually", "eventually_sync", "group_alive", "model_starters_of", "running"]
+__all__ = ["group_alive", "model_starters_of", "running", "stderr_until"]
 
 
 def running(pid: int) -> bool:
@@ -46,19 +47,6 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-async def eventually(condition: Callable[[], bool], seconds: float = 10) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():  # noqa: ASYNC110 (another process's exit sets no event: poll)
-            await anyio.sleep(0.02)
-
-
-def eventually_sync(condition: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
 def model_starters_of(worker: int) -> list[int]:
     """The live model starter processes that ``worker`` started (their command line names
     the worker's pid)."""
@@ -74,3 +62,22 @@ def model_starters_of(worker: int) -> list[int]:
             if running(pid):
                 found.append(pid)
     return found
+
+
+def stderr_until(process: subprocess.Popen[str], text: str, seconds: float) -> str:
+    """Read ``process``'s stderr until a whole line of it holds ``text``; what was read
+    (``communicate`` gives the rest). Reads the pipe itself, unbuffered, so nothing read sits
+    in a buffer meanwhile."""
+    assert process.stderr is not None
+    decoder, read = codecs.getincrementaldecoder("utf-8")(), ""
+    deadline = time.monotonic() + seconds
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stderr, selectors.EVENT_READ)
+        while text not in read or "\n" not in read[read.index(text) :]:
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out waiting for {text!r} on stderr; it said: {read}"
+            if selector.select(left):
+                chunk = os.read(process.stderr.fileno(), 65536)
+                assert chunk, f"stderr closed before {text!r}; it said: {read}"
+                read += decoder.decode(chunk)
+    return read

@@ -135,28 +135,6 @@ async def test_appends_by_another_writer_are_kept(tmp_path: Path) -> None:
     assert _same(projection, project_request(path.read_bytes(), SMALL))
 
 
-@pytest.mark.parametrize(
-    ("content", "needle"),
-    [
-        pytest.param(b'{"events": [', "not valid JSON", id="torn"),
-        pytest.param(b"[1]", "must be a JSON object", id="array"),
-        pytest.param(b'"text"', "must be a JSON object", id="scalar"),
-    ],
-)
-async def test_bad_record_file_is_a_clear_error_and_untouched(
-    tmp_path: Path, content: bytes, needle: str
-) -> None:
-    path = Workspace(tmp_path).request_path("bad")
-    path.parent.mkdir(parents=True)
-    path.write_bytes(content)
-    async with open_context(tmp_path) as ctx:
-        with pytest.raises(RecordError, match=rf"^{path}: .*{needle}"):
-            await ctx.project("bad")
-        with pytest.raises(RecordError, match=rf"^{path}: "):
-            await ctx.append_event("bad", {"type": "note"})
-    assert path.read_bytes() == content
-
-
 async def test_events_not_a_list_cannot_be_appended_to(tmp_path: Path) -> None:
     path = _write(tmp_path, "req-1", {"request_id": "req-1", "events": "oops"})
     before = path.read_bytes()

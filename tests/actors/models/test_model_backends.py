@@ -37,13 +37,8 @@ from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.policy.prompts import PromptBundle, build_prompt
 from teams_runtime.storage import FileWorkQueue, Workspace
 
-from ...support.processes import (
-    eventually,
-    eventually_sync,
-    group_alive,
-    model_starters_of,
-    running,
-)
+from ...support.processes import group_alive, model_starters_of, running
+from ...support.waiting import eventually, eventually_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +104,14 @@ async def starter(request: pytest.FixtureRequest) -> AsyncIterator[ModelStarter 
         await made.aclose()
 
 
+@pytest.fixture
+def quick_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half a second's grace between SIGTERM and SIGKILL, not 2 s. The group's end is what is
+    checked; a killed model's children are orphans, and where the init process is slow to reap
+    them their zombies keep the group "alive" until the grace runs out."""
+    monkeypatch.setattr(model_processes, "GRACE_SECONDS", 0.5)
+
+
 def _backend(
     root: Path, command: list[str], timeout: float = 20, *, starter: ModelStarter | None
 ) -> CommandBackend:
@@ -117,7 +120,7 @@ def _backend(
 
 
 async def _pids(path: Path) -> list[int]:
-    await eventually(path.exists)
+    await eventually(path.exists, f"the model to write {path.name}")
     return [int(pid) for pid in path.read_text().split()]
 
 
@@ -129,7 +132,7 @@ async def _pids(path: Path) -> list[int]:
     ],
 )
 async def test_a_timeout_ends_the_whole_process_group(
-    starter: ModelStarter | None, tmp_path: Path, command: list[str]
+    starter: ModelStarter | None, tmp_path: Path, command: list[str], quick_grace: None
 ) -> None:
     pid_file = tmp_path / "pids"
     backend = _backend(tmp_path, [*command, str(pid_file)], timeout=1, starter=starter)
@@ -137,7 +140,7 @@ async def test_a_timeout_ends_the_whole_process_group(
         with pytest.raises(ModelFailure, match=r"^no answer within 1 s \(timeout_seconds\)"):
             await backend.complete(_bundle())
         pids = await _pids(pid_file)
-        await eventually(lambda: not group_alive(pids[0]))
+        await eventually(lambda: not group_alive(pids[0]), "the model's group to end")
     assert not any(running(pid) for pid in pids)
 
 
@@ -155,7 +158,7 @@ async def test_processes_that_ignore_sigterm_are_killed_after_the_grace(
             await backend.complete(_bundle())
         assert anyio.current_time() - started >= 1.5  # the timeout, then the whole grace
         pids = await _pids(pid_file)
-        await eventually(lambda: not group_alive(pids[0]))
+        await eventually(lambda: not group_alive(pids[0]), "the model's group to end")
 
 
 async def test_an_answer_is_taken_while_a_grandchild_holds_stdout(
@@ -171,11 +174,11 @@ async def test_an_answer_is_taken_while_a_grandchild_holds_stdout(
         assert anyio.current_time() - started < 5  # well within the 20 s timeout
         assert json.loads(reply.text) == {"answer": "valid"}
         (lingering,) = await _pids(pid_file)
-        await eventually(lambda: not running(lingering))
+        await eventually(lambda: not running(lingering), "the grandchild to end")
 
 
 async def test_cancelling_a_call_ends_its_process_group(
-    starter: ModelStarter | None, tmp_path: Path
+    starter: ModelStarter | None, tmp_path: Path, quick_grace: None
 ) -> None:
     pid_file = tmp_path / "pids"
     backend = _backend(tmp_path, [sys.executable, "-c", FAMILY, str(pid_file)], starter=starter)
@@ -185,7 +188,7 @@ async def test_cancelling_a_call_ends_its_process_group(
             pids = await _pids(pid_file)
             assert all(running(pid) for pid in pids)
             group.cancel_scope.cancel()
-        await eventually(lambda: not group_alive(pids[0]))
+        await eventually(lambda: not group_alive(pids[0]), "the model's group to end")
     assert not any(running(pid) for pid in pids)
 
 
@@ -263,7 +266,9 @@ def _run_while_the_model_runs(
         **popen,
     )
     try:
-        eventually_sync(lambda: pid_file.exists() or runner.poll() is not None, 30)
+        eventually_sync(
+            lambda: pid_file.exists() or runner.poll() is not None, "the model to start", 30
+        )
         assert runner.poll() is None, runner.communicate()
     except BaseException:
         runner.kill()
@@ -290,7 +295,7 @@ def test_sigterm_stops_run_once_with_the_envelope_queued_and_no_model_left(
     assert "SIGTERM received: stopping the team" in err
     counts = FileWorkQueue(Workspace(root)).counts()
     assert (counts["qa"], sum(counts.values())) == (1, 1)  # still queued for the next run
-    eventually_sync(lambda: not group_alive(pids[0]))
+    eventually_sync(lambda: not group_alive(pids[0]), "the model's group to end")
     assert not any(running(pid) for pid in pids)
 
 
@@ -347,7 +352,8 @@ def test_kill_9_of_run_during_a_call_takes_the_model_process_with_it(
         assert len(starters) == 1, starters
         runner.send_signal(signal.SIGKILL)
         runner.communicate(timeout=30)
-        eventually_sync(lambda: not running(model), 2.0)  # gone within a second or two
+        # Gone within a second or two:
+        eventually_sync(lambda: not running(model), "the model's parent-death signal", 2.0)
         assert not running(starters[0])
     finally:
         if runner.poll() is None:

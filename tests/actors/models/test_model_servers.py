@@ -27,6 +27,7 @@ from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.server_files import servers_away
 
 from ...support.fake_openai_server import FakeOpenAIServer, Status
+from ...support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -42,14 +43,6 @@ def quick_probes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _lines(log_messages: list[Any], *needles: str) -> list[str]:
     return [str(m).strip() for m in log_messages if any(n in str(m) for n in needles)]
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 60) -> None:
-    """Wait for a condition of another thread's making (the server's, the queue's files):
-    there is no event to wait on, so it is polled."""
-    with anyio.fail_after(seconds):
-        while not condition():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
 
 
 def _backend(base_url: str, servers: ModelServers | None = None, **settings: Any) -> OpenAIBackend:
@@ -100,7 +93,7 @@ async def test_a_refused_connection_waits_for_the_server_and_is_not_a_failure(
             replies.append((await backend.complete(prompt_bundle())).text)
 
         group.start_soon(call)
-        await _until(backend.is_away)
+        await eventually(backend.is_away, "the server to be away", 60)
         openai_server.up()
     assert json.loads(replies[0])["status"] == "completed"
     assert len(openai_server.requests) == 1  # refused ones never reached it
@@ -117,7 +110,7 @@ async def test_a_name_that_does_not_resolve_is_away(prompt_bundle: MakeBundle) -
     backend = _backend("http://teams-runtime-no-such-host.invalid:8080/v1")
     async with anyio.create_task_group() as group:
         group.start_soon(backend.complete, prompt_bundle())
-        await _until(backend.is_away)
+        await eventually(backend.is_away, "the server to be away", 60)
         group.cancel_scope.cancel()  # it would wait for ever: no request is failed for it
 
 
@@ -153,7 +146,7 @@ async def test_a_model_that_is_loading_is_waited_for(
             replies.append((await backend.complete(prompt_bundle())).text)
 
         group.start_soon(call)
-        await _until(backend.is_away)
+        await eventually(backend.is_away, "the server to be away", 60)
         openai_server.loading = False
     assert json.loads(replies[0])["status"] == "completed"
 
@@ -173,7 +166,9 @@ async def test_one_call_at_a_time_probes_while_the_others_wait(
                 done.append(number)
 
             group.start_soon(call)
-        await _until(lambda: all(backend.is_away() for backend in backends))
+        await eventually(
+            lambda: all(backend.is_away() for backend in backends), "both backends away", 60
+        )
         openai_server.up()
     assert sorted(done) == list(range(6))
     assert len(openai_server.requests) == 6  # each call answered once, none lost
@@ -186,12 +181,18 @@ def _status(root: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
+@pytest.mark.long
+async def test_a_server_down_longer_than_a_calls_timeout_mid_run_fails_no_request(
     openai_workspace: Callable[..., Workspace], seed: Callable[..., None],
     read_record: Callable[[Workspace, str], dict[str, Any]], openai_server: FakeOpenAIServer,
     log_messages: list[Any], quick_probes: None,
 ) -> None:  # fmt: skip
-    workspace = openai_workspace(model={"on_failure": "fail", "attempts": 1})
+    # Down for more than twice a call's timeout, and for several probes (2 s apart at most):
+    # waiting for the server is not an attempt, and no timeout counts the wait.
+    timeout, outage = 3, 8
+    workspace = openai_workspace(
+        openai={"timeout_seconds": timeout}, model={"on_failure": "fail", "attempts": 1}
+    )
     requests = [f"req-{number}" for number in range(6)]
     for request_id in requests:
         seed(workspace, request_id, "planner", events=5)
@@ -205,10 +206,12 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
                 seen["summary"] = await team.run(once=True)
 
             group.start_soon(run)
-            await _until(lambda: len(openai_server.requests) >= 5)  # mid-run
+            await eventually(
+                lambda: len(openai_server.requests) >= 5, "five requests (mid-run)", 60
+            )
             openai_server.down()
             down_at = anyio.current_time()
-            await _until(lambda: bool(_lines(log_messages, "is away")))
+            await eventually(lambda: _lines(log_messages, "is away"), "the away line", 60)
             queue = FileWorkQueue(workspace)
 
             def outstanding() -> int:
@@ -216,7 +219,9 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
                 return sum(snapshot.waiting.values()) + sum(snapshot.claimed.values())
 
             # Each unfinished request has one envelope, queued or held by a call that waits.
-            await _until(lambda: outstanding() == len(requests))
+            await eventually(
+                lambda: outstanding() == len(requests), "every request outstanding", 60
+            )
             claimed_then = sum(queue.snapshot().claimed.values())
             status = await anyio.to_thread.run_sync(_status, str(workspace.root))
             assert status.returncode == 0, status.stderr
@@ -228,7 +233,8 @@ async def test_a_server_down_for_20_seconds_mid_run_fails_no_request(
             assert counts is not None, away_line
             assert "planner" in counts.group(1).split(", ")
             assert int(counts.group(2)) + int(counts.group(3)) == len(requests)
-            await anyio.sleep(max(20 - (anyio.current_time() - down_at), 0))  # down 20 s
+            # The outage's length is the scenario: the calls wait out all of it.
+            await anyio.sleep(max(outage - (anyio.current_time() - down_at), 0))
             assert sum(queue.snapshot().claimed.values()) <= claimed_then  # no new work taken
             openai_server.up()
     summary: RunSummary = seen["summary"]

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from ...support.fake_openai_server import (
     Text,
     Whole,
 )
+from ...support.waiting import eventually_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -800,10 +800,10 @@ def test_stopping_a_run_closes_the_call_in_flight_and_keeps_the_envelope(
         stderr=subprocess.PIPE,
         text=True,
     )
-    started = time.monotonic()
-    while not openai_server.requests:  # the call is in flight
-        assert time.monotonic() - started < 60 and runner.poll() is None
-        time.sleep(0.02)
+    eventually_sync(  # the call is in flight (or the run ended: the assert says why)
+        lambda: openai_server.requests or runner.poll() is not None, "the model call", 60
+    )
+    assert runner.poll() is None, runner.communicate()
     runner.send_signal(signal.SIGINT)
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == 0, err

@@ -23,6 +23,7 @@ from teams_runtime.actors.team._team import Team
 from teams_runtime.cli import main
 from teams_runtime.codecs.config import DEFAULT_CAST, parse_team_config
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model import result_json
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused
 from teams_runtime.storage import Workspace
@@ -137,7 +138,7 @@ def test_an_id_names_one_waiting_answer_or_says_which_there_are() -> None:
 def test_a_person_result_gets_its_ids_and_the_contracts_defaults() -> None:
     item = _waiting("req-1", "qa", "env-a")
     result = person_result(item, {"status": "blocked", "summary": "Totals off."}, DEFAULT_CAST)
-    assert result == {
+    assert result_json(result) == {
         "request_id": "req-1", "role": "qa", "status": "blocked", "summary": "Totals off.",
         "insights": [], "proposals": {}, "artifacts": [], "next_role": "", "error": "",
     }  # fmt: skip
@@ -163,7 +164,7 @@ def test_a_person_names_only_a_role_its_hands_to_allows() -> None:
     result = person_result(
         item, {"status": "completed", "summary": "Ok.", "next_role": "writer"}, cast
     )
-    assert (result["role"], result["next_role"]) == ("approver", "writer")
+    assert (result.role, result.next_role) == ("approver", "writer")
     message = "`next_role` must be empty or one of: writer (approver may hand only to these)."
     for next_role in ("reviewer", "qa"):  # a role of the cast it may not hand to; not of it
         given = {"status": "completed", "summary": "Ok.", "next_role": next_role}

@@ -11,6 +11,7 @@ import pytest
 
 from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.model import RoleResult
 from teams_runtime.exceptions import BackendError
 from teams_runtime.policy.outcomes import plan_outcome
 from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
@@ -269,11 +270,11 @@ async def test_a_second_delivery_queues_the_missing_follow_up_unless_the_request
     first = MessageEnvelope(
         request_id="req-1", sender="user", target="planner", scope="do it", envelope_id="env-1"
     )
-    result = {"request_id": "req-1", "role": "planner", "status": "completed",
-              "summary": "planned", "next_role": "developer"}  # fmt: skip
+    result = RoleResult(request_id="req-1", role="planner", status="completed",
+                        summary="planned", next_role="developer")  # fmt: skip
     plan = plan_outcome("planner", first, result, "2026-11-30T10:00:00+00:00")
-    events = [{**event, "append_key": "planner/env-1"} for event in plan.events]
-    record = {"request_id": "req-1", **plan.updates, "status": status, "events": events}
+    events = [{**event, "append_key": "planner/env-1"} for event in plan.events_json()]
+    record = {"request_id": "req-1", **plan.updates_json(), "status": status, "events": events}
     create_record(workspace.record_paths("req-1"), record)
     FileWorkQueue(workspace).put(first)
     summary = await run_once(workspace, roles=["planner", "developer", "version_controller", "qa"])

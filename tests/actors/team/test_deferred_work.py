@@ -39,6 +39,7 @@ from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from ...support.cli_in_process import run_cli
+from ...support.waiting import eventually
 
 ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model answers
 FAST = RetrySchedule(first=0.2, cap=0.4)  # deferred envelopes due again within a fraction
@@ -161,7 +162,7 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
     def unheard_once() -> None:
         if first.pop() if first else False:
             if backend.settings is None:
-                time.sleep(0.6)  # past the ask's 0.2 s
+                time.sleep(0.6)  # the scenario, a slow disk: past the ask's 0.2 s
             else:
                 raise BackendError("the NATS server went away before it answered")
 
@@ -179,8 +180,9 @@ async def _serve_until_done(team: Team, backend: Backend, workspace: Workspace) 
     with anyio.fail_after(90):
         async with anyio.create_task_group() as group:
             group.start_soon(team.run)  # serving: never restarted
-            while _reports(backend.record(workspace, "req-1")) != ROUTE:  # noqa: ASYNC110
-                await anyio.sleep(0.05)  # another process's view: the record, polled
+            await eventually(  # another process's view: the record, polled
+                lambda: _reports(backend.record(workspace, "req-1")) == ROUTE, "every report", 60
+            )
             group.cancel_scope.cancel()
 
 

@@ -14,11 +14,14 @@ import anyio
 import pytest
 
 from teams_runtime.actors.models._backends import DryRunBackend
+from teams_runtime.actors.team import RoleStatus
 from teams_runtime.actors.team._team import RunSummary, Team
 from teams_runtime.codecs.config import DryRunConfig, PromptContextConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
+
+from ...support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -139,11 +142,12 @@ async def test_status_shows_the_request_being_handled_then_the_outcome(
     with anyio.fail_after(60):
         async with anyio.create_task_group() as group:
             await group.start(partial(team.run, once=True))
-            while True:  # the first status that shows qa at work
+
+            async def qa_at_work() -> RoleStatus | None:
                 (qa,) = [status for status in await team.status() if status.role == "qa"]
-                if qa.working:
-                    break
-                await anyio.sleep(0.01)
+                return qa if qa.working else None
+
+            qa = await eventually(qa_at_work, "the first status that shows qa at work")
             (work,) = qa.working
             assert work.request_id in {"req-status", "req-waiting"}
             assert work.since <= anyio.current_time()

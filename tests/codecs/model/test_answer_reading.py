@@ -50,8 +50,8 @@ def test_one_object_is_read_and_how_is_said(text: str, how: str) -> None:
     reading = read_answer(text)
     assert reading.how == how
     assert reading.value["request_id"] == "req-1" and reading.value["role"] == "qa"
-    answer, issues = validate_answer(text, kind="task", request_id="req-1", role="qa")
-    assert issues == [] and answer is not None
+    checked = validate_answer(text, kind="task", request_id="req-1", role="qa")
+    assert checked.issues == [] and checked.answer is not None
 
 
 def test_a_repaired_string_keeps_its_characters() -> None:
@@ -79,12 +79,13 @@ def test_a_repaired_string_keeps_its_characters() -> None:
     ],
 )
 def test_none_or_several_objects_stay_invalid(text: str, issue: str) -> None:
-    assert validate_answer(text, kind="task", request_id="req-1", role="qa") == (None, [issue])
+    checked = validate_answer(text, kind="task", request_id="req-1", role="qa")
+    assert (checked.answer, checked.issues) == (None, [issue])
 
 
 def test_the_contract_stays_strict_on_what_was_extracted() -> None:
     text = "```json\n" + json.dumps(ANSWER | {"status": "done", "next_role": "boss"}) + "\n```"
-    _, issues = validate_answer(text, kind="task", request_id="req-1", role="qa")
+    issues = validate_answer(text, kind="task", request_id="req-1", role="qa").issues
     assert len(issues) == 2 and issues[1].startswith("`status` must be one of")
 
 

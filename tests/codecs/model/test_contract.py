@@ -17,6 +17,8 @@ from teams_runtime.codecs.model._contract import (
     ResearchDecision,
     RoleResult,
     VersionControlResult,
+    answer_json,
+    contract_fields,
     contract_shape,
     defaults_of,
     validate_answer,
@@ -37,8 +39,10 @@ NOT_JSON = "The answer is not valid JSON: send one JSON object and nothing else.
 def _validate(
     answer: Any, kind: AnswerKind = "task", role: str = "qa"
 ) -> tuple[dict[str, Any] | None, list[str]]:
+    """The checked answer as the record would hold it (``None`` with issues), and the issues."""
     text = answer if isinstance(answer, str) else json.dumps(answer)
-    return validate_answer(text, kind=kind, request_id="req-1", role=role)
+    checked = validate_answer(text, kind=kind, request_id="req-1", role=role)
+    return (None if checked.answer is None else answer_json(checked.answer)), checked.issues
 
 
 def _task(**changes: Any) -> dict[str, Any]:
@@ -100,15 +104,38 @@ def test_a_minimal_answer_gets_the_defaults() -> None:
         "summary": "done",
         "next_role": "",
     }
+    # Laid out as recorded: the defaults first, then the answer's keys in its order.
+    assert list(answer) == [
+        *("insights", "proposals", "artifacts", "error"),
+        *("request_id", "role", "status", "summary", "next_role"),
+    ]
+
+
+def test_a_result_keeps_the_layout_and_the_unknown_keys_of_its_answer() -> None:
+    given = {"status": "blocked", "note": 1, "summary": "s", "request_id": "req-1", "role": "qa",
+             "artifacts": ["a.md"], "next_role": None, "error": None}  # fmt: skip
+    checked = validate_answer(json.dumps(given), kind="task", request_id="req-1", role="qa")
+    result = checked.answer
+    assert isinstance(result, RoleResult) and (result.status, result.artifacts) == (
+        "blocked",
+        ["a.md"],
+    )
+    assert result.extra == {"note": 1}
+    assert list(answer_json(result).items()) == [
+        *(("insights", []), ("proposals", {}), ("artifacts", ["a.md"]), ("error", "")),
+        *(("status", "blocked"), ("note", 1), ("summary", "s")),
+        *(("request_id", "req-1"), ("role", "qa"), ("next_role", "")),
+    ]
 
 
 def test_defaults_are_fresh_for_every_answer() -> None:
-    first, _ = _validate(_task())
-    assert first is not None
-    first["insights"].append("mutated")
-    first["proposals"]["k"] = "v"
-    second, _ = _validate(_task())
-    assert second is not None and (second["insights"], second["proposals"]) == ([], {})
+    first = validate_answer(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
+    assert isinstance(first.answer, RoleResult)
+    first.answer.insights.append("mutated")
+    first.answer.proposals["k"] = "v"
+    second = validate_answer(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
+    assert isinstance(second.answer, RoleResult)
+    assert (second.answer.insights, second.answer.proposals) == ([], {})
     assert defaults_of("task")["insights"] == []
 
 
@@ -273,7 +300,10 @@ def test_a_task_answer_is_not_a_version_control_answer() -> None:
 @pytest.mark.parametrize("kind", list(STRUCTS))
 def test_the_shape_has_the_structs_fields_in_order(kind: AnswerKind) -> None:
     shape = contract_shape(kind, "req-9", "planner")
-    assert list(shape) == [field.name for field in msgspec.structs.fields(STRUCTS[kind])]
+    carried = {"extra", "key_order"}  # a role result's layout, not the contract's
+    names = [field.name for field in msgspec.structs.fields(STRUCTS[kind])]
+    assert list(shape) == [name for name in names if name not in carried]
+    assert [field.name for field in contract_fields(kind)] == list(shape)
     assert (shape["request_id"], shape["role"]) == ("req-9", "planner")
     if kind != "research_decision":
         assert shape["status"] == "completed | blocked | failed"
@@ -308,6 +338,7 @@ async def test_dry_run_answers_validate_cleanly(
 ) -> None:
     bundle = prompt_bundle(kind, role=role, request_id="req-7", events=30)
     text = (await DryRunBackend(DryRunConfig()).complete(bundle)).text
-    answer, issues = validate_answer(text, kind=bundle.answer_kind, request_id="req-7", role=role)
-    assert issues == []
-    assert answer is not None and (answer["request_id"], answer["role"]) == ("req-7", role)
+    checked = validate_answer(text, kind=bundle.answer_kind, request_id="req-7", role=role)
+    assert checked.issues == []
+    answer = checked.answer
+    assert answer is not None and (answer.request_id, answer.role) == ("req-7", role)

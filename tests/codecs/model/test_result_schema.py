@@ -39,10 +39,8 @@ BASE: dict[AnswerKind, dict[str, Any]] = {
 
 
 def _contract_accepts(kind: AnswerKind, answer: Any) -> bool:
-    checked, issues = validate_answer(
-        json.dumps(answer), kind=kind, request_id="req-1", role=ROLE_OF[kind]
-    )
-    return checked is not None and not issues
+    checked = validate_answer(json.dumps(answer), kind=kind, request_id="req-1", role=ROLE_OF[kind])
+    return checked.answer is not None and not checked.issues
 
 
 def _schema_accepts(kind: AnswerKind, answer: Any) -> bool:

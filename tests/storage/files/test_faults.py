@@ -24,7 +24,9 @@ from teams_runtime.storage import FileWorkQueue, ParsedRecord, Workspace
 from teams_runtime.storage.files import file_store as store
 from teams_runtime.storage.local_files import TEMP_SUFFIX
 
+from ...support.processes import stderr_until
 from ...support.scripts import APPENDER
+from ...support.waiting import eventually_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -247,10 +249,7 @@ def test_signal_during_run_loses_no_envelope(
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert runner.stderr is not None
-    started = time.monotonic()
-    while "team started" not in runner.stderr.readline():  # its signal handlers are in place
-        assert time.monotonic() - started < 60 and runner.poll() is None
+    stderr_until(runner, "team started", 60)  # its signal handlers are in place
     state = workspace.root / "model-state"
 
     def some_handled_some_in_the_model() -> bool:
@@ -262,9 +261,12 @@ def test_signal_during_run_loses_no_envelope(
         started = [now - call.stat().st_mtime for call in calls if call.exists()]
         return bool(handled) and bool(started) and max(started) < 0.5
 
-    while not some_handled_some_in_the_model():
-        assert time.monotonic() - started < 60 and runner.poll() is None
-        time.sleep(0.02)
+    eventually_sync(
+        lambda: some_handled_some_in_the_model() or runner.poll() is not None,
+        "some requests handled, some in the model",
+        60,
+    )
+    assert runner.poll() is None, runner.communicate()
     runner.send_signal(signal_number)
     out, err = runner.communicate(timeout=30)
     assert runner.returncode == 0, err

@@ -473,10 +473,8 @@ def test_numbers_out_of_range_are_carried_and_surrogates_are_record_errors(
 
 
 def test_a_deeply_nested_answer_is_an_invalid_answer() -> None:
-    answer, issues = validate_answer(
-        "[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa"
-    )
-    assert answer is None and issues == [
+    checked = validate_answer("[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa")
+    assert checked.answer is None and checked.issues == [
         "The answer is nested too deeply: send one flat JSON object."
     ]
 
@@ -525,7 +523,7 @@ def test_metrics_skip_huge_numbers_and_compare_zero_sized_periods(tmp_path: Path
         ]) + "\n"
     )  # fmt: skip
     report = aggregate(log_files(logs), Filters(), ["enabled"])
-    assert report.skipped_lines == 1 and report.totals["prompts"] == 2
+    assert report.skipped_lines == 1 and report.totals.prompts == 2
     assert "Comparison" in render_report(report)
 
 
@@ -714,7 +712,7 @@ def test_a_folder_swapped_for_a_link_mid_write_never_receives_a_file(tmp_path: P
     thread.start()
     appended = 0
     try:
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 2  # the scenario's length: appends against the swaps
         while time.monotonic() < deadline:
             with contextlib.suppress(RecordError):
                 append_to_record(workspace.record_paths("a"), [encode_event({"n": appended})], {})

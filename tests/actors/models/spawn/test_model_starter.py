@@ -18,7 +18,8 @@ from teams_runtime.actors.models.spawn import _starter as model_starter
 from teams_runtime.actors.models.spawn._processes import end_group, start_model
 from teams_runtime.actors.models.spawn._starter import ModelStarter, StartedModel
 
-from ....support.processes import eventually, running
+from ....support.processes import running
+from ....support.waiting import eventually
 
 pytestmark = [
     pytest.mark.anyio,
@@ -121,7 +122,7 @@ async def test_when_the_starter_dies_its_models_die_and_a_new_one_takes_over(
     os.kill(first, signal.SIGKILL)
     with anyio.fail_after(10):
         assert await model.wait() == -signal.SIGKILL
-    await eventually(lambda: not running(model.pid))
+    await eventually(lambda: not running(model.pid), "the killed model to be gone")
     await end_group(model)
     assert await _talk(await _start(starter, ["echo", "again"], tmp_path)) == (b"again\n", b"", 0)
     assert starter.pid not in (None, first)
@@ -176,7 +177,9 @@ async def test_the_starter_leaves_stop_signals_to_its_worker(
     assert pid is not None and os.getsid(pid) == pid  # a session of its own
     for signum in (signal.SIGINT, signal.SIGTERM):
         os.kill(pid, signum)
-    await anyio.sleep(0.2)  # a signal that killed it would have by now
-    assert running(pid) and running(model.pid)
+    # It answers after the signals: a signal that killed it would have before it could (the
+    # kernel acts on a pending signal before the process runs on).
+    assert await _talk(await _start(starter, ["echo", "after"], tmp_path)) == (b"after\n", b"", 0)
+    assert starter.pid == pid and running(pid) and running(model.pid)
     await end_group(model)
     assert model.returncode == -signal.SIGTERM  # the model itself still takes SIGTERM
