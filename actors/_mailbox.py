@@ -28,8 +28,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors._replies import NOTHING, Reply
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 

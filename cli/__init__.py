@@ -1,10 +1,12 @@
 """The ``teams-runtime`` command line.
 
 User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothing on stdout.
-``parser`` declares the commands (their flags in ``request_subcommands`` and
-``team_subcommands``); ``record_commands`` runs the ones that read or write one request
-(project, explain, append, prompt), ``team_commands`` the ones that run or set up a workspace,
-``status`` status and cancel, ``migrate`` export and import.
+``_parser`` lists the commands. Each is declared (its flags) and run by the module of its
+family, imported only when it is given: ``_config`` (init, config), ``_records`` (project,
+explain, prompt), ``_requests`` (submit, append, cancel, retry), ``_run`` (run, demo),
+``_status`` (status, purge-strays), ``_inbox`` (inbox, answer), ``_metrics``, ``_migrate``
+(export, import) and ``_ab``. ``_flags`` holds what their flags share, ``_output`` the user
+error and JSON output.
 """
 
 from __future__ import annotations
@@ -13,10 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from teams_runtime.cli.output import PROG
-from teams_runtime.cli.parser import build_parser
-from teams_runtime.cli.workspace_option import resolve_workspace
-from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.cli._parser import PROG, build_parser
 from teams_runtime.exceptions import TeamsRuntimeError
 
 __all__ = ["main"]
@@ -24,13 +23,13 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --version and --help end here
+    # Imported once a command is given, as its own module was: --version needs no flag's check.
+    from teams_runtime.cli._flags import settle
+
     handler: Callable[..., int] = args.handler
     try:
-        resolve_workspace(args)
-        if getattr(args, "request_id", None) is not None:  # '' is refused, not "no id"
-            # NFC once, here: files, envelopes, prompts and log filters all use that form.
-            args.request_id = check_request_id(args.request_id)
+        settle(args)
         return handler(args)
     except TeamsRuntimeError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

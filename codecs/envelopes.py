@@ -28,6 +28,11 @@ class MessageEnvelope(msgspec.Struct, frozen=True, kw_only=True):
     # OpenTelemetry is on (``actors.telemetry``): a request's hops on any worker join one trace.
     # Never shown in a prompt.
     traceparent: str | None = None
+    # The request's epoch this work was made for (``epoch`` in the record, absent: 0). A
+    # cancel, a failure, a reopen and a retry advance it: work of an older epoch is recorded
+    # as stale, never applied. None: queued before epochs existed, taken as the current one.
+    # Never shown in a prompt.
+    epoch: int | None = None
 
     def prompt_view(self) -> EnvelopeView:
         """What a prompt shows of the envelope."""

@@ -40,6 +40,8 @@ __all__ = [
     "RetriedEvent",
     "RetryNotQueuedEvent",
     "RoleReportEvent",
+    "Stale",
+    "StaleOutcomeEvent",
     "VersionControlCompletedEvent",
     "VersionControlRequestedEvent",
     "event_json",
@@ -86,6 +88,15 @@ class Reopening(msgspec.Struct, frozen=True, kw_only=True):
     """The status a request had when more work reopened it."""
 
     from_status: str
+
+
+class Stale(msgspec.Struct, frozen=True, kw_only=True):
+    """Work of an older epoch of the request: its envelope, the epoch it was made for, and the
+    request's epoch when it came back (no ``role`` and ``status``: never role evidence)."""
+
+    envelope_id: str
+    epoch: int
+    current_epoch: int
 
 
 class Requeued(msgspec.Struct, frozen=True, kw_only=True):
@@ -177,6 +188,13 @@ class RetryNotQueuedEvent(_Event, frozen=True, kw_only=True, tag="retry_not_queu
     """A retry's envelope could not be queued: the request is failed again."""
 
 
+class StaleOutcomeEvent(_Event, frozen=True, kw_only=True, tag="stale_outcome"):
+    """A role's outcome came back for an older epoch of the request (it was cancelled, failed,
+    reopened or retried meanwhile): recorded, content-free, and not applied."""
+
+    payload: Stale
+
+
 Event = (
     CreatedEvent
     | DelegatedEvent
@@ -190,6 +208,7 @@ Event = (
     | ReopenedEvent
     | RetriedEvent
     | RetryNotQueuedEvent
+    | StaleOutcomeEvent
 )
 
 
@@ -241,13 +260,16 @@ class RecordUpdates(TypedDict, total=False):
     version_control: CommitRequest
     # The envelope of the step that failed, for `teams-runtime retry`; null once it is spent.
     failed_envelope: MessageEnvelope | None
+    # Advanced by a cancel, a failure, a reopen and a retry; absent until it moves past 0.
+    epoch: int
 
 
 def kept_envelope(envelope: MessageEnvelope) -> JsonObject:
     """``envelope`` as a record keeps it (``failed_envelope``): every field but the trace
-    context, which belongs to the run that queued it."""
+    context, which belongs to the run that queued it, and the epoch (a retry makes its own)."""
     kept: JsonObject = msgspec.to_builtins(envelope)
     kept.pop("traceparent", None)
+    kept.pop("epoch", None)
     return kept
 
 

@@ -1,7 +1,8 @@
 """The CLI's log sinks.
 
-The library only emits (loguru, with ``role``, ``request_id`` and ``purpose`` bound; the prompt
-records come from ``actors.telemetry._prompt_log``); sinks are added by the CLI through
+The library only emits (through ``teams_runtime._logs``' logger, with ``role``, ``request_id``
+and ``purpose`` bound; the prompt records come from ``actors.telemetry._prompt_log``), and its
+lines are off until an application turns them on; the CLI does, and adds its sinks, through
 ``configure_logging``:
 
 - stderr: human-readable, INFO and up;
@@ -18,8 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loguru import logger
-
+from teams_runtime._logs import PACKAGE, logger
 from teams_runtime.actors.telemetry import RECORD_KEY
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import RecordError
@@ -59,7 +59,7 @@ def configure_logging(
     Console lines go to stderr, or to ``console`` (a live view prints them above itself, so
     the two never garble each other)."""
     logger.remove()
-    logger.enable("teams_runtime")
+    logger.enable(PACKAGE)
     logger.add(
         sys.stderr if console is None else console,
         level=console_level,
@@ -105,4 +105,4 @@ def stop_logging() -> None:
     """Flush and close the sinks (background writers included); the library is quiet again."""
     logger.complete()
     logger.remove()
-    logger.disable("teams_runtime")
+    logger.disable(PACKAGE)

@@ -21,6 +21,8 @@ from teams_runtime.codecs.events import (
     RetriedEvent,
     RetryNotQueuedEvent,
     RoleReportEvent,
+    Stale,
+    StaleOutcomeEvent,
     VersionControlCompletedEvent,
     VersionControlRequestedEvent,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "report",
     "retried",
     "retry_not_queued",
+    "stale_outcome",
 ]
 
 
@@ -135,4 +138,17 @@ def retry_not_queued(now: str, role: str) -> RetryNotQueuedEvent:
         timestamp=now,
         actor="user",
         summary=f"the {role} step could not be queued; the request is failed again",
+    )
+
+
+def stale_outcome(
+    now: str, role: str, envelope: MessageEnvelope, epoch: int, current_epoch: int
+) -> StaleOutcomeEvent:
+    """``role``'s outcome of ``envelope``, made for ``epoch``, came back when the request was at
+    ``current_epoch``: recorded, not applied."""
+    return StaleOutcomeEvent(
+        timestamp=now,
+        actor=role,
+        summary=f"the {role} outcome of an earlier epoch ({epoch}) was not applied",
+        payload=Stale(envelope_id=envelope.envelope_id, epoch=epoch, current_epoch=current_epoch),
     )

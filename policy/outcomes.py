@@ -29,7 +29,7 @@ from teams_runtime.codecs.events import (
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleResult
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.statuses import EndedStatus, ended_status
+from teams_runtime.codecs.statuses import ENDED, EndedStatus, ended_status
 from teams_runtime.policy import events
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "contract_failure",
     "follow_up_id",
     "hops_of",
+    "in_epoch",
     "plan_cancel",
     "plan_for",
     "plan_model_failure",
@@ -63,19 +64,33 @@ class StateFields(TypedDict):
 
     hops: Any
     status: Any
+    epoch: Any
 
 
 class RequestState(msgspec.Struct, frozen=True, kw_only=True):
-    """What an outcome is decided from: the record's ``hops`` and ``status`` as read (any JSON
-    value; ``None``: absent). The write that carries the decision expects them unchanged."""
+    """What an outcome is decided from: the record's ``hops``, ``status`` and ``epoch`` as read
+    (any JSON value; ``None``: absent). The write that carries the decision expects them
+    unchanged."""
 
     hops: Any = None
     status: Any = None
+    epoch: Any = None
 
     @classmethod
     def of(cls, fields: Mapping[str, Any]) -> RequestState:
         """The state in decoded top-level fields (a projection's values, a refusal's fields)."""
-        return cls(hops=fields.get("hops"), status=fields.get("status"))
+        return cls(hops=fields.get("hops"), status=fields.get("status"), epoch=fields.get("epoch"))
+
+    @property
+    def epoch_number(self) -> int:
+        """The request's epoch: 0 while the record has none (or none that is a count)."""
+        epoch = self.epoch
+        return epoch if type(epoch) is int and epoch >= 0 else 0
+
+    def is_stale(self, envelope: MessageEnvelope) -> bool:
+        """Whether ``envelope`` was made for an older epoch than this (one queued before
+        epochs existed counts as made for the current one)."""
+        return envelope.epoch is not None and envelope.epoch != self.epoch_number
 
     @property
     def count(self) -> int:
@@ -90,7 +105,7 @@ class RequestState(msgspec.Struct, frozen=True, kw_only=True):
 
     def expected(self) -> StateFields:
         """What the write expects the record to hold (``RecordStore.append(expect=...)``)."""
-        return StateFields(hops=self.hops, status=self.status)
+        return StateFields(hops=self.hops, status=self.status, epoch=self.epoch)
 
 
 class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -266,9 +281,45 @@ def as_ended(plan: OutcomePlan) -> OutcomePlan:
     return OutcomePlan(events=plan.events[:1], updates=keep)
 
 
-def plan_for(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
-    """``plan`` as a request in ``state`` takes it: only its report if the request ended."""
-    return as_ended(plan) if state.ended else plan
+def plan_for(state: RequestState, plan: OutcomePlan, envelope: MessageEnvelope) -> OutcomePlan:
+    """``plan`` (an outcome of ``envelope``) as a request in ``state`` takes it.
+
+    - Work of an older epoch (``envelope.epoch``): only a content-free ``stale_outcome``
+      event, nothing handed on, queued or changed.
+    - A request that ended meanwhile: only its report.
+    - Else the plan, its follow-up made for this epoch, and a request that it ends failed
+      moves to the next epoch (whatever was still under way for it is stale from then on).
+    """
+    if state.is_stale(envelope):
+        epoch = envelope.epoch if envelope.epoch is not None else 0
+        role = envelope.target
+        stale = events.stale_outcome(
+            plan.updates.get("updated_at") or _event_time(plan),
+            role,
+            envelope,
+            epoch,
+            state.epoch_number,
+        )
+        return OutcomePlan(events=[stale], updates=RecordUpdates())
+    if state.ended:
+        return as_ended(plan)
+    return in_epoch(state, plan)
+
+
+def in_epoch(state: RequestState, plan: OutcomePlan) -> OutcomePlan:
+    """``plan`` written in ``state``'s epoch: its follow-up carries it, and a plan that ends
+    the request ``failed`` or ``cancelled`` moves it to the next one."""
+    updates = plan.updates
+    if updates.get("status") in ENDED:
+        updates = RecordUpdates(**updates, epoch=state.epoch_number + 1)
+    follow_up = plan.follow_up
+    if follow_up is not None:
+        follow_up = msgspec.structs.replace(follow_up, epoch=state.epoch_number)
+    return msgspec.structs.replace(plan, updates=updates, follow_up=follow_up)
+
+
+def _event_time(plan: OutcomePlan) -> str:
+    return plan.events[0].timestamp if plan.events else ""
 
 
 def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
@@ -318,7 +369,11 @@ def hops_of(projection: Projection) -> int:
 
 def state_of(projection: Projection) -> RequestState:
     """The state an outcome is decided from, as ``projection`` shows it."""
-    return RequestState(hops=projection.value("hops"), status=projection.value("status"))
+    return RequestState(
+        hops=projection.value("hops"),
+        status=projection.value("status"),
+        epoch=projection.value("epoch"),
+    )
 
 
 _HAND_OFFS = ("delegated", "version_control_requested")

@@ -35,8 +35,7 @@ def _dotted(path: Path) -> str:
 def test_no_folder_holds_more_than_twenty_modules() -> None:
     per_folder = Counter(path.parent.relative_to(ROOT).as_posix() for path in _package_modules())
     over = {f: n for f, n in per_folder.items() if n > MAX_MODULES_PER_FOLDER}
-    # cli/ is being regrouped by command family (one module per family) in the next step.
-    assert {f: n for f, n in over.items() if f != "cli"} == {}
+    assert over == {}
 
 
 def test_at_least_a_third_of_the_modules_are_private() -> None:

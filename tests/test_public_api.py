@@ -40,6 +40,20 @@ def test_every_name_in_all_exists_in_a_fresh_interpreter() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_a_name_imports_its_own_module_when_first_read_and_nothing_before() -> None:
+    code = (
+        "import sys\n"
+        "import teams_runtime\n"
+        "loaded = lambda: [m in sys.modules for m in ('teams_runtime.codecs.config', "
+        "'teams_runtime.actors')]\n"
+        "before = loaded()\n"
+        "teams_runtime.TeamConfig\n"
+        "print(before, loaded())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[False, False] [True, False]"
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     assert not hasattr(teams_runtime, "NoSuchName")
     assert "Team" in dir(teams_runtime)

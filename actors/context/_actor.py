@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import msgspec
 from anyio.abc import TaskStatus
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors._mailbox import LATER, Lanes, Later, Mailbox, MailboxStatistics
 from teams_runtime.actors.context._handle import ContextHandle
 from teams_runtime.actors.context._published import PublishedAnswers, Snapshot

@@ -91,19 +91,24 @@ async def retry_with(
     projection = await context.project(request_id)
     failed = _retryable_envelope(projection, request_id, max_hops, roles)
     now = now_iso()
+    state = state_of(projection)
+    # A retry starts the request's next epoch: the new envelope is made for it.
+    epoch = state.epoch_number + 1
     # A new id: the old envelope's outcome (the failure) is recorded under its own.
     envelope = msgspec.structs.replace(
-        failed, envelope_id=follow_up_id(failed.envelope_id, f"retry-{projection.total_events}")
+        failed,
+        envelope_id=follow_up_id(failed.envelope_id, f"retry-{projection.total_events}"),
+        epoch=epoch,
     )
     role = envelope.target
     # The kept envelope is spent (null): prompts of the request do not carry it on.
     updates = RecordUpdates(status="in_progress", current_role=role, next_role=role,
-                            updated_at=now, failed_envelope=None)  # fmt: skip
+                            updated_at=now, failed_envelope=None, epoch=epoch)  # fmt: skip
     appended = await context.append_keyed(
         request_id,
         [event_json(events.retried(now, envelope, failed.envelope_id))],
         updates=updates_json(updates),
-        expect={"status": "failed"},
+        expect={"status": "failed", "epoch": state.epoch},
     )
     if appended.refused:
         raise RequestStateError(

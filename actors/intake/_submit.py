@@ -29,9 +29,9 @@ from teams_runtime.policy import events
 from teams_runtime.policy.outcomes import (
     FAILED_ENVELOPE,
     RequestState,
+    in_epoch,
     plan_cancel,
     state_of,
-    status_of,
 )
 from teams_runtime.storage import WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend, workspace_config
@@ -107,11 +107,12 @@ def new_record(envelope: MessageEnvelope, now: str, by: str = "orchestrator") ->
 
 async def _extend(
     context: ContextHandle, envelope: MessageEnvelope, now: str, *, reopen: bool, by: str
-) -> str:
+) -> tuple[str, int]:
     """Add the ``delegated`` event of more work to an existing request (and ``reopened``
-    first, for a finished one); the status it reopened from, or ``""``. Decided from the
-    status the write replaces (a compare-and-set), so a request that finishes meanwhile is
-    not reopened unasked. Raises ``RequestStateError`` for a finished one without ``reopen``."""
+    first, for a finished one, which moves it to its next epoch); the status it reopened from,
+    or ``""``, and the epoch the work is for. Decided from the status and epoch the write
+    replaces (a compare-and-set), so a request that finishes meanwhile is not reopened unasked.
+    Raises ``RequestStateError`` for a finished one without ``reopen``."""
     request_id = envelope.request_id
     state = state_of(await context.project(request_id))
     for _ in range(MAX_RACES):
@@ -127,14 +128,19 @@ async def _extend(
         updates = RecordUpdates(status="queued", current_role=envelope.target, updated_at=now)
         if status == "failed":  # the failed step is not retried now: its envelope is spent
             updates[FAILED_ENVELOPE] = None
+        # A reopen starts the next epoch: what the request's last one left (a call still under
+        # way, an answer still waiting) is stale from here on, never applied.
+        epoch = state.epoch_number + 1 if finished else state.epoch_number
+        if finished:
+            updates["epoch"] = epoch
         appended = await context.append_keyed(
             request_id,
             [event_json(event) for event in written],
             updates=updates_json(updates),
-            expect={"status": state.status},
+            expect={"status": state.status, "epoch": state.epoch},
         )
         if not appended.refused:
-            return status if finished else ""
+            return (status if finished else ""), epoch
         state = RequestState.of(appended.fields)
     raise TeamsRuntimeError(
         f"request {request_id}: other writers changed its status {MAX_RACES} times in a row; "
@@ -156,7 +162,10 @@ async def submit_with(
     (``Cast.intake_actor``)."""
     now = now_iso()
     created = await context.create(envelope.request_id, new_record(envelope, now, by))
-    reopened = "" if created else await _extend(context, envelope, now, reopen=reopen, by=by)
+    reopened, epoch = "", 0
+    if not created:
+        reopened, epoch = await _extend(context, envelope, now, reopen=reopen, by=by)
+    envelope = msgspec.structs.replace(envelope, epoch=epoch)
     ticket = await queue.put(envelope)
     return Submission(envelope.request_id, created, ticket, reopened)
 
@@ -216,9 +225,30 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
         open_backend(root) as backend,
         open_context(root.root, store=backend.store) as context,
     ):
-        already = status_of(await context.project(request_id)) == "cancelled"
-        if not already:
-            plan = plan_cancel(now_iso())
-            await context.append_events(request_id, plan.events_json(), updates=plan.updates_json())
+        already = await _cancel(context, request_id)
         dropped = await backend.queue.drop(request_id)
     return Cancellation(request_id, already, dropped)
+
+
+async def _cancel(context: ContextHandle, request_id: str) -> bool:
+    """Write the cancel, moving the request to its next epoch in the same compare-and-set as
+    its status (a call under way, an answer waiting, are stale from then on); whether it was
+    cancelled already (nothing written). Raises ``UnknownRequestError`` for an unknown id."""
+    state = state_of(await context.project(request_id))
+    for _ in range(MAX_RACES):
+        if state.status == "cancelled":
+            return True
+        plan = in_epoch(state, plan_cancel(now_iso()))
+        appended = await context.append_keyed(
+            request_id,
+            plan.events_json(),
+            updates=plan.updates_json(),
+            expect=dict(state.expected()),
+        )
+        if not appended.refused:
+            return False
+        state = RequestState.of(appended.fields)
+    raise TeamsRuntimeError(
+        f"request {request_id}: other writers changed it {MAX_RACES} times in a row while it "
+        "was being cancelled; nothing was written (cancel again)."
+    )

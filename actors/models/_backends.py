@@ -31,8 +31,8 @@ import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.models._checks import command_argv
 from teams_runtime.actors.models._openai import OpenAIBackend
 from teams_runtime.actors.models._schema_files import schema_file

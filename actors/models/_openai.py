@@ -34,8 +34,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.models._openai_reading import (
     KEPT_CHARS,
     Answer,

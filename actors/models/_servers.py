@@ -30,8 +30,8 @@ import platform
 from pathlib import Path
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model import ResponseFormat
 from teams_runtime.codecs.server_records import (

@@ -18,8 +18,8 @@ from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors._mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.context import ContextHandle
@@ -244,16 +244,21 @@ class RoleActor:
         failure = plan_model_failure(self.role, reason, now_iso(), envelope)
         state = state_of(await self._context.project(envelope.request_id))
         try:
-            await self._writer.persist(envelope, claim, lambda at: plan_for(at, failure), state)
+            await self._writer.persist(
+                envelope, claim, lambda at: plan_for(at, failure, envelope), state
+            )
             return "failed"
         except NotSaved:
             return await self._release(claim)
 
     async def _wait_for_person(self, envelope: MessageEnvelope, claim: Claim) -> Outcome:
         """Put the envelope in the inbox for a person, unless its request ended."""
-        ended = state_of(await self._context.project(envelope.request_id)).ended
-        if ended:
-            raise RequestEnded(envelope.request_id, ended)
+        state = state_of(await self._context.project(envelope.request_id))
+        if state.ended:
+            raise RequestEnded(envelope.request_id, state.ended)
+        if state.is_stale(envelope):  # cancelled and reopened since: nobody waits for it now
+            await self._queue.done(claim)
+            return "done"
         assert self._inbox is not None  # checked when the role was made
         try:
             await wait_for_person(self._inbox, self._queue, claim, envelope, self._model)
@@ -284,7 +289,7 @@ class RoleActor:
                 max_hops=self._max_hops,
                 cast=self._cast,
             )
-            return plan_for(state, plan)
+            return plan_for(state, plan, envelope)
 
         # Decided from the state now (handed on meanwhile?); the write expects it unchanged.
         state = state_of(await self._context.project(request_id))

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.models import (
     ModelBackend,

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import anyio
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
@@ -74,9 +74,16 @@ async def queue_recorded_follow_up(
     twice is recorded once.)"""
     request_id = envelope.request_id
     follow_up = recorded_follow_up(role, envelope, recorded, cast)
+    if follow_up is None:
+        return
+    state = state_of(await context.project(request_id))
+    # Made in the epoch its parent was (one queued before epochs: the current one).
+    follow_up = msgspec.structs.replace(
+        follow_up, epoch=envelope.epoch if envelope.epoch is not None else state.epoch_number
+    )
     if (
-        follow_up is not None
-        and not state_of(await context.project(request_id)).ended
+        not state.ended
+        and not state.is_stale(follow_up)
         and not await context.recall(request_id, outcome_key(follow_up.target, follow_up))
     ):
         await queue.put(follow_up)

@@ -36,6 +36,7 @@ from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
 from teams_runtime.policy.outcomes import (
     OutcomePlan,
     RequestState,
+    in_epoch,
     plan_outcome,
     research_result,
     state_of,
@@ -203,17 +204,24 @@ async def record_answer(
                     f"request {request_id} was {state.ended} meanwhile; the answer was not "
                     "recorded."
                 )
+            if state.is_stale(item.envelope):
+                raise AnswerRefused(
+                    f"request {request_id} was cancelled, failed, reopened or retried since "
+                    "this answer was asked for; it was not recorded (`teams-runtime inbox` "
+                    "lists what waits now)."
+                )
             hops = state.count
-            return plan_outcome(
+            plan = plan_outcome(
                 role, item.envelope, result, now, hops=hops, max_hops=max_hops, cast=cast
             )
+            return in_epoch(state, plan)
 
         writer = OutcomeWriter(role, context=context, queue=queue)
         state = state_of(await context.project(request_id))
         try:
             written = await writer.record(item.envelope, decide, state)
         except AnswerRefused:
-            await inbox.remove(item)  # its request ended
+            await inbox.remove(item)  # its request ended, or moved on
             raise
         await inbox.remove(item)
     if not written.applied:

@@ -22,8 +22,8 @@ from collections.abc import Callable, Collection
 
 import anyio
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.roles._outcome_writes import (
     OutcomeWriter,
@@ -106,16 +106,19 @@ async def _settled(
     item: WaitingAnswer,
     cast: Cast,
 ) -> bool:
-    """Finish ``item`` if its outcome is recorded or its request ended; whether it did. One
-    whose record cannot be read is left waiting (``answer`` then says why)."""
+    """Finish ``item`` if its outcome is recorded, its request ended, or it was asked for an
+    older epoch of the request (cancelled and reopened since); whether it did. One whose
+    record cannot be read is left waiting (``answer`` then says why)."""
     try:
         recorded = await context.recall(item.request_id, outcome_key(item.role, item.envelope))
         if recorded:
             await queue_recorded_follow_up(
                 context, queue, item.role, item.envelope, recorded, cast=cast
             )
-        elif not state_of(await context.project(item.request_id)).ended:
-            return False
+        else:
+            state = state_of(await context.project(item.request_id))
+            if not state.ended and not state.is_stale(item.envelope):
+                return False
     except RecordError:
         return False
     await inbox.remove(item)
@@ -150,7 +153,9 @@ async def handle_overdue(
     # Shielded, as a model's outcome is: a stop (SIGTERM) that lands between the write and
     # the removal would leave the entry waiting for a failed request, and say nothing.
     with anyio.CancelScope(shield=True):
-        written = await writer.record(item.envelope, lambda at: plan_for(at, failure), state)
+        written = await writer.record(
+            item.envelope, lambda at: plan_for(at, failure, item.envelope), state
+        )
         await inbox.remove(item)
         if written.applied:
             log.warning(

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 import anyio
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.roles import tidy_inbox
 from teams_runtime.actors.team._reports import RunSummary

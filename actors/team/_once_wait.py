@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from loguru import logger
-
+from teams_runtime._logs import logger
 from teams_runtime.actors.team._reports import RunSummary
 from teams_runtime.actors.team._unserved_roles import UnservedRoles
 from teams_runtime.storage import QueueAdmin

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.models import ModelBackend
 from teams_runtime.actors.roles import Working
 from teams_runtime.codecs.config import TeamConfig

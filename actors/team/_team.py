@@ -18,8 +18,8 @@ from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.models import ModelBackend, ModelServers, role_backends, server_away

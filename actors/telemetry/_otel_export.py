@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from loguru import logger
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -33,6 +32,8 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from teams_runtime._logs import logger
 
 __all__ = ["EXPORT_TIMEOUT_SECONDS", "EndOfRun", "export_timeout", "otlp_providers"]
 

@@ -10,8 +10,8 @@ per-call telemetry hooks onto.
 from __future__ import annotations
 
 import msgspec
-from loguru import logger
 
+from teams_runtime._logs import logger
 from teams_runtime.actors.telemetry._tracing import model_call
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.formats import now_iso

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import msgspec
-from loguru import logger
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from teams_runtime._logs import logger
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json_bytes
 

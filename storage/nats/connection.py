@@ -27,11 +27,11 @@ import anyio.from_thread
 import anyio.lowlevel
 import nats.errors
 import nats.js.errors
-from loguru import logger
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
+from teams_runtime._logs import logger
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.roles import ROLES

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from teams_runtime.cli.ab_arms import arm_config_text, fingerprint
+from teams_runtime.cli._ab_arms import arm_config_text, fingerprint
 from teams_runtime.codecs.config import parse_team_config
 
 from ..support.cli_in_process import run_cli

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.cli import main
-from teams_runtime.cli.team_commands import due_words
+from teams_runtime.cli._run import due_words
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace

@@ -3,23 +3,15 @@ and docs/cli.md has a section for it whose heading names every flag the command 
 
 from __future__ import annotations
 
-import argparse
 import re
 
 import pytest
 
-from teams_runtime.cli.parser import build_parser
+from teams_runtime.cli._parser import command_parsers
 
 from ..support.paths import PROJECT_ROOT
 
 CLI_DOC = PROJECT_ROOT / "docs" / "cli.md"
-
-
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    raise AssertionError("no commands")
 
 
 def _headings() -> dict[str, str]:
@@ -27,21 +19,21 @@ def _headings() -> dict[str, str]:
     return {name: rest for name, rest in found}
 
 
-@pytest.mark.parametrize("name", sorted(_commands()))
+@pytest.mark.parametrize("name", sorted(command_parsers()))
 def test_every_command_describes_itself_in_its_help(name: str) -> None:
-    command = _commands()[name]
+    command = command_parsers()[name]
     assert command.description is not None and len(command.description.split()) >= 10, name
     shown = "".join(command.format_help().split())  # argparse wraps it, even inside words
     assert "".join(command.description.split()) in shown
 
 
-@pytest.mark.parametrize("name", sorted(_commands()))
+@pytest.mark.parametrize("name", sorted(command_parsers()))
 def test_docs_cli_has_a_section_naming_every_flag(name: str) -> None:
     heading = _headings().get(name)
     assert heading is not None, f"docs/cli.md has no section `## `{name} ...``"
     flags = {
         option
-        for action in _commands()[name]._actions
+        for action in command_parsers()[name]._actions
         for option in action.option_strings
         if option.startswith("--") and option != "--help"
     }

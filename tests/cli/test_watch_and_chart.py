@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from teams_runtime.cli import main
-from teams_runtime.cli.metrics_chart import BAR_WIDTH
+from teams_runtime.cli._metrics import BAR_WIDTH
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 
 

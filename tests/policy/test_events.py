@@ -32,6 +32,7 @@ def _every_event() -> list[Event]:
         events.reopened(NOW, "completed"),
         events.retried(NOW, ENVELOPE, "env-1"),
         events.retry_not_queued(NOW, "qa"),
+        events.stale_outcome(NOW, "qa", ENVELOPE, 1, 2),
     ]
 
 
@@ -68,7 +69,7 @@ def test_the_builders_write_what_records_have_always_held() -> None:
 # Where an event-shaped object is laid out and it is no hand-made event of the runtime's: a
 # typed event written (`event_json`), the demo's made-up histories, and the event a user
 # writes with `teams-runtime append`.
-NOT_BY_HAND = {"codecs/events.py", "demo.py", "cli/record_commands.py"}
+NOT_BY_HAND = {"codecs/events.py", "demo.py", "cli/_requests.py"}
 
 
 def test_no_module_lays_an_event_out_by_hand() -> None:

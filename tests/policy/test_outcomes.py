@@ -236,14 +236,16 @@ def test_a_request_that_ended_meanwhile_gets_only_the_report(status: str) -> Non
     state = RequestState(hops=7, status=status)
     assert state.ended == status
     result = _result(next_role="qa")
-    plan = plan_for(state, plan_outcome("developer", ENVELOPE, result, NOW, hops=state.count))
+    plan = plan_for(
+        state, plan_outcome("developer", ENVELOPE, result, NOW, hops=state.count), ENVELOPE
+    )
     assert [event["type"] for event in plan.events_json()] == ["role_report"]
     assert plan.updates_json() == {
         "result": result_json(result),
         "updated_at": NOW,
     }  # untouched: hops
     assert (plan.follow_up, plan.drop_queued) == (None, False)
-    failure = plan_for(state, plan_model_failure("developer", "exit 1", NOW))
+    failure = plan_for(state, plan_model_failure("developer", "exit 1", NOW), ENVELOPE)
     assert [event["type"] for event in failure.events_json()] == ["model_failed"]
     assert "status" not in failure.updates_json()
 
@@ -264,8 +266,9 @@ def test_the_state_an_outcome_is_decided_from(
 ) -> None:
     state = RequestState.of({"hops": hops, "status": status, "other": 1})
     assert (state.count, state.ended) == (count, ended)
-    assert state.expected() == {"hops": hops, "status": status}  # exactly as read
-    live = plan_for(state, plan_outcome("developer", ENVELOPE, _result(), NOW))
+    # Exactly as read; no epoch in the record: absent.
+    assert state.expected() == {"hops": hops, "status": status, "epoch": None}
+    live = plan_for(state, plan_outcome("developer", ENVELOPE, _result(), NOW), ENVELOPE)
     assert ("status" in live.updates_json()) == (not ended)
 
 

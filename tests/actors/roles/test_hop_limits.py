@@ -165,11 +165,15 @@ def _check_limits(root: Path, backend: Backend, plan: dict[str, Any]) -> None:
         hand_offs = [e for e in events if e["type"] == "delegated" and e["actor"] != "orchestrator"]
         stops = [n for n, e in enumerate(events) if e["type"] == "hop_limit"]
         reports = [n for n, e in enumerate(events) if e["type"] == "role_report"]
+        stale = [n for n, e in enumerate(events) if e["type"] == "stale_outcome"]
         assert len(hand_offs) == record["hops"] == plan["max_hops"], request_id
         assert len(stops) == 1 and record["status"] == "failed", request_id
-        assert calls[request_id] == len(reports)  # each call's outcome recorded once
-        # After the stop, only calls that were under way then (another chain's) report.
-        assert len([n for n in reports if n > stops[0]]) <= plan["submits"] - 1
+        # Each call's outcome recorded once: a report, or stale when it came back after the
+        # stop (which moved the request to its next epoch).
+        assert calls[request_id] == len(reports) + len(stale)
+        assert all(n < stops[0] for n in reports) and all(n > stops[0] for n in stale)
+        # After the stop, only calls that were under way then (another chain's) come back.
+        assert len(stale) <= plan["submits"] - 1
 
 
 _SETTINGS = settings(

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from teams_runtime.actors.team._team import Team
-from teams_runtime.cli.status import status_report
+from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record

@@ -1,20 +1,113 @@
-"""``teams-runtime ab``: run the A/B arms (``ab_arms``) and print them side by side."""
+"""``teams-runtime ab``: the same long-history requests run with compaction off, then on, on the
+workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them).
+
+Exit status 1 when the after arm did not compact: a token drop alone proves nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from teams_runtime.cli.ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
-from teams_runtime.cli.output import UserError, write_json
+from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
+from teams_runtime.cli._flags import add_json, add_workspace, role_name
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace
 
-__all__ = ["cmd_ab"]
+__all__ = ["cmd_ab", "declare_ab"]
+
+_MOST_REQUESTS = 50
+
+
+def _request_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= _MOST_REQUESTS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {_MOST_REQUESTS}, not {text!r}"
+        )
+    return count
+
+
+def declare_ab(ab: argparse.ArgumentParser) -> None:
+    """Declare ``ab``: its description, flags and handler."""
+    ab.description = (
+        "Seed 48-event requests into two fresh workspaces made from this one's "
+        "config (prompt_context.enabled false, then true; nothing else changed), run each on "
+        "the configured models and compare tokens, cost, repairs, failures and p95 latency. "
+        "The workspace's own requests are never touched. Exit status 1 when the after arm did "
+        "not compact. See docs/monitoring.md."
+    )
+    add_workspace(ab)
+    ab.add_argument(
+        "--dry-run", action="store_true", help="answer with the dry-run backend (no model)"
+    )
+    ab.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="make the arms in DIR/before and DIR/after and keep them (DIR must not exist)",
+    )
+    ab.add_argument(
+        "--requests",
+        type=_request_count,
+        default=2,
+        metavar="N",
+        help="requests per arm (default 2)",
+    )
+    ab.add_argument(
+        "--role",
+        type=role_name,
+        metavar="R",
+        help="the role of the team the requests are queued for (default planner, or the "
+        "team's first role that takes new work when it has no planner)",
+    )
+    add_json(ab, "print both arms as JSON")
+    ab.set_defaults(handler=cmd_ab)
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    source = Workspace(args.workspace)
+    if not source.config_path.exists():
+        raise UserError(
+            f"{source.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the folder "
+            "holding it with --workspace DIR."
+        )
+    arms = run_ab(
+        source, dry_run=args.dry_run, keep=args.keep, role=args.role, requests=args.requests
+    )
+    figures = {arm.name: _figures(arm) for arm in arms}
+    proof = evidence(arms[1])
+    if args.json:
+        write_json(
+            {
+                "events_per_request": BACKFILL_EVENTS,
+                "dry_run": args.dry_run,
+                "same_config": arms[0].fingerprint == arms[1].fingerprint,
+                "after_compacted": proof,
+                "arms": {
+                    arm.name: {
+                        "enabled": arm.enabled,
+                        "workspace": arm.workspace if args.keep else None,
+                        "fingerprint": arm.fingerprint,
+                        **figures[arm.name],
+                        "metrics": msgspec.structs.asdict(arm.report),
+                    }
+                    for arm in arms
+                },
+            }
+        )
+    else:
+        _print(arms, figures, proof, kept=args.keep is not None)
+    return 0 if proof["compacted"] else 1
 
 
 def _figures(arm: ArmResult) -> dict[str, Any]:
@@ -122,39 +215,3 @@ def _print(
     if not kept:
         lines.append("The arms' folders are removed; `--keep DIR` keeps them for `metrics`.")
     print("\n".join(lines))
-
-
-def cmd_ab(args: argparse.Namespace) -> int:
-    source = Workspace(args.workspace)
-    if not source.config_path.exists():
-        raise UserError(
-            f"{source.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the folder "
-            "holding it with --workspace DIR."
-        )
-    arms = run_ab(
-        source, dry_run=args.dry_run, keep=args.keep, role=args.role, requests=args.requests
-    )
-    figures = {arm.name: _figures(arm) for arm in arms}
-    proof = evidence(arms[1])
-    if args.json:
-        write_json(
-            {
-                "events_per_request": BACKFILL_EVENTS,
-                "dry_run": args.dry_run,
-                "same_config": arms[0].fingerprint == arms[1].fingerprint,
-                "after_compacted": proof,
-                "arms": {
-                    arm.name: {
-                        "enabled": arm.enabled,
-                        "workspace": arm.workspace if args.keep else None,
-                        "fingerprint": arm.fingerprint,
-                        **figures[arm.name],
-                        "metrics": msgspec.structs.asdict(arm.report),
-                    }
-                    for arm in arms
-                },
-            }
-        )
-    else:
-        _print(arms, figures, proof, kept=args.keep is not None)
-    return 0 if proof["compacted"] else 1

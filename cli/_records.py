@@ -1,4 +1,11 @@
-"""Commands on one request: ``project``, ``explain``, ``append``, ``prompt``."""
+"""``teams-runtime project``, ``explain`` and ``prompt``: one request as the roles see it, read
+and never written.
+
+``project`` prints the request as a prompt embeds it, ``explain`` says for every event whether
+the projection keeps it and why, ``prompt`` prints the whole prompt a role would be sent. Each
+reads through a ContextActor as the roles do, with the config's ``prompt_context`` or the
+flags that override it for the one command.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import msgspec
 
 from teams_runtime.actors.context import open_context
-from teams_runtime.cli.output import UserError, write_json
-from teams_runtime.cli.record_file import read_record_file
-from teams_runtime.cli.role_flags import team_role
+from teams_runtime.cli._flags import (
+    add_json,
+    add_overrides,
+    add_selector,
+    add_workspace,
+    prompt_kind,
+    role_name,
+    team_role,
+)
+from teams_runtime.cli._migrate import read_record_file
+from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
-from teams_runtime.codecs.context_asks import Appended
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
@@ -34,7 +47,14 @@ from teams_runtime.policy.prompts import (
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.storage.backends import blocking_backend, workspace_config
 
-__all__ = ["cmd_append", "cmd_explain", "cmd_project", "cmd_prompt"]
+__all__ = [
+    "cmd_explain",
+    "cmd_project",
+    "cmd_prompt",
+    "declare_explain",
+    "declare_project",
+    "declare_prompt",
+]
 
 
 def _team_config(args: argparse.Namespace) -> TeamConfig:
@@ -77,6 +97,18 @@ async def _project_stored(
         return await context.project(request_id)
 
 
+def declare_project(project: argparse.ArgumentParser) -> None:
+    """Declare ``project``: its description, flags and handler."""
+    project.description = (
+        "Print the request as a role's prompt embeds it: the compaction notice "
+        "(only when events were omitted), then `Current request:` and the projected record. "
+        "The flags override prompt_context; the record is only read."
+    )
+    add_selector(project)
+    add_json(project, "print one JSON object with the notice, counts and record")
+    project.set_defaults(handler=cmd_project)
+
+
 def cmd_project(args: argparse.Namespace) -> int:
     team = _team_config(args)
     config = _with_overrides(team.prompt_context, args)
@@ -108,6 +140,18 @@ def cmd_project(args: argparse.Namespace) -> int:
     sys.stdout.write(b"".join(projection.iter_record_json()).decode())
     sys.stdout.write("\n")
     return 0
+
+
+def declare_explain(explain: argparse.ArgumentParser) -> None:
+    """Declare ``explain``: its description, flags and handler."""
+    explain.description = (
+        "One line per event: its index, type, role identity and the projection's "
+        "decision (tail, backfill for a role, or why it is omitted), under a line with the "
+        "record's counts and the config used."
+    )
+    add_selector(explain)
+    add_json(explain)
+    explain.set_defaults(handler=cmd_explain)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -163,90 +207,32 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _events_from_flags(args: argparse.Namespace) -> list[dict[str, Any]]:
-    missing = [flag for flag, value in (("--type", args.event_type), ("--actor", args.actor),
-               ("--summary", args.summary)) if value is None]  # fmt: skip
-    if missing:
-        raise UserError(f"append needs --from, or --type, --actor and --summary (missing: "
-                         f"{', '.join(missing)}).")  # fmt: skip
-    event: dict[str, Any] = {"type": args.event_type, "actor": args.actor, "summary": args.summary}
-    if args.payload is not None:
-        try:
-            payload = msgspec.json.decode(args.payload)
-        except msgspec.DecodeError as exc:
-            raise UserError(f"--payload is not valid JSON ({exc}).") from None
-        except RecursionError:
-            raise UserError("--payload is nested too deeply to read safely.") from None
-        if not isinstance(payload, dict):
-            raise UserError("--payload must be a JSON object.")
-        event["payload"] = payload
-    return [event]
-
-
-def _events_from_lines(source: str) -> list[dict[str, Any]]:
-    name = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            lines = sys.stdin.buffer.read().splitlines()
-        else:
-            lines = Path(source).read_bytes().splitlines()
-    except OSError as exc:
-        raise UserError(f"{name}: cannot be read ({exc.strerror}).") from None
-    events = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            event = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
-            raise UserError(f"{name} line {number}: not valid JSON ({exc}); nothing was "
-                             "appended.") from None  # fmt: skip
-        except RecursionError:
-            raise UserError(f"{name} line {number}: nested too deeply to read safely; "
-                            "nothing was appended.") from None  # fmt: skip
-        if not isinstance(event, dict):
-            raise UserError(f"{name} line {number}: an event must be a JSON object; nothing "
-                             "was appended.")  # fmt: skip
-        events.append(event)
-    if not events:
-        raise UserError(f"{name}: no events to append.")
-    return events
-
-
-def cmd_append(args: argparse.Namespace) -> int:
-    flags = (args.event_type, args.actor, args.summary, args.payload)
-    if args.source is not None and any(value is not None for value in flags):
-        raise UserError("give either --from or --type/--actor/--summary/--payload, not both.")
-    events = _events_from_lines(args.source) if args.source else _events_from_flags(args)
-    workspace = Workspace(args.workspace)
-
-    async def append() -> Appended:
-        async with open_context(workspace.root) as context:
-            return await context.append_keyed(args.request_id, events, key=args.key)
-
-    reply = anyio.run(append)
-    written = len(events) if reply.applied else 0
-    if args.json:
-        write_json(
-            {
-                "request_id": args.request_id,
-                "appended": written,
-                "already_appended": not reply.applied,
-                "events": reply.count,
-            }
-        )
-        return 0
-    if not reply.applied:
-        print(
-            f"Nothing appended to {args.request_id}: key {args.key!r} was appended before; "
-            f"it has {count_of(reply.count, 'event')}."
-        )
-        return 0
-    print(
-        f"Appended {count_of(written, 'event')} to {args.request_id}; "
-        f"it now has {count_of(reply.count, 'event')}."
+def declare_prompt(prompt: argparse.ArgumentParser) -> None:
+    """Declare ``prompt``: its description, flags and handler."""
+    prompt.description = (
+        "Print the prompt ROLE would be sent for the request now, through the "
+        "projection a running role uses. Nothing is sent and nothing is written."
     )
-    return 0
+    prompt.add_argument("request_id", metavar="REQUEST_ID")
+    prompt.add_argument(
+        "--role",
+        required=True,
+        type=role_name,
+        metavar="ROLE",
+        help="a role of the team (`config --graph` lists them)",
+    )
+    prompt.add_argument(
+        "--kind",
+        type=prompt_kind,
+        metavar="KIND",
+        help="the prompt kind, named as in the logs: the role's own (its prompt_kind: "
+        "research_decision for research, version_control for version_controller, else "
+        "role_task; the default) or contract_repair",
+    )
+    add_workspace(prompt)
+    add_overrides(prompt)
+    add_json(prompt, "print the prompt text, the notice and the counts as JSON")
+    prompt.set_defaults(handler=cmd_prompt)
 
 
 def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:

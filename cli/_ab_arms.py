@@ -1,5 +1,5 @@
-"""``teams-runtime ab``: the same request shapes run twice on a workspace's configured models,
-compaction off (``before``) then on (``after``), everything else identical.
+"""The arms of ``teams-runtime ab``: the same request shapes run twice on a workspace's configured
+models, compaction off (``before``) then on (``after``), everything else identical.
 
 Each arm is a fresh workspace folder (under a temporary folder, or ``--keep DIR``): the
 workspace's ``team_runtime.yaml`` with only ``prompt_context.enabled`` changed and the
@@ -32,7 +32,7 @@ from teams_runtime import demo
 from teams_runtime.actors.models import DryRunBackend
 from teams_runtime.actors.team import Team
 from teams_runtime.actors.telemetry import NO_TRACING
-from teams_runtime.cli.role_flags import new_work_role
+from teams_runtime.cli._requests import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     TeamConfig,

@@ -1,5 +1,10 @@
-"""Commands of a person's role: ``inbox`` (what waits; ``inbox show ID``: its prompt) and
-``answer`` (record the person's result). The work is ``actors.roles._person_answers``'."""
+"""``teams-runtime inbox`` and ``answer``: the commands of a person's role (``model.backend:
+human``), whose envelopes wait for a person instead of a model.
+
+``inbox`` lists what waits (``inbox show ID``: the prompt a model of that role would get);
+``answer`` records the person's result, held to the role's contract like a model's. The work is
+``actors.roles._person_answers``'.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +19,77 @@ import anyio
 import msgspec
 
 from teams_runtime.actors.roles import InboxLook, answer, is_person, read_inbox, waiting_prompt
-from teams_runtime.cli.output import PROG, UserError, write_json
-from teams_runtime.cli.role_flags import team_role
-from teams_runtime.cli.waiting_view import age, due, waiting_rows
+from teams_runtime.cli._flags import add_json, add_workspace, not_empty, role_name, team_role
+from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli._parser import PROG
+from teams_runtime.cli._status_report import age, due, waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.statuses import RESULT_STATUSES
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.local_files import open_regular
 
-__all__ = ["cmd_answer", "cmd_inbox"]
+__all__ = ["cmd_answer", "cmd_inbox", "declare_answer", "declare_inbox"]
+
+
+def declare_inbox(inbox: argparse.ArgumentParser) -> None:
+    """Declare ``inbox``: its description, flags and handler."""
+    inbox.description = (
+        "List the envelopes of people's roles waiting for an answer: request, "
+        "role, from which role, since when, until when (answer_within). `inbox show ID` "
+        "prints the prompt a model of that role would get for it. Reading the inbox tidies "
+        "it: answered and ended requests leave it; an overdue one is handled by its role's "
+        "model.on_failure."
+    )
+    inbox.add_argument(
+        "words",
+        nargs="*",
+        metavar="show ID",
+        help="show ID: the prompt of one waiting answer (ID: a request id, or an envelope id)",
+    )
+    inbox.add_argument(
+        "--role",
+        type=role_name,
+        metavar="ROLE",
+        help="with show: the role, when several wait on one request",
+    )
+    add_workspace(inbox)
+    add_json(inbox)
+    inbox.set_defaults(handler=cmd_inbox)
+
+
+def cmd_inbox(args: argparse.Namespace) -> int:
+    workspace = Workspace(args.workspace)
+    config = load_team_config(workspace.root)
+    words = list(args.words)
+    if words and (words[0] != "show" or len(words) != 2):
+        raise UserError("inbox takes nothing (the list) or `show ID`.")
+    if not words:
+        if args.role is not None:
+            raise UserError("--role goes with `inbox show ID`.")
+        looked = anyio.run(read_inbox, workspace, config)
+        now = time.time()
+        if args.json:
+            write_json({"workspace": str(workspace.root.resolve()),
+                        "waiting": waiting_rows(looked.waiting, now),
+                        "ran_out": _ran_out_rows(looked)})  # fmt: skip
+        else:
+            _say_ran_out(looked)
+            _print_inbox(workspace, looked.waiting, now)
+        _say_left_the_team(config, looked.waiting)
+        return 0
+    wanted = check_request_id(words[1])
+    role = _person_role(config, args.role)
+    item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, role))
+    if args.json:
+        (row,) = waiting_rows([item], time.time())
+        write_json({**row, "kind": bundle.purpose, "prompt": bundle.text()})
+        return 0
+    for chunk in bundle.iter_chunks():
+        sys.stdout.write(chunk)
+    return 0
 
 
 def _person_role(config: TeamConfig, given: str | None) -> str | None:
@@ -96,35 +161,63 @@ def _say_left_the_team(config: TeamConfig, waiting: list[WaitingAnswer]) -> None
                   f"`teams-runtime cancel {item.request_id}`.", file=sys.stderr)  # fmt: skip
 
 
-def cmd_inbox(args: argparse.Namespace) -> int:
+def declare_answer(parser: argparse.ArgumentParser) -> None:
+    """Declare ``answer``: its description, flags and handler."""
+    parser.description = (
+        "Record the result of a person's role for the envelope ID names (a "
+        "request id, or an envelope id from `inbox --json`): held to the role's contract, "
+        "recorded as a model's result is, and handed on to --next-role. Refused (exit 2, "
+        "nothing written) when it was answered already or the request was cancelled."
+    )
+    parser.add_argument("item", metavar="ID", help="a request id, or an envelope id")
+    parser.add_argument(
+        "--status",
+        choices=RESULT_STATUSES,
+        metavar="S",
+        help=f"one of: {', '.join(RESULT_STATUSES)}",
+    )
+    parser.add_argument(
+        "--summary", type=not_empty, metavar="TEXT", help="one or two sentences: the answer"
+    )
+    parser.add_argument(
+        "--next-role",
+        metavar="R",
+        help="the role the request goes to next, one the role's hands_to allows (empty or "
+        "left out: it ends with --status)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="a whole result object as JSON ('-' for stdin); the flags above override its fields",
+    )
+    parser.add_argument(
+        "--role",
+        type=role_name,
+        metavar="ROLE",
+        help="the role, when several wait on one request",
+    )
+    add_workspace(parser)
+    add_json(parser)
+    parser.set_defaults(handler=cmd_answer)
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    config = load_team_config(workspace.root)
-    words = list(args.words)
-    if words and (words[0] != "show" or len(words) != 2):
-        raise UserError("inbox takes nothing (the list) or `show ID`.")
-    if not words:
-        if args.role is not None:
-            raise UserError("--role goes with `inbox show ID`.")
-        looked = anyio.run(read_inbox, workspace, config)
-        now = time.time()
-        if args.json:
-            write_json({"workspace": str(workspace.root.resolve()),
-                        "waiting": waiting_rows(looked.waiting, now),
-                        "ran_out": _ran_out_rows(looked)})  # fmt: skip
-        else:
-            _say_ran_out(looked)
-            _print_inbox(workspace, looked.waiting, now)
-        _say_left_the_team(config, looked.waiting)
-        return 0
-    wanted = check_request_id(words[1])
+    config = load_team_config(workspace.root)  # a broken config is an error before any write
+    wanted = check_request_id(args.item)
     role = _person_role(config, args.role)
-    item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, role))
+    given = _given(args)
+    whole = args.source is not None
+    done = anyio.run(partial(answer, workspace, config, wanted, given, role=role, whole=whole))
     if args.json:
-        (row,) = waiting_rows([item], time.time())
-        write_json({**row, "kind": bundle.purpose, "prompt": bundle.text()})
+        write_json(msgspec.structs.asdict(done))
         return 0
-    for chunk in bundle.iter_chunks():
-        sys.stdout.write(chunk)
+    said = f"Recorded the {done.role} answer to {done.request_id} ({done.status})"
+    if done.handed_to:
+        print(f"{said}; handed to {done.handed_to}: `teams-runtime run` takes it from here.")
+    else:
+        print(f"{said}; the request is {done.request_status}.")
     return 0
 
 
@@ -161,22 +254,3 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             given[key] = value
     return given
-
-
-def cmd_answer(args: argparse.Namespace) -> int:
-    workspace = Workspace(args.workspace)
-    config = load_team_config(workspace.root)  # a broken config is an error before any write
-    wanted = check_request_id(args.item)
-    role = _person_role(config, args.role)
-    given = _given(args)
-    whole = args.source is not None
-    done = anyio.run(partial(answer, workspace, config, wanted, given, role=role, whole=whole))
-    if args.json:
-        write_json(msgspec.structs.asdict(done))
-        return 0
-    said = f"Recorded the {done.role} answer to {done.request_id} ({done.status})"
-    if done.handed_to:
-        print(f"{said}; handed to {done.handed_to}: `teams-runtime run` takes it from here.")
-    else:
-        print(f"{said}; the request is {done.request_status}.")
-    return 0

@@ -1,5 +1,10 @@
-"""Moving requests between backends: ``export`` (a request as its canonical record file) and
-``import`` (record files into the workspace's backend). See docs/scaling.md, migration."""
+"""``teams-runtime export`` and ``import``: requests moved between backends, as their canonical
+record files (docs/scaling.md, migration).
+
+``export`` writes a request as the bytes the file backend holds; ``import`` checks record files
+(each ``<request id>.json``) and loads them into the workspace's backend. A record file the
+user names is read here too for ``project`` and ``explain --record``.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +14,34 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from teams_runtime.cli.output import UserError
-from teams_runtime.cli.record_file import read_record_file
+from teams_runtime.cli._flags import add_workspace
+from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id
-from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields
+from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import blocking_backend
+from teams_runtime.storage.local_files import open_regular
 
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore
 
-__all__ = ["cmd_export", "cmd_import"]
+__all__ = ["cmd_export", "cmd_import", "declare_export", "declare_import", "read_record_file"]
+
+
+def declare_export(export: argparse.ArgumentParser) -> None:
+    """Declare ``export``: its description, flags and handler."""
+    export.description = (
+        "Write the request as its canonical record file, from either backend: to "
+        "standard output, or atomically to --out FILE. `import` loads it elsewhere."
+    )
+    export.add_argument("request_id", metavar="REQUEST_ID", help="the request to export")
+    export.add_argument(
+        "--out", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
+    )
+    add_workspace(export)
+    export.set_defaults(handler=cmd_export)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -41,6 +61,31 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: cannot be written ({exc.strerror or exc}).") from None
     print(f"Exported {args.request_id} to {out} ({len(data)} bytes).", file=sys.stderr)
     return 0
+
+
+def declare_import(load: argparse.ArgumentParser) -> None:
+    """Declare ``import``: its description, flags and handler."""
+    load.description = (
+        "Load record files (each <request id>.json, as `export` writes them) into "
+        "the workspace's backend. Every file is checked first: nothing is written if one is "
+        "not a record, names another request, or clashes with what the backend holds."
+    )
+    load.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="record files (<request id>.json)"
+    )
+    add_workspace(load)
+    load.set_defaults(handler=cmd_import)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    # Every file is read and checked before anything is written.
+    records = [_record_to_import(Path(path)) for path in args.files]
+    ids = [request_id for request_id, _, _ in records]
+    twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
+    if twice:
+        raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
+    with blocking_backend(Workspace(args.workspace)) as backend:
+        return _import_records(backend.store, records)
 
 
 def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
@@ -83,17 +128,6 @@ def _differs(store: BlockingRecordStore, request_id: str, data: bytes) -> bool:
         return False
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    # Every file is read and checked before anything is written.
-    records = [_record_to_import(Path(path)) for path in args.files]
-    ids = [request_id for request_id, _, _ in records]
-    twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
-    if twice:
-        raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
-    with blocking_backend(Workspace(args.workspace)) as backend:
-        return _import_records(backend.store, records)
-
-
 def _import_records(
     store: BlockingRecordStore, records: list[tuple[str, bytes, RecordFields]]
 ) -> int:
@@ -123,3 +157,17 @@ def _import_records(
             print(f"{request_id} is already there, identical; left as it is.")
     print(f"Imported {imported} of {count_of(len(records), 'request')}.")
     return 0
+
+
+def read_record_file(path: Path) -> tuple[bytes, RecordFields]:
+    """The file's bytes and decoded fields. The file is the user's own, so it is read through a
+    link; a FIFO or device in its place is refused, never read. Raises ``RecordError``."""
+    try:
+        fd = open_regular(path.resolve())
+        with open(fd, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such record file.") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    return data, decode_record(data, str(path))

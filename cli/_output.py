@@ -1,4 +1,4 @@
-"""What every command shares: the program name, the user-error type, JSON output."""
+"""What every command shares when it runs: the user-error type and JSON output."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from typing import Any
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.exceptions import TeamsRuntimeError
 
-__all__ = ["PROG", "UserError", "write_json"]
-
-PROG = "teams-runtime"
+__all__ = ["UserError", "write_json"]
 
 
 class UserError(TeamsRuntimeError):

@@ -1,0 +1,200 @@
+"""What ``teams-runtime status`` reports, as one object (its ``--json``): every request's state,
+every role's envelopes, every worker's lease, the model servers away, the answers waiting, the
+rejected envelopes and the strays.
+
+Waiting answers are shown here as ``inbox`` shows them too: ids, roles and times, never
+envelope text.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.formats import iso_of
+from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
+from teams_runtime.codecs.statuses import ENDED
+from teams_runtime.codecs.waiting_answers import WaitingAnswer
+from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.storage import (
+    IndexedParts,
+    QueueSnapshot,
+    Workspace,
+    load_team_config,
+)
+from teams_runtime.storage.backends import BlockingBackend, blocking_backend
+from teams_runtime.storage.server_files import server_strays, servers_away
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRecordStore, BlockingRejectedShelf
+
+__all__ = ["age", "due", "status_report", "waiting_rows"]
+
+
+def status_report(workspace: Workspace) -> dict[str, Any]:
+    """Every request's state, every role's envelopes, every worker's lease: one object."""
+    config = load_team_config(workspace.root)
+    with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
+        snapshot = backend.queue.snapshot()
+        rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
+        strays = stray_rows(workspace, backend)
+        rejected = rejected_rows(backend.rejected)
+        waiting = backend.inbox.items()
+    now = time.time()
+    # Read only: an answer whose request ended waits no more (`inbox` removes it).
+    ended = {row["request_id"] for row in rows if row["status"] in ENDED}
+    return {
+        "workspace": str(workspace.root.resolve()),
+        "requests": rows,
+        "max_hops": config.team.max_hops,  # a failed request at it needs it raised to retry
+        "roles": {
+            role: {
+                "waiting": snapshot.waiting[role],
+                "claimed": snapshot.claimed[role],
+                "deferred": snapshot.deferred[role],
+            }
+            for role in config.cast.names
+        },
+        "model_servers_away": _servers_away(workspace, config, snapshot),
+        "waiting_answers": waiting_rows([i for i in waiting if i.request_id not in ended], now),
+        "deferred": [
+            {
+                "role": deferred.role,
+                "request_id": deferred.request_id,
+                "envelope_id": deferred.envelope_id,
+                "deferrals": deferred.deferrals,
+                "next_attempt_at": iso_of(deferred.next_attempt),
+                "due_in_seconds": round(max(deferred.next_attempt - now, 0.0), 1),
+            }
+            for deferred in snapshot.deferred_envelopes
+        ],
+        "rejected": rejected,
+        "workers": [
+            {
+                "worker": worker.worker,
+                "alive": worker.alive,
+                "lease_age_seconds": None
+                if worker.lease_age is None
+                else round(worker.lease_age, 1),
+                "holds": worker.holds,
+            }
+            for worker in snapshot.workers
+        ],
+        "strays": strays,
+    }
+
+
+def _text(fields: dict[str, Any], key: str) -> str:
+    value = fields.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
+    try:
+        read = store.read(request_id, tail=1)
+    except TeamsRuntimeError as exc:
+        return {"request_id": request_id, "status": "unreadable", "error": str(exc)}
+    if isinstance(read, IndexedParts):
+        count, last = read.count, read.tail[-1:]
+    else:
+        events = read.fields.get(EVENTS_KEY)
+        history = events if isinstance(events, list) else []
+        count, last = len(history), history[-1:]
+    last_event = decode_any(last[0]) if last else None
+    hops = read.fields.get("hops")
+    return {
+        "request_id": request_id,
+        "status": _text(read.fields, "status"),
+        "current_role": _text(read.fields, "current_role"),
+        "hops": hops if type(hops) is int else 0,
+        "events": count,
+        "last_event_at": _text(last_event, "timestamp") if isinstance(last_event, dict) else "",
+    }
+
+
+def _servers_away(
+    workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
+) -> list[dict[str, Any]]:
+    """The model servers a running worker waits for (``model_servers``' files), each with the
+    roles it serves and their envelopes, counted as the ``roles`` block counts them: waiting
+    (no worker took them: none will while it is away) and claimed (held by calls that wait)."""
+    served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
+    for role in config.cast.names:
+        model = config.model_for(role)
+        if model.backend == "openai" and model.openai is not None:
+            served.setdefault(model.openai.base_url, []).append(role)
+    rows = []
+    for away in servers_away(workspace):
+        roles = served.get(away.base_url, [])
+        rows.append(
+            {
+                "base_url": away.base_url,
+                "away_since": away.away_since,
+                "roles": roles,
+                "waiting": sum(snapshot.waiting[role] for role in roles),
+                "claimed": sum(snapshot.claimed[role] for role in roles),
+            }
+        )
+    return rows
+
+
+def stray_rows(workspace: Workspace, backend: BlockingBackend) -> list[dict[str, Any]]:
+    """Every stray of the workspace's store, queue and model-server files, as ``--json``
+    shows them (``envelopes``: how many wait there for no role)."""
+    found = [*backend.store.strays(), *backend.queue.strays(), *server_strays(workspace)]
+    return [
+        {"where": stray.where, "reason": stray.reason, "envelopes": stray.envelopes}
+        for stray in found
+    ]
+
+
+def rejected_rows(shelf: BlockingRejectedShelf) -> list[dict[str, Any]]:
+    """The rejected envelopes as ``status --json`` lists them."""
+    return [
+        {
+            "role": envelope.role,
+            "request_id": envelope.request_id or None,
+            "name": envelope.name,
+            "reason": envelope.reason,
+        }
+        for envelope in shelf.listing()
+    ]
+
+
+def waiting_rows(items: list[WaitingAnswer], now: float) -> list[dict[str, Any]]:
+    """Each waiting answer as ``inbox --json`` and ``status --json`` show it (ids, roles and
+    times only: no envelope text)."""
+    return [
+        {
+            "request_id": item.request_id,
+            "envelope_id": item.envelope_id,
+            "role": item.role,
+            "from_role": item.from_role,
+            "since": iso_of(item.since),
+            "waiting_seconds": round(max(now - item.since, 0.0), 1),
+            "due_at": None if item.due is None else iso_of(item.due),
+            "overdue": item.overdue(now),
+            "renewals": item.renewals,
+        }
+        for item in items
+    ]
+
+
+def age(seconds: float) -> str:
+    """A span as a person reads it: ``42s``, ``3m05s``, ``2h10m``, ``3d04h``."""
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86_400:
+        return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+    return f"{seconds // 86_400}d{seconds // 3600 % 24:02d}h"
+
+
+def due(item: WaitingAnswer, now: float) -> str:
+    """When ``item``'s answer_within runs out: ``in 1h59m``, ``overdue``, or ``-``."""
+    if item.due is None:
+        return "-"
+    return "overdue" if item.due <= now else f"in {age(item.due - now)}"
