@@ -34,6 +34,7 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
 from teams_runtime.storage.backends import workspace_config
+from teams_runtime.storage.files.threaded import ThreadedQueue
 
 __all__ = ["run", "sample_event", "sample_record", "seed_requests"]
 
@@ -128,7 +129,7 @@ async def seed_requests(
     ``label`` names the run in the envelopes' scope ("demo", "A/B")."""
     config = await anyio.to_thread.run_sync(workspace_config, workspace)
     roles = config.cast.names
-    queue = FileWorkQueue(workspace, roles=roles)
+    queue = ThreadedQueue(FileWorkQueue(workspace, roles=roles))
     async with open_context(workspace.root) as context:
         for request_id, (events, role) in seeds.items():
             await context.create(request_id, sample_record(events, request_id, roles))

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from teams_runtime.cli._flags import add_workspace
 from teams_runtime.cli._output import UserError
@@ -19,9 +20,12 @@ from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
-from teams_runtime.storage import RecordStore, Workspace
+from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.local_files import open_regular
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRecordStore
 
 __all__ = ["cmd_export", "cmd_import", "declare_export", "declare_import", "read_record_file"]
 
@@ -116,7 +120,7 @@ def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
     return request_id, data, fields
 
 
-def _differs(store: RecordStore, request_id: str, data: bytes) -> bool:
+def _differs(store: BlockingRecordStore, request_id: str, data: bytes) -> bool:
     """Whether the backend holds ``request_id`` with other bytes than ``data`` (one read)."""
     try:
         return store.load(request_id) != data
@@ -124,7 +128,9 @@ def _differs(store: RecordStore, request_id: str, data: bytes) -> bool:
         return False
 
 
-def _import_records(store: RecordStore, records: list[tuple[str, bytes, RecordFields]]) -> int:
+def _import_records(
+    store: BlockingRecordStore, records: list[tuple[str, bytes, RecordFields]]
+) -> int:
     clashes = [request_id for request_id, data, _ in records if _differs(store, request_id, data)]
     if clashes:
         raise UserError(

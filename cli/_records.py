@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +117,8 @@ def cmd_project(args: argparse.Namespace) -> int:
     else:
         workspace = Workspace(args.workspace)
         with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-            projection = backend.run(
-                _project_stored, backend.store, workspace.root, args.request_id, config
+            projection = backend.run_with_store(
+                _project_stored, workspace.root, args.request_id, config
             )
     if args.json:
         output = {
@@ -257,11 +256,9 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
     config = _with_overrides(team.prompt_context, args)
     with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-        store = backend.store
-        preview = partial(
-            _preview_prompt, store, workspace, args.request_id, args.role, kind, config, cast
+        bundle = backend.run_with_store(
+            _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
         )
-        bundle = backend.run(preview)
     if args.json:
         projection = bundle.projection
         output = {

@@ -22,7 +22,7 @@ from teams_runtime.actors.context import open_context
 from teams_runtime.cli._flags import add_json, add_workspace, not_empty, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast
-from teams_runtime.codecs.context_protocol import Appended
+from teams_runtime.codecs.context_asks import Appended
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.roles import PUBLIC_ROLES
 from teams_runtime.storage import Workspace, load_team_config

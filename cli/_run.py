@@ -123,7 +123,7 @@ async def _run_and_count(
         stopped = await _run_until_signal(team, once=once, view=view)
         if not stopped and once:
             return stopped, None
-        counts = await anyio.to_thread.run_sync(team.queue.counts)
+        counts = await team.queue.counts()
         return stopped, sum(counts.values())
 
 

@@ -9,7 +9,7 @@ envelope text.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import iso_of
@@ -20,13 +20,14 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import (
     IndexedParts,
     QueueSnapshot,
-    RecordStore,
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.backends import Backend, blocking_backend
-from teams_runtime.storage.rejected import RejectedShelf
+from teams_runtime.storage.backends import BlockingBackend, blocking_backend
 from teams_runtime.storage.server_files import server_strays, servers_away
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRecordStore, BlockingRejectedShelf
 
 __all__ = ["age", "due", "status_report", "waiting_rows"]
 
@@ -89,7 +90,7 @@ def _text(fields: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _request_row(store: RecordStore, request_id: str) -> dict[str, Any]:
+def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
     try:
         read = store.read(request_id, tail=1)
     except TeamsRuntimeError as exc:
@@ -138,7 +139,7 @@ def _servers_away(
     return rows
 
 
-def stray_rows(workspace: Workspace, backend: Backend) -> list[dict[str, Any]]:
+def stray_rows(workspace: Workspace, backend: BlockingBackend) -> list[dict[str, Any]]:
     """Every stray of the workspace's store, queue and model-server files, as ``--json``
     shows them (``envelopes``: how many wait there for no role)."""
     found = [*backend.store.strays(), *backend.queue.strays(), *server_strays(workspace)]
@@ -148,7 +149,7 @@ def stray_rows(workspace: Workspace, backend: Backend) -> list[dict[str, Any]]:
     ]
 
 
-def rejected_rows(shelf: RejectedShelf) -> list[dict[str, Any]]:
+def rejected_rows(shelf: BlockingRejectedShelf) -> list[dict[str, Any]]:
     """The rejected envelopes as ``status --json`` lists them."""
     return [
         {

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
 
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.storage import RecordStore, Workspace, load_team_config
+from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.backends import blocking_backend
+
+if TYPE_CHECKING:
+    from teams_runtime.storage.blocking import BlockingRecordStore
 
 __all__ = ["rate_cards_of", "statuses_of"]
 
@@ -27,7 +31,7 @@ def statuses_of(workspaces: Sequence[Workspace]) -> Iterator[Callable[[str], str
     """For the ``with`` block: a request's ``status`` now, from the first workspace that has its
     record (``None``: none has it, or it cannot be read). The backends are opened at the first
     question (read through each store's index) and closed with the block."""
-    stores: list[RecordStore] = []
+    stores: list[BlockingRecordStore] = []
     with ExitStack() as opened:
 
         def status(request_id: str) -> str | None:

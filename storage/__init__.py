@@ -1,6 +1,8 @@
-"""Where requests and envelopes are kept: the ``RecordStore``, ``WorkQueue`` and ``AnswerInbox``
-seams and their file implementations (the embedded default). Blocking code: actors call it from
-worker threads.
+"""Where requests and envelopes are kept: the ``RecordStore``, ``WorkQueue`` (with its
+``QueueAdmin`` face) and ``AnswerInbox`` seams, async (``protocols``), their blocking faces
+(``blocking``: imported from there, so that a command on files loads no more than it uses),
+and their file implementations (the embedded default; blocking at heart, awaited through
+``files.threaded``).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from teams_runtime.storage.protocols import (
     IDEMPOTENCY_WINDOW,
     AnswerInbox,
     AppendOutcome,
+    BackendQueue,
     Claim,
     DeferredEnvelope,
     IndexedParts,
     ParsedRecord,
+    QueueAdmin,
     QueueSnapshot,
     RecordRead,
     RecordStore,
@@ -29,6 +33,7 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AnswerInbox",
     "AppendOutcome",
+    "BackendQueue",
     "Claim",
     "DeferredEnvelope",
     "FileAnswerInbox",
@@ -36,6 +41,7 @@ __all__ = [
     "FileWorkQueue",
     "IndexedParts",
     "ParsedRecord",
+    "QueueAdmin",
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",

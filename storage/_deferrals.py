@@ -18,6 +18,7 @@ import random
 import msgspec
 
 from teams_runtime.codecs.formats import JsonObject, pretty_json_bytes
+from teams_runtime.policy.backoff import backoff_delay
 
 __all__ = [
     "FIRST_RETRY",
@@ -42,8 +43,8 @@ class RetrySchedule(msgspec.Struct, frozen=True, kw_only=True):
     def delay(self, deferrals: int, rng: random.Random | None = None) -> float:
         """Seconds until the next attempt of an envelope deferred ``deferrals`` times (this
         deferral included)."""
-        base = min(self.cap, self.first * 2.0 ** min(max(deferrals, 1) - 1, 60))
-        return base * (1.0 - self.jitter * (rng or random).random())
+        attempt = max(deferrals, 1) - 1
+        return backoff_delay(attempt, first=self.first, cap=self.cap, jitter=self.jitter, rng=rng)
 
 
 class _Deferral(msgspec.Struct):

@@ -5,11 +5,15 @@ The workspace's ``backend`` section decides: ``file`` (the default) keeps reques
 in the workspace folder; ``nats`` keeps them on a NATS JetStream server shared by every host of
 the team, and the folder holds only what is local (logs, attempts).
 
-``open_backend`` opens the two for an ``async with`` block on the caller's event loop (anyio on
-asyncio) and closes them when it ends: on NATS, one connection of the block's own. The Team's
-run, ``open_context`` and ``submit``/``cancel`` open theirs so. A synchronous caller (a CLI
-command) uses ``blocking_backend``: the same for a ``with`` block, on an event loop of its own
-(anyio's blocking portal). Nothing is shared between scopes, and nothing outlives them.
+``open_backend`` opens them for an ``async with`` block on the caller's event loop (anyio on
+asyncio) and closes them when it ends: on NATS, one connection of the block's own. Their calls
+are awaited on that loop (``storage.protocols``): NATS answers there, the file backend runs its
+blocking calls in worker threads of its own (``files.threaded``). The Team's run,
+``open_context`` and ``submit``/``cancel`` open theirs so. A synchronous caller (a CLI command)
+uses ``blocking_backend``: their blocking faces (``storage.blocking``) for a ``with`` block:
+the file backend's own classes, which import no anyio (``status`` starts without it), or, on
+NATS, views whose calls run on an event loop of the block's own (anyio's blocking portal).
+Nothing is shared between scopes, and nothing outlives them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
@@ -25,13 +30,19 @@ from teams_runtime.storage.files.file_inbox import FileAnswerInbox
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
 from teams_runtime.storage.files.rejected_files import FileRejectedShelf
-from teams_runtime.storage.protocols import AnswerInbox, RecordStore, WorkQueue
+from teams_runtime.storage.protocols import AnswerInbox, BackendQueue, RecordStore
 from teams_runtime.storage.rejected import RejectedShelf
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
+    from teams_runtime.storage.blocking import (
+        BlockingAnswerInbox,
+        BlockingQueue,
+        BlockingRecordStore,
+        BlockingRejectedShelf,
+    )
     from teams_runtime.storage.nats.connection import NatsConnection
 
 __all__ = [
@@ -43,24 +54,32 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 @dataclass(frozen=True)
 class Backend:
-    """A workspace's store, queue (as seen by one worker) and inbox (of people's answers), open
-    together, and the envelopes its workers set aside (``rejected``)."""
+    """A workspace's store, queue (as seen by one worker: its ``WorkQueue`` and ``QueueAdmin``
+    faces) and inbox (of people's answers), open together, and the envelopes its workers set
+    aside (``rejected``)."""
 
     store: RecordStore
-    queue: WorkQueue
+    queue: BackendQueue
     inbox: AnswerInbox
     rejected: RejectedShelf
 
 
 @dataclass(frozen=True)
-class BlockingBackend(Backend):
-    """A ``Backend`` for synchronous code, with ``run`` for its async work (a ContextActor)."""
+class BlockingBackend:
+    """A ``Backend``'s blocking faces, for synchronous code, with ``run`` for its async work
+    (a ContextActor)."""
 
+    store: BlockingRecordStore
+    queue: BlockingQueue
+    inbox: BlockingAnswerInbox
+    rejected: BlockingRejectedShelf
     portal: BlockingPortal | None = None
+    awaited: RecordStore | None = None  # the store as the actors await it (NATS: the same)
 
     def run(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
         """Run ``func(*args)`` on the loop the store and queue live on, and wait for it."""
@@ -69,6 +88,21 @@ class BlockingBackend(Backend):
 
             return anyio.run(func, *args)
         return self.portal.call(func, *args)
+
+    def run_with_store(
+        self,
+        func: Callable[Concatenate[RecordStore, _P], Awaitable[_T]],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ) -> _T:
+        """``run`` of ``func(store, *args, **kwargs)``, ``store`` this backend's
+        ``RecordStore`` as the actors await it (a ContextActor's)."""
+        store = self.awaited
+        if store is None:  # the file backend: its own store, awaited in worker threads
+            from teams_runtime.storage.files.threaded import ThreadedRecordStore
+
+            store = ThreadedRecordStore(self.store)
+        return self.run(partial(func, store, *args, **kwargs))
 
 
 def workspace_config(workspace: Workspace) -> TeamConfig:
@@ -93,8 +127,30 @@ async def open_backend(
     if config is None:
         config = await anyio.to_thread.run_sync(workspace_config, workspace)
     if config.backend.kind != "nats":
-        yield _file_backend(workspace, config, worker_id)
+        from teams_runtime.storage.files.threaded import (
+            ThreadedInbox,
+            ThreadedQueue,
+            ThreadedRecordStore,
+            ThreadedShelf,
+        )
+
+        files = _file_backend(workspace, config, worker_id)
+        threads = config.team.requests_in_flight
+        yield Backend(
+            ThreadedRecordStore(files.store, threads=threads),
+            ThreadedQueue(files.queue),
+            ThreadedInbox(files.inbox),
+            ThreadedShelf(files.rejected),
+        )
         return
+    async with _nats_backend(config, worker_id) as (backend, _):
+        yield backend
+
+
+@asynccontextmanager
+async def _nats_backend(
+    config: TeamConfig, worker_id: str | None
+) -> AsyncIterator[tuple[Backend, NatsConnection]]:
     opened = _nats_connection(config)
     from teams_runtime.storage.nats.nats_inbox import NatsAnswerInbox
     from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
@@ -102,11 +158,11 @@ async def open_backend(
     from teams_runtime.storage.nats.rejected_queue import NatsRejectedShelf
 
     async with opened as connection:
-        # Its constructor asks the server (a watch of the heads): blocking, like its calls.
-        store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
+        store = await NatsRecordStore.open(connection)  # a watch of the heads starts
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
         queue = NatsWorkQueue(connection, worker_id=worker_id)
-        yield Backend(store, queue, NatsAnswerInbox(connection), NatsRejectedShelf(connection))
+        inbox, shelf = NatsAnswerInbox(connection), NatsRejectedShelf(connection)
+        yield Backend(store, queue, inbox, shelf), connection
 
 
 @contextmanager
@@ -118,23 +174,32 @@ def blocking_backend(
     (anyio's blocking portal), where ``BlockingBackend.run`` runs async work too."""
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind != "nats":
-        files = _file_backend(workspace, config, worker_id)
-        yield BlockingBackend(files.store, files.queue, files.inbox, files.rejected)
+        yield _file_backend(workspace, config, worker_id)  # blocking at heart: no loop
         return
     from anyio.from_thread import start_blocking_portal
 
+    from teams_runtime.storage.blocking import view_inbox, view_queue, view_shelf, view_store
+
     with (
         start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(
-            open_backend(workspace, config, worker_id=worker_id)
-        ) as backend,
+        portal.wrap_async_context_manager(_nats_backend(config, worker_id)) as (backend, opened),
     ):
-        yield BlockingBackend(backend.store, backend.queue, backend.inbox, backend.rejected, portal)
+        call = opened.call  # on the portal's loop; BackendError once the block has ended
+        yield BlockingBackend(
+            view_store(backend.store, call),
+            view_queue(backend.queue, call),
+            view_inbox(backend.inbox, call),
+            view_shelf(backend.rejected, call),
+            portal,
+            backend.store,
+        )
 
 
-def _file_backend(workspace: Workspace, config: TeamConfig, worker_id: str | None) -> Backend:
+def _file_backend(
+    workspace: Workspace, config: TeamConfig, worker_id: str | None
+) -> BlockingBackend:
     lease = config.queue.lease_seconds
-    return Backend(
+    return BlockingBackend(
         FileRecordStore(workspace),
         FileWorkQueue(workspace, roles=config.cast.names, worker_id=worker_id, lease_seconds=lease),
         FileAnswerInbox(workspace),

@@ -1,10 +1,15 @@
 """The seams between the actors and where requests and envelopes are kept.
 
-``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles;
-``AnswerInbox`` keeps the envelopes of a person's role waiting for that person's answer.
-Both are blocking (the actors call them from worker threads; only ``RecordStore.version``
-never waits) and both have a file implementation (``files.file_store``,
-``files.file_queue``); the test suites of ``tests/`` run against every implementation. A
+``RecordStore`` keeps request records; ``WorkQueue`` keeps the envelopes waiting for roles, as
+a worker uses it per envelope, and ``QueueAdmin`` is the same queue as chores, ``status`` and
+operators see it (counts, snapshots, strays, deferred envelopes); ``AnswerInbox`` keeps the
+envelopes of a person's role waiting for that person's answer.
+
+They are async, called on the event loop: the NATS backend (an async client) answers on it,
+with no thread between; the file backend runs its blocking calls in worker threads itself
+(``files.threaded``). Only ``RecordStore.version`` and ``read_nowait`` are plain calls, since
+they never wait. Synchronous code (a CLI command) uses their blocking faces
+(``storage.blocking``). The test suites of ``tests/`` run against every implementation. A
 store's version is any hashable value that changes whenever the record does; only the store
 that made it compares it.
 """
@@ -29,10 +34,12 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AnswerInbox",
     "AppendOutcome",
+    "BackendQueue",
     "Claim",
     "DeferredEnvelope",
     "IndexedParts",
     "ParsedRecord",
+    "QueueAdmin",
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
@@ -72,7 +79,7 @@ class RecordStore(Protocol):
         has not seen yet."""
         ...
 
-    def read(self, request_id: str, *, tail: int | None) -> RecordRead:
+    async def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         """The record: ``IndexedParts`` (fields, count, the last ``tail`` events, each role's
         newest evidence) when the store can give them without parsing the whole history (for
         files: an index, kept or derived from the file's bytes), else a ``ParsedRecord``;
@@ -81,20 +88,20 @@ class RecordStore(Protocol):
 
     def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
         """The record as ``read`` gives it if reading it never waits and costs less than a
-        worker thread's round trip (a small local file), else ``None`` (then ``read`` it in a
-        worker thread). A ContextActor calls it in its own tasks, on the event loop, for the
-        first ask about a record or a changed one. Raises like ``read``."""
+        worker thread's round trip (a small local file), else ``None`` (then ``read`` it). A
+        ContextActor calls it in its own tasks, on the event loop, for the first ask about a
+        record or a changed one. Raises like ``read``."""
         ...
 
-    def load(self, request_id: str) -> bytes:
+    async def load(self, request_id: str) -> bytes:
         """The record as the bytes of its canonical file."""
         ...
 
-    def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
+    async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
         """Store a new record unless one exists; returns whether it was created."""
         ...
 
-    def append(
+    async def append(
         self,
         request_id: str,
         events: list[msgspec.Raw],
@@ -115,16 +122,16 @@ class RecordStore(Protocol):
         of the last ``IDEMPOTENCY_WINDOW`` events is not written again (``applied`` False)."""
         ...
 
-    def exists(self, request_id: str) -> bool:
+    async def exists(self, request_id: str) -> bool:
         """Whether a record exists for ``request_id``."""
         ...
 
-    def list_ids(self) -> list[str]:
+    async def list_ids(self) -> list[str]:
         """The ids of every stored record, sorted (names and keys the store never writes are
         skipped: ``strays`` lists them)."""
         ...
 
-    def strays(self) -> list[Stray]:
+    async def strays(self) -> list[Stray]:
         """What ``list_ids`` skips: files or keys where records are kept that are no record's
         (a name that is no request id, a file of another program), sorted."""
         ...
@@ -189,71 +196,83 @@ class WorkQueue(Protocol):
         queue: a full disk; NATS: the server not answering)."""
         ...
 
-    def put(self, envelope: MessageEnvelope) -> str:
+    async def put(self, envelope: MessageEnvelope) -> str:
         """Queue ``envelope`` for ``envelope.target``; durable when it returns. Returns its
         ticket. An envelope without an ``envelope_id`` gets one."""
         ...
 
-    def claim(self, role: str, limit: int) -> list[Claim]:
+    async def claim(self, role: str, limit: int) -> list[Claim]:
         """Take up to ``limit`` waiting envelopes of ``role``, oldest first; each is this
         worker's alone until ``done``, ``release`` or ``reject``, or until its lease runs out."""
         ...
 
-    def done(self, claim: Claim) -> None:
+    async def done(self, claim: Claim) -> None:
         """Remove a handled envelope (its outcome is persisted)."""
         ...
 
-    def release(self, claim: Claim) -> float:
+    async def release(self, claim: Claim) -> float:
         """Defer the envelope: it waits until its next attempt (``storage._deferrals``: a few
         seconds the first time, growing each time), then ``restore_deferred`` queues it again.
         Returns when that is (Unix time)."""
         ...
 
-    def reject(self, claim: Claim, reason: str) -> None:
+    async def reject(self, claim: Claim, reason: str) -> None:
         """Set an unusable envelope aside with ``reason``, for a person to look at."""
         ...
 
-    def drop(self, request_id: str) -> int:
+    async def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of a request; returns how many."""
         ...
 
-    def renew(self) -> bool:
+    async def renew(self) -> bool:
         """Renew this worker's lease on its claims (call well within ``lease_seconds``);
         ``False`` if it could not (the worker goes on and tries again)."""
         ...
 
-    def restore_deferred(self) -> int:
+    async def retire(self) -> None:
+        """This worker stops: its claims wait again at once, its lease goes."""
+        ...
+
+
+class QueueAdmin(Protocol):
+    """The work queue as chores, ``status`` and operators see it: what waits, is claimed or
+    deferred, the workers' leases, the strays; deferred envelopes queued again when due.
+    Every backend's queue is both this and a ``WorkQueue`` (the same object)."""
+
+    async def restore_deferred(self) -> int:
         """Queue again the deferred envelopes whose next attempt is due (any worker's; those
         of older versions, which kept no time, at once); returns how many."""
         ...
 
-    def retire(self) -> None:
-        """This worker stops: its claims wait again at once, its lease goes."""
-        ...
-
-    def counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """How many envelopes each role has not finished: waiting, claimed or deferred."""
         ...
 
-    def snapshot(self) -> QueueSnapshot:
+    async def snapshot(self) -> QueueSnapshot:
         """Waiting, claimed and deferred envelopes per role, each deferred envelope, and the
         workers' leases (a dead worker's at most until its claims go back to the queue)."""
         ...
 
-    def waiting(self) -> dict[str, int]:
+    async def waiting(self) -> dict[str, int]:
         """Envelopes per role no worker was handed (``snapshot().waiting``), read alone: cheap
         enough for a live view's refresh."""
         ...
 
-    def strays(self) -> list[Stray]:
+    async def strays(self) -> list[Stray]:
         """What every worker passes over where envelopes and leases are kept: envelopes no role
         reads (``envelopes`` counts them), files or keys that are no envelope's or lease's."""
         ...
 
-    def set_aside_strays(self) -> int:
+    async def set_aside_strays(self) -> int:
         """Move the envelopes no role reads (``strays``) to the rejected ones, each with its
         reason; returns how many. Nothing a role reads is touched."""
         ...
+
+
+class BackendQueue(WorkQueue, QueueAdmin, Protocol):
+    """A backend's queue: both faces in one object. Who holds it for a worker (the Team) has
+    both; who uses it takes the face it needs (a role actor a ``WorkQueue``, chores and
+    ``status`` a ``QueueAdmin``)."""
 
 
 class AnswerInbox(Protocol):
@@ -262,24 +281,24 @@ class AnswerInbox(Protocol):
     here, then acked in the queue: no lease is held while a person thinks. Keyed by the
     envelope's id: one envelope waits once, whoever puts it how often."""
 
-    def put(self, item: WaitingAnswer) -> bool:
+    async def put(self, item: WaitingAnswer) -> bool:
         """Keep ``item`` unless its envelope waits already (durable when it returns); whether
         it was put."""
         ...
 
-    def items(self) -> list[WaitingAnswer]:
+    async def items(self) -> list[WaitingAnswer]:
         """Every waiting answer, oldest first (what cannot be read is left out, untouched)."""
         ...
 
-    def renew(self, item: WaitingAnswer) -> None:
+    async def renew(self, item: WaitingAnswer) -> None:
         """Replace the stored item of ``item``'s envelope with ``item`` (a new ``due``)."""
         ...
 
-    def remove(self, item: WaitingAnswer) -> bool:
+    async def remove(self, item: WaitingAnswer) -> bool:
         """Take ``item``'s envelope out of the inbox; whether this call did (``False``: it
         was gone already)."""
         ...
 
-    def counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """Waiting answers per role (roles with none left out), without reading them."""
         ...

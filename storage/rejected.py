@@ -27,13 +27,14 @@ class RejectedEnvelope(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RejectedShelf(Protocol):
-    """The rejected envelopes of a team, on its backend (blocking, like the queue)."""
+    """The rejected envelopes of a team, on its backend (async, like the queue; its blocking
+    face is ``storage.blocking.BlockingRejectedShelf``)."""
 
-    def listing(self) -> list[RejectedEnvelope]:
+    async def listing(self) -> list[RejectedEnvelope]:
         """Every rejected envelope, oldest first."""
         ...
 
-    def requeue(self, request_id: str | None = None) -> int:
+    async def requeue(self, request_id: str | None = None) -> int:
         """Put the rejected envelopes of ``request_id`` (``None``: every one) back in their
         roles' queues, bytes unchanged, and forget their reasons; returns how many."""
         ...

@@ -1,19 +1,19 @@
 """The ContextActor: the one owner of a workspace's request store.
 
-Roles never touch records; they ask this actor (``codecs.context_protocol``) through a
-``ContextHandle``. It answers projections from a per-request digest (read once per record
-version) and publishes each answer it gives (``actors.context._published``), which handles serve
-while the record keeps that version. It is the single writer of records in its process
-(appends go through the ``RecordStore``'s locked, atomic path). It never asks anyone, so no
-cycle of asks can deadlock.
+Roles never touch records; they ask this actor (``codecs.context_asks``: values, in this
+process) through a ``ContextHandle``. It answers projections from a per-request digest (read
+once per record version) and publishes each answer it gives (``actors.context._published``),
+which handles serve while the record keeps that version. It is the single writer of records in
+its process (appends go through the ``RecordStore``'s locked, atomic path). It never asks
+anyone, so no cycle of asks can deadlock.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Hashable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TypeVar, TypeVarTuple
+from typing import Any
 
 import anyio
 import msgspec
@@ -24,7 +24,7 @@ from teams_runtime.actors._mailbox import LATER, Lanes, Later, Mailbox, MailboxS
 from teams_runtime.actors.context._handle import ContextHandle
 from teams_runtime.actors.context._published import PublishedAnswers, Snapshot
 from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
-from teams_runtime.codecs.context_protocol import (
+from teams_runtime.codecs.context_asks import (
     Append,
     Appended,
     ContextAsk,
@@ -36,11 +36,10 @@ from teams_runtime.codecs.context_protocol import (
     Project,
     Recall,
     Recalled,
-    failure_of,
 )
 from teams_runtime.codecs.evidence import append_key_of
 from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json
+from teams_runtime.codecs.request_records import EVENTS_KEY
 from teams_runtime.exceptions import TeamsRuntimeError, UnknownRequestError
 from teams_runtime.policy.digest import (
     RequestDigest,
@@ -60,10 +59,6 @@ from teams_runtime.storage.backends import open_backend
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
 DEFAULT_ASK_TIMEOUT = 30.0
-
-
-T = TypeVar("T")
-Args = TypeVarTuple("Args")
 
 
 def _request_of(message: ContextAsk) -> str | None:
@@ -89,8 +84,8 @@ class ContextActor:
     Each request's asks are answered in a lane of their own (``actors._mailbox.Lanes``): in
     order for one request, never waiting for another's. Its state (the digests, the published
     answers) changes only in its own tasks (the serving task and the lanes), on the event
-    loop; worker threads do the store's blocking work, hand back what they read or built, and
-    change nothing shared.
+    loop, where it awaits the store (the file store runs its blocking work in worker threads
+    of its own, NATS answers on the loop).
     """
 
     def __init__(
@@ -114,9 +109,6 @@ class ContextActor:
             limit="team.requests_in_flight in team_runtime.yaml",
             at_once=self._answer_at_once,
         )
-        # Threads of its own: requests stuck in the store (a held lock, a server away) hold
-        # these, never the threads the rest of the process (the queue, the CLI) needs.
-        self._threads = anyio.CapacityLimiter(requests_in_flight)
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
         self._answers = PublishedAnswers(store.version, max_cached)
@@ -145,14 +137,16 @@ class ContextActor:
             self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
         )
 
+    # An error raised here reaches the asker as it is (the mailbox raises it in the asker's
+    # task): the same object, attributes and all. The actor keeps serving.
     async def _answer(self, message: ContextAsk) -> ContextReply:
         try:
             return await self._dispatch(message)
-        except TeamsRuntimeError as exc:
-            return failure_of(exc)
-        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+        except TeamsRuntimeError:
+            raise
+        except Exception as exc:  # a bug: logged here too, the asker hears of it
             logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
-            return failure_of(exc)
+            raise
 
     def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
         """The answer to a projection ask that needs no waiting (the digest is current, or the
@@ -161,11 +155,11 @@ class ContextActor:
             return LATER
         try:
             answer = self._project_nowait(message.request_id)
-        except TeamsRuntimeError as exc:
-            return failure_of(exc)
-        except Exception as exc:  # a bug: the asker hears of it, the actor keeps serving
+        except TeamsRuntimeError:
+            raise
+        except Exception as exc:  # a bug: logged here too, the asker hears of it
             logger.opt(exception=exc).error("context actor failed on Project")
-            return failure_of(exc)
+            raise
         return LATER if answer is None else answer
 
     async def _dispatch(self, message: ContextAsk) -> ContextReply:
@@ -182,24 +176,16 @@ class ContextActor:
             ):
                 return await self._append(request_id, events, updates, key, unless, expect)
             case Load(request_id=request_id):
-                record = await self._in_thread(self.store.load, request_id)
-                return Loaded(record=record)
+                return Loaded(record=await self.store.load(request_id))
             case Recall(request_id=request_id, key=key):
-                events = await self._in_thread(self._recall, request_id, key)
-                return Recalled(events=events)
+                return Recalled(events=await self._recall(request_id, key))
             case Create(request_id=request_id, record=record):
-                fields = msgspec.json.decode(record)
-                created = await self._in_thread(self.store.create, request_id, fields)
-                return Created(created=created)
+                return Created(created=await self.store.create(request_id, record))
             case _:
                 raise TypeError(f"the context actor does not understand {message!r}")
 
-    async def _in_thread(self, call: Callable[[*Args], T], *args: *Args) -> T:
-        """``call(*args)`` in one of the actor's worker threads (blocking store work)."""
-        return await anyio.to_thread.run_sync(call, *args, limiter=self._threads)
-
-    def _recall(self, request_id: str, key: str) -> list[bytes]:
-        read = self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
+    async def _recall(self, request_id: str, key: str) -> list[bytes]:
+        read = await self.store.read(request_id, tail=IDEMPOTENCY_WINDOW)
         if isinstance(read, IndexedParts):
             last = read.tail
         else:
@@ -223,8 +209,8 @@ class ContextActor:
         answer = self._project_nowait(request_id)
         if answer is not None:
             return answer
-        try:  # a read that waits (a large record, a server): a thread's job
-            current = await self._in_thread(self._read, request_id)
+        try:  # a read that waits (a large record, a server)
+            current = await self._read(request_id)
         except UnknownRequestError:
             self._forget(request_id)  # removed: no answer for it stays published
             raise
@@ -249,16 +235,15 @@ class ContextActor:
     def _current_nowait(self, request_id: str, cached: _Cached | None) -> _Cached | None:
         """``cached`` while the record keeps its version, else the record if the store reads
         it without waiting (a small file: cheaper here than a worker thread's round trip);
-        ``None``: it needs ``_read`` in a worker thread."""
+        ``None``: it needs ``_read``, awaited."""
         if cached is not None and self.store.version(request_id) == cached.version:
             return cached
         read = self.store.read_nowait(request_id, tail=self._tail)
         return None if read is None else self._digest(request_id, read)
 
-    def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (blocking: a worker thread's job; changes nothing
-        shared, the actor files the result in its own tasks)."""
-        return self._digest(request_id, self.store.read(request_id, tail=self._tail))
+    async def _read(self, request_id: str) -> _Cached:
+        """Read and summarise the record (changes nothing shared: the caller files it)."""
+        return self._digest(request_id, await self.store.read(request_id, tail=self._tail))
 
     def _digest(self, request_id: str, read: RecordRead) -> _Cached:
         cached = _digest_of(read, self.config)
@@ -268,23 +253,19 @@ class ContextActor:
     async def _append(
         self,
         request_id: str,
-        events: list[bytes],
-        updates: dict[str, bytes],
+        raw_events: list[msgspec.Raw],
+        raw_updates: dict[str, msgspec.Raw],
         key: str,
-        unless: dict[str, bytes],
-        expect: dict[str, bytes],
+        refuse_if: dict[str, Any],
+        expected: dict[str, Any],
     ) -> Appended:
-        raw_events = [msgspec.Raw(event) for event in events]
-        raw_updates = {name: msgspec.Raw(value) for name, value in updates.items()}
-        refuse_if = {name: msgspec.json.decode(value) for name, value in unless.items()}
-        expected = {name: msgspec.json.decode(value) for name, value in expect.items()}
         cached = self._cache.get(request_id)
         config = self.config
 
-        def write() -> tuple[AppendOutcome, _Cached | None, bool]:
-            """The store's write and, when it takes a build or a read, the new digest (the
-            worker thread's part); True when the loop is to update the cached digest instead."""
-            appended = self.store.append(
+        async def write() -> tuple[AppendOutcome, _Cached | None, bool]:
+            """The store's write and, when it takes a build or a read, the new digest; True
+            when the cached digest is to be updated in place instead."""
+            appended = await self.store.append(
                 request_id, raw_events, raw_updates, key=key, unless=refuse_if, expect=expected
             )
             parts = appended.parts
@@ -301,11 +282,11 @@ class ContextActor:
                 # Every event kept (compaction off): nobody else wrote since we summarised and
                 # the old events kept their bytes, so update in place, no re-read.
                 return appended, None, True
-            read = self.store.read(request_id, tail=self._tail)
+            read = await self.store.read(request_id, tail=self._tail)
             return appended, _digest_of(read, config), False
 
         try:
-            stored, fresh, in_place = await self._in_thread(write)
+            stored, fresh, in_place = await write()
         except BaseException:
             self._answers.retract(request_id)  # it may have changed: the next ask reads
             raise
@@ -314,14 +295,13 @@ class ContextActor:
             # handles asking meanwhile were served it without waiting for the write.
             self._answers.retract(request_id)
         if in_place and cached is not None and stored.parts is not None:
-            # On the loop, not in the thread: the digest is the actor's, changed in its task.
+            # Only once the write is done: the digest is the actor's, changed in its task.
             cached.digest.append(raw_events, raw_updates)
             fresh = _Cached(stored.parts.version, cached.digest)
         if fresh is not None:
             self._remember(request_id, fresh)
-        held = {name: encode_json(value) for name, value in stored.fields.items()}
         return Appended(
-            count=stored.count, applied=stored.applied, refused=stored.refused, fields=held
+            count=stored.count, applied=stored.applied, refused=stored.refused, fields=stored.fields
         )
 
 

@@ -1,7 +1,9 @@
 """``ContextHandle``: what roles hold to ask the ContextActor (``actors.context._actor``).
 
 Every ask goes through the actor's inbox under a deadline, except a projection the actor has
-published an answer for that is still current (``actors.context._published``).
+published an answer for that is still current (``actors.context._published``). Asks and replies
+are values (``codecs.context_asks``): the actor is in this process, so nothing is encoded for
+it that the store does not write, and an error it raises is raised here as the same object.
 """
 
 from __future__ import annotations
@@ -15,20 +17,18 @@ from anyio.lowlevel import checkpoint
 
 from teams_runtime.actors._mailbox import Mailbox
 from teams_runtime.actors.context._published import PublishedAnswers
-from teams_runtime.codecs.context_protocol import (
+from teams_runtime.codecs.context_asks import (
     Append,
     Appended,
     ContextAsk,
     ContextReply,
     Create,
     Created,
-    Failed,
     Load,
     Loaded,
     Project,
     Recall,
     Recalled,
-    raise_failure,
 )
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.projection_reply import Projection
@@ -65,9 +65,8 @@ class ContextHandle:
         message = with_checked_request_id(message)  # an unsafe id never reaches the actor
         writes = isinstance(message, Append | Create)
         timeout = self.write_timeout if writes else self.ask_timeout
+        # An error the actor raised is raised by the mailbox here: the same exception object.
         reply: ContextReply = await self._mailbox.ask(message, timeout=timeout)
-        if isinstance(reply, Failed):
-            raise_failure(reply)
         return reply
 
     async def project(
@@ -137,13 +136,16 @@ class ContextHandle:
         A refusal's ``fields`` say what the record held instead."""
         check_request_id(request_id)
         stamped = [{**event, "append_key": key} for event in events] if key else events
+        # Events and updates are encoded once, here: those bytes are what the store writes.
         message = Append(
             request_id=request_id,
-            events=[bytes(encode_event(event)) for event in stamped],
-            updates={name: encode_json(value) for name, value in (updates or {}).items()},
+            events=[encode_event(event) for event in stamped],
+            updates={
+                name: msgspec.Raw(encode_json(value)) for name, value in (updates or {}).items()
+            },
             key=key or "",
-            unless={name: encode_json(value) for name, value in (unless or {}).items()},
-            expect={name: encode_json(value) for name, value in (expect or {}).items()},
+            unless=dict(unless or {}),
+            expect=dict(expect or {}),
         )
         reply = await self._ask(message)
         assert isinstance(reply, Appended)
@@ -174,6 +176,6 @@ class ContextHandle:
 
     async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
         """Create the record unless it exists; returns whether it was created."""
-        reply = await self._ask(Create(request_id=request_id, record=encode_json(record)))
+        reply = await self._ask(Create(request_id=request_id, record=dict(record)))
         assert isinstance(reply, Created)
         return reply.created

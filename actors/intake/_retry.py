@@ -116,7 +116,7 @@ async def retry_with(
             "submit); nothing was queued by this one."
         )
     try:
-        await anyio.to_thread.run_sync(queue.put, envelope)
+        await queue.put(envelope)
     except TeamsRuntimeError as exc:
         await _undo(context, request_id, role, now)
         raise TeamsRuntimeError(
@@ -182,5 +182,5 @@ async def requeue_rejected(workspace: str | Path, request_id: str | None) -> int
     """Put the rejected envelopes of ``request_id`` (``None``: all) back in their queues;
     how many."""
     async with open_backend(Workspace(workspace)) as backend:
-        moved: int = await anyio.to_thread.run_sync(backend.rejected.requeue, request_id)
+        moved: int = await backend.rejected.requeue(request_id)
     return moved

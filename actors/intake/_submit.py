@@ -141,7 +141,7 @@ async def _extend(
         )
         if not appended.refused:
             return (status if finished else ""), epoch
-        state = RequestState.of({k: msgspec.json.decode(v) for k, v in appended.fields.items()})
+        state = RequestState.of(appended.fields)
     raise TeamsRuntimeError(
         f"request {request_id}: other writers changed its status {MAX_RACES} times in a row; "
         "nothing was queued (submit again)."
@@ -166,7 +166,7 @@ async def submit_with(
     if not created:
         reopened, epoch = await _extend(context, envelope, now, reopen=reopen, by=by)
     envelope = msgspec.structs.replace(envelope, epoch=epoch)
-    ticket = await anyio.to_thread.run_sync(queue.put, envelope)
+    ticket = await queue.put(envelope)
     return Submission(envelope.request_id, created, ticket, reopened)
 
 
@@ -226,7 +226,7 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
         open_context(root.root, store=backend.store) as context,
     ):
         already = await _cancel(context, request_id)
-        dropped = await anyio.to_thread.run_sync(backend.queue.drop, request_id)
+        dropped = await backend.queue.drop(request_id)
     return Cancellation(request_id, already, dropped)
 
 
@@ -247,7 +247,7 @@ async def _cancel(context: ContextHandle, request_id: str) -> bool:
         )
         if not appended.refused:
             return False
-        state = RequestState.of({k: msgspec.json.decode(v) for k, v in appended.fields.items()})
+        state = RequestState.of(appended.fields)
     raise TeamsRuntimeError(
         f"request {request_id}: other writers changed it {MAX_RACES} times in a row while it "
         "was being cancelled; nothing was written (cancel again)."

@@ -30,7 +30,6 @@ anything else the server said beyond its status code: reasons are content-free.
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import AsyncIterator
 
 import anyio
@@ -63,6 +62,7 @@ from teams_runtime.codecs.model import (
     response_format,
 )
 from teams_runtime.exceptions import ConfigError, ModelFailure, PromptTooLarge
+from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
@@ -70,6 +70,7 @@ __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAI
 # The wait before the first retry without Retry-After; it doubles each time, up to the max.
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 30.0
+_BACKOFF_JITTER = 0.5  # each wait cut by a random part of up to half
 # Statuses that say the server cannot serve now, whoever asks: after the retries, away.
 _AWAY_STATUSES = frozenset({429, 502, 503, 504})
 
@@ -262,8 +263,10 @@ class OpenAIBackend:
                     raise _Away(reason)
                 raise ModelFailure(reason, output=answer.said)
             return answer.wait
-        backoff = min(BACKOFF_FIRST_SECONDS * 2.0**retry, BACKOFF_MAX_SECONDS)
-        return backoff * random.uniform(0.5, 1.0)  # jitter: clients that failed together spread
+        # Jittered: clients that failed together spread out.
+        return backoff_delay(
+            retry, first=BACKOFF_FIRST_SECONDS, cap=BACKOFF_MAX_SECONDS, jitter=_BACKOFF_JITTER
+        )
 
     async def _request(
         self,

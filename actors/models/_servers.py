@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import random
 from pathlib import Path
 
 import anyio
@@ -42,6 +41,7 @@ from teams_runtime.codecs.server_records import (
     file_key,
 )
 from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage.local_files import write_atomic
 from teams_runtime.storage.workspace import Workspace
 
@@ -116,9 +116,11 @@ class ModelServer:
         return False
 
     def _backoff(self) -> float:
-        wait = min(PROBE_FIRST_SECONDS * 2.0**self._probes, PROBE_MAX_SECONDS)
+        wait = backoff_delay(
+            self._probes, first=PROBE_FIRST_SECONDS, cap=PROBE_MAX_SECONDS, jitter=0.5
+        )
         self._probes += 1
-        return wait * random.uniform(0.5, 1.0)
+        return wait
 
     async def away(self, reason: str, probing: bool, period: int) -> None:
         """A call sent in ``period`` found the server away (``reason``: content-free). The

@@ -163,12 +163,12 @@ class RoleActor:
         self._on_finished(claim, outcome)
 
     async def _reject(self, claim: Claim, reason: str) -> Outcome:
-        await anyio.to_thread.run_sync(self._queue.reject, claim, reason)
+        await self._queue.reject(claim, reason)
         return "rejected"
 
     async def _release(self, claim: Claim) -> Outcome:
         """Defer the envelope; any worker takes it again when its next attempt is due."""
-        due = await anyio.to_thread.run_sync(self._queue.release, claim)
+        due = await self._queue.release(claim)
         request_id = claim.envelope.request_id if claim.envelope is not None else "-"
         self._log.bind(request_id=request_id).info(
             "{}: envelope of request {} deferred; next attempt in {:.0f} s",
@@ -196,7 +196,7 @@ class RoleActor:
                     envelope.request_id,
                     ended.status,
                 )
-                await anyio.to_thread.run_sync(self._queue.done, claim)
+                await self._queue.done(claim)
                 return "done"
             except ModelFailure as exc:
                 return await self._model_failed(envelope, claim, str(exc))
@@ -232,7 +232,7 @@ class RoleActor:
         await queue_recorded_follow_up(
             self._context, self._queue, self.role, envelope, recorded, cast=self._cast
         )
-        await anyio.to_thread.run_sync(self._queue.done, claim)
+        await self._queue.done(claim)
         return "done"
 
     async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
@@ -257,7 +257,7 @@ class RoleActor:
         if state.ended:
             raise RequestEnded(envelope.request_id, state.ended)
         if state.is_stale(envelope):  # cancelled and reopened since: nobody waits for it now
-            await anyio.to_thread.run_sync(self._queue.done, claim)
+            await self._queue.done(claim)
             return "done"
         assert self._inbox is not None  # checked when the role was made
         try:

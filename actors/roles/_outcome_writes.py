@@ -86,7 +86,7 @@ async def queue_recorded_follow_up(
         and not state.is_stale(follow_up)
         and not await context.recall(request_id, outcome_key(follow_up.target, follow_up))
     ):
-        await anyio.to_thread.run_sync(queue.put, follow_up)
+        await queue.put(follow_up)
 
 
 class OutcomeWriter:
@@ -111,7 +111,7 @@ class OutcomeWriter:
         try:
             with anyio.CancelScope(shield=True):
                 recorded = await self.record(envelope, decide, state)
-                await anyio.to_thread.run_sync(self._queue.done, claim)
+                await self._queue.done(claim)
         except (TeamsRuntimeError, OSError) as exc:  # e.g. disk full, stopping: nothing lost
             self._log.bind(request_id=envelope.request_id).error(
                 "{}: outcome for request {} not saved ({}); its envelope is deferred",
@@ -136,9 +136,9 @@ class OutcomeWriter:
         # Not applied: another delivery of this envelope recorded its outcome and queued its
         # follow-up already (a worker that hung past its lease, a second answer).
         if plan.follow_up is not None and recorded.applied:
-            await anyio.to_thread.run_sync(self._queue.put, plan.follow_up)
+            await self._queue.put(plan.follow_up)
         if plan.drop_queued and recorded.applied:
-            await anyio.to_thread.run_sync(self._queue.drop, envelope.request_id)
+            await self._queue.drop(envelope.request_id)
         return recorded
 
     async def _write(
@@ -161,9 +161,7 @@ class OutcomeWriter:
             )
             if not appended.refused:
                 return Recorded(plan=plan, state=state, applied=appended.applied)
-            state = RequestState.of(
-                {name: msgspec.json.decode(value) for name, value in appended.fields.items()}
-            )
+            state = RequestState.of(appended.fields)
         raise TeamsRuntimeError(
             f"request {envelope.request_id}: other writers changed it {MAX_RACES} times in a "
             "row while this outcome was being written; nothing was written (retried later)."

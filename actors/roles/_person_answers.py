@@ -95,7 +95,7 @@ async def _waiting_item(
 ) -> WaitingAnswer:
     """``pick_waiting`` over what waits in ``inbox`` now; when nothing matches, the refusal
     says why, as the request's record tells."""
-    items = await anyio.to_thread.run_sync(inbox.items)
+    items = await inbox.items()
     try:
         return pick_waiting(items, wanted, role)
     except _NothingWaits:
@@ -220,7 +220,7 @@ async def record_answer(
         recorded = await context.recall(request_id, outcome_key(role, item.envelope))
         if recorded:  # answered before, and that answer stopped short of removing it
             await queue_recorded_follow_up(context, queue, role, item.envelope, recorded, cast=cast)
-            await anyio.to_thread.run_sync(inbox.remove, item)
+            await inbox.remove(item)
             raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
                                 "this one was not.")  # fmt: skip
         decide = _answer_plan(item, result, now_iso(), max_hops=max_hops, cast=cast)
@@ -229,9 +229,9 @@ async def record_answer(
         try:
             written = await writer.record(item.envelope, decide, state)
         except AnswerRefused:
-            await anyio.to_thread.run_sync(inbox.remove, item)  # its request ended, or moved on
+            await inbox.remove(item)  # its request ended, or moved on
             raise
-        await anyio.to_thread.run_sync(inbox.remove, item)
+        await inbox.remove(item)
     if not written.applied:
         raise AnswerRefused(
             f"request {request_id}: another answer to the {role} role was recorded at the "

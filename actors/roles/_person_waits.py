@@ -88,8 +88,8 @@ async def wait_for_person(
     now = time.time()
     within = model.answer_seconds
     item = WaitingAnswer(envelope=envelope, since=now, due=None if within is None else now + within)
-    put = await anyio.to_thread.run_sync(inbox.put, item)
-    await anyio.to_thread.run_sync(queue.done, claim)
+    put = await inbox.put(item)
+    await queue.done(claim)
     logger.bind(role=envelope.target, request_id=envelope.request_id).info(
         "{}: request {} waits for a person's answer (envelope {}{})",
         envelope.target,
@@ -121,7 +121,7 @@ async def _settled(
                 return False
     except RecordError:
         return False
-    await anyio.to_thread.run_sync(inbox.remove, item)
+    await inbox.remove(item)
     return True
 
 
@@ -138,7 +138,7 @@ async def handle_overdue(
     within = model.answer_seconds or max((item.due or now) - item.since, 1.0)
     if model.on_failure == "requeue":
         again = msgspec.structs.replace(item, due=now + within, renewals=item.renewals + 1)
-        await anyio.to_thread.run_sync(inbox.renew, again)
+        await inbox.renew(again)
         log.warning(
             "{}: no answer for request {} within {:g} s; it waits again (renewal {})",
             item.role,
@@ -156,7 +156,7 @@ async def handle_overdue(
         written = await writer.record(
             item.envelope, lambda at: plan_for(at, failure, item.envelope), state
         )
-        await anyio.to_thread.run_sync(inbox.remove, item)
+        await inbox.remove(item)
         if written.applied:
             log.warning(
                 "{}: no answer for request {} within {:g} s; the request failed",
@@ -183,7 +183,7 @@ async def tidy_inbox(
     waiting: list[WaitingAnswer] = []
     timed_out: list[WaitingAnswer] = []
     renewed: list[WaitingAnswer] = []
-    for item in await anyio.to_thread.run_sync(inbox.items):
+    for item in await inbox.items():
         if roles is not None and item.role not in roles:
             continue
         try:

@@ -19,7 +19,7 @@ from teams_runtime.actors.team._reports import RunSummary
 from teams_runtime.codecs.config import Cast, ModelConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.storage import AnswerInbox, WorkQueue
+from teams_runtime.storage import AnswerInbox, BackendQueue
 
 __all__ = ["INBOX_SECONDS", "RESTORE_SECONDS", "TeamChores"]
 
@@ -32,7 +32,7 @@ class TeamChores:
 
     def __init__(
         self,
-        queue: WorkQueue,
+        queue: BackendQueue,
         inbox: AnswerInbox,
         context: ContextHandle,
         model_for: Callable[[str], ModelConfig],
@@ -77,7 +77,7 @@ class TeamChores:
             return
         self._last_restore = now
         try:
-            restored = await anyio.to_thread.run_sync(self._queue.restore_deferred)
+            restored = await self._queue.restore_deferred()
         except (TeamsRuntimeError, OSError) as exc:
             logger.warning("deferred envelopes not looked at ({}); trying again", exc)
             return

@@ -12,12 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import anyio
-
 from teams_runtime._logs import logger
 from teams_runtime.actors.team._reports import RunSummary
 from teams_runtime.actors.team._unserved_roles import UnservedRoles
-from teams_runtime.storage import WorkQueue
+from teams_runtime.storage import QueueAdmin
 
 __all__ = ["OnceWait"]
 
@@ -38,12 +36,12 @@ class OnceWait:
         else:
             self._mine_deferred.discard(envelope_id)
 
-    async def next_wait(self, queue: WorkQueue, summary: RunSummary) -> float | None:
+    async def next_wait(self, queue: QueueAdmin, summary: RunSummary) -> float | None:
         """``0`` while other workers' envelopes wait or are claimed (one may come its way),
         else the seconds until the first envelope it deferred itself is due, if that is
         within its ``deferred_wait`` (in all); ``None``: done (what it leaves is then in
-        ``summary``). Reads the queue in a worker thread."""
-        snapshot = await anyio.to_thread.run_sync(queue.snapshot)
+        ``summary``). Awaits the queue's snapshot."""
+        snapshot = await queue.snapshot()
         if any(snapshot.waiting.values()) or any(snapshot.claimed.values()):
             notice = self._unserved.look(snapshot.waiting)
             if notice is not None:

@@ -36,9 +36,9 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.pricing import card_for
 from teams_runtime.storage import (
     AnswerInbox,
+    BackendQueue,
     Claim,
     RecordStore,
-    WorkQueue,
     Workspace,
     load_team_config,
 )
@@ -67,7 +67,7 @@ class Team:
         poll_interval: float = 0.1,
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
-        queue: WorkQueue | None = None,
+        queue: BackendQueue | None = None,
         inbox: AnswerInbox | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
@@ -118,7 +118,7 @@ class Team:
         return self._store
 
     @property
-    def queue(self) -> WorkQueue:
+    def queue(self) -> BackendQueue:
         """The work queue, while it is open (given, or inside ``run`` or ``async with``)."""
         if self._queue is None:
             raise RuntimeError("the Team's queue is open only while it runs (Team.run)")
@@ -195,9 +195,9 @@ class Team:
 
     async def status(self) -> list[RoleStatus]:
         """Each served role's work now, outcomes so far and queued envelopes. Reads only how
-        many envelopes wait per role (``WorkQueue.waiting``: a listing per role folder, or one
-        round of consumer infos on NATS), in a worker thread so the roles are not held up;
-        call it at a human pace (a live view: a few times a second)."""
+        many envelopes wait per role (``QueueAdmin.waiting``: a listing per role folder, or one
+        round of consumer infos on NATS), awaited so the roles are not held up; call it at a
+        human pace (a live view: a few times a second)."""
         # What the roles hold is taken before the queue is read: an envelope is claimed (out
         # of `waiting`) before its role gets it, so one shown at work is never counted queued.
         now = {
@@ -205,11 +205,11 @@ class Team:
             for role, actor in self.roles.items()
         }
         queue, inbox = self._queue, self._inbox
-        waiting = await anyio.to_thread.run_sync(queue.waiting) if queue is not None else {}
+        waiting = await queue.waiting() if queue is not None else {}
         # People's answers are counted only when this worker serves a person's role.
         answers = {}
         if inbox is not None and self.people:
-            answers = await anyio.to_thread.run_sync(inbox.counts)
+            answers = await inbox.counts()
         return [
             RoleStatus(
                 role=role,
@@ -232,7 +232,7 @@ class Team:
             # Claim only what this worker can start now: an envelope claimed and left waiting
             # here is one another worker could be handling.
             room = self._concurrency[role] - self._busy[role]
-            claims = await anyio.to_thread.run_sync(self.queue.claim, role, room)
+            claims = await self.queue.claim(role, room)
             for claim in claims:
                 self._in_flight += 1
                 self._busy[role] += 1
@@ -285,7 +285,7 @@ class Team:
                 await self._progress.wait()
 
     async def _renew_lease(self) -> None:
-        if not await anyio.to_thread.run_sync(self.queue.renew):
+        if not await self.queue.renew():
             logger.warning(
                 "the worker's lease could not be renewed ({}); retrying", self.queue.renew_trouble
             )
@@ -359,7 +359,7 @@ class Team:
                 await self.starter.aclose()  # the roles have stopped: no model is running
                 await anyio.to_thread.run_sync(self.tracing.close)  # the spans still buffered
                 try:
-                    await anyio.to_thread.run_sync(self.queue.retire)
+                    await self.queue.retire()
                 except (TeamsRuntimeError, OSError) as exc:  # its lease runs out instead
                     logger.error("the worker could not hand its envelopes back: {}", exc)
         summary = self.summary

@@ -19,7 +19,7 @@ import msgspec
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.storage import Claim, QueueSnapshot, Stray, WorkQueue
+from teams_runtime.storage import Claim, WorkQueue
 
 __all__ = [
     "NO_TRACING",
@@ -117,47 +117,29 @@ class _StampingQueue:
     def worker_id(self) -> str:
         return str(getattr(self._queue, "worker_id", "-"))
 
-    def put(self, envelope: MessageEnvelope) -> str:
+    async def put(self, envelope: MessageEnvelope) -> str:
         traceparent = self._tracing.traceparent()
         if traceparent is not None:
             envelope = msgspec.structs.replace(envelope, traceparent=traceparent)
-        return self._queue.put(envelope)
+        return await self._queue.put(envelope)
 
-    def claim(self, role: str, limit: int) -> list[Claim]:
-        return self._queue.claim(role, limit)
+    async def claim(self, role: str, limit: int) -> list[Claim]:
+        return await self._queue.claim(role, limit)
 
-    def done(self, claim: Claim) -> None:
-        self._queue.done(claim)
+    async def done(self, claim: Claim) -> None:
+        await self._queue.done(claim)
 
-    def release(self, claim: Claim) -> float:
-        return self._queue.release(claim)
+    async def release(self, claim: Claim) -> float:
+        return await self._queue.release(claim)
 
-    def reject(self, claim: Claim, reason: str) -> None:
-        self._queue.reject(claim, reason)
+    async def reject(self, claim: Claim, reason: str) -> None:
+        await self._queue.reject(claim, reason)
 
-    def drop(self, request_id: str) -> int:
-        return self._queue.drop(request_id)
+    async def drop(self, request_id: str) -> int:
+        return await self._queue.drop(request_id)
 
-    def renew(self) -> bool:
-        return self._queue.renew()
+    async def renew(self) -> bool:
+        return await self._queue.renew()
 
-    def restore_deferred(self) -> int:
-        return self._queue.restore_deferred()
-
-    def retire(self) -> None:
-        self._queue.retire()
-
-    def counts(self) -> dict[str, int]:
-        return self._queue.counts()
-
-    def snapshot(self) -> QueueSnapshot:
-        return self._queue.snapshot()
-
-    def waiting(self) -> dict[str, int]:
-        return self._queue.waiting()
-
-    def strays(self) -> list[Stray]:
-        return self._queue.strays()
-
-    def set_aside_strays(self) -> int:
-        return self._queue.set_aside_strays()
+    async def retire(self) -> None:
+        await self._queue.retire()

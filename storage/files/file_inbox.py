@@ -7,8 +7,8 @@ of the file backend.
 (a worker that crashed after putting it and before acking its claim puts it again). A file is
 created whole or not at all (``local_files.create_new``) and replaced atomically when renewed.
 Role folders are whatever folders the inbox holds: role names are values, not a fixed list.
-Every folder is opened without following links. Blocking code: callers in coroutines use a
-worker thread.
+Every folder is opened without following links. Blocking code: coroutines await it through
+``files.threaded`` (a worker thread per call).
 """
 
 from __future__ import annotations

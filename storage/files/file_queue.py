@@ -17,8 +17,8 @@ claims of a worker whose lease is older than ``lease_seconds`` go back to the wa
 where any worker takes them, and a lease ``STALE_LEASES`` times older than that (a worker
 long dead) is removed. Every folder is opened without following links and every file is
 moved relative to its folder's descriptor (``files.folder``): nothing is ever read, moved or
-removed outside the workspace through a planted link. Blocking code: callers in coroutines use
-a worker thread.
+removed outside the workspace through a planted link. Blocking code: coroutines await it
+through ``files.threaded`` (a worker thread per call).
 """
 
 from __future__ import annotations

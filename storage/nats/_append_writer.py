@@ -13,7 +13,6 @@ and never read as events.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from teams_runtime.codecs.record_heads import (
 )
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, encode_json
 from teams_runtime.exceptions import BackendError, RecordError
+from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage._append_checks import condition_fields, field_holds, fields_are
 from teams_runtime.storage.nats._head_changes import Prepared, advanced_head
 from teams_runtime.storage.nats._names import token_of
@@ -125,9 +125,8 @@ class AppendWriter:
             except _Retry as retry:
                 losses += 1
                 delay = retry.delay
-                if delay is None:
-                    delay = min(_MAX_DELAY, _BUSY_DELAY * 2 ** min(losses, 16))
-                    delay *= random.uniform(0.5, 1.0)  # writers that lost together spread out
+                if delay is None:  # jittered: writers that lost together spread out
+                    delay = backoff_delay(losses, first=_BUSY_DELAY, cap=_MAX_DELAY, jitter=0.5)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RecordError(

@@ -5,11 +5,11 @@ backend needs on the server when it is missing (``layout``), and closes the clie
 scope ends: the Team's run, ``open_context``, a command (``storage.backends``). Nothing is
 shared between scopes, and nothing outlives them.
 
-The stores and queues are blocking (the actors call them from worker threads); ``call`` hands a
-coroutine to the owning loop through anyio (``from_thread.run``) and waits for it. Calls that
-fail because the server is away (restarting, a network blip) are retried until
-``retry_seconds`` pass: the client reconnects by itself meanwhile, so a worker rides out a
-server restart.
+The stores and queues are async, called on this loop (``run``): no thread between an actor
+and the client. Calls that fail because the server is away (restarting, a network blip) are
+retried until ``retry_seconds`` pass: the client reconnects by itself meanwhile, so a worker
+rides out a server restart. Blocking code (a command, with the loop in anyio's blocking
+portal) reaches them through ``call`` (``storage.blocking``'s views).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from functools import partial
 from typing import Any, TypeVar
 
 import anyio
@@ -37,6 +36,7 @@ from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError
+from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage.nats._layout import ensure_layout
 from teams_runtime.storage.nats._names import NatsNames
 from teams_runtime.storage.nats._server_errors import (
@@ -53,6 +53,8 @@ _T = TypeVar("_T")
 
 _LISTING_TRIES = 5  # listings of a KV bucket before an empty one is believed
 _CLOSING_SECONDS = 5.0  # how long closing waits for the client to say goodbye
+_RETRY_FIRST = 0.05  # the first wait for a server away, doubled each time up to...
+_RETRY_CAP = 1.0  # ...this (not jittered: the client reconnects by itself meanwhile)
 
 
 @contextlib.asynccontextmanager
@@ -148,29 +150,26 @@ class NatsConnection:
         closes."""
         self._subscriptions.append(subscription)
 
-    # --- running coroutines, from the loop or from blocking code -----------------------------
+    # --- running coroutines, on the loop or from blocking code -------------------------------
 
-    def call(
-        self,
-        make: Callable[[], Awaitable[_T]],
-        *,
-        what: str = "a request",
-        patience: float | None = None,
-    ) -> _T:
-        """``run`` from blocking code: a worker thread of the loop that opened the connection
-        (``anyio.to_thread``), or a thread outside any event loop (a command's, with the loop
-        in anyio's blocking portal). Raises ``RuntimeError`` on the loop's own thread, where
-        waiting would hold up the loop the call needs."""
+    def call(self, make: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``make()`` on the connection's loop from blocking code (a thread outside that
+        loop: a command's, with the loop in anyio's blocking portal) and wait for it; the
+        way ``storage.blocking``'s views reach the async stores. Raises ``RuntimeError`` on
+        the loop's own thread, where waiting would hold up the loop the call needs, and
+        ``BackendError`` once the connection's scope has ended."""
         if self._open_now and threading.get_ident() == self._loop_thread:
             raise RuntimeError(
-                f"a blocking NATS call ({what}) on the event loop would wait for itself; "
-                "call the store or queue from a worker thread (anyio.to_thread.run_sync)."
+                "a blocking NATS call on the event loop would wait for itself; await the "
+                "store or queue (its async methods) instead."
             )
         self._check_open()
+
+        async def made() -> _T:
+            return await make()
+
         try:
-            return anyio.from_thread.run(
-                partial(self.run, make, what=what, patience=patience), token=self._token
-            )
+            return anyio.from_thread.run(made, token=self._token)
         except anyio.RunFinishedError:
             raise self._closed_error() from None
 
@@ -189,7 +188,7 @@ class NatsConnection:
         self._check_open()
         patience = self.settings.retry_seconds if patience is None else patience
         deadline = time.monotonic() + patience
-        delay = 0.05
+        tries = 0
         while True:
             try:
                 with anyio.fail_after(self.settings.retry_seconds + 10):
@@ -216,8 +215,8 @@ class NatsConnection:
                     f"{what} on the NATS server at {self.settings.shown_url} failed "
                     f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
                 ) from None
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            await anyio.sleep(backoff_delay(tries, first=_RETRY_FIRST, cap=_RETRY_CAP))
+            tries += 1
 
     def _check_open(self) -> None:
         if self._closed:

@@ -47,7 +47,7 @@ class NatsAnswerInbox:
             self._kv = await self.connection.js.key_value(self.names.inbox)
         return self._kv
 
-    def put(self, item: WaitingAnswer) -> bool:
+    async def put(self, item: WaitingAnswer) -> bool:
         async def put() -> bool:
             try:
                 await (await self._bucket()).create(_key(item), encode_waiting(item))
@@ -55,16 +55,16 @@ class NatsAnswerInbox:
                 return False  # it waits already (put again after a crash, or by another host)
             return True
 
-        created: bool = self.connection.call(put, what="an inbox put")
+        created: bool = await self.connection.run(put, what="an inbox put")
         return created
 
-    def renew(self, item: WaitingAnswer) -> None:
+    async def renew(self, item: WaitingAnswer) -> None:
         async def renew() -> None:
             await (await self._bucket()).put(_key(item), encode_waiting(item))
 
-        self.connection.call(renew, what="an inbox renewal")
+        await self.connection.run(renew, what="an inbox renewal")
 
-    def remove(self, item: WaitingAnswer) -> bool:
+    async def remove(self, item: WaitingAnswer) -> bool:
         async def remove() -> bool:
             bucket = await self._bucket()
             try:
@@ -77,13 +77,13 @@ class NatsAnswerInbox:
                     return False  # removed (or renewed) by someone else meanwhile
                 raise
 
-        removed: bool = self.connection.call(remove, what="an inbox removal")
+        removed: bool = await self.connection.run(remove, what="an inbox removal")
         return removed
 
     async def _keys(self) -> list[str]:
         return await self.connection.bucket_keys(await self._bucket(), self.names.inbox)
 
-    def items(self) -> list[WaitingAnswer]:
+    async def items(self) -> list[WaitingAnswer]:
         async def look() -> list[WaitingAnswer]:
             bucket = await self._bucket()
 
@@ -98,10 +98,10 @@ class NatsAnswerInbox:
             found = await asyncio.gather(*(one(key) for key in await self._keys()))
             return [item for item in found if item is not None]
 
-        items: list[WaitingAnswer] = self.connection.call(look, what="an inbox listing")
+        items: list[WaitingAnswer] = await self.connection.run(look, what="an inbox listing")
         return sorted(items, key=lambda item: (item.since, item.envelope_id))
 
-    def counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         async def look() -> dict[str, int]:
             counts: dict[str, int] = {}
             for key in await self._keys():
@@ -110,5 +110,5 @@ class NatsAnswerInbox:
                     counts[role] = counts.get(role, 0) + 1
             return counts
 
-        counts: dict[str, int] = self.connection.call(look, what="an inbox count")
+        counts: dict[str, int] = await self.connection.run(look, what="an inbox count")
         return counts

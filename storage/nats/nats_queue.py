@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio.lowlevel
 import msgspec
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -89,7 +89,6 @@ class NatsWorkQueue:
         self._retry = retry or RetrySchedule()
         self._clock = clock  # when deferred envelopes are due
         self._held: dict[str, _Held] = {}
-        self._held_lock = threading.Lock()
         self._leases = LeaseBucket(connection, self.worker_id, self._holds)
         # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
         # each publish), so an idle worker's claim asks the server only when there may be
@@ -127,7 +126,7 @@ class NatsWorkQueue:
 
     # --- putting and taking --------------------------------------------------------------
 
-    def put(self, envelope: MessageEnvelope) -> str:
+    async def put(self, envelope: MessageEnvelope) -> str:
         """Queue an envelope (durable once the server acknowledged it); one without an
         ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
         envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
@@ -138,24 +137,28 @@ class NatsWorkQueue:
         subject = self.names.waiting_subject(envelope.target, token_of(envelope.request_id))
         data = fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
-        ack = self.connection.call(
+        ack = await self.connection.run(
             lambda: self._js.publish(subject, data, headers=headers), what="a queue put"
         )
         return f"{self.names.queue}/{ack.seq}"
 
-    def claim(self, role: str, limit: int) -> list[Claim]:
+    async def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
             return []
         check_role(role, self.roles)
         if self._doorbell is None:
-            self.connection.call(self._listen_for_puts, what="a queue subscription")
+            await self.connection.run(self._listen_for_puts, what="a queue subscription")
+        if not self._maybe_work[role]:
+            # A ring that came in with the last answer (a put's ack follows the put's own
+            # delivery to the doorbell) is heard first: its callback runs on this loop.
+            await anyio.lowlevel.checkpoint()
         now = time.monotonic()
         if not self._maybe_work[role] and now - self._last_pull[role] < RECHECK_SECONDS:
             return []
         self._maybe_work[role] = False  # before the pull: a put meanwhile rings again
         self._last_pull[role] = now
         consumer = self.names.role_consumer(role)
-        messages = self.connection.call(
+        messages = await self.connection.run(
             lambda: pull_now(self.connection.client, self.names.queue, consumer, limit),
             what="a queue claim",
         )
@@ -166,8 +169,7 @@ class NatsWorkQueue:
             seq = msg.metadata.sequence.stream
             ticket = f"{self.names.queue}/{seq}"
             request_token = msg.subject.rsplit(".", 1)[-1]  # the consumer's filter: 4 tokens
-            with self._held_lock:
-                self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
+            self._held[ticket] = _Held(msg.reply, role, request_token, msg.data)
             try:
                 envelope = decode_envelope(msg.data, role, ticket, f"env-{self.names.queue}-{seq}")
                 check_subject(envelope, request_token, ticket)
@@ -175,18 +177,17 @@ class NatsWorkQueue:
             except EnvelopeError as exc:
                 claims.append(Claim(ticket, role, None, str(exc)))
         if claims:
-            self._tell_holds()  # `status` shows them held now, not at the next renewal
+            await self._tell_holds()  # `status` shows them held now, not at the next renewal
         return claims
 
     def _take(self, claim: Claim) -> _Held | None:
-        with self._held_lock:
-            return self._held.pop(claim.ticket, None)
+        return self._held.pop(claim.ticket, None)
 
     async def _ack(self, reply: str) -> None:
         # A request, not a publish: when it returns, the server has removed the envelope.
         await self.connection.client.request(reply, b"+ACK", timeout=5)
 
-    def _finish(
+    async def _finish(
         self,
         claim: Claim,
         what: str,
@@ -209,24 +210,23 @@ class NatsWorkQueue:
                 await self._js.publish(subject, data, headers=headers)
             await asyncio.gather(self._ack(held.reply), self._leases.write(must=False))
 
-        self.connection.call(finish, what=what)
+        await self.connection.run(finish, what=what)
 
-    def done(self, claim: Claim) -> None:
-        self._finish(claim, "a queue ack")
+    async def done(self, claim: Claim) -> None:
+        await self._finish(claim, "a queue ack")
 
-    def release(self, claim: Claim) -> float:
+    async def release(self, claim: Claim) -> float:
         """Defer the envelope: published on its deferred subject, its bytes counting the
         deferral, its next attempt in a header."""
         now = self._clock()
-        with self._held_lock:
-            held = self._held.get(claim.ticket)
+        held = self._held.get(claim.ticket)
         if held is None:
             return now  # finished before: nothing to defer
         _, deferrals = deferral_view(held.data)
         next_attempt = now + self._retry.delay(deferrals + 1)
         # A retry after a lost answer puts it there once.
         headers = {**_once("deferred", claim.ticket), NEXT_ATTEMPT_HEADER: repr(next_attempt)}
-        self._finish(
+        await self._finish(
             claim,
             "a queue release",
             self.names.deferred_subject,
@@ -235,13 +235,13 @@ class NatsWorkQueue:
         )
         return next_attempt
 
-    def reject(self, claim: Claim, reason: str) -> None:
+    async def reject(self, claim: Claim, reason: str) -> None:
         # A header is one line: the reason is content-free, but keep it one line and short.
         headers = {
             REASON_HEADER: " ".join(reason.split())[:2000] or "-",
             **_once("rejected", claim.ticket),
         }
-        self._finish(claim, "a queue reject", self.names.rejected_subject, headers)
+        await self._finish(claim, "a queue reject", self.names.rejected_subject, headers)
 
     async def _queue_again(
         self, role: str, token: str, data: bytes, *, step: str, ticket: str, reply: str
@@ -253,25 +253,24 @@ class NatsWorkQueue:
         await self._js.publish(subject, data, headers=_once(step, ticket))
         await self._ack(reply)
 
-    def drop(self, request_id: str) -> int:
+    async def drop(self, request_id: str) -> int:
         """Remove the waiting and deferred envelopes of ``request_id``; returns how many.
 
         Waiting means never handed to a worker (after the role consumer's last delivery): an
         envelope a worker holds stays with it, as a claimed file does, and its role finds the
         request cancelled when it records the outcome."""
         token = token_of(check_request_id(request_id))
-        dropped: int = self.connection.call(
+        dropped: int = await self.connection.run(
             lambda: drop_waiting_and_deferred(self.connection, token), what="a queue drop"
         )
         return dropped
 
     # --- the worker's lease --------------------------------------------------------------
 
-    def renew(self) -> bool:
+    async def renew(self) -> bool:
         """Tell the server this worker still works on its claims (in-progress acks, which
         restart their ack wait) and renew its lease entry; ``False`` if the server is away."""
-        with self._held_lock:
-            held = list(self._held.values())
+        held = list(self._held.values())
 
         async def renew() -> None:
             for item in held:
@@ -279,25 +278,24 @@ class NatsWorkQueue:
             await self._leases.write(must=True)
 
         try:
-            self.connection.call(renew, what="a lease renewal", patience=5.0)
+            await self.connection.run(renew, what="a lease renewal", patience=5.0)
         except BackendError:
             return False
         return True
 
     def _holds(self) -> list[str]:
         """What this worker holds now, as its lease entry lists it (``role:request id``)."""
-        with self._held_lock:
-            held = [(h.role, request_id_of_token(h.request_token)) for h in self._held.values()]
+        held = [(h.role, request_id_of_token(h.request_token)) for h in self._held.values()]
         return [f"{role}:{request_id or '?'}" for role, request_id in held]
 
-    def _tell_holds(self) -> None:
+    async def _tell_holds(self) -> None:
         """Write this worker's lease entry now (after a claim); a failure waits for renewal."""
         with contextlib.suppress(BackendError):
-            self.connection.call(
+            await self.connection.run(
                 lambda: self._leases.write(must=False), what="a lease update", patience=5.0
             )
 
-    def restore_deferred(self) -> int:
+    async def restore_deferred(self) -> int:
         """Queue the deferred envelopes whose next attempt is due again (those without the
         header, deferred by an older version, at once); returns how many."""
         now, queue = self._clock(), self.names.queue
@@ -307,19 +305,18 @@ class NatsWorkQueue:
                 self.connection, self._js, now, lambda seq: _once("restored", f"{queue}/{seq}")
             )
 
-        restored: int = self.connection.call(restore, what="a restore of deferred envelopes")
+        restored: int = await self.connection.run(restore, what="a restore of deferred envelopes")
         return restored
 
-    def retire(self) -> None:
+    async def retire(self) -> None:
         """Hand this worker's claims back at once and remove its lease: each is queued again
         as a new message (which rings the other workers' doorbells) and the delivery acked.
 
         Not a nak: the server would keep counting a nakked delivery as claimed (ack pending)
         until someone took it, so ``status`` would show it held by nobody and ``cancel``
         could not tell it from a held one."""
-        with self._held_lock:
-            held = list(self._held.items())
-            self._held.clear()
+        held = list(self._held.items())
+        self._held.clear()
 
         async def retire() -> None:
             for ticket, item in held:
@@ -336,21 +333,21 @@ class NatsWorkQueue:
                 self._doorbell = None
             await self._leases.remove()
 
-        self.connection.call(retire, what="a worker retirement", patience=10.0)
+        await self.connection.run(retire, what="a worker retirement", patience=10.0)
 
     # --- what is where -------------------------------------------------------------------
 
-    def counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """One round trip: a work-queue stream holds an envelope until it is acked, so its
         messages per subject are exactly the envelopes waiting, claimed or deferred."""
 
         async def look() -> dict[str, int]:
             return await per_role(self._js, self.names, ">", self.roles)  # waiting, deferred
 
-        counts: dict[str, int] = self.connection.call(look, what="a queue count")
+        counts: dict[str, int] = await self.connection.run(look, what="a queue count")
         return counts
 
-    def snapshot(self) -> QueueSnapshot:
+    async def snapshot(self) -> QueueSnapshot:
         """Per role: waiting (not delivered), claimed (delivered, not acked), deferred; and
         every worker's lease entry."""
 
@@ -359,20 +356,20 @@ class NatsWorkQueue:
                 self._js, self.names, self._leases, self.lease_seconds, self.roles
             )
 
-        snapshot: QueueSnapshot = self.connection.call(look, what="a queue snapshot")
+        snapshot: QueueSnapshot = await self.connection.run(look, what="a queue snapshot")
         return snapshot
 
-    def waiting(self) -> dict[str, int]:
+    async def waiting(self) -> dict[str, int]:
         """What no worker was handed, per role, as ``snapshot`` counts it (one round of
         requests at once)."""
 
         async def look() -> dict[str, int]:
             return (await role_counts(self._js, self.names, self.roles)).waiting
 
-        waiting: dict[str, int] = self.connection.call(look, what="a queue count")
+        waiting: dict[str, int] = await self.connection.run(look, what="a queue count")
         return waiting
 
-    def strays(self) -> list[Stray]:
+    async def strays(self) -> list[Stray]:
         """The queue stream's subjects no role reads as they are (each with its count), and
         the workers bucket's entries that are no lease teams-runtime writes."""
 
@@ -382,11 +379,11 @@ class NatsWorkQueue:
             )
             return subjects + leases
 
-        strays: list[Stray] = self.connection.call(look, what="a look for strays")
+        strays: list[Stray] = await self.connection.run(look, what="a look for strays")
         return strays
 
-    def set_aside_strays(self) -> int:
-        moved: int = self.connection.call(
+    async def set_aside_strays(self) -> int:
+        moved: int = await self.connection.run(
             lambda: set_aside(self.connection), what="a move of strays"
         )
         return moved

@@ -58,13 +58,21 @@ UNSEEN: Hashable = _Unseen()
 class NatsRecordStore:
     """The ``RecordStore`` of a team's records on one NATS server or cluster."""
 
-    def __init__(self, connection: NatsConnection) -> None:
+    def __init__(self, connection: NatsConnection, kv: KeyValue) -> None:
+        """Use ``open``: it finds the heads bucket and starts the watch of its heads."""
         self.connection = connection
         self.names = connection.names
-        kv: KeyValue = connection.call(lambda: connection.js.key_value(self.names.heads))
         self.reader = RecordReader(connection, kv)
-        connection.call(self._watch_heads, what="a watch of record heads")
-        connection.on_reconnect(self.reader.forget_seen)
+
+    @classmethod
+    async def open(cls, connection: NatsConnection) -> NatsRecordStore:
+        """The store of ``connection``'s team, its watch of record heads started."""
+        heads = connection.names.heads
+        kv: KeyValue = await connection.run(lambda: connection.js.key_value(heads))
+        store = cls(connection, kv)
+        await connection.run(store._watch_heads, what="a watch of record heads")
+        connection.on_reconnect(store.reader.forget_seen)
+        return store
 
     @property
     def append_seconds(self) -> float:
@@ -108,9 +116,9 @@ class NatsRecordStore:
     # --- reading -----------------------------------------------------------------------------
 
     def read_nowait(self, request_id: str, *, tail: int | None) -> RecordRead | None:
-        return None  # every read is a round trip to the server: a worker thread's job
+        return None  # every read is a round trip to the server: awaited
 
-    def read(self, request_id: str, *, tail: int | None) -> RecordRead:
+    async def read(self, request_id: str, *, tail: int | None) -> RecordRead:
         request_id = check_request_id(request_id)
         reader = self.reader
 
@@ -122,10 +130,10 @@ class NatsRecordStore:
             fields[EVENTS_KEY] = [msgspec.Raw(event) for event in history]
             return ParsedRecord(revision, fields, reader.source(request_id))
 
-        read_: RecordRead = self.connection.call(read, what="a record read")
+        read_: RecordRead = await self.connection.run(read, what="a record read")
         return read_
 
-    def load(self, request_id: str) -> bytes:
+    async def load(self, request_id: str) -> bytes:
         """The bytes the file backend's record file holds for the same history."""
         request_id = check_request_id(request_id)
 
@@ -134,26 +142,28 @@ class NatsRecordStore:
             history, fields = await self.reader.whole(request_id, head)
             return render_record(fields, history).data
 
-        data: bytes = self.connection.call(load, what="a record read")
+        data: bytes = await self.connection.run(load, what="a record read")
         return data
 
-    def exists(self, request_id: str) -> bool:
+    async def exists(self, request_id: str) -> bool:
         key = token_of(check_request_id(request_id))
-        found = self.connection.call(lambda: self.reader.get_head(key), what="a record head read")
+        found = await self.connection.run(
+            lambda: self.reader.get_head(key), what="a record head read"
+        )
         return found is not None
 
-    def list_ids(self) -> list[str]:
+    async def list_ids(self) -> list[str]:
         async def keys() -> list[str]:
             return await self.connection.bucket_keys(self.reader.kv, self.names.heads)
 
-        listed: list[str] = self.connection.call(keys, what="a listing of records")
+        listed: list[str] = await self.connection.run(keys, what="a listing of records")
         ids = (request_id_of_token(key) for key in listed)
         return sorted(request_id for request_id in ids if request_id is not None)
 
-    def strays(self) -> list[Stray]:
+    async def strays(self) -> list[Stray]:
         """Keys of the heads bucket no request id reads back from (another program's)."""
         reason = "not a key teams-runtime writes (no request id reads back from it); skipped"
-        keys: list[str] = self.connection.call(self._stray_keys, what="a look for strays")
+        keys: list[str] = await self.connection.run(self._stray_keys, what="a look for strays")
         return [Stray(where=f"nats:{self.names.heads}/{key}", reason=reason) for key in keys]
 
     async def _stray_keys(self) -> list[str]:
@@ -176,7 +186,7 @@ class NatsRecordStore:
 
     # --- writing -----------------------------------------------------------------------------
 
-    def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
+    async def create(self, request_id: str, record: Mapping[str, Any]) -> bool:
         """Store a new record: its events (and spilled fields) first, then its head, which
         claims the id; a create that fails half way leaves no head."""
         request_id = check_request_id(request_id)
@@ -188,10 +198,10 @@ class NatsRecordStore:
         source = self.reader.source(request_id)
         prepared = prepare([encode_field(event) for event in events], source)
         writer = AppendWriter(self.reader, request_id, prepared, fields, "", {}, creating=True)
-        created: AppendOutcome = self.connection.call(writer.run, what="a record create")
+        created: AppendOutcome = await self.connection.run(writer.run, what="a record create")
         return created.applied
 
-    def append(
+    async def append(
         self,
         request_id: str,
         events: list[msgspec.Raw],
@@ -207,5 +217,5 @@ class NatsRecordStore:
         writer = AppendWriter(
             self.reader, request_id, prepared, changes, key, unless or {}, expect or {}
         )
-        appended: AppendOutcome = self.connection.call(writer.run, what="an append")
+        appended: AppendOutcome = await self.connection.run(writer.run, what="an append")
         return appended

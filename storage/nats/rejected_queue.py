@@ -19,7 +19,7 @@ _DELETE_FAILED = 10057  # JetStream: the message to delete is gone (put back mea
 
 
 class NatsRejectedShelf:
-    """The team's rejected stream, through one connection (blocking, like the queue)."""
+    """The team's rejected stream, through one connection (async, like the queue)."""
 
     def __init__(self, connection: NatsConnection) -> None:
         self.connection = connection
@@ -51,14 +51,14 @@ class NatsRejectedShelf:
             reason=(message.headers or {}).get(REASON_HEADER, ""),
         )
 
-    def listing(self) -> list[RejectedEnvelope]:
+    async def listing(self) -> list[RejectedEnvelope]:
         async def look() -> list[RejectedEnvelope]:
             return [self._envelope(message) for message in await self._messages()]
 
-        found: list[RejectedEnvelope] = self.connection.call(look, what="a rejected listing")
+        found: list[RejectedEnvelope] = await self.connection.run(look, what="a rejected listing")
         return found
 
-    def requeue(self, request_id: str | None = None) -> int:
+    async def requeue(self, request_id: str | None = None) -> int:
         names = self.names
 
         async def put_back() -> int:
@@ -86,5 +86,5 @@ class NatsRejectedShelf:
 
         # A refusal (the queue stream at its limit) is the connection's BackendError; a
         # retry after the server was away publishes each once (its message id).
-        moved: int = self.connection.call(put_back, what="a put-back of rejected envelopes")
+        moved: int = await self.connection.run(put_back, what="a put-back of rejected envelopes")
         return moved

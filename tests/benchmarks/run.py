@@ -45,13 +45,14 @@ from teams_runtime.storage import (
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
-    WorkQueue,
     Workspace,
 )
+from teams_runtime.storage.blocking import BlockingQueue, BlockingRecordStore, view_store
 from teams_runtime.storage.files._index import INDEX_TAIL
 from teams_runtime.storage.files.file_store import create_record
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
+from teams_runtime.storage.nats.blocking_faces import blocking_queue
 from teams_runtime.storage.nats.connection import open_connection
-from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 # Beside this file (the script's folder is first on sys.path).
@@ -298,7 +299,7 @@ async def throughput_row(root: Path) -> Row:
     ids = [f"req-{n}" for n in range(50)]
     for request_id in ids:
         create_record(workspace.record_paths(request_id), sample_record(100, request_id))
-    rate = await _warm_rate(FileRecordStore(workspace), ids, per_task=4000)
+    rate = await _warm_rate(ThreadedRecordStore(FileRecordStore(workspace)), ids, per_task=4000)
     naive_rate = 1 / _time(lambda: naive_project(workspace.request_path(ids[0])), 50)
     return Row("warm asks/s, 8 role tasks over 50 requests", f"{rate:,.0f}/s",
                f"{naive_rate:,.0f}/s", f"{rate / naive_rate:.0f}x", ">= 50,000 asks/s",
@@ -331,7 +332,8 @@ async def stuck_row(root: Path) -> Row:
     for request_id in [*ids, "stuck"]:
         create_record(workspace.record_paths(request_id), sample_record(100, request_id))
     store = FileRecordStore(workspace)
-    held, free = await _stuck_ratio(store, ids, lock_held(store.paths("stuck").lock))
+    stall = lock_held(store.paths("stuck").lock)
+    held, free = await _stuck_ratio(ThreadedRecordStore(store), ids, stall)
     return _stuck_row("12 requests' asks, another's lock held vs not", held, free)
 
 
@@ -339,8 +341,8 @@ async def nats_stuck_row(store: NatsRecordStore, url: str) -> Row:
     """As ``stuck_row`` on NATS: the stuck request kept busy by another writer's uncommitted
     append for the whole row."""
     ids = [f"stuck-{n}" for n in range(12)]
-    for request_id in [*ids, "stuck"]:  # blocking calls: from a worker thread of this loop
-        await anyio.to_thread.run_sync(store.create, request_id, sample_record(100, request_id))
+    for request_id in [*ids, "stuck"]:
+        await store.create(request_id, sample_record(100, request_id))
     subject = store.connection.names.event_subject("stuck", None)
     held, free = await _stuck_ratio(store, ids, nats_kept_busy(url, subject))
     return _stuck_row("NATS: 12 requests' asks, another kept busy vs not", held, free)
@@ -354,7 +356,7 @@ printf '{"request_id": "%s", "role": "%s", "status": "completed", "summary": "ok
 """
 
 
-def _reports(store: RecordStore, ids: list[str]) -> int:
+def _reports(store: BlockingRecordStore, ids: list[str]) -> int:
     return sum(
         1
         for request_id in ids
@@ -363,7 +365,9 @@ def _reports(store: RecordStore, ids: list[str]) -> int:
     )
 
 
-def _drain_seconds(workspaces: list[Path], queue: WorkQueue, ids: list[str], poll: float) -> float:
+def _drain_seconds(
+    workspaces: list[Path], queue: BlockingQueue, ids: list[str], poll: float
+) -> float:
     """Seconds for `run` processes, one per workspace folder (already up), to handle an envelope
     for qa per request, from the moment they are queued. An envelope leaves the queue only
     after its outcome is stored: watching the queue's counts costs the workers no CPU."""
@@ -479,13 +483,11 @@ async def _append_rate(store: RecordStore, request_id: str, appends: int) -> flo
 
 async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
     """Warm asks/s and appends/s, NATS against the file store; cold projection on NATS."""
-    files = FileRecordStore(Workspace(root / "file-store"))
+    files = ThreadedRecordStore(FileRecordStore(Workspace(root / "file-store")))
     ids = [f"req-{n}" for n in range(50)]
     for request_id in ids:
-        for target in (files, store):  # from a worker thread: a NATS call waits on the loop
-            await anyio.to_thread.run_sync(
-                target.create, request_id, sample_record(100, request_id)
-            )
+        for target in (files, store):
+            await target.create(request_id, sample_record(100, request_id))
     rows = []
     file_asks, nats_asks = [await _warm_rate(s, ids, 1000) for s in (files, store)]
     rows.append(Row("NATS: warm asks/s, 8 role tasks over 50 requests", f"{nats_asks:,.0f}/s",
@@ -498,7 +500,7 @@ async def nats_store_rows(root: Path, store: RecordStore) -> list[Row]:
     cold: dict[int, float] = {}
     for size in (100, 100_000):
         request_id = f"cold-{size}"
-        await anyio.to_thread.run_sync(store.create, request_id, sample_record(size, request_id))
+        await store.create(request_id, sample_record(size, request_id))
 
         async def ask(request_id: str = request_id) -> None:
             async with open_context("unused", CONFIG, store=store) as ctx:  # nothing cached
@@ -530,14 +532,15 @@ async def _nats_workers_time(
             f"backend:\n  kind: nats\n  nats: {{url: '{url}', prefix: {prefix}}}\n"
         )
     async with open_connection(settings) as connection:
-        store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
-        queue = NatsWorkQueue(connection)
+        store = await NatsRecordStore.open(connection)
+        queue = blocking_queue(connection)  # called from a worker thread: it waits on the loop
         ids = [f"req-{n}" for n in range(envelopes)]
         for request_id in ids:
-            await anyio.to_thread.run_sync(store.create, request_id, {"request_id": request_id})
+            await store.create(request_id, {"request_id": request_id})
         # A count is a round trip here.
         elapsed = await anyio.to_thread.run_sync(_drain_seconds, hosts, queue, ids, 0.02)
-        reports = await anyio.to_thread.run_sync(_reports, store, ids)
+        blocking = view_store(store, connection.call)
+        reports = await anyio.to_thread.run_sync(_reports, blocking, ids)
     return elapsed, reports - envelopes
 
 
@@ -556,7 +559,7 @@ async def nats_rows(root: Path) -> list[Row]:
     server, url = _start_nats(root / "nats-store")
     try:
         async with open_connection(NatsSettings(url=url, prefix="bench")) as connection:
-            store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
+            store = await NatsRecordStore.open(connection)
             rows = await nats_store_rows(root, store)
             rows.append(await nats_stuck_row(store, url))
         rows.append(await nats_workers_row(root, url))

@@ -24,9 +24,8 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.files.file_inbox import FileAnswerInbox
+from teams_runtime.storage.nats.blocking_faces import blocking_queue, blocking_store
 from teams_runtime.storage.nats.connection import open_connection
-from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from ..support.waiting import eventually_sync
 
@@ -72,8 +71,8 @@ class Team:
             start_blocking_portal() as portal,
             portal.wrap_async_context_manager(open_connection(self.nats)) as connection,
         ):
-            NatsRecordStore(connection).create(request_id, sample_record(SEEDED, request_id))
-            NatsWorkQueue(connection).put(envelope)
+            blocking_store(connection).create(request_id, sample_record(SEEDED, request_id))
+            blocking_queue(connection).put(envelope)
 
     def record(self, request_id: str) -> dict[str, Any]:
         if self.nats is None:
@@ -83,7 +82,7 @@ class Team:
                 start_blocking_portal() as portal,
                 portal.wrap_async_context_manager(open_connection(self.nats)) as connection,
             ):
-                data = NatsRecordStore(connection).load(request_id)
+                data = blocking_store(connection).load(request_id)
         record: dict[str, Any] = json.loads(data)
         return record
 

@@ -26,9 +26,8 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileWorkQueue, Workspace
 from teams_runtime.storage.nats._names import token_of
+from teams_runtime.storage.nats.blocking_faces import blocking_queue, blocking_store
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
-from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from ..support.processes import stderr_until
 from ..support.waiting import eventually_sync
@@ -384,7 +383,7 @@ def _nats_seed(
     """Create the requests and queue their envelopes; the first connection to the team makes
     its queue, with ``lease`` as the ack wait every worker then renews within."""
     with _connected(settings, lease) as connection:
-        store, queue = NatsRecordStore(connection), NatsWorkQueue(connection)
+        store, queue = blocking_store(connection), blocking_queue(connection)
         for request_id in request_ids:
             store.create(request_id, sample_record(events, request_id))
             queue.put(MessageEnvelope(request_id=request_id, sender="user", target=role))
@@ -392,9 +391,9 @@ def _nats_seed(
 
 def _nats_records(settings: NatsSettings, request_ids: list[str]) -> dict[str, dict[str, Any]]:
     with _connected(settings) as connection:
-        store = NatsRecordStore(connection)
+        store = blocking_store(connection)
         records = {request_id: json.loads(store.load(request_id)) for request_id in request_ids}
-        assert sum(NatsWorkQueue(connection).counts().values()) == 0
+        assert sum(blocking_queue(connection).counts().values()) == 0
         return records
 
 
@@ -484,7 +483,7 @@ def test_long_calls_run_once_whatever_lease_a_host_or_command_names(
     (lease,) = json.loads(done.stdout)["workers"]
     assert lease["alive"] and sorted(lease["holds"]) == ["qa:req-1", "qa:req-2"]
     with _connected(settings, 1) as other:  # another worker, asking for work
-        queue, until = NatsWorkQueue(other), time.monotonic() + 3
+        queue, until = blocking_queue(other), time.monotonic() + 3
         # The scenario is time passing: asked for work over longer than the ack wait, the
         # server never hands the calls out again, since the worker renews them.
         while time.monotonic() < until:

@@ -14,8 +14,8 @@ import pytest
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.storage import AnswerInbox, FileAnswerInbox, Workspace
+from teams_runtime.storage.nats.blocking_faces import blocking_inbox
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.nats_inbox import NatsAnswerInbox
 
 # A new inbox of the same team each call: another worker, another host.
 InboxFactory = Callable[[], AnswerInbox]
@@ -29,7 +29,7 @@ def _nats_inboxes(root: Path, request: pytest.FixtureRequest) -> InboxFactory:
     settings = request.getfixturevalue("nats_server").settings()  # a team of its own
     connect = request.getfixturevalue("nats_connect")
     # Each inbox on a connection of its own, as two hosts have.
-    return lambda: NatsAnswerInbox(connect(settings))
+    return lambda: blocking_inbox(connect(settings))
 
 
 @pytest.fixture(
@@ -120,8 +120,8 @@ def test_a_nats_inbox_lists_what_another_host_put(
     nats_server: object, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     settings = nats_server.settings()  # type: ignore[attr-defined]
-    NatsAnswerInbox(nats_connect(settings)).put(_item("req-è.1"))  # any id: keys are tokens
-    (item,) = NatsAnswerInbox(nats_connect(settings)).items()
+    blocking_inbox(nats_connect(settings)).put(_item("req-è.1"))  # any id: keys are tokens
+    (item,) = blocking_inbox(nats_connect(settings)).items()
     assert item.request_id == "req-è.1"
-    other_team = NatsAnswerInbox(nats_connect(nats_server.settings()))  # type: ignore[attr-defined]
+    other_team = blocking_inbox(nats_connect(nats_server.settings()))  # type: ignore[attr-defined]
     assert other_team.items() == []

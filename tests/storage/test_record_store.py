@@ -26,7 +26,7 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.blocking_faces import blocking_store
 
 from ..support.reference import reference_role
 
@@ -43,7 +43,7 @@ def _nats_stores(root: Path, request: pytest.FixtureRequest) -> NewStore:
 
     def new() -> RecordStore:
         connection = connect(settings)  # another writer: a connection of its own
-        return NatsRecordStore(connection)
+        return blocking_store(connection)
 
     return new
 

@@ -24,8 +24,8 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import UnsafeRequestIdError
 from teams_runtime.storage import Claim, DeferredEnvelope, FileWorkQueue, WorkQueue, Workspace
 from teams_runtime.storage.nats._names import token_of
+from teams_runtime.storage.nats.blocking_faces import blocking_queue
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 
 from ..conftest import SMALL_MAX_PAYLOAD
 from ..support.waiting import eventually_sync
@@ -59,7 +59,7 @@ def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
         subject = f"{settings.prefix}.q.{role}.corrupt"
         connection.call(lambda: connection.js.publish(subject, data))
 
-    return QueueBackend(lambda **options: NatsWorkQueue(connection, **options), put_bytes)
+    return QueueBackend(lambda **options: blocking_queue(connection, **options), put_bytes)
 
 
 # Each entry makes a backend on a test's own empty folder (or server prefix).
@@ -459,7 +459,7 @@ def nats_connection(
 
 
 def test_nats_queue_puts_an_envelope_id_once(nats_connection: NatsConnection) -> None:
-    queue = NatsWorkQueue(nats_connection)
+    queue = blocking_queue(nats_connection)
     envelope = _envelope("req-1", envelope_id="env-7")
     assert queue.put(envelope) == queue.put(envelope)  # a retried put: the same message
     assert queue.counts()["qa"] == 1
@@ -468,7 +468,7 @@ def test_nats_queue_puts_an_envelope_id_once(nats_connection: NatsConnection) ->
 def test_nats_claims_are_kept_while_renewed_and_delivered_again_when_not(
     nats_connection: NatsConnection,
 ) -> None:
-    worker, other = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
+    worker, other = blocking_queue(nats_connection), blocking_queue(nats_connection)
     worker.put(_envelope("req-1"))
     claim = _claim_one(worker, "qa")
     # The time is the scenario: renewed for more than twice the ack wait, never handed out.
@@ -493,7 +493,7 @@ def _claim_one(queue: WorkQueue, role: str) -> Claim:
 
 
 def test_nats_status_lists_each_workers_lease_and_holds(nats_connection: NatsConnection) -> None:
-    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
+    worker = blocking_queue(nats_connection, worker_id="host-a.1")
     worker.put(_envelope("req.1"))
     _claim_one(worker, "qa")
     assert worker.renew()
@@ -515,7 +515,7 @@ def test_nats_counts_do_not_wait_for_the_consumers_own_count_of_a_new_message(
     the delivery acked) a full run once saw the envelope neither waiting nor claimed, which
     ``status`` showed and ``run --once`` took for an idle team. Here every consumer info
     answers as the server did in that moment."""
-    worker = NatsWorkQueue(nats_connection, worker_id="host-a.1")
+    worker = blocking_queue(nats_connection, worker_id="host-a.1")
     worker.put(_envelope("req.1"))
     _claim_one(worker, "qa")
     worker.retire()
@@ -539,7 +539,7 @@ def test_an_envelope_larger_than_a_nats_message_is_queued_with_its_body_cut(
     max_payload the queued copy is cut with a note, rather than the request stalling on a put
     the server refuses (found when a 1.1 MB summary left its follow-up unqueued)."""
     connection = nats_connect(small_nats_server.settings())
-    queue = NatsWorkQueue(connection)
+    queue = blocking_queue(connection)
     body = "é" * SMALL_MAX_PAYLOAD  # two bytes each in UTF-8: twice a message
     queue.put(MessageEnvelope(request_id="req-1", sender="planner", target="qa", body=body))
     claim = _claim_one(queue, "qa")
@@ -570,7 +570,7 @@ def test_nats_lease_entries_expire_by_the_server_a_lease_after_their_last_renewa
 ) -> None:
     """The team's lease here is 1 s: an entry not renewed (a worker killed) is removed by the
     server itself, and a retired worker leaves nothing behind, not even its purge marker."""
-    dead, live = NatsWorkQueue(nats_connection), NatsWorkQueue(nats_connection)
+    dead, live = blocking_queue(nats_connection), blocking_queue(nats_connection)
     assert dead.renew() and live.renew()
     assert {lease.worker for lease in live.snapshot().workers} == {dead.worker_id, live.worker_id}
     alone = [token_of(live.worker_id)]
@@ -606,7 +606,7 @@ def test_nats_a_workers_bucket_made_without_ttls_gets_them(
 
     asyncio.run(old_bucket())
     connection = nats_connect(settings, queue_ack_seconds=1)
-    dead = NatsWorkQueue(connection)
+    dead = blocking_queue(connection)
     assert dead.renew()
     assert _workers_bucket(connection)[0] == [token_of(dead.worker_id)]
     eventually_sync(lambda: _workers_bucket(connection) == ([], 0), "the entry to expire")

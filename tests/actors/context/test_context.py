@@ -28,11 +28,12 @@ from teams_runtime import (
     project_request,
 )
 from teams_runtime.actors.context._actor import ContextActor
-from teams_runtime.codecs.context_protocol import Failed, Project
+from teams_runtime.codecs.context_asks import Project
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileRecordStore, Workspace
 from teams_runtime.storage.files.file_store import SMALL_RECORD
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
 
 from ...support.reference import reference_select
 from ...support.strategies import configs, event, events, record
@@ -175,7 +176,7 @@ async def test_asks_after_shutdown_fail_clearly(tmp_path: Path) -> None:
 
 async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
     _write(tmp_path, "req-1", sample_record(3, "req-1"))
-    actor = ContextActor(FileRecordStore(Workspace(tmp_path)), PromptContextConfig(), inbox_size=8)
+    actor = ContextActor(_threaded(tmp_path), PromptContextConfig(), inbox_size=8)
     outcomes: list[str] = []
 
     async def ask() -> None:
@@ -195,9 +196,7 @@ async def test_queued_asks_are_answered_on_shutdown(tmp_path: Path) -> None:
 
 
 async def test_ask_deadline(tmp_path: Path) -> None:
-    actor = ContextActor(
-        FileRecordStore(Workspace(tmp_path)), PromptContextConfig()
-    )  # never served
+    actor = ContextActor(_threaded(tmp_path), PromptContextConfig())  # never served
     with pytest.raises(AskTimeout, match=r"did not answer Project within 0\.05 s"):
         await actor.handle(0.05).project("req-1")
     actor.stop()
@@ -219,11 +218,32 @@ async def test_cancelled_asker_does_not_wedge_the_actor(tmp_path: Path) -> None:
 async def test_unknown_message_is_an_error_not_ignored(tmp_path: Path) -> None:
     async with open_context(tmp_path) as ctx:
         mailbox = ctx._mailbox
-        reply = await mailbox.ask("not a message", timeout=5)  # type: ignore[arg-type]
-        assert isinstance(reply, Failed) and reply.kind == "internal"
-        assert "does not understand" in reply.message
-        reply = await mailbox.ask(Project(request_id="x"), timeout=5)  # still serving
-        assert isinstance(reply, Failed) and reply.kind == "unknown_request"
+        with pytest.raises(TypeError, match=r"^the context actor does not understand"):
+            await mailbox.ask("not a message", timeout=5)  # type: ignore[arg-type]
+        with pytest.raises(UnknownRequestError):  # still serving
+            await mailbox.ask(Project(request_id="x"), timeout=5)
+
+
+class _StoreError(RecordError):
+    """A store's error with an attribute of its own."""
+
+    def __init__(self, message: str, detail: object) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+async def test_an_error_raised_in_the_actor_is_the_askers_same_object(tmp_path: Path) -> None:
+    class Failing(FileRecordStore):
+        def append(self, *args: Any, **kwargs: Any) -> Any:
+            raise raised
+
+    raised = _StoreError("the store refused", detail={"why": "test"})
+    _write(tmp_path, "req-1", sample_record(3, "req-1"))
+    store = ThreadedRecordStore(Failing(Workspace(tmp_path)))
+    async with open_context(tmp_path, store=store) as ctx:
+        with pytest.raises(_StoreError) as caught:
+            await ctx.append_event("req-1", {"type": "note"})
+    assert caught.value is raised and caught.value.detail == {"why": "test"}
 
 
 async def test_many_tasks_ask_and_append_at_once(tmp_path: Path) -> None:
@@ -345,6 +365,11 @@ async def test_a_warm_answer_is_served_without_the_actor_until_the_record_change
         assert (await ctx.project("req-1")).total_events == 5
 
 
+def _threaded(root: Path) -> ThreadedRecordStore:
+    """The workspace's file store as the actor awaits it (its blocking calls in threads)."""
+    return ThreadedRecordStore(FileRecordStore(Workspace(root)))
+
+
 class _WhoReads(FileRecordStore):
     """A file store that notes who reads a record: a task on the event loop (the asker's, named
     "a role", or another: the actor's), or a worker thread."""
@@ -380,7 +405,7 @@ async def test_only_the_actor_reads_a_small_record_in_its_task_a_large_one_in_a_
     large = _write(tmp_path, "large", sample_record(400, "large"))
     assert large.stat().st_size > SMALL_RECORD
     store = _WhoReads(Workspace(tmp_path))
-    actor = ContextActor(store, PromptContextConfig())
+    actor = ContextActor(ThreadedRecordStore(store), PromptContextConfig())
     async with anyio.create_task_group() as group:
         group.start_soon(actor.serve)
 
@@ -412,7 +437,7 @@ async def test_a_write_withdraws_the_published_answer_before_it_is_answered(
         def version(self, request_id: str) -> Any:
             return "always the same"
 
-    actor = ContextActor(FixedVersion(Workspace(tmp_path)), SMALL)
+    actor = ContextActor(ThreadedRecordStore(FixedVersion(Workspace(tmp_path))), SMALL)
     async with anyio.create_task_group() as group:
         group.start_soon(actor.serve)
         handle = actor.handle(5)
@@ -435,7 +460,8 @@ async def test_an_id_in_nfd_is_answered_from_the_nfc_ids_cache(tmp_path: Path) -
             reads.append(request_id)
             return super().read_nowait(request_id, tail=tail)
 
-    actor = ContextActor(CountingStore(Workspace(tmp_path)), PromptContextConfig())
+    store = ThreadedRecordStore(CountingStore(Workspace(tmp_path)))
+    actor = ContextActor(store, PromptContextConfig())
     async with anyio.create_task_group() as group:
         group.start_soon(actor.serve)
         handle = actor.handle(5)
@@ -481,7 +507,7 @@ async def test_worker_threads_leave_the_cache_to_the_event_loop(tmp_path: Path) 
     assert large.stat().st_size > SMALL_RECORD
     for n in range(2):
         _write(tmp_path, f"small-{n}", sample_record(3, f"small-{n}"))
-    actor = ContextActor(FileRecordStore(Workspace(tmp_path)), PromptContextConfig(), max_cached=1)
+    actor = ContextActor(_threaded(tmp_path), PromptContextConfig(), max_cached=1)
     cache = actor._cache = _LingeringCache()
     expected = project_request(large.read_bytes())
     reading = True

@@ -17,7 +17,9 @@ from teams_runtime.actors.context._actor import ContextActor, ContextHandle
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import FileRecordStore, RecordStore, Workspace
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
 from teams_runtime.storage.nats import _append_writer as append_writer
+from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from ...benchmarks.stuck_request import held_lock, publish_uncommitted
@@ -81,7 +83,7 @@ async def _stuck_request_holds_up_only_itself(
                 release()
         assert done == ["first", "second"]  # the request's writes kept their order
         assert (await ctx.project(STUCK)).total_events == 5
-    events = json.loads(store.load(STUCK))["events"]
+    events = json.loads(await store.load(STUCK))["events"]
     assert [event.get("summary") for event in events[-2:]] == ["first", "second"]
 
 
@@ -90,38 +92,34 @@ async def test_a_request_whose_lock_another_process_holds_holds_up_only_itself(
 ) -> None:
     store = _files(tmp_path)
     with held_lock(store.paths(STUCK).lock) as release:
-        await _stuck_request_holds_up_only_itself(store, release)
-
-
-@pytest.fixture
-def nats_store(nats_server: Any, nats_connect: Any) -> NatsRecordStore:
-    store = NatsRecordStore(nats_connect(nats_server.settings()))  # closed when the test ends
-    for request_id in [*OTHERS, STUCK]:
-        store.create(request_id, sample_record(3, request_id))
-    return store
+        await _stuck_request_holds_up_only_itself(ThreadedRecordStore(store), release)
 
 
 async def test_a_request_another_writer_keeps_busy_on_nats_holds_up_only_itself(
-    nats_store: NatsRecordStore, nats_server: Any, monkeypatch: pytest.MonkeyPatch
+    nats_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The other writer never commits: its message stays in the way until this store deems it
     # abandoned, which "release" makes happen at the append's next retry.
     monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 3600.0)
-    subject = nats_store.connection.names.event_subject(STUCK, None)
-    with anyio.fail_after(60):
-        await anyio.to_thread.run_sync(publish_uncommitted, nats_server.url, subject)
 
     def release() -> None:
         monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 0.0)
 
-    await _stuck_request_holds_up_only_itself(nats_store, release)
+    async with open_connection(nats_server.settings()) as connection:
+        store = await NatsRecordStore.open(connection)
+        for request_id in [*OTHERS, STUCK]:
+            await store.create(request_id, sample_record(3, request_id))
+        subject = connection.names.event_subject(STUCK, None)
+        with anyio.fail_after(60):
+            await anyio.to_thread.run_sync(publish_uncommitted, nats_server.url, subject)
+        await _stuck_request_holds_up_only_itself(store, release)
 
 
 async def test_asks_about_more_requests_than_the_limit_are_refused_clearly(
     tmp_path: Path,
 ) -> None:
     store = _files(tmp_path)
-    actor = ContextActor(store, SMALL, requests_in_flight=1)
+    actor = ContextActor(ThreadedRecordStore(store), SMALL, requests_in_flight=1)
     written = anyio.Event()
 
     async def stuck() -> None:
@@ -156,7 +154,7 @@ async def test_asks_about_more_requests_than_the_limit_are_refused_clearly(
 
 async def test_asks_waiting_behind_a_stuck_one_are_bounded(tmp_path: Path) -> None:
     store = _files(tmp_path)
-    actor = ContextActor(store, SMALL, inbox_size=2)
+    actor = ContextActor(ThreadedRecordStore(store), SMALL, inbox_size=2)
     outcomes: list[str] = []
 
     written = anyio.Event()
@@ -191,7 +189,7 @@ async def test_asks_waiting_behind_a_stuck_one_are_bounded(tmp_path: Path) -> No
 
 async def test_a_write_whose_asker_gave_up_while_it_waited_is_not_made(tmp_path: Path) -> None:
     store = _files(tmp_path)
-    actor = ContextActor(store, SMALL)
+    actor = ContextActor(ThreadedRecordStore(store), SMALL)
     written = anyio.Event()
 
     async def first() -> None:
@@ -226,7 +224,7 @@ async def test_lanes_end_with_their_work(tmp_path: Path) -> None:
         path = workspace.request_path(request_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encode_record(sample_record(3, request_id)))
-    actor = ContextActor(store, SMALL, requests_in_flight=16)
+    actor = ContextActor(ThreadedRecordStore(store), SMALL, requests_in_flight=16)
 
     async def touch(request_id: str) -> None:
         await ctx.append_event(request_id, _note("x"))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +31,16 @@ from teams_runtime.actors.team._team import Team
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import (
+    BackendQueue,
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
-    WorkQueue,
     Workspace,
     load_team_config,
 )
+from teams_runtime.storage.blocking import BlockingRecordStore
+from teams_runtime.storage.files.threaded import ThreadedQueue, ThreadedRecordStore
+from teams_runtime.storage.nats.blocking_faces import blocking_store
 from teams_runtime.storage.nats.connection import open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
@@ -79,33 +82,37 @@ _plans = st.fixed_dictionaries(
     }
 )
 
-Backend = Callable[[ExitStack], tuple[dict[str, Any], Callable[[], tuple[RecordStore, WorkQueue]]]]
+Worker = Callable[[AsyncExitStack], Awaitable[tuple[RecordStore, BackendQueue]]]
+Backend = Callable[[ExitStack], tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]]
 
 
 def _files(root: Path) -> Backend:
-    def make(
-        stack: ExitStack,
-    ) -> tuple[dict[str, Any], Callable[[], tuple[RecordStore, WorkQueue]]]:
+    def make(stack: ExitStack) -> tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]:
         workspace = Workspace(root)
-        return {}, lambda: (FileRecordStore(workspace), FileWorkQueue(workspace))
+
+        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, BackendQueue]:
+            store = ThreadedRecordStore(FileRecordStore(workspace))
+            return store, ThreadedQueue(FileWorkQueue(workspace))
+
+        return {}, worker, lambda: FileRecordStore(workspace)
 
     return make
 
 
 def _nats(settings: NatsSettings) -> Backend:
-    def make(
-        stack: ExitStack,
-    ) -> tuple[dict[str, Any], Callable[[], tuple[RecordStore, WorkQueue]]]:
-        portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
+    def make(stack: ExitStack) -> tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]:
+        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, BackendQueue]:
+            # A host of its own: its connection on the run's loop, closed with ``opened``.
+            connection = await opened.enter_async_context(open_connection(settings))
+            return await NatsRecordStore.open(connection), NatsWorkQueue(connection)
 
-        def worker() -> tuple[RecordStore, WorkQueue]:
-            # A host of its own: its connection on the portal's loop, closed with the stack.
+        def reader() -> BlockingRecordStore:
+            portal = stack.enter_context(anyio.from_thread.start_blocking_portal())
             scope = portal.wrap_async_context_manager(open_connection(settings))
-            connection = stack.enter_context(scope)
-            return NatsRecordStore(connection), NatsWorkQueue(connection)
+            return blocking_store(stack.enter_context(scope))
 
         section = {"kind": "nats", "nats": {"url": settings.url, "prefix": settings.prefix}}
-        return {"backend": section}, worker
+        return {"backend": section}, worker, reader
 
     return make
 
@@ -114,18 +121,18 @@ def _check_limits(root: Path, backend: Backend, plan: dict[str, Any]) -> None:
     ids = [f"req-{n}" for n in range(plan["requests"])]
     seen: list[Any] = []
     with ExitStack() as stack:
-        sections, worker = backend(stack)
+        sections, worker, reader = backend(stack)
         config = {"team": {"max_hops": plan["max_hops"]}, "model": {"backend": "dry_run"}}
         (root / "team_runtime.yaml").write_text(yaml.safe_dump({**config, **sections}))
 
-        async def scenario() -> None:
+        async def scenario(opened: AsyncExitStack) -> None:
             for _ in range(plan["submits"]):  # as roles.md shows: the same request again
                 for request_id in ids:
                     await submit(root, role="qa", scope="ping", request_id=request_id)
             rng = random.Random(plan["seed"])
             teams = []
             for number, roles in enumerate(["both", *plan["roles"]]):
-                store, queue = worker()
+                store, queue = await worker(opened)
                 teams.append(
                     Team(
                         root,
@@ -142,10 +149,14 @@ def _check_limits(root: Path, backend: Backend, plan: dict[str, Any]) -> None:
                 async with anyio.create_task_group() as group:
                     for team in teams:
                         group.start_soon(lambda team=team: team.run(once=True))
-            assert sum(teams[0].queue.counts().values()) == 0
+            assert sum((await teams[0].queue.counts()).values()) == 0
 
-        anyio.run(scenario)
-        store, _ = worker()
+        async def run_scenario() -> None:
+            async with AsyncExitStack() as opened:  # the workers' connections, on this loop
+                await scenario(opened)
+
+        anyio.run(run_scenario)
+        store = reader()
         records = {request_id: json.loads(store.load(request_id)) for request_id in ids}
     assert all(status not in ("failed", "cancelled") for _, status in seen)  # no call after
     calls = Counter(request_id for request_id, _ in seen)

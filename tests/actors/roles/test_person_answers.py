@@ -52,7 +52,7 @@ async def _answer_twice_at_once(workspace: Workspace) -> list[Answered | str]:
         open_backend(workspace) as backend,
         open_context(workspace.root, store=backend.store) as context,
     ):
-        (item,) = await anyio.to_thread.run_sync(backend.inbox.items)
+        (item,) = await backend.inbox.items()
         outcomes: list[Answered | str] = []
 
         async def answer(summary: str) -> None:
@@ -89,8 +89,8 @@ async def test_two_answers_at_the_same_moment_record_one(person_workspace: Works
         "one was not."
     ]
     async with open_backend(person_workspace) as backend:
-        record = json.loads(await anyio.to_thread.run_sync(backend.store.load, "req-1"))
-        assert await anyio.to_thread.run_sync(backend.inbox.items) == []
+        record = json.loads(await backend.store.load("req-1"))
+        assert await backend.inbox.items() == []
     reports = [event for event in record["events"] if event.get("type") == "role_report"]
     assert [(event["actor"], event["summary"]) for event in reports] == [
         ("qa", record["result"]["summary"])

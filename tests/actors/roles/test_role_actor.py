@@ -16,6 +16,7 @@ from teams_runtime.exceptions import BackendError
 from teams_runtime.policy.outcomes import plan_outcome
 from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
 from teams_runtime.storage.files.file_store import create_record
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
 
 pytestmark = pytest.mark.anyio
 
@@ -252,7 +253,7 @@ async def test_a_store_that_is_away_leaves_the_envelope_queued_not_rejected(
         def read(self, request_id: str, *, tail: int | None) -> Any:
             raise BackendError("the NATS server at nats://127.0.0.1:9 did not answer a read")
 
-    summary = await run_once(workspace, store=AwayStore(workspace))
+    summary = await run_once(workspace, store=ThreadedRecordStore(AwayStore(workspace)))
     assert (summary.handled, summary.rejected, summary.deferred) == (0, 0, 1)
     assert FileWorkQueue(workspace).counts()["planner"] == 1
     assert not list(workspace.queue_dir.glob("rejected/*.json"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +23,18 @@ from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import BackendError
-from teams_runtime.storage import FileRecordStore, FileWorkQueue, RecordStore, WorkQueue, Workspace
+from teams_runtime.storage import (
+    BackendQueue,
+    FileRecordStore,
+    FileWorkQueue,
+    RecordStore,
+    Workspace,
+)
 from teams_runtime.storage._deferrals import RetrySchedule
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.blocking import BlockingQueue, BlockingRecordStore
+from teams_runtime.storage.files.threaded import ThreadedQueue, ThreadedRecordStore
+from teams_runtime.storage.nats.blocking_faces import blocking_queue, blocking_store
+from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
@@ -46,7 +56,7 @@ class Backend:
     ) -> None:
         self.settings = settings
         self._connect = connect  # `nats_connect`: each connection closed when the test ends
-        self._reader: RecordStore | None = None
+        self._reader: BlockingRecordStore | None = None
 
     def sections(self) -> dict[str, Any]:
         if self.settings is None:
@@ -58,22 +68,42 @@ class Backend:
         assert self.settings is not None and self._connect is not None
         return self._connect(self.settings)
 
-    def store(self, workspace: Workspace, after_append: Callable[[], None] | None = None) -> Any:
-        """A store whose every append calls ``after_append`` once it is written."""
-        base: type[Any] = NatsRecordStore if self.settings is not None else FileRecordStore
+    async def worker(
+        self,
+        workspace: Workspace,
+        stack: AsyncExitStack,
+        after_append: Callable[[], None] | None = None,
+        **options: Any,
+    ) -> tuple[RecordStore, BackendQueue]:
+        """A Team's store, whose every append calls ``after_append`` once it is written, and
+        queue (``options`` go to it): on NATS a connection of their own on the caller's loop,
+        closed with ``stack``."""
+        if self.settings is None:
 
-        class Store(base):  # type: ignore[misc, valid-type]
-            def append(self, *args: Any, **kwargs: Any) -> Any:
-                answer = super().append(*args, **kwargs)
+            class FileStore(FileRecordStore):
+                def append(self, *args: Any, **kwargs: Any) -> Any:
+                    answer = super().append(*args, **kwargs)
+                    if after_append is not None:
+                        after_append()
+                    return answer
+
+            queue = ThreadedQueue(FileWorkQueue(workspace, **options))
+            return ThreadedRecordStore(FileStore(workspace)), queue
+
+        class NatsStore(NatsRecordStore):
+            async def append(self, *args: Any, **kwargs: Any) -> Any:
+                answer = await super().append(*args, **kwargs)
                 if after_append is not None:
                     after_append()
                 return answer
 
-        return Store(self._connection() if self.settings is not None else workspace)
+        connection = await stack.enter_async_context(open_connection(self.settings))
+        return await NatsStore.open(connection), NatsWorkQueue(connection, **options)
 
-    def queue(self, workspace: Workspace, **options: Any) -> WorkQueue:
+    def queue(self, workspace: Workspace, **options: Any) -> BlockingQueue:
+        """The queue as another process sees it (blocking)."""
         if self.settings is not None:
-            return NatsWorkQueue(self._connection(), **options)
+            return blocking_queue(self._connection(), **options)
         return FileWorkQueue(workspace, **options)
 
     def seed(self, workspace: Workspace, request_id: str, role: str) -> None:
@@ -86,7 +116,10 @@ class Backend:
 
     def record(self, workspace: Workspace, request_id: str | None) -> dict[str, Any]:
         if self._reader is None:
-            self._reader = self.store(workspace)
+            if self.settings is None:
+                self._reader = FileRecordStore(workspace)
+            else:
+                self._reader = blocking_store(self._connection())
         if request_id is None:
             return {}
         record: dict[str, Any] = json.loads(self._reader.load(request_id))
@@ -133,12 +166,17 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
             else:
                 raise BackendError("the NATS server went away before it answered")
 
-    team = Team(
-        workspace.root,
-        store=backend.store(workspace, unheard_once),
-        queue=backend.queue(workspace, retry=FAST),
-        ask_timeout=0.2,
-    )
+    async with AsyncExitStack() as stack:
+        store, queue = await backend.worker(workspace, stack, unheard_once, retry=FAST)
+        team = Team(workspace.root, store=store, queue=queue, ask_timeout=0.2)
+        await _serve_until_done(team, backend, workspace)
+    assert team.summary.deferred == 1
+    assert _calls(workspace) == ROUTE  # the planner was asked once
+    assert backend.record(workspace, "req-1")["status"] == "completed"
+    assert sum(backend.queue(workspace).counts().values()) == 0
+
+
+async def _serve_until_done(team: Team, backend: Backend, workspace: Workspace) -> None:
     with anyio.fail_after(90):
         async with anyio.create_task_group() as group:
             group.start_soon(team.run)  # serving: never restarted
@@ -146,10 +184,6 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
                 lambda: _reports(backend.record(workspace, "req-1")) == ROUTE, "every report", 60
             )
             group.cancel_scope.cancel()
-    assert team.summary.deferred == 1
-    assert _calls(workspace) == ROUTE  # the planner was asked once
-    assert backend.record(workspace, "req-1")["status"] == "completed"
-    assert sum(backend.queue(workspace).counts().values()) == 0
 
 
 @pytest.mark.anyio
@@ -171,21 +205,18 @@ async def test_run_once_waits_for_what_it_deferred_then_leaves_what_is_not_due_i
         def __getattr__(self, name: str) -> Any:
             return getattr(self._store, name)
 
-        def append(self, request_id: str, *args: Any, **kwargs: Any) -> Any:
+        async def append(self, request_id: str, *args: Any, **kwargs: Any) -> Any:
             if request_id == "req-2" or failures.get(request_id, 0) > 0:
                 failures[request_id] = failures.get(request_id, 0) - 1
                 away()
-            return self._store.append(request_id, *args, **kwargs)
+            return await self._store.append(request_id, *args, **kwargs)
 
-    team = Team(
-        workspace.root,
-        store=Flaky(backend.store(workspace)),
-        queue=backend.queue(workspace, retry=FAST),
-        deferred_wait=2.0,
-    )
-    started = time.monotonic()
-    with anyio.fail_after(60):
-        summary = await team.run(once=True)
+    async with AsyncExitStack() as stack:
+        store, queue = await backend.worker(workspace, stack, retry=FAST)
+        team = Team(workspace.root, store=Flaky(store), queue=queue, deferred_wait=2.0)
+        started = time.monotonic()
+        with anyio.fail_after(60):
+            summary = await team.run(once=True)
     # It waited for req-2 until the next attempt fell past its 2 s (at most 0.4 s early).
     assert time.monotonic() - started >= 2.0 - FAST.cap
     assert (summary.handled, summary.left_deferred) == (1, 1)

@@ -38,6 +38,7 @@ from teams_runtime.storage.files._index import (
     load_index,
 )
 from teams_runtime.storage.files.file_store import append_to_record, create_record
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
 
 from ...support.paths import FAKE_MODEL
 
@@ -308,7 +309,7 @@ async def test_an_append_that_timed_out_is_not_duplicated_by_its_retry(tmp_path:
     path = _create(workspace, "req-1", 5)
     store = FileRecordStore(workspace)
     slow = _Slow(store, seconds=0.4)
-    async with open_context(tmp_path, store=slow, ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
+    async with open_context(tmp_path, store=ThreadedRecordStore(slow), ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
         with pytest.raises(Exception, match="did not answer"):
             await ctx.append_event("req-1", {"type": "note"}, key="env-7")
         # The first write goes on in its worker thread: the retry comes after it is on disk.
@@ -325,7 +326,7 @@ async def test_an_append_waits_as_long_as_the_store_may_retry_it(tmp_path: Path)
     workspace = _workspace(tmp_path)
     path = _create(workspace, "req-1", 5)
     retrying = _Retrying(FileRecordStore(workspace), seconds=0.4)
-    async with open_context(tmp_path, store=retrying, ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
+    async with open_context(tmp_path, store=ThreadedRecordStore(retrying), ask_timeout=0.1) as ctx:  # type: ignore[arg-type]
         assert await ctx.append_event("req-1", {"type": "note"}) == 6
         assert await ctx.create("req-2", {"request_id": "req-2", "events": []})
     assert len(_events_on_disk(path)) == 6
@@ -400,7 +401,8 @@ async def test_a_projection_timeout_leaves_the_envelope_queued(tmp_path: Path) -
     _create(workspace, "req-1", 3)
     FileWorkQueue(workspace).put(MessageEnvelope(request_id="req-1", sender="u", target="qa"))
     slow = _Slow(FileRecordStore(workspace), seconds=0.5)
-    team = Team(tmp_path, store=slow, ask_timeout=0.1, deferred_wait=0)  # type: ignore[arg-type]
+    store = ThreadedRecordStore(slow)  # type: ignore[arg-type]
+    team = Team(tmp_path, store=store, ask_timeout=0.1, deferred_wait=0)
     with anyio.fail_after(60):
         summary = await team.run(once=True)
     assert (summary.rejected, summary.deferred) == (0, 1)
@@ -782,13 +784,13 @@ async def test_a_conditional_append_is_refused_when_the_field_holds_the_value(
         )  # fmt: skip
         assert (reply.refused, reply.applied, reply.count) == (True, False, 4)
         assert path.read_bytes() == before
-        assert reply.fields == {"status": b'"cancelled"'}  # what it held instead
+        assert reply.fields == {"status": "cancelled"}  # what it held instead
         reply = await ctx.append_keyed("req-1", [{"type": "x"}], unless={"status": "queued"})
         assert (reply.refused, reply.applied, reply.count) == (False, True, 5)
         reply = await ctx.append_keyed(
             "req-1", [{"type": "y"}], expect={"status": "cancelled", "hops": 2}
         )
-        assert (reply.refused, reply.count, reply.fields) == (True, 5, {"status": b'"cancelled"'})
+        assert (reply.refused, reply.count, reply.fields) == (True, 5, {"status": "cancelled"})
         reply = await ctx.append_keyed("req-1", [{"type": "y"}], expect={"hops": None})
         assert (reply.refused, reply.applied, reply.count) == (False, True, 6)
 

@@ -24,10 +24,11 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import BackendError, EnvelopeError
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.backends import blocking_backend, open_backend
+from teams_runtime.storage.blocking import view_store
 from teams_runtime.storage.nats._names import NatsNames, token_of
 from teams_runtime.storage.nats._stray_subjects import check_subject
+from teams_runtime.storage.nats.blocking_faces import blocking_queue
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
-from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
@@ -55,7 +56,7 @@ def test_a_host_with_another_lease_leaves_the_teams_ack_wait_as_it_is(
     other = nats_connect(settings, queue_ack_seconds=3)  # `status` from a host with lease 3
     assert _ack_waits(first) == dict.fromkeys(ROLES, 30.0)  # not 3: last to connect wins nothing
     assert other.queue_ack_seconds == 30.0
-    assert NatsWorkQueue(other).lease_seconds == 30.0  # it renews within the server's 30 s
+    assert blocking_queue(other).lease_seconds == 30.0  # it renews within the server's 30 s
     # Said by a worker when its team starts (once logging is set up), not here: test_migrate.
     assert not [m for m in log_messages if m.record["level"].name == "WARNING"]
 
@@ -155,7 +156,7 @@ def test_a_put_into_a_full_queue_is_refused_at_once_with_one_line(
     # is not retried for retry_seconds (here 5 s: then a raw APIError came out of the queue).
     settings = nats_server.settings(retry_seconds=5.0)
     connection = nats_connect(settings)
-    queue = NatsWorkQueue(connection)
+    queue = blocking_queue(connection)
     nats_server.limit_queue(settings.prefix, 100)
     envelope = MessageEnvelope(request_id="req-1", sender="planner", target="qa")
     with pytest.raises(BackendError) as refused:
@@ -229,10 +230,10 @@ def test_every_scope_has_a_connection_of_its_own(tmp_path: Path, nats_server: An
     # No process-wide connection: a scope that ends closes only its own, whoever else is open.
     root = Workspace(init_nats_workspace(tmp_path / "host", nats_server.settings()))
     with blocking_backend(root) as outer:
-        assert isinstance(outer.store, NatsRecordStore)
+        assert isinstance(outer.awaited, NatsRecordStore)
         with blocking_backend(root) as inner:
-            assert isinstance(inner.store, NatsRecordStore)
-            assert inner.store.connection is not outer.store.connection
+            assert isinstance(inner.awaited, NatsRecordStore)
+            assert inner.awaited.connection is not outer.awaited.connection
             inner.store.create("req-1", {"request_id": "req-1", "events": []})
         assert outer.store.exists("req-1")  # the inner scope closed its connection only
         with pytest.raises(BackendError, match=r"is closed: the scope that opened it"):
@@ -254,9 +255,9 @@ async def test_a_scope_closes_its_client_and_leaves_no_task_of_it_running(
     async with open_backend(root) as backend:
         store = backend.store
         assert isinstance(store, NatsRecordStore)
-        await anyio.to_thread.run_sync(store.create, "req-1", {"request_id": "req-1"})
-        await anyio.to_thread.run_sync(store.load, "req-1")  # an ordered consumer, ended
-        await anyio.to_thread.run_sync(backend.queue.claim, "qa", 1)  # the doorbell
+        await store.create("req-1", {"request_id": "req-1"})
+        await store.load("req-1")  # an ordered consumer, ended
+        await backend.queue.claim("qa", 1)  # the doorbell
         assert _nats_tasks()  # the client's reader, pinger, flusher; the heads watch
     assert store.connection.client.is_closed
     await anyio.wait_all_tasks_blocked()  # the cancelled ones finish
@@ -280,10 +281,12 @@ async def test_a_blocking_call_on_the_event_loop_is_refused_rather_than_hanging(
     nats_server: Any,
 ) -> None:
     async with open_connection(nats_server.settings()) as connection:
-        store = await anyio.to_thread.run_sync(NatsRecordStore, connection)
-        with pytest.raises(RuntimeError, match=r"^a blocking NATS call \(a record head read\) on"):
-            store.exists("req-1")  # from a worker thread (anyio.to_thread) it works
-        assert not await anyio.to_thread.run_sync(store.exists, "req-1")
+        store = await NatsRecordStore.open(connection)
+        blocking = view_store(store, connection.call)
+        with pytest.raises(RuntimeError, match=r"^a blocking NATS call on the event loop would"):
+            blocking.exists("req-1")  # from a worker thread (anyio.to_thread) it works
+        assert not await anyio.to_thread.run_sync(blocking.exists, "req-1")
+        assert not await store.exists("req-1")  # on the loop: awaited
 
 
 @pytest.mark.anyio
@@ -308,10 +311,10 @@ async def test_a_teams_run_opens_its_connection_and_closes_it_after(
         await submit(workspace.root, role="qa", scope="again")
         with anyio.fail_after(60):
             await team.run(once=True)
-        assert sum((await anyio.to_thread.run_sync(team.queue.counts)).values()) == 0
+        assert sum((await team.queue.counts()).values()) == 0
         queue = team.queue
     with pytest.raises(BackendError, match=r"is closed: the scope that opened it"):
-        await anyio.to_thread.run_sync(queue.counts)
+        await queue.counts()
 
 
 @pytest.mark.anyio
@@ -340,10 +343,10 @@ async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
     root = Workspace(init_nats_workspace(tmp_path / "host", server.settings()))
     async with open_backend(root) as backend:
         queue = backend.queue
-        assert await anyio.to_thread.run_sync(queue.renew)
+        assert await queue.renew()
         server.process.send_signal(signal.SIGSTOP)  # the server pauses, as a frozen VM does
         try:
-            assert not await anyio.to_thread.run_sync(queue.renew)
+            assert not await queue.renew()
         finally:
             server.process.send_signal(signal.SIGCONT)
         assert queue.renew_trouble == (

@@ -14,6 +14,7 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,13 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
+from teams_runtime.storage.blocking import BlockingRecordStore, view_store
+from teams_runtime.storage.files.threaded import ThreadedRecordStore
 from teams_runtime.storage.nats import _append_writer as append_writer
 from teams_runtime.storage.nats._append_writer import AppendWriter
 from teams_runtime.storage.nats._head_changes import prepare
 from teams_runtime.storage.nats._names import id_of_token, token_of
+from teams_runtime.storage.nats.blocking_faces import blocking_store
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.nats.nats_store import UNSEEN, NatsRecordStore
 
@@ -96,6 +100,11 @@ async def _projections(store: RecordStore, request_id: str, config: PromptContex
     return msgspec.json.encode(projection), msgspec.json.encode(again), prompt
 
 
+def _nats_store(connection: NatsConnection) -> NatsRecordStore:
+    """The async store itself (its reader, its writer), opened on the connection's loop."""
+    return connection.call(partial(NatsRecordStore.open, connection))
+
+
 def _check_same_as_the_file_store(
     connection: NatsConnection,
     record: dict[str, Any],
@@ -105,10 +114,11 @@ def _check_same_as_the_file_store(
     """Create ``record`` and run ``appends`` on both stores: the same answers, bytes, reads,
     projections and prompts."""
     request_id = record["request_id"]
+    nats_async = _nats_store(connection)
     with tempfile.TemporaryDirectory() as folder:
-        stores: list[RecordStore] = [
+        stores: list[BlockingRecordStore] = [
             FileRecordStore(Workspace(Path(folder))),
-            NatsRecordStore(connection),
+            view_store(nats_async, connection.call),
         ]
         for store in stores:
             assert store.create(request_id, record)
@@ -147,8 +157,9 @@ def _check_same_as_the_file_store(
         assert nats_read.tail == file_read.tail[-len(nats_read.tail) :] if nats_read.tail else True
         whole = [store.read(request_id, tail=None) for store in stores]
         assert whole[1].fields == whole[0].fields  # type: ignore[union-attr]
-        file_views = anyio.run(_projections, file_store, request_id, config)
-        nats_views = anyio.run(_projections, nats_store, request_id, config)
+        file_views = anyio.run(_projections, ThreadedRecordStore(file_store), request_id, config)
+        # The NATS store answers on its connection's loop: the actor runs there.
+        nats_views = connection.call(partial(_projections, nats_async, request_id, config))
         assert nats_views == file_views  # projection, cached projection and prompt
 
 
@@ -291,7 +302,7 @@ def test_append_keys_of_any_length_are_answered_as_the_file_store_answers_them(
     config = PromptContextConfig()
     record = {"request_id": "req-keys", "events": []}
     _check_same_as_the_file_store(connection, record, appends, config)
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     again = store.append("req-keys", [_raw({"type": "note"})], {}, key=long_keys[11])
     assert (again.applied, again.count) == (False, 272)  # its newest event is in the window
 
@@ -302,13 +313,13 @@ _WRITER = """
 import sys, msgspec
 from anyio.from_thread import start_blocking_portal
 from teams_runtime.storage.nats.connection import open_connection
-from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.nats.blocking_faces import blocking_store
 from teams_runtime.codecs.config import NatsSettings
 settings = msgspec.json.decode(sys.argv[1].encode(), type=NatsSettings)
 name, appends = sys.argv[2], int(sys.argv[3])
 with start_blocking_portal() as portal:
     with portal.wrap_async_context_manager(open_connection(settings)) as connection:
-        store = NatsRecordStore(connection)
+        store = blocking_store(connection)
         print("ready", flush=True)
         sys.stdin.readline()  # start together
         for number in range(appends):
@@ -320,7 +331,7 @@ with start_blocking_portal() as portal:
 def test_four_processes_appending_at_once_lose_nothing_and_keep_their_order(
     connection: NatsConnection, nats_settings: NatsSettings
 ) -> None:
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
     writers, appends = 4, 100
     argument = msgspec.json.encode(nats_settings).decode()
@@ -357,7 +368,7 @@ def test_a_keyed_append_is_stored_once_whichever_host_repeats_it(
     nats_connect: Callable[..., NatsConnection],
 ) -> None:
     other_host = nats_connect(nats_settings)
-    here, there = NatsRecordStore(connection), NatsRecordStore(other_host)
+    here, there = blocking_store(connection), blocking_store(other_host)
     here.create("req-1", {"request_id": "req-1", "events": []})
     note = {"timestamp": "t", "type": "note", "append_key": "env-1"}
     first = here.append("req-1", [_raw(note)], {"status": "a"}, key="env-1")
@@ -371,7 +382,7 @@ def test_a_keyed_append_is_stored_once_whichever_host_repeats_it(
 def test_an_append_a_dead_writer_left_half_done_is_set_aside(
     connection: NatsConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
     names = connection.names
     # A writer published an event and died before committing the head.
@@ -390,12 +401,12 @@ def test_an_append_a_dead_writer_left_half_done_is_set_aside(
 def test_a_fresh_half_done_append_is_waited_for_not_set_aside(
     connection: NatsConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
     headers = {"Tr-Append": "slow"}
     subject = connection.names.event_subject("req-1", None)
     connection.call(lambda: connection.js.publish(subject, b'{"type": "pending"}', headers=headers))
-    other = NatsRecordStore(connection)
+    other = blocking_store(connection)
     assert other.exists("req-1")  # its head seen: version() says its revision
     before = other.version("req-1")
     # Its writer may still commit it: an append waits (here it gives up, nothing written).
@@ -412,7 +423,8 @@ def test_a_half_done_append_is_aged_by_the_appenders_own_clock_and_waited_for_ca
     # A writer whose clock ran an hour ahead published an event and died. Its age is how long
     # the appender has watched it (monotonic), so it is set aside after the grace (shortened
     # here to a second), not an hour later; and the append waits without spinning.
-    store = NatsRecordStore(connection)
+    nats_store = _nats_store(connection)
+    store = view_store(nats_store, connection.call)
     store.create("req-1", {"request_id": "req-1", "events": []})
     subject = connection.names.event_subject("req-1", None)
     headers = {"Tr-Append": "ahead", "Tr-Time": f"{time.time() + 3600:.3f}"}
@@ -420,14 +432,14 @@ def test_a_half_done_append_is_aged_by_the_appenders_own_clock_and_waited_for_ca
     monkeypatch.setattr(append_writer, "ABANDONED_SECONDS", 1.0)
     monkeypatch.setattr(append_writer, "APPEND_SECONDS", 20.0)
     reads = 0
-    get_head = store.reader.get_head
+    get_head = nats_store.reader.get_head
 
     async def counted(key: str) -> Any:
         nonlocal reads
         reads += 1
         return await get_head(key)
 
-    monkeypatch.setattr(store.reader, "get_head", counted)
+    monkeypatch.setattr(nats_store.reader, "get_head", counted)
     appended = store.append("req-1", [_raw({"type": "after"})], {})
     assert appended.count == 1
     assert [item["type"] for item in json.loads(store.load("req-1"))["events"]] == ["after"]
@@ -441,7 +453,7 @@ def test_an_appender_whose_clock_runs_ahead_never_sets_a_live_writers_messages_a
     # about to commit). This host's clock runs two minutes ahead: judged by timestamps the
     # message would look two minutes old and be set aside, interleaving the two appends (an
     # outside attack corrupted a record so). It must wait instead, and say the request is busy.
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
     subject = connection.names.event_subject("req-1", None)
     headers = {"Tr-Append": "live", "Tr-Time": f"{time.time():.3f}"}
@@ -462,7 +474,7 @@ def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(
     settings = nats_server.settings()
     nats_server.limit_events(settings.prefix, 200_000)
     connection = nats_connect(settings)
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     events = [{"type": "note", "summary": "s" * 50_000} for _ in range(6)]
     record = {"request_id": "req-1", "events": events}
     with pytest.raises(BackendError, match=r"refused a message of this write \(.*\); noth"):
@@ -475,7 +487,7 @@ def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(
 
 
 def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnection) -> None:
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": []})
     kv = connection.call(lambda: connection.js.key_value(connection.names.heads))
     connection.call(lambda: kv.put("req-1", b"not a head"))
@@ -491,12 +503,13 @@ def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnectio
 def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     connection: NatsConnection,
 ) -> None:
-    # What `NatsConnection.call` does when the server's answer to a commit times out: it runs
+    # What `NatsConnection.run` does when the server's answer to a commit times out: it runs
     # the same append again. Another writer's append in between must not make it write twice.
-    store = NatsRecordStore(connection)
+    nats_store = _nats_store(connection)
+    store = view_store(nats_store, connection.call)
     store.create("req-1", {"request_id": "req-1", "events": []})
     prepared = prepare([_raw({"type": "mine"})], "an appended event")
-    append = AppendWriter(store.reader, "req-1", prepared, {"status": "x"}, "", {})
+    append = AppendWriter(nats_store.reader, "req-1", prepared, {"status": "x"}, "", {})
     first = connection.call(append.run)
     store.append("req-1", [_raw({"type": "other"})], {})
     again = connection.call(append.run)
@@ -545,7 +558,7 @@ def test_any_request_id_is_one_record_on_nats_in_nfc_or_nfd(
     nfd = unicodedata.normalize("NFD", nfc)
     suffix = uuid.uuid4().hex[:6]  # one record per example on the shared server
     nfc, nfd = f"{nfc}-{suffix}", f"{nfd}-{suffix}"
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     assert store.create(nfd, {"request_id": nfc, "events": []})
     assert store.append(nfc, [_raw({"type": "note"})], {}).count == 1
     assert store.exists(nfd) and store.exists(nfc)
@@ -554,7 +567,7 @@ def test_any_request_id_is_one_record_on_nats_in_nfc_or_nfd(
 
 
 def test_an_id_typed_in_nfd_or_nfc_is_one_record(connection: NatsConnection) -> None:
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     nfc = "요청-1:é.ß"
     nfd = unicodedata.normalize("NFD", nfc)
     assert nfd != nfc
@@ -578,7 +591,7 @@ def test_version_of_an_unseen_request_asks_no_server(
     # The actor asks version() on the event loop per projection: it must never wait on the
     # server (here a call would retry for retry_seconds, then raise BackendError).
     connection = nats_connect(own_nats_server.settings(retry_seconds=1.0))
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
     assert not store.exists("req-gone")
     created = store.version("req-1")
@@ -588,11 +601,11 @@ def test_version_of_an_unseen_request_asks_no_server(
     assert store.version("req-1") == created  # seen: what this store wrote
     assert store.version("req-gone") is None  # looked for: none
     with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
-        store.read("req-2", tail=16)  # the read, in a worker thread, waits on the server
+        store.read("req-2", tail=16)  # the read waits on the server
 
 
 def test_a_read_or_lookup_records_the_version_it_saw(connection: NatsConnection) -> None:
-    writer, reader = NatsRecordStore(connection), NatsRecordStore(connection)
+    writer, reader = blocking_store(connection), blocking_store(connection)
     writer.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
     assert reader.version("req-1") in (UNSEEN, writer.version("req-1"))
     read = reader.read("req-1", tail=16)
@@ -610,7 +623,7 @@ def test_an_appends_answer_holds_at_most_the_heads_tail_of_its_events(
     connection: NatsConnection,
 ) -> None:
     # An import-sized append answers as a read does: the last HEAD_TAIL events, not all.
-    store = NatsRecordStore(connection)
+    store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
     events = [{"type": "note", "summary": str(number)} for number in range(HEAD_TAIL + 44)]
     appended = store.append("req-1", [_raw(event) for event in events], {"status": "x"})
