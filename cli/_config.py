@@ -95,6 +95,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot create the workspace in {workspace.root}: {exc}") from exc
+    load_team_config(workspace.root, remember=True)  # cached for the commands that follow
     where = ".teams_runtime/requests/"
     if args.backend == "nats":
         where = f"requests and the queue on NATS at {settings.shown_url}"
@@ -130,7 +131,8 @@ def declare_config(check: argparse.ArgumentParser) -> None:
 
 def cmd_config(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
-    config = load_team_config(workspace.root)
+    # Checked after an edit: later commands read it back from its cache (no YAML parse).
+    config = load_team_config(workspace.root, remember=True)
     if args.graph:  # the config's own view: no model needs to be on this host for it
         if args.probe:
             raise UserError("--graph and --probe are two views: give one of them.")

@@ -125,8 +125,12 @@ class Workspace:
         return f"Workspace({str(self.root)!r})"
 
 
-def load_team_config(workspace: str | Path) -> TeamConfig:
-    """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``."""
+def load_team_config(workspace: str | Path, *, remember: bool = False) -> TeamConfig:
+    """Read ``<workspace>/team_runtime.yaml``; a missing or unreadable file is a ``ConfigError``.
+
+    An unchanged file is read back from its checked cache; with ``remember`` a file parsed
+    anew is cached for the next reads. Only ``init`` and ``config`` remember: every other
+    command leaves the disk as it found it when its input is bad."""
     path = Path(workspace) / CONFIG_FILE_NAME
     try:
         fd = open_regular(path, follow_links=True)  # the user's file: it may be a link
@@ -152,5 +156,6 @@ def load_team_config(workspace: str | Path) -> TeamConfig:
     config = cached_config(runtime, text)
     if config is None:
         config = parse_team_config(text, str(path))
-        remember_config(runtime, text, config)
+        if remember:
+            remember_config(runtime, text, config)
     return config

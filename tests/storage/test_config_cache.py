@@ -31,31 +31,31 @@ def test_an_unchanged_file_is_read_back_from_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _workspace(tmp_path)
-    first = load_team_config(root)
+    first = load_team_config(root, remember=True)
     assert first == parse_team_config(DEFAULT_CONFIG_TEXT, "team_runtime.yaml")
     assert (root / ".teams_runtime" / CACHE_NAME).is_file()
     _no_parse(monkeypatch)
-    again = load_team_config(root)
+    again = load_team_config(root, remember=True)
     assert again == first
     assert msgspec.json.encode(again) == msgspec.json.encode(first)  # the cast's order too
 
 
 def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
     root = _workspace(tmp_path)
-    load_team_config(root)
+    load_team_config(root, remember=True)
     text = DEFAULT_CONFIG_TEXT.replace("recent_events: 8", "recent_events: 5")
     assert text != DEFAULT_CONFIG_TEXT
     (root / "team_runtime.yaml").write_text(text)
-    assert load_team_config(root).prompt_context.recent_events == 5
+    assert load_team_config(root, remember=True).prompt_context.recent_events == 5
 
 
 def test_an_error_is_never_cached(tmp_path: Path) -> None:
     root = _workspace(tmp_path)
-    load_team_config(root)
+    load_team_config(root, remember=True)
     (root / "team_runtime.yaml").write_text("prompt_context: [\n")
     for _ in range(2):
         with pytest.raises(ConfigError, match="not valid YAML"):
-            load_team_config(root)
+            load_team_config(root, remember=True)
 
 
 @pytest.mark.parametrize(
@@ -73,11 +73,11 @@ def test_a_damaged_or_stale_cache_is_parsed_over_and_rewritten(
     tmp_path: Path, damage: object
 ) -> None:
     root = _workspace(tmp_path)
-    expected = load_team_config(root)
+    expected = load_team_config(root, remember=True)
     cache = root / ".teams_runtime" / CACHE_NAME
     good = cache.read_bytes()
     cache.write_bytes(damage(good))  # type: ignore[operator]
-    assert load_team_config(root) == expected
+    assert load_team_config(root, remember=True) == expected
     assert cache.read_bytes() == good
 
 
@@ -85,7 +85,7 @@ def test_a_changed_parser_module_makes_the_cache_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _workspace(tmp_path)
-    load_team_config(root)
+    load_team_config(root, remember=True)
     cache = root / ".teams_runtime" / CACHE_NAME
     document = msgspec.json.decode(cache.read_bytes())
     path, mtime, size = document["code"][0]
@@ -99,11 +99,20 @@ def test_a_changed_parser_module_makes_the_cache_stale(
         return real(text, source)
 
     monkeypatch.setattr(workspace_module, "parse_team_config", counted)
-    load_team_config(root)
+    load_team_config(root, remember=True)
     assert len(calls) == 1
 
 
 def test_a_workspace_without_its_runtime_folder_gets_none(tmp_path: Path) -> None:
     (tmp_path / "team_runtime.yaml").write_text(DEFAULT_CONFIG_TEXT)
-    load_team_config(tmp_path)
+    load_team_config(tmp_path, remember=True)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["team_runtime.yaml"]
+
+
+def test_only_init_and_config_write_the_cache(tmp_path: Path) -> None:
+    # Every other command leaves the disk as it found it (bad input changes nothing on disk).
+    root = _workspace(tmp_path)
+    load_team_config(root)
+    assert not (root / ".teams_runtime" / CACHE_NAME).exists()
+    load_team_config(root, remember=True)
+    assert (root / ".teams_runtime" / CACHE_NAME).is_file()
