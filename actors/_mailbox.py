@@ -1,9 +1,9 @@
 """The one actor style: a bounded inbox served by one task, with ``ask`` and ``tell``.
 
-Tell and ask differ only in whether an envelope has a reply slot (as in pykka). A reply is the
+Tell and ask differ only in whether an envelope has a response slot (as in pykka). A response is the
 handler's return value; an exception the handler raises goes back to the asker and is raised
 there (a told message's error is logged). Nothing here assumes more than "send a message,
-await one reply", so a network transport can replace it.
+await one response", so a network transport can replace it.
 
 The serving loop takes envelopes already queued without a scheduling round trip each, and
 waits only when the inbox is empty. It stays because it is what lets one ContextActor answer
@@ -30,7 +30,7 @@ from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from teams_runtime._logs import logger
-from teams_runtime.actors._replies import NOTHING, Reply
+from teams_runtime.actors._responses import NOTHING, Response
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 __all__ = ["LATER", "Lanes", "Later", "Mailbox", "MailboxStatistics"]
@@ -82,12 +82,12 @@ class Lanes(Generic[M]):
 @dataclass(frozen=True, slots=True)
 class _Envelope(Generic[M]):
     message: M
-    reply: Reply | None
+    response: Response | None
 
 
-def _answer(envelope: _Envelope[Any], result: Any) -> None:
-    if envelope.reply is not None:  # never blocks; the asker may have given up meanwhile
-        envelope.reply.give(result)
+def _respond(envelope: _Envelope[Any], result: Any) -> None:
+    if envelope.response is not None:  # never blocks; the asker may have given up meanwhile
+        envelope.response.give(result)
 
 
 class _Raised:
@@ -118,45 +118,45 @@ class Mailbox(Generic[M]):
     # A timeout parameter on purpose (ASYNC109): every ask needs a deadline, and making each
     # caller wrap it in fail_after is how one gets forgotten.
     async def ask(self, message: M, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """Send ``message`` and wait for the reply.
+        """Send ``message`` and wait for the response.
 
-        Waits for room in the inbox and then for the reply, together at most ``timeout``
+        Waits for room in the inbox and then for the response, together at most ``timeout``
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
         began = anyio.current_time()
-        reply = Reply() if timeout is None else Reply(began + timeout)
-        envelope = _Envelope(message, reply)
+        response = Response() if timeout is None else Response(began + timeout)
+        envelope = _Envelope(message, response)
         try:
             # First without a deadline's cancel scope, which would cost an ask a third of its
-            # round trip: queued at once, an ask the serving task answers itself has its reply
-            # after one round. The deadline still holds: the reply slot carries it.
+            # round trip: queued at once, an ask the serving task answers itself has its response
+            # after one round. The deadline still holds: the response slot carries it.
             queued = (timeout is None or timeout > 0) and await self._put(envelope, wait=False)
             if queued:
                 await checkpoint()  # the serving task takes it, and may answer it, this round
-            if not reply.closed:
+            if not response.closed:
                 left = None if timeout is None else timeout - (anyio.current_time() - began)
                 with anyio.fail_after(left):
                     if not queued:
                         await self._put(envelope)
-                    await reply.wait()
-            result = self._given(reply)
+                    await response.wait()
+            result = self._given(response)
         except TimeoutError:
             raise AskTimeout(
                 f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
             ) from None
         finally:
-            reply.abandon()
+            response.abandon()
         if isinstance(result, _Raised):
             raise result.error
         return result
 
-    def _given(self, reply: Reply) -> Any:
-        if reply.value is NOTHING:
-            if anyio.current_time() >= reply.deadline:  # dropped: it was taken too late
+    def _given(self, response: Response) -> Any:
+        if response.value is NOTHING:
+            if anyio.current_time() >= response.deadline:  # dropped: it was taken too late
                 raise TimeoutError
             raise ActorStopped(f"the {self.name} actor stopped before answering.")
-        return reply.value
+        return response.value
 
     async def tell(self, message: M) -> None:
         """Send ``message`` without waiting for it to be handled; waits while the inbox is
@@ -177,12 +177,12 @@ class Mailbox(Generic[M]):
                     return False
                 await self._send.send(envelope)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            if envelope.reply is not None:
-                envelope.reply.close()
+            if envelope.response is not None:
+                envelope.response.close()
             raise ActorStopped(f"the {self.name} actor is not running.") from None
         except BaseException:  # cancelled or timed out before it was queued
-            if envelope.reply is not None:
-                envelope.reply.close()
+            if envelope.response is not None:
+                envelope.response.close()
             raise
         return True
 
@@ -257,10 +257,10 @@ class Mailbox(Generic[M]):
         if backlog is None and lanes.at_once is not None:
             if self._refused(envelope):
                 return
-            answer = lanes.at_once(envelope.message)
-            if answer is not LATER:
+            given = lanes.at_once(envelope.message)
+            if given is not LATER:
                 self._served += 1
-                _answer(envelope, answer)
+                _respond(envelope, given)
                 return
         if backlog is None and len(self._lanes) < lanes.most:
             backlog = self._lanes[key] = deque([envelope])
@@ -268,18 +268,18 @@ class Mailbox(Generic[M]):
         elif backlog is not None and len(backlog) < self._size:
             backlog.append(envelope)
         else:
-            _answer(envelope, _Raised(self._busy(envelope.message, key, lanes, backlog)))
+            _respond(envelope, _Raised(self._busy(envelope.message, key, lanes, backlog)))
 
     def _refused(self, envelope: _Envelope[M]) -> bool:
         """Answer ``envelope`` here if it is not to be handled: the actor is stopping, or its
         asker gave up while it waited (its deadline, a cancel: nobody wants the answer, and a
         write done now would land after its asker was told it failed)."""
         if self._stopping:
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
+            _respond(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return True
-        reply = envelope.reply
-        if reply is not None and not reply.is_wanted():
-            reply.close()
+        response = envelope.response
+        if response is not None and not response.is_wanted():
+            response.close()
             self._dropped += 1
             return True
         return False
@@ -308,8 +308,10 @@ class Mailbox(Generic[M]):
                 await self._serve_one(backlog.popleft(), handle)
         finally:
             del self._lanes[key]
-            while backlog:  # cancelled: what waited behind gets an answer, never silence
-                _answer(backlog.popleft(), _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            while backlog:  # cancelled: what waited behind gets a response, never silence
+                _respond(
+                    backlog.popleft(), _Raised(ActorStopped(f"the {self.name} actor stopped."))
+                )
 
     async def _serve_one(
         self, envelope: _Envelope[M], handle: Callable[[M], Awaitable[Any]]
@@ -323,27 +325,27 @@ class Mailbox(Generic[M]):
             self._failed(envelope, exc)
             return
         except BaseException:  # cancelled while handling it: the asker hears, never silence
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            _respond(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
             raise
         finally:
             self._in_flight -= 1
             self._served += 1
-        _answer(envelope, result)
+        _respond(envelope, result)
 
     def _failed(self, envelope: _Envelope[M], exc: Exception) -> None:
         """A message's handling raised: its asker gets the error; a told one's is logged."""
-        if envelope.reply is None:  # nobody to tell
+        if envelope.response is None:  # nobody to tell
             logger.opt(exception=exc).error("{} actor failed on a message", self.name)
-        _answer(envelope, _Raised(exc))
+        _respond(envelope, _Raised(exc))
 
     def _drain(self) -> None:
-        # Whatever is still queued (e.g. after cancellation) gets an answer, never silence.
+        # Whatever is still queued (e.g. after cancellation) gets a response, never silence.
         while True:
             try:
                 envelope = self._receive.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            _respond(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
 
     def stop(self) -> None:
         """Stop taking messages; queued asks are answered with ``ActorStopped``."""

@@ -32,7 +32,7 @@ from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.model import validate_answer
+from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
@@ -40,9 +40,9 @@ from teams_runtime.policy.prompts import (
     PURPOSES,
     PromptBundle,
     PromptKind,
-    answer_kind_of,
     build_prompt,
     next_roles_of,
+    reply_kind_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.storage.backends import blocking_backend, workspace_config
@@ -309,17 +309,17 @@ async def _preview_prompt(
     cast: Cast,
 ) -> PromptBundle:
     """The prompt ``role`` of ``cast`` would be sent for ``request_id`` (a repair shows the
-    errors an empty answer would get). Reads through a ContextActor like the roles do; writes
+    errors an empty reply would get). Reads through a ContextActor like the roles do; writes
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = _envelope_from(projection, request_id, role)
     repairing = cast.prompt_kind_of(role)
     errors: list[str] = []
     if kind == "repair":
-        answer_kind = answer_kind_of(kind, repairing)
+        reply_kind = reply_kind_of(kind, repairing)
         contract = next_roles_of(role, cast)
-        errors = validate_answer(
-            "{}", kind=answer_kind, request_id=request_id, role=role, next_roles=contract
+        errors = validate_reply(
+            "{}", kind=reply_kind, request_id=request_id, role=role, next_roles=contract
         ).issues
     return build_prompt(
         kind,

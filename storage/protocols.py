@@ -74,7 +74,7 @@ class RecordStore(Protocol):
     def version(self, request_id: str) -> Hashable | None:
         """The record's current version, ``None`` if there is none. It never waits: no read of
         the record, no round trip (files: one ``stat``; NATS: the newest revision seen), since
-        a ContextActor's published answers are checked against it on every warm ask. A store
+        a ContextActor's published projections are checked against it on every warm ask. A store
         that learns versions from elsewhere answers one that equals no other for a request it
         has not seen yet."""
         ...

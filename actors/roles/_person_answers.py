@@ -29,7 +29,7 @@ from teams_runtime.actors.roles._outcome_writes import (
 from teams_runtime.actors.roles._person_waits import InboxLook, handle_overdue, tidy_inbox
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_answer
+from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_reply
 from teams_runtime.codecs.statuses import ResultStatus
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
@@ -42,7 +42,7 @@ from teams_runtime.policy.outcomes import (
     state_of,
     status_of,
 )
-from teams_runtime.policy.prompts import PromptBundle, answer_kind_of, build_prompt
+from teams_runtime.policy.prompts import PromptBundle, build_prompt, reply_kind_of
 from teams_runtime.storage import AnswerInbox, WorkQueue, Workspace
 from teams_runtime.storage.backends import open_backend
 
@@ -154,9 +154,9 @@ def person_result(
     role = _cast_role(cast, item)
     result = {"request_id": item.request_id, "role": role, **given}
     kind = cast.prompt_kind_of(role)
-    checked = validate_answer(
+    checked = validate_reply(
         msgspec.json.encode(result).decode(),
-        kind=answer_kind_of(kind),
+        kind=reply_kind_of(kind),
         request_id=item.request_id,
         role=role,
         next_roles=cast.next_roles(role),

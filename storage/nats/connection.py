@@ -239,7 +239,7 @@ class NatsConnection:
 
     async def bucket_keys(self, kv: KeyValue, bucket: str) -> list[str]:
         """Every key of the KV ``bucket``. nats-py's ``keys()`` watches the bucket and can end
-        its listing before the first entry arrives (seen under load): an empty answer for a
+        its listing before the first entry arrives (seen under load): an empty reply for a
         bucket that holds messages is asked again before it is believed."""
         for _ in range(_LISTING_TRIES):
             try:

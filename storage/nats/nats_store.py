@@ -102,7 +102,7 @@ class NatsRecordStore:
     def version(self, request_id: str) -> Hashable | None:
         """The head's revision the watch (or this store's own reads and writes) last saw;
         ``None`` once the store found no head. Never a round trip (the protocol's rule: the
-        ContextActor's published answers are checked against it per warm ask; a KV read
+        ContextActor's published projections are checked against it per warm ask; a KV read
         there would hold every ask up, for up to ``retry_seconds`` with the server away). A
         request not seen yet answers ``UNSEEN``, which equals no version the actor holds, so
         its ask reads it (that read records the revision, or raises

@@ -503,7 +503,7 @@ def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnectio
 def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     connection: NatsConnection,
 ) -> None:
-    # What `NatsConnection.run` does when the server's answer to a commit times out: it runs
+    # What `NatsConnection.run` does when the server's reply to a commit times out: it runs
     # the same append again. Another writer's append in between must not make it write twice.
     nats_store = _nats_store(connection)
     store = view_store(nats_store, connection.call)
