@@ -45,7 +45,7 @@ from teams_runtime.policy.prompts import (
     reply_kind_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
-from teams_runtime.storage.backends import blocking_backend, workspace_config
+from teams_runtime.storage.opening import blocking_storage, workspace_config
 
 __all__ = [
     "cmd_explain",
@@ -116,8 +116,8 @@ def cmd_project(args: argparse.Namespace) -> int:
         projection = project_fields(read_record_file(Path(args.record))[1], config)
     else:
         workspace = Workspace(args.workspace)
-        with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-            projection = backend.run_with_store(
+        with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+            projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
     if args.json:
@@ -162,8 +162,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _, fields = read_record_file(Path(args.record))
     else:
         # Every event is needed, so the record is read whole (tail=None).
-        with blocking_backend(Workspace(args.workspace), team) as backend:
-            read = backend.store.read(args.request_id, tail=None)
+        with blocking_storage(Workspace(args.workspace), team) as storage:
+            read = storage.store.read(args.request_id, tail=None)
         fields, source = read.fields, read.source
     projection = project_fields(fields, config)
     events = fields.get("events")
@@ -255,8 +255,8 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     cast = team.cast
     kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
     config = _with_overrides(team.prompt_context, args)
-    with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-        bundle = backend.run_with_store(
+    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+        bundle = storage.run_with_store(
             _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
         )
     if args.json:

@@ -5,8 +5,8 @@ a worker uses it per envelope, and ``QueueAdmin`` is the same queue as chores, `
 operators see it (counts, snapshots, strays, deferred envelopes); ``AnswerInbox`` keeps the
 envelopes of a person's role waiting for that person's answer.
 
-They are async, called on the event loop: the NATS backend (an async client) answers on it,
-with no thread between; the file backend runs its blocking calls in worker threads itself
+They are async, called on the event loop: the NATS storage (an async client) answers on it,
+with no thread between; the file storage runs its blocking calls in worker threads itself
 (``files.threaded``). Only ``RecordStore.version`` and ``read_nowait`` are plain calls, since
 they never wait. Synchronous code (a CLI command) uses their blocking faces
 (``storage.blocking``). The test suites of ``tests/`` run against every implementation. A
@@ -34,7 +34,6 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AnswerInbox",
     "AppendOutcome",
-    "BackendQueue",
     "Claim",
     "DeferredEnvelope",
     "IndexedParts",
@@ -43,6 +42,7 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "StorageQueue",
     "Stray",
     "WorkQueue",
     "WorkerLease",
@@ -269,7 +269,7 @@ class QueueAdmin(Protocol):
         ...
 
 
-class BackendQueue(WorkQueue, QueueAdmin, Protocol):
+class StorageQueue(WorkQueue, QueueAdmin, Protocol):
     """A backend's queue: both faces in one object. Who holds it for a worker (the Team) has
     both; who uses it takes the face it needs (a role actor a ``WorkQueue``, chores and
     ``status`` a ``QueueAdmin``)."""

@@ -79,7 +79,7 @@ class Workspace:
 
     @property
     def inbox_dir(self) -> Path:
-        """Where the envelopes of people's roles wait for an answer (file backend)."""
+        """Where the envelopes of people's roles wait for an answer (file storage)."""
         return self.runtime_dir / "inbox"
 
     @property

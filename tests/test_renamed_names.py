@@ -16,6 +16,10 @@ RENAMED = [
     ("teams_runtime.codecs.model", "answer_json", "reply_json"),
     ("teams_runtime.codecs.model", "read_answer", "read_reply"),
     ("teams_runtime.codecs.model", "validate_answer", "validate_reply"),
+    ("teams_runtime.codecs.config", "BackendConfig", "StorageConfig"),
+    ("teams_runtime.storage", "BackendQueue", "StorageQueue"),
+    ("teams_runtime.exceptions", "BackendError", "StorageError"),
+    ("teams_runtime", "BackendError", "StorageError"),
 ]
 
 
@@ -39,3 +43,12 @@ def test_a_prompt_bundle_s_answer_kind_warns_and_is_its_reply_kind() -> None:
     object.__setattr__(bundle, "reply_kind", "task")
     with pytest.warns(DeprecationWarning, match="use PromptBundle.reply_kind"):
         assert bundle.answer_kind == "task"
+
+
+def test_the_old_name_of_an_error_still_catches_it() -> None:
+    import teams_runtime.exceptions as exceptions
+
+    with pytest.warns(DeprecationWarning):
+        old = exceptions.BackendError
+    with pytest.raises(old):
+        raise exceptions.StorageError("the NATS server is away")

@@ -54,7 +54,7 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.opening import open_storage
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
@@ -323,9 +323,9 @@ async def open_context(
     On exit the actor stops: asks still queued are answered with ``ActorStopped``.
     """
     async with AsyncExitStack() as owned:
-        if store is None:  # the workspace's backend, open while the actor runs (NATS connects)
-            backend = await owned.enter_async_context(open_backend(Workspace(workspace)))
-            store = backend.store
+        if store is None:  # the workspace's storage, open while the actor runs (NATS connects)
+            storage = await owned.enter_async_context(open_storage(Workspace(workspace)))
+            store = storage.store
         actor = ContextActor(
             store,
             config or PromptContextConfig(),

@@ -11,7 +11,10 @@ runtime uses), the whole file and its parser (``team_config``), the refusal of u
 
 from __future__ import annotations
 
-from teams_runtime.codecs.config._backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
+from typing import Any
+
+from teams_runtime._deprecated import renamed
+from teams_runtime.codecs.config._backend_section import BACKEND_KINDS, NatsSettings, StorageConfig
 from teams_runtime.codecs.config._cast import DEFAULT_CAST, DEFAULT_CONCURRENCY, Cast
 from teams_runtime.codecs.config._init_text import DEFAULT_CONFIG_TEXT, backend_block_text
 from teams_runtime.codecs.config._model_choices import INTERNAL_AGENTS, ModelChoice
@@ -46,7 +49,6 @@ __all__ = [
     "INTERNAL_AGENTS",
     "RUNTIME_BODY_KEYS",
     "STRUCTURED_OUTPUT_FORMS",
-    "BackendConfig",
     "Cast",
     "DryRunConfig",
     "ModelChoice",
@@ -57,6 +59,7 @@ __all__ = [
     "QueueConfig",
     "RateCard",
     "RoleConfig",
+    "StorageConfig",
     "StructuredOutput",
     "TeamConfig",
     "TeamSection",
@@ -67,3 +70,13 @@ __all__ = [
     "parse_team_config",
     "section_notes",
 ]
+
+
+# Renamed in issue 30 ("backend" is a model backend; where requests are kept is storage): the
+# old name still imports, with a DeprecationWarning, for one release.
+_RENAMED = {"BackendConfig": "StorageConfig"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of this module's (``_RENAMED``), with a ``DeprecationWarning``."""
+    return renamed(__name__, name, _RENAMED)
