@@ -1,4 +1,4 @@
-"""The one actor style: a bounded inbox served by one task, with ``ask`` and ``tell``.
+"""The one actor style: a bounded mailbox served by one task, with ``ask`` and ``tell``.
 
 Tell and ask differ only in whether an envelope has a response slot (as in pykka). A response is the
 handler's return value; an exception the handler raises goes back to the asker and is raised
@@ -6,10 +6,10 @@ there (a told message's error is logged). Nothing here assumes more than "send a
 await one response", so a network transport can replace it.
 
 The serving loop takes envelopes already queued without a scheduling round trip each, and
-waits only when the inbox is empty. It stays because it is what lets one ContextActor answer
+waits only when the mailbox is empty. It stays because it is what lets one ContextActor answer
 tens of thousands of asks a second (profiling found a round trip per ask to be one of the
 two costs that held it near 11,000/s, docs/performance.md); it cannot starve other tasks for
-long, since the inbox is bounded and asks arrive from tasks that must run to send more.
+long, since the mailbox is bounded and asks arrive from tasks that must run to send more.
 
 A mailbox served with ``Lanes`` handles envelopes of different keys (the ContextActor: request
 ids) at once and those of one key one at a time, in the order they came: one task per key with
@@ -42,7 +42,7 @@ M = TypeVar("M")
 class MailboxStatistics:
     """A mailbox at one moment (as trio's and anyio's ``statistics()``)."""
 
-    queued: int  # envelopes waiting: in the inbox, and (with lanes) behind another of their key
+    queued: int  # envelopes waiting: in the mailbox, and (with lanes) behind another of their key
     served: int  # envelopes handled since the mailbox was made
     in_flight: int  # envelopes being handled now (one serving task: 0 or 1)
     dropped: int = 0  # asks not handled: their asker had given up (a deadline, a cancel)
@@ -65,7 +65,7 @@ LATER: Final = Later()
 @dataclass(frozen=True, slots=True)
 class Lanes(Generic[M]):
     """How to serve a mailbox concurrently: one lane per ``key`` of a message, at most
-    ``most`` lanes with work at once, each holding at most the inbox's size waiting.
+    ``most`` lanes with work at once, each holding at most the mailbox's size waiting.
     ``noun`` names the keys and ``limit`` says where ``most`` is set, for ``ActorBusy``.
 
     ``at_once``, if given, answers a message without any await when it can (else ``LATER``);
@@ -100,7 +100,7 @@ class _Raised:
 
 
 class Mailbox(Generic[M]):
-    """The inbox of one actor: bounded, served by one task, closed on shutdown."""
+    """The mailbox of one actor: bounded, served by one task, closed on shutdown."""
 
     def __init__(self, name: str, size: int = 64) -> None:
         self.name = name
@@ -120,7 +120,7 @@ class Mailbox(Generic[M]):
     async def ask(self, message: M, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         """Send ``message`` and wait for the response.
 
-        Waits for room in the inbox and then for the response, together at most ``timeout``
+        Waits for room in the mailbox and then for the response, together at most ``timeout``
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
@@ -159,12 +159,12 @@ class Mailbox(Generic[M]):
         return response.value
 
     async def tell(self, message: M) -> None:
-        """Send ``message`` without waiting for it to be handled; waits while the inbox is
+        """Send ``message`` without waiting for it to be handled; waits while the mailbox is
         full. Raises ``ActorStopped`` if the actor is not running."""
         await self._put(_Envelope(message, None))
 
     async def _put(self, envelope: _Envelope[M], *, wait: bool = True) -> bool:
-        """Queue ``envelope``, waiting for room in a full inbox unless ``wait`` is false;
+        """Queue ``envelope``, waiting for room in a full mailbox unless ``wait`` is false;
         whether it was queued."""
         try:
             # Not `send` at once: its checkpoint would cost every ask a scheduling round of its
@@ -172,7 +172,7 @@ class Mailbox(Generic[M]):
             await checkpoint_if_cancelled()
             try:
                 self._send.send_nowait(envelope)
-            except anyio.WouldBlock:  # a full inbox: wait for room
+            except anyio.WouldBlock:  # a full mailbox: wait for room
                 if not wait:
                     return False
                 await self._send.send(envelope)
@@ -231,7 +231,7 @@ class Mailbox(Generic[M]):
 
     async def _next(self) -> _Envelope[M] | None:
         """The next envelope, without a scheduling round while some are queued (see the module
-        docstring); ``None`` once the inbox is closed and empty (or was closed before serving
+        docstring); ``None`` once the mailbox is closed and empty (or was closed before serving
         began)."""
         try:
             return self._receive.receive_nowait()
@@ -351,6 +351,6 @@ class Mailbox(Generic[M]):
         """Stop taking messages; queued asks are answered with ``ActorStopped``."""
         self._stopping = True
         self._send.close()
-        if not self._serving:  # nobody will read the inbox again: answer what is queued now
+        if not self._serving:  # nobody will read the mailbox again: answer what is queued now
             self._drain()
             self._receive.close()

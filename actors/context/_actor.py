@@ -124,8 +124,8 @@ class ContextActor:
         self._mailbox.stop()
 
     def statistics(self) -> MailboxStatistics:
-        """The inbox's counts: what waits, what was served (asks served from a published
-        answer never reach the inbox and are not among them)."""
+        """The mailbox's counts: what waits, what was served (asks served from a published
+        projection never reach the mailbox and are not among them)."""
         return self._mailbox.statistics()
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
@@ -318,7 +318,7 @@ async def open_context(
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
     Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
-    backend, opened here and closed on exit (on NATS, a connection of this scope's own). It
+    storage, opened here and closed on exit (on NATS, a connection of this scope's own). It
     answers asks about up to ``requests_in_flight`` requests at once (more: ``ActorBusy``).
     On exit the actor stops: asks still queued are answered with ``ActorStopped``.
     """
@@ -334,7 +334,7 @@ async def open_context(
         )
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
-            # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
+            # Not `start`: asks wait in the mailbox until it serves, and that saves the round trip.
             group.start_soon(actor.serve)
             try:
                 yield actor.handle(ask_timeout)

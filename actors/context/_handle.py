@@ -1,6 +1,6 @@
 """``ContextHandle``: what roles hold to ask the ContextActor (``actors.context._actor``).
 
-Every ask goes through the actor's inbox under a deadline, except a projection the actor has
+Every ask goes through the actor's mailbox under a deadline, except a projection the actor has
 published an answer for that is still current (``actors.context._published``). Asks and replies
 are values (``codecs.context_asks``): the actor is in this process, so nothing is encoded for
 it that the store does not write, and an error it raises is raised here as the same object.

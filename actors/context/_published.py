@@ -1,7 +1,7 @@
 """Published projections: the immutable snapshots a ContextActor publishes for its handles.
 
 A warm ask (a record unchanged since the actor last answered for it) is most of what roles
-ask, and a round trip through the actor's inbox would be most of its cost. So the actor
+ask, and a round trip through the actor's mailbox would be most of its cost. So the actor
 publishes each projection it gives as a ``Snapshot`` (the record's version and the projection, both
 immutable), and a handle serves an ask from it while the store's ``version()`` still equals
 the snapshot's, without waiting for the actor.

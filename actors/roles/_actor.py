@@ -120,7 +120,7 @@ class RoleActor:
         self._log = logger.bind(role=role)
 
     async def tell(self, claim: Claim) -> None:
-        """Hand a claimed envelope to this role; waits while its inbox is full."""
+        """Hand a claimed envelope to this role; waits while its mailbox is full."""
         await self._mailbox.tell(claim)
 
     def statistics(self) -> MailboxStatistics:
