@@ -13,7 +13,6 @@ import argparse
 import os
 import unicodedata
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
 from teams_runtime.cli._output import UserError
@@ -150,6 +149,8 @@ def prompt_kind(text: str) -> PromptKind:
 
 def timestamp(text: str) -> str:
     """An ISO-8601 time; without an offset it is taken as local time."""
+    from datetime import datetime  # only a command given a time parses one
+
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

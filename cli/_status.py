@@ -13,7 +13,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from teams_runtime.cli._flags import add_json, add_workspace, positive_count, seconds
@@ -191,6 +190,8 @@ Report = Callable[[], list[str]]
 
 
 def _screen(report: Report, interval: float) -> str:
+    from datetime import datetime  # only --watch: plain status prints no time
+
     at = datetime.now().astimezone().isoformat(timespec="seconds")
     lines = report()
     return "\n".join([f"teams-runtime status at {at} (every {interval:g} s; Ctrl-C ends)", *lines])

@@ -5,7 +5,6 @@ to print on a terminal."""
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -36,6 +35,8 @@ def pretty_json(value: Any) -> str:
 
 def now_iso() -> str:
     """The current local time as ISO-8601 with its UTC offset (how records stamp events)."""
+    from datetime import datetime  # here, not at the top: `status` of no record needs none
+
     return datetime.now().astimezone().isoformat()
 
 
@@ -49,6 +50,8 @@ def iso_of(unix_time: float) -> str:
 
     Total: a time outside 1970 to 9999 (or not finite, say from another program's header or a
     file's mtime) is shown as the nearest end of that range rather than raising."""
+    from datetime import datetime  # as in now_iso
+
     when = min(max(unix_time, 0.0), _LAST_SHOWN) if math.isfinite(unix_time) else 0.0
     return datetime.fromtimestamp(when).astimezone().isoformat(timespec="seconds")
 

@@ -7,8 +7,6 @@ them), when it went away, and which worker (host, process) is waiting for it.
 
 from __future__ import annotations
 
-import hashlib
-
 import msgspec
 
 from teams_runtime.codecs.formats import pretty_json_bytes
@@ -34,6 +32,8 @@ _DECODER = msgspec.json.Decoder(ServerAway)
 def file_key(base_url: str, host: str, pid: int) -> str:
     """The file's name (without ``.json``) for a server as one worker sees it: every worker
     waiting for a server keeps its own file, so none removes another's."""
+    import hashlib  # only a worker waiting for a server names its file: `status` never does
+
     digest = hashlib.blake2b(base_url.encode(), digest_size=8).hexdigest()
     return f"{digest}-{hashlib.blake2b(host.encode(), digest_size=4).hexdigest()}-{pid}"
 

@@ -9,7 +9,10 @@ once (``jitter=0``: no cut).
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # random is imported when a wait is jittered: not at start-up
+    import random
 
 __all__ = ["backoff_delay"]
 
@@ -29,4 +32,8 @@ def backoff_delay(
     base = min(cap, first * 2.0 ** min(max(attempt, 0), _MAX_EXPONENT))
     if not jitter:
         return base
-    return base * (1.0 - jitter * (rng or random).random())
+    if rng is None:
+        import random  # here, not at the top: `status` waits for nothing
+
+        return base * (1.0 - jitter * random.random())
+    return base * (1.0 - jitter * rng.random())

@@ -13,12 +13,15 @@ due is the queue's to keep (the file's mtime, a header on NATS).
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from teams_runtime.codecs.formats import JsonObject, pretty_json_bytes
 from teams_runtime.policy.backoff import backoff_delay
+
+if TYPE_CHECKING:  # random is imported when a wait is jittered: not at start-up
+    import random
 
 __all__ = [
     "FIRST_RETRY",

@@ -175,7 +175,7 @@ class _StoreView:
         return self._call(self._store.strays)
 
 
-class BackendQueueView:
+class StorageQueueView:
     def __init__(self, queue: StorageQueue, call: Call) -> None:
         self._queue, self._call = queue, call
 
@@ -273,7 +273,7 @@ def view_store(store: RecordStore, call: Call) -> BlockingRecordStore:
 
 def view_queue(queue: StorageQueue, call: Call) -> BlockingQueue:
     """``queue`` (both its faces), blocking: each call run through ``call``."""
-    return BackendQueueView(queue, call)
+    return StorageQueueView(queue, call)
 
 
 def view_inbox(inbox: AnswerInbox, call: Call) -> BlockingAnswerInbox:

@@ -20,7 +20,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -251,7 +250,9 @@ def write_atomic(
     link); the old file is then left as it was. ``unless`` is asked right before the rename:
     ``False`` leaves the old file and raises ``Raced``.
     """
-    unique = f"{os.getpid()}.{secrets.token_hex(_TEMP_HEX_BYTES)}"
+    # os.urandom is what secrets.token_hex reads; importing secrets (hmac, hashlib, OpenSSL)
+    # would cost every command, readers (`status`) included, a few milliseconds.
+    unique = f"{os.getpid()}.{os.urandom(_TEMP_HEX_BYTES).hex()}"
     temp = f".{path.name}{_TEMP_MARK}{unique}{TEMP_SUFFIX}"
     with folder(path.parent, runtime) as dfd:
         fd = -1
@@ -287,7 +288,7 @@ def create_new(path: Path, data: bytes, *, runtime: Path) -> bool:
     """Create ``path`` (inside ``runtime``) holding ``data`` unless something is there already;
     whether it was created. Whole or not at all: the bytes are written and fsynced in a temp
     file first, then linked into place (``link`` never replaces, nor follows a link there)."""
-    temp = f".{path.name}{_TEMP_MARK}{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    temp = f".{path.name}{_TEMP_MARK}{os.getpid()}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
     with folder(path.parent, runtime) as dfd:
         try:
             fd = os.open(temp, _CREATE_NEW, _NEW_FILE_MODE, dir_fd=dfd)

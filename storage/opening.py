@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+
+import msgspec
 
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.exceptions import ConfigError
@@ -57,8 +58,7 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 
-@dataclass(frozen=True)
-class Storage:
+class Storage(msgspec.Struct, frozen=True):  # not a dataclass: see workspace.RecordPaths
     """A workspace's store, queue (as seen by one worker: its ``WorkQueue`` and ``QueueAdmin``
     faces) and inbox (of people's answers), open together, and the envelopes its workers set
     aside (``rejected``)."""
@@ -69,8 +69,7 @@ class Storage:
     rejected: RejectedShelf
 
 
-@dataclass(frozen=True)
-class BlockingStorage:
+class BlockingStorage(msgspec.Struct, frozen=True):
     """A ``Storage``'s blocking faces, for synchronous code, with ``run`` for its async work
     (a ContextActor)."""
 

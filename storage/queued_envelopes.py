@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import platform
 import re
-import secrets
 
 import msgspec
 
@@ -25,7 +24,7 @@ _NOT_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 def new_worker_id() -> str:
     """A worker name unique across hosts and restarts: host, pid and a random part."""
     host = _NOT_ID.sub("-", platform.node())[:40] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
+    return f"{host}-{os.getpid()}-{os.urandom(3).hex()}"
 
 
 def decode_envelope(data: bytes, role: str, shown: str, default_id: str) -> MessageEnvelope:

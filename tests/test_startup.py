@@ -64,6 +64,18 @@ def test_version_and_status_load_no_client_no_view_and_no_actor(tmp_path: Path) 
     assert _loaded_after(_RUN, "status", "--workspace", str(tmp_path / "ws")) == []
 
 
+def test_status_of_an_unchanged_config_loads_no_yaml_nor_what_only_writers_need(
+    tmp_path: Path,
+) -> None:
+    # The first read parses team_runtime.yaml and caches it (storage/_config_cache.py); the
+    # next reads it back without PyYAML. Temporary names need no secrets (hmac, OpenSSL).
+    assert main(["init", str(tmp_path / "ws")]) == 0
+    assert main(["status", "--workspace", str(tmp_path / "ws")]) == 0
+    loaded = _modules_after(_RUN, "status", "--workspace", str(tmp_path / "ws"))
+    unwanted = ("yaml", "secrets", "hmac", "hashlib", "difflib")
+    assert [name for name in loaded if name.split(".")[0] in unwanted] == []
+
+
 def test_version_loads_no_command_nor_what_commands_need() -> None:
     # Only the parser of cli/: no family module, no flag check, no msgspec, YAML or metadata
     # library (the version is read from the install's METADATA file).

@@ -33,7 +33,6 @@ from teams_runtime.codecs.config._setting_checks import (
     EVENT_COUNT_LIMIT,
     event_count_problem,
 )
-from teams_runtime.codecs.config._strict_yaml import load_yaml
 from teams_runtime.codecs.config._team_config import TeamConfig, parse_team_config, section_notes
 from teams_runtime.codecs.config._team_section import DEFAULT_REQUESTS_IN_FLIGHT, TeamSection
 from teams_runtime.codecs.config._telemetry_section import RateCard, TelemetryConfig
@@ -70,6 +69,16 @@ __all__ = [
     "parse_team_config",
     "section_notes",
 ]
+
+
+def load_yaml(text: str) -> Any:
+    """The document in ``text``, read as ``team_runtime.yaml`` is (``strict_yaml.load_yaml``).
+
+    A function here rather than the name imported, so that importing the package loads no
+    PyYAML: reading the config back from its cache never needs it."""
+    from teams_runtime.codecs.config._strict_yaml import load_yaml as strict_load
+
+    return strict_load(text)
 
 
 # Renamed in issue 30 ("backend" is a model backend; where requests are kept is storage): the

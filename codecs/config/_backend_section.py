@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 import msgspec
@@ -24,6 +23,8 @@ def _is_nats_host(host: str) -> bool:
     """A name or IPv4 address, or a bracketed IPv6 address that is one (``[abc]`` is not)."""
     if not host.startswith("["):
         return True
+    import ipaddress  # only for a bracketed host: most configs name none
+
     try:
         return ipaddress.ip_address(host[1:-1]).version == 6
     except ValueError:

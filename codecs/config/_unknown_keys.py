@@ -9,7 +9,6 @@ from typing import Union, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME
-from teams_runtime.codecs.config._strict_yaml import written_key
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["check_keys"]
@@ -32,6 +31,8 @@ def _settings_of(section: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct
 
 def _unknown_key(key: object, path: str, valid: list[str]) -> ConfigError:
     import difflib  # only for a mistake: every command's start-up is spared its import
+
+    from teams_runtime.codecs.config._strict_yaml import written_key  # PyYAML: as in parse
 
     written = written_key(key)  # `null:` is reported as null, not as Python's None
     dotted = f"{path}.{written}" if path else written

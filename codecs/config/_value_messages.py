@@ -8,7 +8,6 @@ itself (``model.env.A must be text, not a whole number``).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -16,7 +15,6 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME
-from teams_runtime.codecs.config._strict_yaml import written_key
 from teams_runtime.exceptions import ConfigError
 
 __all__ = ["conversion_error", "convert_section", "kind_of", "nearest"]
@@ -67,6 +65,8 @@ def kind_of(value: object) -> str:
 
 def nearest(written: str, choices: list[str]) -> str | None:
     """The choice ``written`` most likely meant to be, if one is close."""
+    import difflib  # only for a wrong value: a config read without one never loads it
+
     close = difflib.get_close_matches(written, choices, n=1)
     return close[0] if close else None
 
@@ -104,6 +104,8 @@ def _walk(block: object, where: str, expected: str | None) -> tuple[list[str], o
             wrong = [key for key, item in value.items() if not _fits(expected or "", item)]
             if not wrong:
                 break
+            from teams_runtime.codecs.config._strict_yaml import written_key  # as in parse
+
             keys.append(written_key(wrong[0]))
             value = value[wrong[0]]
         else:

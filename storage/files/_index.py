@@ -26,7 +26,6 @@ at, checking it, and ``index_derivation`` derives an index from a record's bytes
 from __future__ import annotations
 
 import contextlib
-import hashlib
 
 import msgspec
 
@@ -80,6 +79,8 @@ _INDEX_DECODER = msgspec.msgpack.Decoder(RecordIndex)
 
 
 def _digest(payload: bytes) -> bytes:
+    import hashlib  # loaded at the first index read or write: `status` of no record needs none
+
     return hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest()
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -105,7 +104,7 @@ class FileWorkQueue:
         envelope = with_checked_request_id(envelope)  # files and records use the NFC form
         waiting = self.workspace.role_queue(check_role(envelope.target, self.roles))
         # Names sort in arrival order: nanoseconds, then a random tie-breaker.
-        stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
+        stem = f"{time.time_ns():020d}-{os.urandom(3).hex()}"
         if not envelope.envelope_id:
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
         path = waiting / f"{stem}-{envelope.request_id}.json"

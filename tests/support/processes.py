@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["group_alive", "model_starters_of", "running", "stderr_until"]
+__all__ = ["group_alive", "model_starters_of", "running", "stderr_until", "stopped"]
 
 
 def running(pid: int) -> bool:
@@ -27,6 +27,15 @@ def running(pid: int) -> bool:
             return False
         return True
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP): a signal is delivered a moment after
+    it is sent, and a process answers requests until then."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except FileNotFoundError:
+        return False
 
 
 def group_alive(pgid: int) -> bool:

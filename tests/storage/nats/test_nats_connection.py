@@ -32,6 +32,8 @@ from teams_runtime.storage.nats.nats_store import NatsRecordStore
 from teams_runtime.storage.opening import blocking_storage, open_storage
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
+from ...support.processes import stopped
+from ...support.waiting import eventually
 
 
 def _ack_waits(connection: NatsConnection) -> dict[str, float]:
@@ -346,6 +348,8 @@ async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
         assert await queue.renew()
         server.process.send_signal(signal.SIGSTOP)  # the server pauses, as a frozen VM does
         try:
+            # Paused once the signal is delivered: until then it still answers.
+            await eventually(lambda: stopped(server.process.pid), "the server to pause")
             assert not await queue.renew()
         finally:
             server.process.send_signal(signal.SIGCONT)
