@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from teams_runtime import exceptions
+from teams_runtime._deprecated import renamed
 from teams_runtime._lazy import first_use
 from teams_runtime.exceptions import *  # noqa: F403 (every error is public: exceptions.__all__)
 
@@ -60,7 +61,10 @@ __all__ += exceptions.__all__
 
 
 def __getattr__(name: str) -> Any:
-    """Import a public name on first use, then keep it here like any other attribute."""
+    """Import a public name on first use, then keep it here like any other attribute; an old
+    name (``exceptions._RENAMED``) with a ``DeprecationWarning``."""
+    if name in exceptions._RENAMED:
+        return renamed(__name__, name, exceptions._RENAMED)
     return first_use(__name__, name)
 
 

@@ -33,8 +33,8 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import configure_logging, stop_logging
 from teams_runtime.storage import FileWorkQueue, Workspace, load_team_config
-from teams_runtime.storage.backends import workspace_config
 from teams_runtime.storage.files.threaded import ThreadedQueue
+from teams_runtime.storage.opening import workspace_config
 
 __all__ = ["run", "sample_event", "sample_record", "seed_requests"]
 

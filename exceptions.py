@@ -12,7 +12,7 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
     ├── EnvelopeError                     a queued envelope file cannot be used
     ├── ModelFailure                      one model call failed (a content-free reason)
     │   └── PromptTooLarge                the prompt does not fit the model's context
-    ├── BackendError                      the NATS server cannot be reached or refused a call
+    ├── StorageError                      the NATS server cannot be reached or refused a call
     ├── AnswerRefused                     a person's answer was not recorded (and why)
     ├── ActorStopped                      the actor was stopped before it answered
     └── AskTimeout (also TimeoutError)    the actor did not answer before the deadline
@@ -21,18 +21,22 @@ request, and what to do. Third-party errors are re-raised as ours ``from`` the o
 
 from __future__ import annotations
 
+from typing import Any
+
+from teams_runtime._deprecated import renamed
+
 __all__ = [
     "ActorBusy",
     "ActorStopped",
     "AnswerRefused",
     "AskTimeout",
-    "BackendError",
     "ConfigError",
     "EnvelopeError",
     "ModelFailure",
     "PromptTooLarge",
     "RecordError",
     "RequestStateError",
+    "StorageError",
     "TeamsRuntimeError",
     "UnknownRequestError",
     "UnsafeRequestIdError",
@@ -115,11 +119,21 @@ class ActorBusy(AskTimeout):
     nothing was done (no write)."""
 
 
-class BackendError(TeamsRuntimeError):
-    """The shared backend (a NATS server) cannot be reached or refused a request."""
+class StorageError(TeamsRuntimeError):
+    """The shared storage (a NATS server) cannot be reached or refused a request."""
 
 
 class AnswerRefused(TeamsRuntimeError):
     """A person's answer (``teams-runtime answer``) was not recorded: nothing waits under that
     id, it was answered already, its request ended, or the result breaks the role's contract.
     Nothing was written."""
+
+
+# Renamed in issue 30 ("backend" is a model backend; where requests are kept is storage): the
+# old name is the same class, so ``except BackendError`` still catches it, for one release.
+_RENAMED = {"BackendError": "StorageError"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of this module's (``_RENAMED``), with a ``DeprecationWarning``."""
+    return renamed(__name__, name, _RENAMED)

@@ -1,19 +1,19 @@
-"""The one actor style: a bounded inbox served by one task, with ``ask`` and ``tell``.
+"""The one actor style: a bounded mailbox served by one task, with ``ask`` and ``tell``.
 
-Tell and ask differ only in whether an envelope has a reply slot (as in pykka). A reply is the
+Tell and ask differ only in whether a delivery has a response slot (as in pykka). A response is the
 handler's return value; an exception the handler raises goes back to the asker and is raised
 there (a told message's error is logged). Nothing here assumes more than "send a message,
-await one reply", so a network transport can replace it.
+await one response", so a network transport can replace it.
 
-The serving loop takes envelopes already queued without a scheduling round trip each, and
-waits only when the inbox is empty. It stays because it is what lets one ContextActor answer
+The serving loop takes deliveries already queued without a scheduling round trip each, and
+waits only when the mailbox is empty. It stays because it is what lets one ContextActor answer
 tens of thousands of asks a second (profiling found a round trip per ask to be one of the
 two costs that held it near 11,000/s, docs/performance.md); it cannot starve other tasks for
-long, since the inbox is bounded and asks arrive from tasks that must run to send more.
+long, since the mailbox is bounded and asks arrive from tasks that must run to send more.
 
-A mailbox served with ``Lanes`` handles envelopes of different keys (the ContextActor: request
+A mailbox served with ``Lanes`` handles deliveries of different keys (the ContextActor: request
 ids) at once and those of one key one at a time, in the order they came: one task per key with
-work, in a task group the serving task owns, at most ``Lanes.most`` of them. An envelope that
+work, in a task group the serving task owns, at most ``Lanes.most`` of them. A delivery that
 finds every lane taken, or its own lane's backlog full, is answered ``ActorBusy`` at once.
 """
 
@@ -30,7 +30,7 @@ from anyio.lowlevel import checkpoint, checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from teams_runtime._logs import logger
-from teams_runtime.actors._replies import NOTHING, Reply
+from teams_runtime.actors._responses import NOTHING, Response
 from teams_runtime.exceptions import ActorBusy, ActorStopped, AskTimeout
 
 __all__ = ["LATER", "Lanes", "Later", "Mailbox", "MailboxStatistics"]
@@ -42,9 +42,9 @@ M = TypeVar("M")
 class MailboxStatistics:
     """A mailbox at one moment (as trio's and anyio's ``statistics()``)."""
 
-    queued: int  # envelopes waiting: in the inbox, and (with lanes) behind another of their key
-    served: int  # envelopes handled since the mailbox was made
-    in_flight: int  # envelopes being handled now (one serving task: 0 or 1)
+    queued: int  # deliveries waiting: in the mailbox, and (with lanes) behind another of their key
+    served: int  # deliveries handled since the mailbox was made
+    in_flight: int  # deliveries being handled now (one serving task: 0 or 1)
     dropped: int = 0  # asks not handled: their asker had given up (a deadline, a cancel)
 
 
@@ -65,7 +65,7 @@ LATER: Final = Later()
 @dataclass(frozen=True, slots=True)
 class Lanes(Generic[M]):
     """How to serve a mailbox concurrently: one lane per ``key`` of a message, at most
-    ``most`` lanes with work at once, each holding at most the inbox's size waiting.
+    ``most`` lanes with work at once, each holding at most the mailbox's size waiting.
     ``noun`` names the keys and ``limit`` says where ``most`` is set, for ``ActorBusy``.
 
     ``at_once``, if given, answers a message without any await when it can (else ``LATER``);
@@ -80,14 +80,14 @@ class Lanes(Generic[M]):
 
 
 @dataclass(frozen=True, slots=True)
-class _Envelope(Generic[M]):
+class _Delivery(Generic[M]):
     message: M
-    reply: Reply | None
+    response: Response | None
 
 
-def _answer(envelope: _Envelope[Any], result: Any) -> None:
-    if envelope.reply is not None:  # never blocks; the asker may have given up meanwhile
-        envelope.reply.give(result)
+def _respond(delivery: _Delivery[Any], result: Any) -> None:
+    if delivery.response is not None:  # never blocks; the asker may have given up meanwhile
+        delivery.response.give(result)
 
 
 class _Raised:
@@ -100,89 +100,89 @@ class _Raised:
 
 
 class Mailbox(Generic[M]):
-    """The inbox of one actor: bounded, served by one task, closed on shutdown."""
+    """The mailbox of one actor: bounded, served by one task, closed on shutdown."""
 
     def __init__(self, name: str, size: int = 64) -> None:
         self.name = name
-        self._send: MemoryObjectSendStream[_Envelope[M]]
-        self._receive: MemoryObjectReceiveStream[_Envelope[M]]
-        self._send, self._receive = anyio.create_memory_object_stream[_Envelope[M]](size)
+        self._send: MemoryObjectSendStream[_Delivery[M]]
+        self._receive: MemoryObjectReceiveStream[_Delivery[M]]
+        self._send, self._receive = anyio.create_memory_object_stream[_Delivery[M]](size)
         self._size = size
         self._stopping = False
         self._serving = False
         self._served = 0
         self._in_flight = 0
         self._dropped = 0
-        self._lanes: dict[Hashable, deque[_Envelope[M]]] = {}  # waiting, per key with work
+        self._lanes: dict[Hashable, deque[_Delivery[M]]] = {}  # waiting, per key with work
 
     # A timeout parameter on purpose (ASYNC109): every ask needs a deadline, and making each
     # caller wrap it in fail_after is how one gets forgotten.
     async def ask(self, message: M, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
-        """Send ``message`` and wait for the reply.
+        """Send ``message`` and wait for the response.
 
-        Waits for room in the inbox and then for the reply, together at most ``timeout``
+        Waits for room in the mailbox and then for the response, together at most ``timeout``
         seconds (``None``: no limit). Raises ``AskTimeout``, ``ActorStopped``, or the error the
         handler raised.
         """
         began = anyio.current_time()
-        reply = Reply() if timeout is None else Reply(began + timeout)
-        envelope = _Envelope(message, reply)
+        response = Response() if timeout is None else Response(began + timeout)
+        delivery = _Delivery(message, response)
         try:
             # First without a deadline's cancel scope, which would cost an ask a third of its
-            # round trip: queued at once, an ask the serving task answers itself has its reply
-            # after one round. The deadline still holds: the reply slot carries it.
-            queued = (timeout is None or timeout > 0) and await self._put(envelope, wait=False)
+            # round trip: queued at once, an ask the serving task answers itself has its response
+            # after one round. The deadline still holds: the response slot carries it.
+            queued = (timeout is None or timeout > 0) and await self._put(delivery, wait=False)
             if queued:
                 await checkpoint()  # the serving task takes it, and may answer it, this round
-            if not reply.closed:
+            if not response.closed:
                 left = None if timeout is None else timeout - (anyio.current_time() - began)
                 with anyio.fail_after(left):
                     if not queued:
-                        await self._put(envelope)
-                    await reply.wait()
-            result = self._given(reply)
+                        await self._put(delivery)
+                    await response.wait()
+            result = self._given(response)
         except TimeoutError:
             raise AskTimeout(
                 f"the {self.name} actor did not answer {type(message).__name__} within {timeout} s."
             ) from None
         finally:
-            reply.abandon()
+            response.abandon()
         if isinstance(result, _Raised):
             raise result.error
         return result
 
-    def _given(self, reply: Reply) -> Any:
-        if reply.value is NOTHING:
-            if anyio.current_time() >= reply.deadline:  # dropped: it was taken too late
+    def _given(self, response: Response) -> Any:
+        if response.value is NOTHING:
+            if anyio.current_time() >= response.deadline:  # dropped: it was taken too late
                 raise TimeoutError
             raise ActorStopped(f"the {self.name} actor stopped before answering.")
-        return reply.value
+        return response.value
 
     async def tell(self, message: M) -> None:
-        """Send ``message`` without waiting for it to be handled; waits while the inbox is
+        """Send ``message`` without waiting for it to be handled; waits while the mailbox is
         full. Raises ``ActorStopped`` if the actor is not running."""
-        await self._put(_Envelope(message, None))
+        await self._put(_Delivery(message, None))
 
-    async def _put(self, envelope: _Envelope[M], *, wait: bool = True) -> bool:
-        """Queue ``envelope``, waiting for room in a full inbox unless ``wait`` is false;
+    async def _put(self, delivery: _Delivery[M], *, wait: bool = True) -> bool:
+        """Queue ``delivery``, waiting for room in a full mailbox unless ``wait`` is false;
         whether it was queued."""
         try:
             # Not `send` at once: its checkpoint would cost every ask a scheduling round of its
             # own (a third of an ask's round trip); only an asker cancelled already stops here.
             await checkpoint_if_cancelled()
             try:
-                self._send.send_nowait(envelope)
-            except anyio.WouldBlock:  # a full inbox: wait for room
+                self._send.send_nowait(delivery)
+            except anyio.WouldBlock:  # a full mailbox: wait for room
                 if not wait:
                     return False
-                await self._send.send(envelope)
+                await self._send.send(delivery)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            if envelope.reply is not None:
-                envelope.reply.close()
+            if delivery.response is not None:
+                delivery.response.close()
             raise ActorStopped(f"the {self.name} actor is not running.") from None
         except BaseException:  # cancelled or timed out before it was queued
-            if envelope.reply is not None:
-                envelope.reply.close()
+            if delivery.response is not None:
+                delivery.response.close()
             raise
         return True
 
@@ -192,7 +192,7 @@ class Mailbox(Generic[M]):
         return not self._stopping
 
     def statistics(self) -> MailboxStatistics:
-        """How many envelopes wait, have been served, and are being served."""
+        """How many deliveries wait, have been served, and are being served."""
         behind = sum(len(backlog) for backlog in self._lanes.values())
         return MailboxStatistics(
             queued=self._receive.statistics().current_buffer_used + behind,
@@ -208,30 +208,30 @@ class Mailbox(Generic[M]):
         lanes: Lanes[M] | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Handle envelopes until ``stop``, one at a time (or by ``lanes``); then answer the
+        """Handle deliveries until ``stop``, one at a time (or by ``lanes``); then answer the
         queued asks with ``ActorStopped``. A handler's error goes back to its asker; the actor
-        keeps serving. Returns once every envelope taken has been answered."""
+        keeps serving. Returns once every delivery taken has been answered."""
         self._serving = True
         task_status.started()
         try:
             if lanes is None:
-                while (envelope := await self._next()) is not None:
-                    await self._serve_one(envelope, handle)
+                while (delivery := await self._next()) is not None:
+                    await self._serve_one(delivery, handle)
             else:
                 async with anyio.create_task_group() as group:
-                    while (envelope := await self._next()) is not None:
+                    while (delivery := await self._next()) is not None:
                         try:
-                            self._route(envelope, handle, lanes, group)
+                            self._route(delivery, handle, lanes, group)
                         except Exception as exc:  # its key or at_once raised: as a handler's
-                            self._failed(envelope, exc)
+                            self._failed(delivery, exc)
         finally:
             self._serving = False
             self._drain()
             self._receive.close()
 
-    async def _next(self) -> _Envelope[M] | None:
-        """The next envelope, without a scheduling round while some are queued (see the module
-        docstring); ``None`` once the inbox is closed and empty (or was closed before serving
+    async def _next(self) -> _Delivery[M] | None:
+        """The next delivery, without a scheduling round while some are queued (see the module
+        docstring); ``None`` once the mailbox is closed and empty (or was closed before serving
         began)."""
         try:
             return self._receive.receive_nowait()
@@ -245,47 +245,47 @@ class Mailbox(Generic[M]):
 
     def _route(
         self,
-        envelope: _Envelope[M],
+        delivery: _Delivery[M],
         handle: Callable[[M], Awaitable[Any]],
         lanes: Lanes[M],
         group: TaskGroup,
     ) -> None:
-        """Answer ``envelope`` at once if it can be, else put it in the lane of its key,
+        """Answer ``delivery`` at once if it can be, else put it in the lane of its key,
         starting one if its key has none."""
-        key = lanes.key(envelope.message)
+        key = lanes.key(delivery.message)
         backlog = self._lanes.get(key)
         if backlog is None and lanes.at_once is not None:
-            if self._refused(envelope):
+            if self._refused(delivery):
                 return
-            answer = lanes.at_once(envelope.message)
-            if answer is not LATER:
+            given = lanes.at_once(delivery.message)
+            if given is not LATER:
                 self._served += 1
-                _answer(envelope, answer)
+                _respond(delivery, given)
                 return
         if backlog is None and len(self._lanes) < lanes.most:
-            backlog = self._lanes[key] = deque([envelope])
+            backlog = self._lanes[key] = deque([delivery])
             group.start_soon(self._serve_lane, key, backlog, handle, name=f"{self.name} {key!r}")
         elif backlog is not None and len(backlog) < self._size:
-            backlog.append(envelope)
+            backlog.append(delivery)
         else:
-            _answer(envelope, _Raised(self._busy(envelope.message, key, lanes, backlog)))
+            _respond(delivery, _Raised(self._busy(delivery.message, key, lanes, backlog)))
 
-    def _refused(self, envelope: _Envelope[M]) -> bool:
-        """Answer ``envelope`` here if it is not to be handled: the actor is stopping, or its
+    def _refused(self, delivery: _Delivery[M]) -> bool:
+        """Answer ``delivery`` here if it is not to be handled: the actor is stopping, or its
         asker gave up while it waited (its deadline, a cancel: nobody wants the answer, and a
         write done now would land after its asker was told it failed)."""
         if self._stopping:
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
+            _respond(delivery, _Raised(ActorStopped(f"the {self.name} actor is shutting down.")))
             return True
-        reply = envelope.reply
-        if reply is not None and not reply.is_wanted():
-            reply.close()
+        response = delivery.response
+        if response is not None and not response.is_wanted():
+            response.close()
             self._dropped += 1
             return True
         return False
 
     def _busy(
-        self, message: M, key: Hashable, lanes: Lanes[M], backlog: deque[_Envelope[M]] | None
+        self, message: M, key: Hashable, lanes: Lanes[M], backlog: deque[_Delivery[M]] | None
     ) -> ActorBusy:
         what = type(message).__name__
         if backlog is None:
@@ -300,55 +300,57 @@ class Mailbox(Generic[M]):
         )
 
     async def _serve_lane(
-        self, key: Hashable, backlog: deque[_Envelope[M]], handle: Callable[[M], Awaitable[Any]]
+        self, key: Hashable, backlog: deque[_Delivery[M]], handle: Callable[[M], Awaitable[Any]]
     ) -> None:
-        """Handle the envelopes of one key in order, until none waits (the lane then ends)."""
+        """Handle the deliveries of one key in order, until none waits (the lane then ends)."""
         try:
             while backlog:
                 await self._serve_one(backlog.popleft(), handle)
         finally:
             del self._lanes[key]
-            while backlog:  # cancelled: what waited behind gets an answer, never silence
-                _answer(backlog.popleft(), _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            while backlog:  # cancelled: what waited behind gets a response, never silence
+                _respond(
+                    backlog.popleft(), _Raised(ActorStopped(f"the {self.name} actor stopped."))
+                )
 
     async def _serve_one(
-        self, envelope: _Envelope[M], handle: Callable[[M], Awaitable[Any]]
+        self, delivery: _Delivery[M], handle: Callable[[M], Awaitable[Any]]
     ) -> None:
-        if self._refused(envelope):
+        if self._refused(delivery):
             return
         self._in_flight += 1
         try:
-            result = await handle(envelope.message)
+            result = await handle(delivery.message)
         except Exception as exc:
-            self._failed(envelope, exc)
+            self._failed(delivery, exc)
             return
         except BaseException:  # cancelled while handling it: the asker hears, never silence
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            _respond(delivery, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
             raise
         finally:
             self._in_flight -= 1
             self._served += 1
-        _answer(envelope, result)
+        _respond(delivery, result)
 
-    def _failed(self, envelope: _Envelope[M], exc: Exception) -> None:
+    def _failed(self, delivery: _Delivery[M], exc: Exception) -> None:
         """A message's handling raised: its asker gets the error; a told one's is logged."""
-        if envelope.reply is None:  # nobody to tell
+        if delivery.response is None:  # nobody to tell
             logger.opt(exception=exc).error("{} actor failed on a message", self.name)
-        _answer(envelope, _Raised(exc))
+        _respond(delivery, _Raised(exc))
 
     def _drain(self) -> None:
-        # Whatever is still queued (e.g. after cancellation) gets an answer, never silence.
+        # Whatever is still queued (e.g. after cancellation) gets a response, never silence.
         while True:
             try:
-                envelope = self._receive.receive_nowait()
+                delivery = self._receive.receive_nowait()
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 return
-            _answer(envelope, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
+            _respond(delivery, _Raised(ActorStopped(f"the {self.name} actor stopped.")))
 
     def stop(self) -> None:
         """Stop taking messages; queued asks are answered with ``ActorStopped``."""
         self._stopping = True
         self._send.close()
-        if not self._serving:  # nobody will read the inbox again: answer what is queued now
+        if not self._serving:  # nobody will read the mailbox again: answer what is queued now
             self._drain()
             self._receive.close()

@@ -291,7 +291,7 @@ def _line(result: ServerProbe) -> str:
 
 def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     """Probe the servers of ``config``'s roles, once per model each is asked for, and print
-    what they answered; exit status 1 when one gave no answer."""
+    what they answered; exit status 1 when one gave no reply."""
     servers = servers_of(config)
     results = anyio.run(probe_all, servers) if servers else []
     if as_json:

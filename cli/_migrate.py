@@ -1,8 +1,8 @@
-"""``teams-runtime export`` and ``import``: requests moved between backends, as their canonical
+"""``teams-runtime export`` and ``import``: requests moved between storages, as their canonical
 record files (docs/scaling.md, migration).
 
-``export`` writes a request as the bytes the file backend holds; ``import`` checks record files
-(each ``<request id>.json``) and loads them into the workspace's backend. A record file the
+``export`` writes a request as the bytes the file storage holds; ``import`` checks record files
+(each ``<request id>.json``) and loads them into the workspace's storage. A record file the
 user names is read here too for ``project`` and ``explain --record``.
 """
 
@@ -21,8 +21,8 @@ from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.backends import blocking_backend
 from teams_runtime.storage.local_files import open_regular
+from teams_runtime.storage.opening import blocking_storage
 
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore
@@ -45,8 +45,8 @@ def declare_export(export: argparse.ArgumentParser) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with blocking_backend(Workspace(args.workspace)) as backend:
-        data = backend.store.load(args.request_id)
+    with blocking_storage(Workspace(args.workspace)) as storage:
+        data = storage.store.load(args.request_id)
     if args.out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -84,8 +84,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     twice = sorted({request_id for request_id in ids if ids.count(request_id) > 1})
     if twice:
         raise UserError(f"the same request is given more than once: {', '.join(twice)}.")
-    with blocking_backend(Workspace(args.workspace)) as backend:
-        return _import_records(backend.store, records)
+    with blocking_storage(Workspace(args.workspace)) as storage:
+        return _import_records(storage.store, records)
 
 
 def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
@@ -121,7 +121,7 @@ def _record_to_import(path: Path) -> tuple[str, bytes, RecordFields]:
 
 
 def _differs(store: BlockingRecordStore, request_id: str, data: bytes) -> bool:
-    """Whether the backend holds ``request_id`` with other bytes than ``data`` (one read)."""
+    """Whether the storage holds ``request_id`` with other bytes than ``data`` (one read)."""
     try:
         return store.load(request_id) != data
     except UnknownRequestError:

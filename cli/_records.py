@@ -32,7 +32,7 @@ from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
-from teams_runtime.codecs.model import validate_answer
+from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
@@ -40,12 +40,12 @@ from teams_runtime.policy.prompts import (
     PURPOSES,
     PromptBundle,
     PromptKind,
-    answer_kind_of,
     build_prompt,
     next_roles_of,
+    reply_kind_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
-from teams_runtime.storage.backends import blocking_backend, workspace_config
+from teams_runtime.storage.opening import blocking_storage, workspace_config
 
 __all__ = [
     "cmd_explain",
@@ -116,8 +116,8 @@ def cmd_project(args: argparse.Namespace) -> int:
         projection = project_fields(read_record_file(Path(args.record))[1], config)
     else:
         workspace = Workspace(args.workspace)
-        with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-            projection = backend.run_with_store(
+        with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+            projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
     if args.json:
@@ -162,8 +162,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _, fields = read_record_file(Path(args.record))
     else:
         # Every event is needed, so the record is read whole (tail=None).
-        with blocking_backend(Workspace(args.workspace), team) as backend:
-            read = backend.store.read(args.request_id, tail=None)
+        with blocking_storage(Workspace(args.workspace), team) as storage:
+            read = storage.store.read(args.request_id, tail=None)
         fields, source = read.fields, read.source
     projection = project_fields(fields, config)
     events = fields.get("events")
@@ -255,8 +255,8 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     cast = team.cast
     kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
     config = _with_overrides(team.prompt_context, args)
-    with blocking_backend(workspace, team) as backend:  # NATS connects, then closes
-        bundle = backend.run_with_store(
+    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+        bundle = storage.run_with_store(
             _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
         )
     if args.json:
@@ -309,17 +309,17 @@ async def _preview_prompt(
     cast: Cast,
 ) -> PromptBundle:
     """The prompt ``role`` of ``cast`` would be sent for ``request_id`` (a repair shows the
-    errors an empty answer would get). Reads through a ContextActor like the roles do; writes
+    errors an empty reply would get). Reads through a ContextActor like the roles do; writes
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = _envelope_from(projection, request_id, role)
     repairing = cast.prompt_kind_of(role)
     errors: list[str] = []
     if kind == "repair":
-        answer_kind = answer_kind_of(kind, repairing)
+        reply_kind = reply_kind_of(kind, repairing)
         contract = next_roles_of(role, cast)
-        errors = validate_answer(
-            "{}", kind=answer_kind, request_id=request_id, role=role, next_roles=contract
+        errors = validate_reply(
+            "{}", kind=reply_kind, request_id=request_id, role=role, next_roles=contract
         ).issues
     return build_prompt(
         kind,

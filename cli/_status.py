@@ -20,7 +20,7 @@ from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace, load_team_config
-from teams_runtime.storage.backends import blocking_backend
+from teams_runtime.storage.opening import blocking_storage
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -264,8 +264,8 @@ def declare_purge_strays(purge: argparse.ArgumentParser) -> None:
 def cmd_purge_strays(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)
-    with blocking_backend(workspace, config) as backend:
-        moved = backend.queue.set_aside_strays()
+    with blocking_storage(workspace, config) as storage:
+        moved = storage.queue.set_aside_strays()
     if config.backend.kind == "nats":
         where = f"the stream {config.backend.nats.prefix}_rejected"
     else:

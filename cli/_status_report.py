@@ -23,7 +23,7 @@ from teams_runtime.storage import (
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.backends import BlockingBackend, blocking_backend
+from teams_runtime.storage.opening import BlockingStorage, blocking_storage
 from teams_runtime.storage.server_files import server_strays, servers_away
 
 if TYPE_CHECKING:
@@ -35,12 +35,12 @@ __all__ = ["age", "due", "status_report", "waiting_rows"]
 def status_report(workspace: Workspace) -> dict[str, Any]:
     """Every request's state, every role's envelopes, every worker's lease: one object."""
     config = load_team_config(workspace.root)
-    with blocking_backend(workspace, config) as backend:  # NATS connects, then closes
-        snapshot = backend.queue.snapshot()
-        rows = [_request_row(backend.store, request_id) for request_id in backend.store.list_ids()]
-        strays = stray_rows(workspace, backend)
-        rejected = rejected_rows(backend.rejected)
-        waiting = backend.inbox.items()
+    with blocking_storage(workspace, config) as storage:  # NATS connects, then closes
+        snapshot = storage.queue.snapshot()
+        rows = [_request_row(storage.store, request_id) for request_id in storage.store.list_ids()]
+        strays = stray_rows(workspace, storage)
+        rejected = rejected_rows(storage.rejected)
+        waiting = storage.inbox.items()
     now = time.time()
     # Read only: an answer whose request ended waits no more (`inbox` removes it).
     ended = {row["request_id"] for row in rows if row["status"] in ENDED}
@@ -139,10 +139,10 @@ def _servers_away(
     return rows
 
 
-def stray_rows(workspace: Workspace, backend: BlockingBackend) -> list[dict[str, Any]]:
+def stray_rows(workspace: Workspace, storage: BlockingStorage) -> list[dict[str, Any]]:
     """Every stray of the workspace's store, queue and model-server files, as ``--json``
     shows them (``envelopes``: how many wait there for no role)."""
-    found = [*backend.store.strays(), *backend.queue.strays(), *server_strays(workspace)]
+    found = [*storage.store.strays(), *storage.queue.strays(), *server_strays(workspace)]
     return [
         {"where": stray.where, "reason": stray.reason, "envelopes": stray.envelopes}
         for stray in found

@@ -1,4 +1,4 @@
-"""The file kept for a failed model call or a rejected answer (``.teams_runtime/attempts/``).
+"""The file kept for a failed model call or a rejected reply (``.teams_runtime/attempts/``).
 
 Unlike everything logged, it holds content: what the model printed on stdout and the end of its
 stderr, which may quote the prompt. It is for a person reading why a call went wrong.
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from teams_runtime.codecs.formats import pretty_json_bytes
-from teams_runtime.codecs.model import AnswerRead
+from teams_runtime.codecs.model import ReplyRead
 
 __all__ = ["AttemptRecord", "encode_attempt"]
 
@@ -33,9 +33,9 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     issues: list[str] = msgspec.field(default_factory=list)  # contract issues, if rejected
     stderr_tail: str = ""  # the last 8 KiB the model printed on stderr
     answer: str = ""  # what it printed on stdout
-    # For a rejected answer: how its JSON object was read (as_is, extracted, repaired,
+    # For a rejected reply: how its JSON object was read (as_is, extracted, repaired,
     # extracted_repaired), None when none could be read; None for a failed call.
-    answer_read: AnswerRead | None = None
+    answer_read: ReplyRead | None = None
 
 
 def encode_attempt(attempt: AttemptRecord) -> bytes:

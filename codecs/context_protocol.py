@@ -13,9 +13,9 @@ import msgspec
 
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import (
-    BackendError,
     ConfigError,
     RecordError,
+    StorageError,
     TeamsRuntimeError,
     UnknownRequestError,
     UnsafeRequestIdError,
@@ -141,7 +141,7 @@ _KINDS: tuple[tuple[type[Exception], FailureKind], ...] = (
     (UnsafeRequestIdError, "unsafe_request_id"),
     (RecordError, "record"),
     (ConfigError, "config"),
-    (BackendError, "backend"),  # the store's server refused or is away
+    (StorageError, "backend"),  # the store's server refused or is away
     (TeamsRuntimeError, "runtime"),  # any other error the runtime explains in one line
 )
 _ERRORS: dict[FailureKind, type[Exception]] = {kind: error for error, kind in _KINDS}

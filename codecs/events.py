@@ -78,7 +78,7 @@ class CallFailure(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AnswerOverdue(msgspec.Struct, frozen=True, kw_only=True):
-    """Whose person gave no answer, within how long (``answer_within``)."""
+    """Whose person gave no reply, within how long (``answer_within``)."""
 
     from_role: str
     answer_within_seconds: float
@@ -167,7 +167,7 @@ class ModelFailedEvent(_Event, frozen=True, kw_only=True, tag="model_failed"):
 
 
 class AnswerTimedOutEvent(_Event, frozen=True, kw_only=True, tag="answer_timed_out"):
-    """A person's role gave no answer within ``answer_within``: the request failed."""
+    """A person's role gave no reply within ``answer_within``: the request failed."""
 
     payload: AnswerOverdue
 

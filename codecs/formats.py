@@ -12,7 +12,7 @@ import msgspec
 __all__ = ["JsonObject", "count_of", "now_iso", "pretty_json", "pretty_json_bytes", "printable"]
 
 # A JSON object whose shape nobody fixes: a record's keys beyond the spec's, an event's payload
-# as another program wrote it, an envelope's ``params``, a model's answer before the contract
+# as another program wrote it, an envelope's ``params``, a model's reply before the contract
 # checks it, a JSON schema. The one name for such data; data whose shape the runtime knows has
 # a Struct, a TypedDict or a Literal of its own instead.
 JsonObject = dict[str, Any]

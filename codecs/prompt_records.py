@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from teams_runtime.codecs.model import AnswerRead, FinishReason
+from teams_runtime.codecs.model import FinishReason, ReplyRead
 
 __all__ = [
     "ATTEMPT_KINDS",
@@ -63,10 +63,10 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # (command, dry run) or the call failed.
     prompt_tokens: Count | None = None
     completion_tokens: Count | None = None
-    # How the answer's JSON object was read (``answer_reading``): as_is, extracted (from a
+    # How the reply's JSON object was read (``read_reply``): as_is, extracted (from a
     # fence or text around it), repaired (raw control characters in its strings),
     # extracted_repaired; None when there was no answer (the call failed).
-    answer_read: AnswerRead | None = None
+    answer_read: ReplyRead | None = None
     # Schema 2. The rate card key of the role's model (``policy.pricing.rate_key``).
     model: str | None = None
     attempt_kind: AttemptKind | None = None

@@ -27,7 +27,7 @@ COMMIT_STATUSES: tuple[CommitStatus, ...] = get_args(CommitStatus)
 
 # What the runtime writes as a request's `status`: new work waits (`queued`), a role has it
 # (`in_progress`), or it ended as its last role's result did (`completed`, `blocked`,
-# `failed`); `failed` too at the hop limit and when a model or a person gave no answer;
+# `failed`); `failed` too at the hop limit and when a model or a person gave no reply;
 # `cancelled` by `teams-runtime cancel`. A record may hold anything else: it is read as text.
 RequestStatus = Literal["queued", "in_progress", "completed", "blocked", "failed", "cancelled"]
 REQUEST_STATUSES: tuple[RequestStatus, ...] = get_args(RequestStatus)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.storage import Workspace, load_team_config
-from teams_runtime.storage.backends import blocking_backend
+from teams_runtime.storage.opening import blocking_storage
 
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore
@@ -37,7 +37,7 @@ def statuses_of(workspaces: Sequence[Workspace]) -> Iterator[Callable[[str], str
         def status(request_id: str) -> str | None:
             if not stores:
                 for workspace in workspaces:
-                    stores.append(opened.enter_context(blocking_backend(workspace)).store)
+                    stores.append(opened.enter_context(blocking_storage(workspace)).store)
             for store in stores:
                 try:
                     if not store.exists(request_id):

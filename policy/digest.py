@@ -68,7 +68,7 @@ class RequestDigest:
         self._evidence = {role: (index, raw.copy()) for role, (index, raw) in evidence.items()}
         # The full history only when compaction is off: the prompt then carries all of it.
         self._all = [raw.copy() for raw in history] if history is not None else None
-        self._answer: Projection | None = None  # immutable, so shared until the next change
+        self._cached: Projection | None = None  # immutable, so shared until the next change
 
     def _candidates(self) -> list[tuple[int, str]]:
         tail_start = self.count - self._config.recent_events
@@ -79,7 +79,7 @@ class RequestDigest:
 
     def append(self, events: list[msgspec.Raw], updates: Mapping[str, Any]) -> None:
         """Account for events this process appended and fields it set (no re-read)."""
-        self._answer = None
+        self._cached = None
         for key, value in updates.items():
             self._fields[key] = encode_json(value)
         if "request_id" in updates:  # the notice names the record by the id it holds now
@@ -101,9 +101,9 @@ class RequestDigest:
 
     def project(self) -> Projection:
         """Answer a projection (computed once per change, then shared)."""
-        if self._answer is None:
-            self._answer = self._project()
-        return self._answer
+        if self._cached is None:
+            self._cached = self._project()
+        return self._cached
 
     def _project(self) -> Projection:
         config = self._config

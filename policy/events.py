@@ -101,7 +101,7 @@ def model_failed(now: str, role: str, reason: str) -> ModelFailedEvent:
 
 
 def answer_timed_out(now: str, role: str, within: float) -> AnswerTimedOutEvent:
-    """The person of ``role`` gave no answer within ``within`` seconds."""
+    """The person of ``role`` gave no reply within ``within`` seconds."""
     return AnswerTimedOutEvent(
         timestamp=now,
         actor=role,

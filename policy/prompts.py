@@ -7,6 +7,7 @@ the envelope. ``PromptBundle`` carries the chunks together with the notice and t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import msgspec
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
-from teams_runtime.codecs.model import AnswerKind, contract_shape
+from teams_runtime.codecs.model import ReplyKind, contract_shape
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
@@ -27,9 +28,9 @@ __all__ = [
     "PURPOSES",
     "PromptBundle",
     "PromptKind",
-    "answer_kind_of",
     "build_prompt",
     "next_roles_of",
+    "reply_kind_of",
 ]
 
 ROLE_TASK_TEMPLATE = """\
@@ -116,7 +117,7 @@ def _next_role_rule(next_roles: NextRoles) -> str:
     )
 
 
-def answer_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> AnswerKind:
+def reply_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> ReplyKind:
     """The contract an answer to a prompt of ``kind`` must meet."""
     target = repairing if kind == "repair" else kind
     if target == "research_decision" or target == "version_control":
@@ -131,13 +132,24 @@ class PromptBundle:
     role: str
     request_id: str  # the request being worked on (the envelope's), which the answer must name
     kind: PromptKind
-    answer_kind: AnswerKind
+    reply_kind: ReplyKind
     projection: Projection
     notice: str
     head: str
     envelope: MessageEnvelope | None
     # What the answer may name as `next_role` (the contract, the schema sent with the prompt).
     next_roles: NextRoles = DEFAULT_NEXT_ROLES
+
+    @property
+    def answer_kind(self) -> ReplyKind:
+        """Deprecated for one release: ``reply_kind`` (what a model sends back is a reply)."""
+        warnings.warn(
+            "PromptBundle.answer_kind is deprecated: use PromptBundle.reply_kind",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reply_kind
+
     _streamed: list[int] = field(default_factory=lambda: [0, 0], repr=False, compare=False)
 
     @property
@@ -214,11 +226,11 @@ def build_prompt(
     A repair prompt names the kind it repairs, the validation errors and the previous answer;
     it carries no envelope.
     """
-    answer_kind = answer_kind_of(kind, repairing)
+    reply_kind = reply_kind_of(kind, repairing)
     request_id = envelope.request_id if envelope is not None else projection.request_id
     known = role in cast.roles  # a role outside the team (a direct caller's) has no rules
     next_roles = next_roles_of(role, cast)
-    shape = pretty_json(contract_shape(answer_kind, request_id, role, next_roles))
+    shape = pretty_json(contract_shape(reply_kind, request_id, role, next_roles))
     values = {
         "role": role,
         "request_id": request_id,
@@ -242,7 +254,7 @@ def build_prompt(
         role=role,
         request_id=request_id,
         kind=kind,
-        answer_kind=answer_kind,
+        reply_kind=reply_kind,
         projection=projection,
         notice=notice_text(projection),
         head=head,

@@ -7,6 +7,9 @@ and their file implementations (the embedded default; blocking at heart, awaited
 
 from __future__ import annotations
 
+from typing import Any
+
+from teams_runtime._deprecated import renamed
 from teams_runtime.storage.files.file_inbox import FileAnswerInbox
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
@@ -14,7 +17,6 @@ from teams_runtime.storage.protocols import (
     IDEMPOTENCY_WINDOW,
     AnswerInbox,
     AppendOutcome,
-    BackendQueue,
     Claim,
     DeferredEnvelope,
     IndexedParts,
@@ -23,6 +25,7 @@ from teams_runtime.storage.protocols import (
     QueueSnapshot,
     RecordRead,
     RecordStore,
+    StorageQueue,
     Stray,
     WorkerLease,
     WorkQueue,
@@ -33,7 +36,6 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AnswerInbox",
     "AppendOutcome",
-    "BackendQueue",
     "Claim",
     "DeferredEnvelope",
     "FileAnswerInbox",
@@ -45,9 +47,20 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "StorageQueue",
     "Stray",
     "WorkQueue",
     "WorkerLease",
     "Workspace",
     "load_team_config",
 ]
+
+
+# Renamed in issue 30 ("backend" is a model backend; where requests are kept is storage): the
+# old name still imports, with a DeprecationWarning, for one release.
+_RENAMED = {"BackendQueue": "StorageQueue"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of this module's (``_RENAMED``), with a ``DeprecationWarning``."""
+    return renamed(__name__, name, _RENAMED)

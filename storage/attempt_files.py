@@ -1,4 +1,4 @@
-"""Failed model calls and rejected answers, one JSON file each, for a person to read.
+"""Failed model calls and rejected replies, one JSON file each, for a person to read.
 
 ``.teams_runtime/attempts/<request_id>/<UTC time>-<role>-<purpose>-<call>.json``. They hold
 what the model printed (and so may quote the prompt): they are files, never log lines. Blocking

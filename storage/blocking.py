@@ -1,8 +1,8 @@
 """The blocking faces of the storage seams, for synchronous code (a CLI command, a test).
 
-The file backend is blocking at heart: ``FileRecordStore``, ``FileWorkQueue``,
+The file storage is blocking at heart: ``FileRecordStore``, ``FileWorkQueue``,
 ``FileAnswerInbox`` and ``FileRejectedShelf`` are these protocols, and ``files.threaded`` turns
-them into the async ones for the actors. The NATS backend is async at heart: ``view_*`` turn
+them into the async ones for the actors. The NATS storage is async at heart: ``view_*`` turn
 its objects into these protocols, each call run on the loop its connection lives on (``call``:
 a blocking portal's, from a thread outside that loop) and waited for. Each method does what the
 async protocol's of the same name does (``storage.protocols``).
@@ -21,11 +21,11 @@ from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.storage.protocols import (
     AnswerInbox,
     AppendOutcome,
-    BackendQueue,
     Claim,
     QueueSnapshot,
     RecordRead,
     RecordStore,
+    StorageQueue,
     Stray,
 )
 from teams_runtime.storage.rejected import RejectedEnvelope, RejectedShelf
@@ -48,7 +48,7 @@ _T = TypeVar("_T")
 
 
 class Call(Protocol):
-    """Runs ``make()`` on the backend's event loop from blocking code, and waits for it."""
+    """Runs ``make()`` on the storage's event loop from blocking code, and waits for it."""
 
     def __call__(self, make: Callable[[], Awaitable[_T]]) -> _T: ...
 
@@ -107,7 +107,7 @@ class BlockingQueueAdmin(Protocol):
 
 
 class BlockingQueue(BlockingWorkQueue, BlockingQueueAdmin, Protocol):
-    """A backend's queue, blocking: both faces (one object, as every backend has)."""
+    """A backend's queue, blocking: both faces (one object, as every storage has)."""
 
 
 class BlockingAnswerInbox(Protocol):
@@ -175,8 +175,8 @@ class _StoreView:
         return self._call(self._store.strays)
 
 
-class BackendQueueView:
-    def __init__(self, queue: BackendQueue, call: Call) -> None:
+class StorageQueueView:
+    def __init__(self, queue: StorageQueue, call: Call) -> None:
         self._queue, self._call = queue, call
 
     @property
@@ -271,9 +271,9 @@ def view_store(store: RecordStore, call: Call) -> BlockingRecordStore:
     return _StoreView(store, call)
 
 
-def view_queue(queue: BackendQueue, call: Call) -> BlockingQueue:
+def view_queue(queue: StorageQueue, call: Call) -> BlockingQueue:
     """``queue`` (both its faces), blocking: each call run through ``call``."""
-    return BackendQueueView(queue, call)
+    return StorageQueueView(queue, call)
 
 
 def view_inbox(inbox: AnswerInbox, call: Call) -> BlockingAnswerInbox:

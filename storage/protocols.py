@@ -5,8 +5,8 @@ a worker uses it per envelope, and ``QueueAdmin`` is the same queue as chores, `
 operators see it (counts, snapshots, strays, deferred envelopes); ``AnswerInbox`` keeps the
 envelopes of a person's role waiting for that person's answer.
 
-They are async, called on the event loop: the NATS backend (an async client) answers on it,
-with no thread between; the file backend runs its blocking calls in worker threads itself
+They are async, called on the event loop: the NATS storage (an async client) answers on it,
+with no thread between; the file storage runs its blocking calls in worker threads itself
 (``files.threaded``). Only ``RecordStore.version`` and ``read_nowait`` are plain calls, since
 they never wait. Synchronous code (a CLI command) uses their blocking faces
 (``storage.blocking``). The test suites of ``tests/`` run against every implementation. A
@@ -34,7 +34,6 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "AnswerInbox",
     "AppendOutcome",
-    "BackendQueue",
     "Claim",
     "DeferredEnvelope",
     "IndexedParts",
@@ -43,6 +42,7 @@ __all__ = [
     "QueueSnapshot",
     "RecordRead",
     "RecordStore",
+    "StorageQueue",
     "Stray",
     "WorkQueue",
     "WorkerLease",
@@ -74,7 +74,7 @@ class RecordStore(Protocol):
     def version(self, request_id: str) -> Hashable | None:
         """The record's current version, ``None`` if there is none. It never waits: no read of
         the record, no round trip (files: one ``stat``; NATS: the newest revision seen), since
-        a ContextActor's published answers are checked against it on every warm ask. A store
+        a ContextActor's published projections are checked against it on every warm ask. A store
         that learns versions from elsewhere answers one that equals no other for a request it
         has not seen yet."""
         ...
@@ -269,7 +269,7 @@ class QueueAdmin(Protocol):
         ...
 
 
-class BackendQueue(WorkQueue, QueueAdmin, Protocol):
+class StorageQueue(WorkQueue, QueueAdmin, Protocol):
     """A backend's queue: both faces in one object. Who holds it for a worker (the Team) has
     both; who uses it takes the face it needs (a role actor a ``WorkQueue``, chores and
     ``status`` a ``QueueAdmin``)."""

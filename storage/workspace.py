@@ -82,7 +82,7 @@ class Workspace:
 
     @property
     def inbox_dir(self) -> Path:
-        """Where the envelopes of people's roles wait for an answer (file backend)."""
+        """Where the envelopes of people's roles wait for an answer (file storage)."""
         return self.runtime_dir / "inbox"
 
     @property
@@ -90,7 +90,7 @@ class Workspace:
         return self.runtime_dir / "attempts"
 
     def attempts_folder(self, request_id: str) -> Path:
-        """Where the failed calls and rejected answers of ``request_id`` are kept."""
+        """Where the failed calls and rejected replies of ``request_id`` are kept."""
         return self.attempts_dir / check_request_id(request_id)
 
     def role_queue(self, role: str) -> Path:

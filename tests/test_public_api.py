@@ -61,7 +61,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_every_public_error_is_exported_from_the_exceptions_module_and_the_package() -> None:
     errors = _public_errors()
-    assert "BackendError" in errors and len(errors) >= 10
+    assert "StorageError" in errors and len(errors) >= 10
     assert sorted(errors) == sorted(exceptions.__all__)
     for name, error in errors.items():
         assert name in teams_runtime.__all__, name

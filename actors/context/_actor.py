@@ -22,7 +22,7 @@ from anyio.abc import TaskStatus
 from teams_runtime._logs import logger
 from teams_runtime.actors._mailbox import LATER, Lanes, Later, Mailbox, MailboxStatistics
 from teams_runtime.actors.context._handle import ContextHandle
-from teams_runtime.actors.context._published import PublishedAnswers, Snapshot
+from teams_runtime.actors.context._published import PublishedProjections, Snapshot
 from teams_runtime.codecs.config import DEFAULT_REQUESTS_IN_FLIGHT, PromptContextConfig
 from teams_runtime.codecs.context_asks import (
     Append,
@@ -54,7 +54,7 @@ from teams_runtime.storage import (
     RecordStore,
     Workspace,
 )
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.opening import open_storage
 
 __all__ = ["DEFAULT_ASK_TIMEOUT", "ContextActor", "ContextHandle", "open_context"]
 
@@ -107,25 +107,25 @@ class ContextActor:
             most=requests_in_flight,
             noun="requests",
             limit="team.requests_in_flight in team_runtime.yaml",
-            at_once=self._answer_at_once,
+            at_once=self._respond_at_once,
         )
         self._cache: dict[str, _Cached] = {}
         self._max_cached = max_cached
-        self._answers = PublishedAnswers(store.version, max_cached)
+        self._published = PublishedProjections(store.version, max_cached)
         # An index keeps a bounded tail; compaction off needs every event (None).
         self._tail: int | None = config.max_events if config.enabled else None
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
-        await self._mailbox.serve(self._answer, lanes=self._lanes, task_status=task_status)
+        await self._mailbox.serve(self._respond, lanes=self._lanes, task_status=task_status)
 
     def stop(self) -> None:
         """Stop taking asks; queued asks are answered with ``ActorStopped``."""
         self._mailbox.stop()
 
     def statistics(self) -> MailboxStatistics:
-        """The inbox's counts: what waits, what was served (asks served from a published
-        answer never reach the inbox and are not among them)."""
+        """The mailbox's counts: what waits, what was served (asks served from a published
+        projection never reach the mailbox and are not among them)."""
         return self._mailbox.statistics()
 
     def handle(self, ask_timeout: float = DEFAULT_ASK_TIMEOUT) -> ContextHandle:
@@ -134,12 +134,12 @@ class ContextActor:
         (``RecordStore.append_seconds``), so the store's own error comes first."""
         write_timeout = ask_timeout + self.store.append_seconds
         return ContextHandle(
-            self._mailbox, self._answers, ask_timeout=ask_timeout, write_timeout=write_timeout
+            self._mailbox, self._published, ask_timeout=ask_timeout, write_timeout=write_timeout
         )
 
     # An error raised here reaches the asker as it is (the mailbox raises it in the asker's
     # task): the same object, attributes and all. The actor keeps serving.
-    async def _answer(self, message: ContextAsk) -> ContextReply:
+    async def _respond(self, message: ContextAsk) -> ContextReply:
         try:
             return await self._dispatch(message)
         except TeamsRuntimeError:
@@ -148,7 +148,7 @@ class ContextActor:
             logger.opt(exception=exc).error("context actor failed on {}", type(message).__name__)
             raise
 
-    def _answer_at_once(self, message: ContextAsk) -> ContextReply | Later:
+    def _respond_at_once(self, message: ContextAsk) -> ContextReply | Later:
         """The answer to a projection ask that needs no waiting (the digest is current, or the
         record is small), in the serving task: no lane, no task of its own; else ``LATER``."""
         if not isinstance(message, Project):
@@ -202,10 +202,10 @@ class ContextActor:
 
     def _forget(self, request_id: str) -> None:
         self._cache.pop(request_id, None)
-        self._answers.retract(request_id)
+        self._published.retract(request_id)
 
     async def _project(self, request_id: str) -> Projection:
-        # Asked when the handle found no published answer for the record's version now.
+        # Asked when the handle found no published projection for the record's version now.
         answer = self._project_nowait(request_id)
         if answer is not None:
             return answer
@@ -229,7 +229,7 @@ class ContextActor:
         if self._cache.get(request_id) is not current:
             self._remember(request_id, current)
         answer = current.digest.project()  # computed once per version, then shared
-        self._answers.publish(request_id, Snapshot(current.version, answer))
+        self._published.publish(request_id, Snapshot(current.version, answer))
         return answer
 
     def _current_nowait(self, request_id: str, cached: _Cached | None) -> _Cached | None:
@@ -288,12 +288,12 @@ class ContextActor:
         try:
             stored, fresh, in_place = await write()
         except BaseException:
-            self._answers.retract(request_id)  # it may have changed: the next ask reads
+            self._published.retract(request_id)  # it may have changed: the next ask reads
             raise
         if stored.parts is not None:
             # Withdrawn only now: until the write was done the old answer was the truth, and
             # handles asking meanwhile were served it without waiting for the write.
-            self._answers.retract(request_id)
+            self._published.retract(request_id)
         if in_place and cached is not None and stored.parts is not None:
             # Only once the write is done: the digest is the actor's, changed in its task.
             cached.digest.append(raw_events, raw_updates)
@@ -318,14 +318,14 @@ async def open_context(
     """Start a ContextActor for ``workspace`` and yield a handle to it.
 
     Without ``config`` the defaults apply (compaction on); without ``store``, the workspace's
-    backend, opened here and closed on exit (on NATS, a connection of this scope's own). It
+    storage, opened here and closed on exit (on NATS, a connection of this scope's own). It
     answers asks about up to ``requests_in_flight`` requests at once (more: ``ActorBusy``).
     On exit the actor stops: asks still queued are answered with ``ActorStopped``.
     """
     async with AsyncExitStack() as owned:
-        if store is None:  # the workspace's backend, open while the actor runs (NATS connects)
-            backend = await owned.enter_async_context(open_backend(Workspace(workspace)))
-            store = backend.store
+        if store is None:  # the workspace's storage, open while the actor runs (NATS connects)
+            storage = await owned.enter_async_context(open_storage(Workspace(workspace)))
+            store = storage.store
         actor = ContextActor(
             store,
             config or PromptContextConfig(),
@@ -334,7 +334,7 @@ async def open_context(
         )
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
-            # Not `start`: asks wait in the inbox until it serves, and that saves the round trip.
+            # Not `start`: asks wait in the mailbox until it serves, and that saves the round trip.
             group.start_soon(actor.serve)
             try:
                 yield actor.handle(ask_timeout)

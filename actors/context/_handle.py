@@ -1,6 +1,6 @@
 """``ContextHandle``: what roles hold to ask the ContextActor (``actors.context._actor``).
 
-Every ask goes through the actor's inbox under a deadline, except a projection the actor has
+Every ask goes through the actor's mailbox under a deadline, except a projection the actor has
 published an answer for that is still current (``actors.context._published``). Asks and replies
 are values (``codecs.context_asks``): the actor is in this process, so nothing is encoded for
 it that the store does not write, and an error it raises is raised here as the same object.
@@ -16,7 +16,7 @@ import msgspec
 from anyio.lowlevel import checkpoint
 
 from teams_runtime.actors._mailbox import Mailbox
-from teams_runtime.actors.context._published import PublishedAnswers
+from teams_runtime.actors.context._published import PublishedProjections
 from teams_runtime.codecs.context_asks import (
     Append,
     Appended,
@@ -49,13 +49,13 @@ class ContextHandle:
     def __init__(
         self,
         mailbox: Mailbox[ContextAsk],
-        answers: PublishedAnswers,
+        published: PublishedProjections,
         *,
         ask_timeout: float,
         write_timeout: float,
     ) -> None:
         self._mailbox = mailbox
-        self._answers = answers  # what the actor published: read here, never changed
+        self._published = published  # what the actor published: read here, never changed
         self.ask_timeout = ask_timeout
         # Appends and creates: a store may retry one for a while (NATS: other writers holding
         # the request, the server away) and then says why better than a timeout would.
@@ -89,11 +89,11 @@ class ContextHandle:
                 stacklevel=2,
             )
         if self._mailbox.accepting:
-            request_id = check_request_id(request_id)  # one NFC key per published answer
-            answer = self._answers.answer(request_id)
-            if answer is not None:
+            request_id = check_request_id(request_id)  # one NFC key per published projection
+            published = self._published.projection(request_id)
+            if published is not None:
                 await checkpoint()  # an ask is a checkpoint, answered at once or not
-                return answer
+                return published
         reply = await self._ask(Project(request_id=request_id))
         assert isinstance(reply, Projection)
         return reply

@@ -1,8 +1,8 @@
-"""Published answers: the immutable projection snapshots a ContextActor publishes for handles.
+"""Published projections: the immutable snapshots a ContextActor publishes for its handles.
 
 A warm ask (a record unchanged since the actor last answered for it) is most of what roles
-ask, and a round trip through the actor's inbox would be most of its cost. So the actor
-publishes each answer it gives as a ``Snapshot`` (the record's version and the projection, both
+ask, and a round trip through the actor's mailbox would be most of its cost. So the actor
+publishes each projection it gives as a ``Snapshot`` (the record's version and the projection, both
 immutable), and a handle serves an ask from it while the store's ``version()`` still equals
 the snapshot's, without waiting for the actor.
 
@@ -25,18 +25,18 @@ from dataclasses import dataclass
 
 from teams_runtime.codecs.projection_reply import Projection
 
-__all__ = ["PublishedAnswers", "Snapshot"]
+__all__ = ["PublishedProjections", "Snapshot"]
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """The answer to a projection ask about one request while its record is at ``version``."""
+    """The response to a projection ask about one request while its record is at ``version``."""
 
     version: Hashable
     projection: Projection
 
 
-class PublishedAnswers:
+class PublishedProjections:
     """The snapshots one ContextActor publishes, at most ``limit`` (the oldest published goes
     first), read by its handles."""
 
@@ -48,7 +48,7 @@ class PublishedAnswers:
     def __len__(self) -> int:
         return len(self._snapshots)
 
-    def answer(self, request_id: str) -> Projection | None:
+    def projection(self, request_id: str) -> Projection | None:
         """The published projection of ``request_id`` if the record is still at its version;
         ``None``: ask the actor. Changes nothing (a handle calls it from its own task)."""
         snapshot = self._snapshots.get(request_id)
@@ -57,12 +57,13 @@ class PublishedAnswers:
         return snapshot.projection
 
     def publish(self, request_id: str, snapshot: Snapshot) -> None:
-        """Make ``snapshot`` the request's answer (the actor's tasks only)."""
+        """Make ``snapshot`` the request's published projection (the actor's tasks only)."""
         self._snapshots.pop(request_id, None)
         self._snapshots[request_id] = snapshot  # the newest last: the oldest goes first
         while len(self._snapshots) > self._limit:
             del self._snapshots[next(iter(self._snapshots))]
 
     def retract(self, request_id: str) -> None:
-        """Withdraw the request's answer (the actor's tasks only): it is about to change."""
+        """Withdraw the request's published projection (the actor's tasks only): it is about to
+        change."""
         self._snapshots.pop(request_id, None)

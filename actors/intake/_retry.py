@@ -31,7 +31,7 @@ from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
 from teams_runtime.policy import events
 from teams_runtime.policy.outcomes import FAILED_ENVELOPE, follow_up_id, state_of
 from teams_runtime.storage import WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend, workspace_config
+from teams_runtime.storage.opening import open_storage, workspace_config
 
 __all__ = ["Retried", "requeue_rejected", "retry_failed", "retry_with"]
 
@@ -170,17 +170,17 @@ async def retry_failed(workspace: str | Path, request_id: str, *, max_hops: int)
     root = Workspace(workspace)
     config = await anyio.to_thread.run_sync(workspace_config, root)
     async with (
-        open_backend(root, config) as backend,
-        open_context(root.root, store=backend.store) as context,
+        open_storage(root, config) as storage,
+        open_context(root.root, store=storage.store) as context,
     ):
         return await retry_with(
-            context, backend.queue, request_id, max_hops=max_hops, roles=config.cast.names
+            context, storage.queue, request_id, max_hops=max_hops, roles=config.cast.names
         )
 
 
 async def requeue_rejected(workspace: str | Path, request_id: str | None) -> int:
     """Put the rejected envelopes of ``request_id`` (``None``: all) back in their queues;
     how many."""
-    async with open_backend(Workspace(workspace)) as backend:
-        moved: int = await backend.rejected.requeue(request_id)
+    async with open_storage(Workspace(workspace)) as storage:
+        moved: int = await storage.rejected.requeue(request_id)
     return moved

@@ -34,7 +34,7 @@ from teams_runtime.policy.outcomes import (
     state_of,
 )
 from teams_runtime.storage import WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend, workspace_config
+from teams_runtime.storage.opening import open_storage, workspace_config
 
 __all__ = [
     "Cancellation",
@@ -197,11 +197,11 @@ async def submit(
         body=body,
     )
     async with (  # the workspace's store and queue, open for this submit (NATS connects)
-        open_backend(root, config) as backend,
-        open_context(root.root, store=backend.store) as context,
+        open_storage(root, config) as storage,
+        open_context(root.root, store=storage.store) as context,
     ):
         return await submit_with(
-            context, backend.queue, envelope, reopen=reopen, by=config.cast.intake_actor
+            context, storage.queue, envelope, reopen=reopen, by=config.cast.intake_actor
         )
 
 
@@ -222,11 +222,11 @@ async def cancel(workspace: str | Path, request_id: str) -> Cancellation:
     request_id = check_request_id(request_id)  # NFC, as the record's file and envelopes are named
     root = Workspace(workspace)
     async with (  # the workspace's store and queue, open for this cancel (NATS connects)
-        open_backend(root) as backend,
-        open_context(root.root, store=backend.store) as context,
+        open_storage(root) as storage,
+        open_context(root.root, store=storage.store) as context,
     ):
         already = await _cancel(context, request_id)
-        dropped = await backend.queue.drop(request_id)
+        dropped = await storage.queue.drop(request_id)
     return Cancellation(request_id, already, dropped)
 
 

@@ -1,4 +1,4 @@
-"""Model backends: what turns a prompt into the model's answer text.
+"""Model backends: what turns a prompt into the model's reply text.
 
 - ``CommandBackend`` runs any CLI that reads the prompt on stdin and prints the answer on
   stdout, as an argument list (never through a shell), with the prompt streamed in; the
@@ -40,12 +40,12 @@ from teams_runtime.actors.models._servers import ModelServers
 from teams_runtime.actors.models.spawn import GRACE_SECONDS, ModelStarter, end_group, start_model
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.model import (
-    Answer,
+    CheckedReply,
     ModelReply,
     ResearchDecision,
     RoleResult,
     VersionControlResult,
-    answer_json,
+    reply_json,
 )
 from teams_runtime.codecs.roles import NextRoles
 from teams_runtime.exceptions import ModelFailure
@@ -296,8 +296,8 @@ class DryRunBackend:
         await checkpoint()
         role, request_id = bundle.role, bundle.request_id
         next_role = self._next_role(role, bundle.next_roles)
-        answer: Answer
-        if bundle.answer_kind == "research_decision":
+        answer: CheckedReply
+        if bundle.reply_kind == "research_decision":
             answer = ResearchDecision(
                 request_id=request_id,
                 role=role,
@@ -312,11 +312,11 @@ class DryRunBackend:
                 request_id=request_id, role=role, status="completed", summary=summary,
                 next_role=next_role,
             )  # fmt: skip
-            if bundle.answer_kind == "version_control":
+            if bundle.reply_kind == "version_control":
                 answer = VersionControlResult(
                     **msgspec.structs.asdict(answer), commit_status="no_repo"
                 )
-        return ModelReply(text=msgspec.json.encode(answer_json(answer)).decode())
+        return ModelReply(text=msgspec.json.encode(reply_json(answer)).decode())
 
 
 class PersonBackend:

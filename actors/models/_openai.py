@@ -5,9 +5,9 @@ One call is one ``POST {base_url}/chat/completions``: the role's settings (``mod
 ``reasoning_effort``, ``temperature``, ``max_tokens``, ``extra_body``), the contract as a JSON
 schema in ``response_format``, an optional system message, then the prompt as the user
 message, streamed from the prompt's chunks (chunked transfer encoding: the prompt is never
-held whole). The answer is read as a server-sent-event stream (``openai_answers``).
+held whole). The answer is read as a server-sent-event stream (``actors.models._openai_reading``).
 
-- A 429 or 5xx answer is tried again (``max_retries`` times, waiting as ``Retry-After`` says
+- A 429 or 5xx reply is tried again (``max_retries`` times, waiting as ``Retry-After`` says
   or with exponential backoff).
 - A server whose error answer names ``response_format`` is asked again with the next form
   (json_schema, json_object with the schema, none); the form that worked is kept per server.
@@ -38,10 +38,10 @@ import httpx
 from teams_runtime._logs import logger
 from teams_runtime.actors.models._openai_reading import (
     KEPT_CHARS,
-    Answer,
     ContextExceeded,
     FormRefused,
     Retry,
+    ServerReply,
     answered,
     read_response,
 )
@@ -133,7 +133,7 @@ class OpenAIBackend:
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Ask the server, plus up to ``max_retries`` more requests after a 429 or 5xx, and as
         long as it takes while the server is away. Each request may take ``timeout_seconds``
-        (connecting, sending the prompt and reading the whole answer). Raises
+        (connecting, sending the prompt and reading the whole reply). Raises
         ``ModelFailure`` (``PromptTooLarge`` for a prompt beyond the server's context) for
         whatever goes wrong in the call; cancellation closes the connection."""
         key, problem = self._key()
@@ -278,8 +278,8 @@ class OpenAIBackend:
     ) -> ModelReply:
         """One request and its whole answer, within ``timeout_seconds``."""
         timeout = self._config.timeout_seconds
-        answer = Answer(self._max_output_bytes, scrubber)
-        heard = False  # the server's answer began (its status line came)
+        answer = ServerReply(self._max_output_bytes, scrubber)
+        heard = False  # the server's reply began (its status line came)
         try:
             with anyio.fail_after(timeout):
                 async with client.stream(
@@ -327,7 +327,7 @@ class OpenAIBackend:
         config = self._config
         format_: dict[str, object] = {}
         if form != "none":
-            kind = bundle.answer_kind
+            kind = bundle.reply_kind
             schema = generation_schema(
                 kind,
                 request_id=bundle.request_id,

@@ -1,7 +1,7 @@
-"""Reading one HTTP answer of an OpenAI-compatible server: a 2xx event stream (or a whole
-completion) into an ``Answer``, and an error answer into what the backend does next.
+"""Reading one HTTP reply of an OpenAI-compatible server: a 2xx event stream (or a whole
+completion) into an ``ServerReply``, and an error reply into what the backend does next.
 
-What an error answer says is read for three things only, and never repeated: whether it
+What an error reply says is read for three things only, and never repeated: whether it
 names ``response_format`` (``FormRefused``: the call is sent again with the next form), whether
 it says the prompt does not fit the model's context (``ContextExceeded``), and its status
 (``Retry`` for 429 and 5xx). Every text kept for the attempts folder is scrubbed of the key.
@@ -34,10 +34,10 @@ from teams_runtime.exceptions import ModelFailure
 
 __all__ = [
     "KEPT_CHARS",
-    "Answer",
     "ContextExceeded",
     "FormRefused",
     "Retry",
+    "ServerReply",
     "answered",
     "read_response",
 ]
@@ -65,7 +65,7 @@ _NAMED_MEDIA_TYPES = frozenset(
 
 
 class Retry(Exception):
-    """A 429 or 5xx answer: worth another request after ``wait`` seconds (``None``: backoff);
+    """A 429 or 5xx reply: worth another request after ``wait`` seconds (``None``: backoff);
     ``said`` is its body, scrubbed."""
 
     def __init__(self, status: int, wait: float | None, said: str) -> None:
@@ -76,7 +76,7 @@ class Retry(Exception):
 
 
 class FormRefused(Exception):
-    """An error answer (any status) that names ``response_format``: the server does not take
+    """An error reply (any status) that names ``response_format``: the server does not take
     the form sent."""
 
     def __init__(self, status: int) -> None:
@@ -94,7 +94,7 @@ class ContextExceeded(Exception):
         self.said = said
 
 
-class Answer:
+class ServerReply:
     """What the server has said in answer to one request so far. Its text is scrubbed of the
     key whenever it leaves (as the reply, or as a failure's output), never held scrubbed
     piece by piece: a key may come split over several events."""
@@ -157,13 +157,13 @@ class Answer:
 
 async def read_response(
     response: httpx.Response,
-    answer: Answer,
+    answer: ServerReply,
     *,
     config: OpenAIConfig,
     max_output_bytes: int,
     form_sent: bool,
 ) -> None:
-    """Read a 2xx answer into ``answer``. Raise ``FormRefused`` for an error answer naming
+    """Read a 2xx answer into ``answer``. Raise ``FormRefused`` for an error reply naming
     ``response_format`` (when one was sent), ``Retry`` for a 429 or 5xx, ``ContextExceeded``
     for a 400 about the context length or an empty stream, and ``ModelFailure`` for any
     other status or an answer that is not a chat completion."""
@@ -203,8 +203,8 @@ async def read_response(
         )
 
 
-async def _read_whole(response: httpx.Response, answer: Answer, max_output_bytes: int) -> None:
-    # The answer text inside JSON (escaped, beside the other fields) may take more bytes
+async def _read_whole(response: httpx.Response, answer: ServerReply, max_output_bytes: int) -> None:
+    # The reply text inside JSON (escaped, beside the other fields) may take more bytes
     # than the text itself; past this the answer cannot be within max_output_bytes.
     body, more = await _read_up_to(response, event_line_limit(max_output_bytes))
     if more:
@@ -224,7 +224,9 @@ async def _read_whole(response: httpx.Response, answer: Answer, max_output_bytes
     answer.finished = True
 
 
-async def _read_stream(response: httpx.Response, answer: Answer, max_output_bytes: int) -> None:
+async def _read_stream(
+    response: httpx.Response, answer: ServerReply, max_output_bytes: int
+) -> None:
     limit = event_line_limit(max_output_bytes)
     events = EventStreamDecoder(max_line_bytes=limit)
     try:
@@ -251,7 +253,7 @@ async def _read_stream(response: httpx.Response, answer: Answer, max_output_byte
         )
 
 
-def _event(data: bytes, answer: Answer) -> bool:
+def _event(data: bytes, answer: ServerReply) -> bool:
     """Take one event of the stream; whether it was the last (``[DONE]``)."""
     answer.events += 1
     if data.strip() == DONE:

@@ -52,7 +52,7 @@ _PROMPT = 'Answer with exactly this JSON object and nothing else: {"ok": true}'
 
 class ServerProbe(msgspec.Struct, kw_only=True):
     """What one server answered. ``response_format`` is the first form it took (``none``: it
-    refused both); ``problem`` says why it gave no answer (``None`` when it did)."""
+    refused both); ``problem`` says why it gave no reply (``None`` when it did)."""
 
     base_url: str
     roles: list[str]
@@ -67,7 +67,7 @@ class _Refused(Exception):
     """The server's error answer is about ``response_format``: try the next form."""
 
 
-class _Answer(msgspec.Struct, frozen=True):
+class _ProbeReply(msgspec.Struct, frozen=True):
     """What one request's answer said: the model name it gave, and whether it reported usage."""
 
     model: str | None
@@ -89,7 +89,7 @@ def _body(config: OpenAIConfig, form: JsonObject | None) -> JsonObject:
 
 async def _ask(
     client: httpx.AsyncClient, config: OpenAIConfig, form: JsonObject | None, key: str
-) -> _Answer:
+) -> _ProbeReply:
     """One request, and what its answer (a stream, or a whole completion) said."""
     headers = {"Accept": "text/event-stream"}
     if key:
@@ -105,7 +105,7 @@ async def _ask(
             )
         if response.headers.get("content-type", "").lower().startswith("application/json"):
             whole = msgspec.json.decode(await response.aread())  # a server that ignores stream
-            return _Answer(_name(whole), _has_usage(whole))
+            return _ProbeReply(_name(whole), _has_usage(whole))
         name: str | None = None
         usage = False
         async for line in response.aiter_lines():
@@ -118,7 +118,7 @@ async def _ask(
                 continue
             name = name or _name(event)
             usage = usage or _has_usage(event)
-        return _Answer(name, usage)
+        return _ProbeReply(name, usage)
 
 
 def _has_usage(event: object) -> bool:

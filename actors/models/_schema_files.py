@@ -39,7 +39,7 @@ async def schema_file(bundle: PromptBundle) -> AsyncIterator[str]:
     """The path of a file holding the schema of ``bundle``'s answer, for as long as the
     ``async with`` lasts (removed after it, shielded from cancellation)."""
     schema = generation_schema(
-        bundle.answer_kind,
+        bundle.reply_kind,
         request_id=bundle.request_id,
         role=bundle.role,
         next_roles=bundle.next_roles,

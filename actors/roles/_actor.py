@@ -40,8 +40,8 @@ from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
-    BackendError,
     ModelFailure,
+    StorageError,
     TeamsRuntimeError,
 )
 from teams_runtime.policy.outcomes import (
@@ -120,7 +120,7 @@ class RoleActor:
         self._log = logger.bind(role=role)
 
     async def tell(self, claim: Claim) -> None:
-        """Hand a claimed envelope to this role; waits while its inbox is full."""
+        """Hand a claimed envelope to this role; waits while its mailbox is full."""
         await self._mailbox.tell(claim)
 
     def statistics(self) -> MailboxStatistics:
@@ -200,7 +200,7 @@ class RoleActor:
                 return "done"
             except ModelFailure as exc:
                 return await self._model_failed(envelope, claim, str(exc))
-            except (NotSaved, AskTimeout, ActorStopped, BackendError) as exc:
+            except (NotSaved, AskTimeout, ActorStopped, StorageError) as exc:
                 # Transient (the store was busy, away or stopping): another attempt may succeed.
                 if not isinstance(exc, NotSaved):
                     self._log.bind(request_id=envelope.request_id).warning(

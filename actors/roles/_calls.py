@@ -28,13 +28,13 @@ from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCar
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.model import (
-    AnswerReading,
     FinishReason,
+    ReplyReading,
     ResearchDecision,
     RoleResult,
     Validated,
     finish_reason_of,
-    read_answer,
+    read_reply,
     validate_reading,
 )
 from teams_runtime.codecs.projection_reply import Projection
@@ -59,12 +59,12 @@ class RequestEnded(Exception):
 
 
 @dataclass(frozen=True)
-class _Answer:
+class _Reply:
     """A model's reply (and the JSON it holds), with the prompt's purpose and the number of
     the call that gave it."""
 
     reply: ModelReply
-    reading: AnswerReading
+    reading: ReplyReading
     checked: Validated
     purpose: str
     call: int
@@ -144,7 +144,7 @@ class RoleCalls:
         return answer
 
     async def keep_attempt(self, attempt: AttemptRecord) -> None:
-        """Save a failed call or a rejected answer; not being able to is logged, never raised."""
+        """Save a failed call or a rejected reply; not being able to is logged, never raised."""
         try:
             await anyio.to_thread.run_sync(save_attempt, self._workspace, attempt)
         except (TeamsRuntimeError, OSError) as exc:
@@ -169,7 +169,7 @@ class RoleCalls:
         repairing: PromptKind | None = None,
         errors: list[str] | None = None,
         previous: str = "",
-    ) -> _Answer:
+    ) -> _Reply:
         projection = await self._live_projection(envelope.request_id)
         bundle = build_prompt(
             kind,
@@ -183,7 +183,7 @@ class RoleCalls:
         )
         return await self._send_prompt(bundle)
 
-    async def _send_prompt(self, bundle: PromptBundle) -> _Answer:
+    async def _send_prompt(self, bundle: PromptBundle) -> _Reply:
         """Send a prompt (model.attempts calls at most, each only while the request is live);
         log each one sent and keep each failed call in the attempts folder. Raises the last
         ``ModelFailure`` if every call failed."""
@@ -191,7 +191,7 @@ class RoleCalls:
             if call > 1:
                 await self._live_projection(bundle.request_id)  # ended since the last call?
             reply: ModelReply | None = None
-            reading: AnswerReading | None = None
+            reading: ReplyReading | None = None
             outcome: CallOutcome = "failed"
             finish: FinishReason | None = None  # of a failed call (a reply carries its own)
             started = anyio.current_time()
@@ -225,16 +225,16 @@ class RoleCalls:
                 outcome = "server_away" if server_away(self._backend) else "failed"
                 raise
             else:
-                reading = read_answer(reply.text)
+                reading = read_reply(reply.text)
                 checked = validate_reading(
                     reading,
-                    kind=bundle.answer_kind,
+                    kind=bundle.reply_kind,
                     request_id=bundle.request_id,
                     role=self.role,
                     next_roles=bundle.next_roles,
                 )
                 outcome = "completed" if checked.answer is not None else "invalid"
-                return _Answer(
+                return _Reply(
                     reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
                 )
             finally:
@@ -247,7 +247,7 @@ class RoleCalls:
         call: int,
         started: float,
         reply: ModelReply | None,
-        reading: AnswerReading | None,
+        reading: ReplyReading | None,
         outcome: CallOutcome,
         finish: FinishReason | None,
     ) -> None:

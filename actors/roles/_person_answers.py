@@ -29,7 +29,7 @@ from teams_runtime.actors.roles._outcome_writes import (
 from teams_runtime.actors.roles._person_waits import InboxLook, handle_overdue, tidy_inbox
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, TeamConfig
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_answer
+from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_reply
 from teams_runtime.codecs.statuses import ResultStatus
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
@@ -42,9 +42,9 @@ from teams_runtime.policy.outcomes import (
     state_of,
     status_of,
 )
-from teams_runtime.policy.prompts import PromptBundle, answer_kind_of, build_prompt
+from teams_runtime.policy.prompts import PromptBundle, build_prompt, reply_kind_of
 from teams_runtime.storage import AnswerInbox, WorkQueue, Workspace
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.opening import open_storage
 
 __all__ = [
     "Answered",
@@ -154,9 +154,9 @@ def person_result(
     role = _cast_role(cast, item)
     result = {"request_id": item.request_id, "role": role, **given}
     kind = cast.prompt_kind_of(role)
-    checked = validate_answer(
+    checked = validate_reply(
         msgspec.json.encode(result).decode(),
-        kind=answer_kind_of(kind),
+        kind=reply_kind_of(kind),
         request_id=item.request_id,
         role=role,
         next_roles=cast.next_roles(role),
@@ -258,17 +258,17 @@ async def answer(
     whole: bool = False,
 ) -> Answered:
     """Record a person's answer to the waiting envelope ``wanted`` names (``pick_waiting``),
-    on the workspace's backend: ``given`` is the result's fields (``person_result``; a
+    on the workspace's storage: ``given`` is the result's fields (``person_result``; a
     ``whole`` result, from a file)."""
     async with (
-        open_backend(workspace, config) as backend,
-        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+        open_storage(workspace, config) as storage,
+        open_context(workspace.root, config.prompt_context, store=storage.store) as context,
     ):
-        item = await _waiting_item(backend.inbox, context, wanted, role)
+        item = await _waiting_item(storage.inbox, context, wanted, role)
         now = time.time()
         if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
             model = config.model_for(item.role)
-            overdue = await handle_overdue(context, backend.queue, backend.inbox, item, model, now)
+            overdue = await handle_overdue(context, storage.queue, storage.inbox, item, model, now)
             if overdue.waiting is None and overdue.failed:
                 raise AnswerRefused(_too_late(item.request_id))
             if overdue.waiting is None:  # another answer, or another look, came first
@@ -277,8 +277,8 @@ async def answer(
         result = person_result(item, given, config.cast, whole=whole)
         return await record_answer(
             context,
-            backend.queue,
-            backend.inbox,
+            storage.queue,
+            storage.inbox,
             item,
             result,
             max_hops=config.team.max_hops,
@@ -291,11 +291,11 @@ async def read_inbox(workspace: Workspace, config: TeamConfig) -> InboxLook:
     answered and ended ones finished, overdue ones handled by their role's ``on_failure``,
     which ``InboxLook`` reports)."""
     async with (
-        open_backend(workspace, config) as backend,
-        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+        open_storage(workspace, config) as storage,
+        open_context(workspace.root, config.prompt_context, store=storage.store) as context,
     ):
         return await tidy_inbox(
-            context, backend.queue, backend.inbox, config.model_for, cast=config.cast
+            context, storage.queue, storage.inbox, config.model_for, cast=config.cast
         )
 
 
@@ -305,10 +305,10 @@ async def waiting_prompt(
     """The waiting answer ``wanted`` names and the prompt a model of its role would get for
     it now (the same projection and envelope); writes nothing."""
     async with (
-        open_backend(workspace, config) as backend,
-        open_context(workspace.root, config.prompt_context, store=backend.store) as context,
+        open_storage(workspace, config) as storage,
+        open_context(workspace.root, config.prompt_context, store=storage.store) as context,
     ):
-        item = await _waiting_item(backend.inbox, context, wanted, role)
+        item = await _waiting_item(storage.inbox, context, wanted, role)
         role = _cast_role(config.cast, item)
         projection = await context.project(item.request_id)
         kind = config.cast.prompt_kind_of(role)

@@ -34,7 +34,7 @@ from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
-from teams_runtime.exceptions import RecordError, TeamsRuntimeError
+from teams_runtime.exceptions import RecordError, StorageError, TeamsRuntimeError
 from teams_runtime.policy.outcomes import plan_for, plan_no_answer, state_of
 from teams_runtime.storage import AnswerInbox, Claim, WorkQueue
 
@@ -204,7 +204,8 @@ async def tidy_inbox(
                 "{}: the waiting answer of request {} was not looked at ({}); trying again",
                 item.role,
                 item.request_id,
-                type(exc).__name__,
+                # The line names the error as before StorageError was renamed (issue 30).
+                "BackendError" if isinstance(exc, StorageError) else type(exc).__name__,
             )
         waiting.append(item)
     return InboxLook(waiting, timed_out, renewed)

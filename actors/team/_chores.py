@@ -19,7 +19,7 @@ from teams_runtime.actors.team._reports import RunSummary
 from teams_runtime.codecs.config import Cast, ModelConfig
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.exceptions import TeamsRuntimeError
-from teams_runtime.storage import AnswerInbox, BackendQueue
+from teams_runtime.storage import AnswerInbox, StorageQueue
 
 __all__ = ["INBOX_SECONDS", "RESTORE_SECONDS", "TeamChores"]
 
@@ -32,7 +32,7 @@ class TeamChores:
 
     def __init__(
         self,
-        queue: BackendQueue,
+        queue: StorageQueue,
         inbox: AnswerInbox,
         context: ContextHandle,
         model_for: Callable[[str], ModelConfig],

@@ -36,13 +36,13 @@ from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.pricing import card_for
 from teams_runtime.storage import (
     AnswerInbox,
-    BackendQueue,
     Claim,
     RecordStore,
+    StorageQueue,
     Workspace,
     load_team_config,
 )
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.opening import open_storage
 from teams_runtime.storage.queued_envelopes import new_worker_id
 
 __all__ = ["DEFERRED_WAIT_SECONDS", "RESTORE_SECONDS", "RoleStatus", "RunSummary", "Team"]
@@ -67,7 +67,7 @@ class Team:
         poll_interval: float = 0.1,
         keep_prompt_records: bool = False,
         store: RecordStore | None = None,
-        queue: BackendQueue | None = None,
+        queue: StorageQueue | None = None,
         inbox: AnswerInbox | None = None,
         ask_timeout: float = DEFAULT_ASK_TIMEOUT,
         roles: Sequence[str] | None = None,
@@ -118,7 +118,7 @@ class Team:
         return self._store
 
     @property
-    def queue(self) -> BackendQueue:
+    def queue(self) -> StorageQueue:
         """The work queue, while it is open (given, or inside ``run`` or ``async with``)."""
         if self._queue is None:
             raise RuntimeError("the Team's queue is open only while it runs (Team.run)")
@@ -138,7 +138,7 @@ class Team:
         if self._store is not None and self._queue is not None and self._inbox is not None:
             yield
             return
-        async with open_backend(self.workspace, self.config, worker_id=self._worker_id) as opened:
+        async with open_storage(self.workspace, self.config, worker_id=self._worker_id) as opened:
             given_store, given_queue, given_inbox = self._given
             self._store = given_store if given_store is not None else opened.store
             self._queue = given_queue if given_queue is not None else opened.queue

@@ -151,24 +151,24 @@ class OtelTracing(Tracing):
         # The record's `model` is the rate-card key, `provider/model`: the request's model is
         # what it asked the server for (this role's model name).
         model = self._models.get(record.role) or record.model or "unknown"
-        answered = _answered(record)
-        attributes = _call_attributes(record, model, answered)
+        replied = _replied(record)
+        attributes = _call_attributes(record, model, replied)
         span = self._tracer.start_span(
             f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes, start_time=start
         )
-        if not answered:
+        if not replied:
             span.set_status(Status(StatusCode.ERROR, "the model call gave no answer"))
         span.end(end_time=now)
         if held is not None:
             held.last_end_ns = now
-        self._count(record, attributes, (now - start) / 1e9, answered)
+        self._count(record, attributes, (now - start) / 1e9, replied)
 
     def _count(
         self,
         record: PromptRecord,
         attributes: Mapping[str, AttributeValue],
         seconds: float,
-        answered: bool,
+        replied: bool,
     ) -> None:
         labels = {
             key: attributes[key]
@@ -189,7 +189,7 @@ class OtelTracing(Tracing):
         if isinstance(cost, float):
             self._cost.add(cost, labels)
         self._omitted.add(record.omitted_events, labels)
-        failed = {} if answered else {"error.type": _error_type(record)}
+        failed = {} if replied else {"error.type": _error_type(record)}
         self._duration.record(seconds, {**labels, **failed})
 
     def close(self) -> None:
@@ -211,7 +211,7 @@ class OtelTracing(Tracing):
                 thread.join()
 
 
-def _answered(record: PromptRecord) -> bool:
+def _replied(record: PromptRecord) -> bool:
     """Whether an answer came back: one the contract refused (outcome ``invalid``, a repair
     follows) is an answer, so its span is no error; ``failed`` and ``server_away`` are."""
     if record.outcome is not None:
@@ -220,7 +220,7 @@ def _answered(record: PromptRecord) -> bool:
 
 
 def _error_type(record: PromptRecord) -> str:
-    """The ``error.type`` of a call that gave no answer: its outcome (``failed``,
+    """The ``error.type`` of a call that gave no reply: its outcome (``failed``,
     ``server_away``)."""
     return record.outcome or "failed"
 
@@ -232,7 +232,7 @@ def _provider(record: PromptRecord) -> str | None:
     return key.split("/", 1)[0] if key is not None and "/" in key else None
 
 
-def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[str, AttributeValue]:
+def _call_attributes(record: PromptRecord, model: str, replied: bool) -> dict[str, AttributeValue]:
     """The GenAI and ``teams_runtime.*`` attributes of a model call: counts and ids only.
     ``gen_ai.response.finish_reasons`` is the server's, left out when it gave none (a command,
     the dry run); a failed call has ``error.type``, its outcome."""
@@ -251,7 +251,7 @@ def _call_attributes(record: PromptRecord, model: str, answered: bool) -> dict[s
     }
     if record.finish_reason is not None:
         attributes["gen_ai.response.finish_reasons"] = [record.finish_reason]
-    if not answered:
+    if not replied:
         attributes["error.type"] = _error_type(record)
     provider = _provider(record)
     if provider is not None:

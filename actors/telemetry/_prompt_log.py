@@ -15,7 +15,7 @@ from teams_runtime._logs import logger
 from teams_runtime.actors.telemetry._tracing import model_call
 from teams_runtime.codecs.config import RateCard
 from teams_runtime.codecs.formats import now_iso
-from teams_runtime.codecs.model import AnswerRead, FinishReason, TokenUsage
+from teams_runtime.codecs.model import FinishReason, ReplyRead, TokenUsage
 from teams_runtime.codecs.prompt_records import (
     AttemptKind,
     CallOutcome,
@@ -35,7 +35,7 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     """What the role saw of one call of a prompt (counts and times only)."""
 
     usage: TokenUsage | None = None  # what the model server reported, if anything
-    read: AnswerRead | None = None  # how the answer's JSON object was read; None: no answer
+    read: ReplyRead | None = None  # how the answer's JSON object was read; None: no answer
     model: str | None = None  # the rate card key of the role's model
     rate_card: RateCard | None = None  # its card, None without one (or telemetry disabled)
     attempt_kind: AttemptKind | None = None

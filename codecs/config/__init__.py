@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teams_runtime.codecs.config._backend_section import BACKEND_KINDS, BackendConfig, NatsSettings
+from teams_runtime._deprecated import renamed
+from teams_runtime.codecs.config._backend_section import BACKEND_KINDS, NatsSettings, StorageConfig
 from teams_runtime.codecs.config._cast import DEFAULT_CAST, DEFAULT_CONCURRENCY, Cast
 from teams_runtime.codecs.config._init_text import DEFAULT_CONFIG_TEXT, backend_block_text
 from teams_runtime.codecs.config._model_choices import INTERNAL_AGENTS, ModelChoice
@@ -47,7 +48,6 @@ __all__ = [
     "INTERNAL_AGENTS",
     "RUNTIME_BODY_KEYS",
     "STRUCTURED_OUTPUT_FORMS",
-    "BackendConfig",
     "Cast",
     "DryRunConfig",
     "ModelChoice",
@@ -58,6 +58,7 @@ __all__ = [
     "QueueConfig",
     "RateCard",
     "RoleConfig",
+    "StorageConfig",
     "StructuredOutput",
     "TeamConfig",
     "TeamSection",
@@ -78,3 +79,13 @@ def load_yaml(text: str) -> Any:
     from teams_runtime.codecs.config._strict_yaml import load_yaml as strict_load
 
     return strict_load(text)
+
+
+# Renamed in issue 30 ("backend" is a model backend; where requests are kept is storage): the
+# old name still imports, with a DeprecationWarning, for one release.
+_RENAMED = {"BackendConfig": "StorageConfig"}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of this module's (``_RENAMED``), with a ``DeprecationWarning``."""
+    return renamed(__name__, name, _RENAMED)

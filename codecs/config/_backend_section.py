@@ -10,7 +10,7 @@ from teams_runtime.codecs.config._setting_checks import HIGHEST_PORT, is_port
 from teams_runtime.codecs.config._value_messages import nearest
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["BACKEND_KINDS", "BackendConfig", "NatsSettings"]
+__all__ = ["BACKEND_KINDS", "NatsSettings", "StorageConfig"]
 
 BACKEND_KINDS = ("file", "nats")
 _NATS_URL = re.compile(
@@ -88,7 +88,7 @@ class NatsSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             )
 
 
-class BackendConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class StorageConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The ``backend`` section: where requests and the queue live (docs/scaling.md)."""
 
     kind: str = "file"

@@ -51,7 +51,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     model: str
     api_key_env: str = ""  # "" = send no key (Ollama, llama.cpp and LM Studio need none)
     timeout_seconds: float = 300.0
-    max_retries: int = 3  # extra requests after a 429 or a 5xx answer
+    max_retries: int = 3  # extra requests after a 429 or a 5xx reply
     reasoning_effort: str = ""  # sent as `reasoning_effort` (low, medium, high, ...)
     temperature: float | None = None  # 0 to 2
     max_tokens: int | None = None  # the most tokens the model may answer with

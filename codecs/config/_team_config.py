@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from teams_runtime.codecs.config._backend_section import BackendConfig
+from teams_runtime.codecs.config._backend_section import StorageConfig
 from teams_runtime.codecs.config._cast import DEFAULT_CAST, Cast
 from teams_runtime.codecs.config._cast_section import cast_names
 from teams_runtime.codecs.config._model_choices import (
@@ -68,7 +68,7 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
     roles: dict[str, RoleConfig] = {}
     team: TeamSection = TeamSection()
     queue: QueueConfig = QueueConfig()
-    backend: BackendConfig = BackendConfig()
+    backend: StorageConfig = StorageConfig()
     role_defaults: dict[str, ModelChoice] = {}
     internal_agent_defaults: dict[str, ModelChoice] = {}
     telemetry: TelemetryConfig = TelemetryConfig()
@@ -206,7 +206,7 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
         ),
         team=_section(document.get("team"), "team", TeamSection, "docs/configuration.md"),
         queue=_section(document.get("queue"), "queue", QueueConfig, "docs/configuration.md"),
-        backend=_section(document.get("backend"), "backend", BackendConfig, "docs/scaling.md"),
+        backend=_section(document.get("backend"), "backend", StorageConfig, "docs/scaling.md"),
         role_defaults=role_defaults,
         internal_agent_defaults=agents,
         telemetry=telemetry,

@@ -3,20 +3,23 @@ wire, a model's reply and its JSON."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from teams_runtime._deprecated import renamed
 from teams_runtime.codecs.model._api_keys import KeyScrubber, header_safe
 from teams_runtime.codecs.model._contract import (
-    Answer,
-    AnswerKind,
+    CheckedReply,
     ContractFailure,
+    ReplyKind,
     ResearchDecision,
     RoleResult,
     Validated,
     VersionControlResult,
-    answer_json,
     contract_shape,
+    reply_json,
     result_json,
-    validate_answer,
     validate_reading,
+    validate_reply,
 )
 from teams_runtime.codecs.model._openai_wire import (
     DONE,
@@ -41,30 +44,29 @@ from teams_runtime.codecs.model._replies import (
     TokenUsage,
     finish_reason_of,
 )
-from teams_runtime.codecs.model._reply_json import AnswerRead, AnswerReading, read_answer
+from teams_runtime.codecs.model._reply_json import ReplyRead, ReplyReading, read_reply
 from teams_runtime.codecs.model._result_schema import SCHEMA_NAMES, generation_schema
 
 __all__ = [
     "DONE",
     "REQUEST_TAIL",
     "SCHEMA_NAMES",
-    "Answer",
-    "AnswerKind",
-    "AnswerRead",
-    "AnswerReading",
+    "CheckedReply",
     "ContractFailure",
     "EventStreamDecoder",
     "EventTooLong",
     "FinishReason",
     "KeyScrubber",
     "ModelReply",
+    "ReplyKind",
+    "ReplyRead",
+    "ReplyReading",
     "ResearchDecision",
     "ResponseFormat",
     "RoleResult",
     "TokenUsage",
     "Validated",
     "VersionControlResult",
-    "answer_json",
     "contract_shape",
     "decode_chunk",
     "event_line_limit",
@@ -75,12 +77,30 @@ __all__ = [
     "json_string_fragment",
     "names_context_limit",
     "names_response_format",
-    "read_answer",
+    "read_reply",
+    "reply_json",
     "request_fields",
     "request_head",
     "response_format",
     "result_json",
     "retry_after_seconds",
-    "validate_answer",
     "validate_reading",
+    "validate_reply",
 ]
+
+# Renamed in issue 30 ("answer" is a person's result; what a model sends back is a reply):
+# the old names still import, with a DeprecationWarning, for one release.
+_RENAMED = {
+    "Answer": "CheckedReply",
+    "AnswerKind": "ReplyKind",
+    "AnswerRead": "ReplyRead",
+    "AnswerReading": "ReplyReading",
+    "answer_json": "reply_json",
+    "read_answer": "read_reply",
+    "validate_answer": "validate_reply",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An old name of this module's (``_RENAMED``), with a ``DeprecationWarning``."""
+    return renamed(__name__, name, _RENAMED)

@@ -1,8 +1,8 @@
-"""The strict-JSON contracts of role answers (spec section 6), defined once as Structs.
+"""The strict-JSON contracts of role replies (spec section 6), defined once as Structs.
 
 ``RoleResult``, ``VersionControlResult`` and ``ResearchDecision`` are the single source: the
-example shape shown in prompts, the validator's checks and defaults, the dry-run answers and
-the failure results all derive from their fields. A checked answer is one of them, carried as
+example shape shown in prompts, the validator's checks and defaults, the dry-run replies and
+the failure results all derive from their fields. A checked reply is one of them, carried as
 such to the record, where ``result_json`` writes it.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.formats import JsonObject
-from teams_runtime.codecs.model._reply_json import AnswerRead, AnswerReading, read_answer
+from teams_runtime.codecs.model._reply_json import ReplyRead, ReplyReading, read_reply
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.codecs.statuses import (
     COMMIT_STATUSES,
@@ -30,27 +30,27 @@ __all__ = [
     "NON_EMPTY",
     "NULLABLE",
     "RESULT_STATUSES",
-    "Answer",
-    "AnswerKind",
+    "CheckedReply",
     "ContractFailure",
+    "ReplyKind",
     "ResearchDecision",
     "RoleResult",
     "Validated",
     "VersionControlResult",
-    "answer_json",
     "contract_fields",
     "contract_shape",
     "defaults_of",
+    "reply_json",
     "result_json",
-    "validate_answer",
     "validate_reading",
+    "validate_reply",
 ]
 
-AnswerKind = Literal["task", "research_decision", "version_control"]
+ReplyKind = Literal["task", "research_decision", "version_control"]
 
 
 class RoleResult(msgspec.Struct, kw_only=True):
-    """What a role answers for its task (and what its report event carries as payload).
+    """What a role replies for its task (and what its report event carries as payload).
 
     ``extra`` and ``key_order`` are not the contract's: they keep what an answer's JSON held
     beside it (the keys the contract does not know) and how it laid its keys out, so the
@@ -86,7 +86,7 @@ class ContractFailure(RoleResult, kw_only=True):
 
 
 class ResearchDecision(msgspec.Struct, kw_only=True):
-    """What the research role answers at the research gate."""
+    """What the research role replies at the research gate."""
 
     request_id: str
     role: str
@@ -98,9 +98,9 @@ class ResearchDecision(msgspec.Struct, kw_only=True):
     next_role: str = ""
 
 
-Answer = RoleResult | ResearchDecision  # a checked answer: a role result, or a research gate's
+CheckedReply = RoleResult | ResearchDecision  # a checked reply: a role result, or a research gate's
 
-CONTRACTS: dict[AnswerKind, type[Answer]] = {
+CONTRACTS: dict[ReplyKind, type[CheckedReply]] = {
     "task": RoleResult,
     "version_control": VersionControlResult,
     "research_decision": ResearchDecision,
@@ -140,13 +140,13 @@ NULLABLE = ("error", "next_role")
 
 
 @functools.cache
-def _fields_of(struct: type[Answer]) -> tuple[msgspec.structs.FieldInfo, ...]:
+def _fields_of(struct: type[CheckedReply]) -> tuple[msgspec.structs.FieldInfo, ...]:
     """The contract's fields of ``struct``, in order, looked up once: ``msgspec.structs.fields``
     evaluates the class's annotations anew on every call (a few ms per answer otherwise)."""
     return tuple(f for f in msgspec.structs.fields(struct) if f.name not in _CARRIED)
 
 
-def contract_fields(kind: AnswerKind) -> tuple[msgspec.structs.FieldInfo, ...]:
+def contract_fields(kind: ReplyKind) -> tuple[msgspec.structs.FieldInfo, ...]:
     """The fields of ``kind``'s contract Struct (without ``RoleResult``'s layout carriers)."""
     return _fields_of(CONTRACTS[kind])
 
@@ -162,8 +162,8 @@ def result_json(result: RoleResult) -> JsonObject:
     return {key: values[key] for key in result.key_order if key in values} | values
 
 
-def answer_json(answer: Answer) -> JsonObject:
-    """A checked answer as JSON: a role result as ``result_json`` writes it, a research
+def reply_json(answer: CheckedReply) -> JsonObject:
+    """A checked reply as JSON: a role result as ``result_json`` writes it, a research
     decision in its fields' order."""
     if isinstance(answer, RoleResult):
         return result_json(answer)
@@ -182,7 +182,7 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
     return copy.deepcopy(field.default)  # a fresh list or dict for every answer
 
 
-def defaults_of(kind: AnswerKind) -> JsonObject:
+def defaults_of(kind: ReplyKind) -> JsonObject:
     """The values an answer of ``kind`` gets for the optional fields it leaves out."""
     fields = contract_fields(kind)
     return {f.name: _default(f) for f in fields if f.required is False and f.name != "next_role"}
@@ -199,7 +199,7 @@ def _next_role_example(next_roles: NextRoles, research: bool) -> str:
 
 
 def contract_shape(
-    kind: AnswerKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
 ) -> JsonObject:
     """An example answer of the right shape, shown to the model in every prompt; its
     ``next_role`` names what ``next_roles`` allows (by default any built-in role)."""
@@ -225,7 +225,7 @@ def _checked_by_name(field: msgspec.structs.FieldInfo) -> bool:
     return field.name in _SPECIAL or (field.name in NON_EMPTY and field.required)
 
 
-def _type_issues(answer: JsonObject, kind: AnswerKind) -> list[str]:
+def _type_issues(answer: JsonObject, kind: ReplyKind) -> list[str]:
     issues = []
     for field in contract_fields(kind):
         name = field.name
@@ -258,7 +258,7 @@ def _non_empty(value: object) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _kind_issues(answer: JsonObject, kind: AnswerKind) -> list[str]:
+def _kind_issues(answer: JsonObject, kind: ReplyKind) -> list[str]:
     issues = []
     if kind == "research_decision":
         needed = answer.get("needed")
@@ -279,16 +279,16 @@ def _kind_issues(answer: JsonObject, kind: AnswerKind) -> list[str]:
 
 
 class Validated(msgspec.Struct, frozen=True, kw_only=True):
-    """A checked answer: the result to record (defaults filled; ``None`` when there are
+    """A checked reply: the result to record (defaults filled; ``None`` when there are
     issues), every issue, and how the answer's text was read (``None``: it could not be)."""
 
-    answer: Answer | None
+    answer: CheckedReply | None
     issues: list[str]
-    read: AnswerRead | None
+    read: ReplyRead | None
 
 
-def _typed(kind: AnswerKind, filled: JsonObject) -> Answer:
-    """A checked answer (``filled``: defaults first, then the answer's keys) as its contract's
+def _typed(kind: ReplyKind, filled: JsonObject) -> CheckedReply:
+    """A checked reply (``filled``: defaults first, then the answer's keys) as its contract's
     Struct, keeping its layout and the keys the contract does not know."""
     names = {field.name for field in contract_fields(kind)}
     known = {key: value for key, value in filled.items() if key in names}
@@ -298,7 +298,7 @@ def _typed(kind: AnswerKind, filled: JsonObject) -> Answer:
     return msgspec.convert({**known, "extra": extra, "key_order": list(filled)}, CONTRACTS[kind])
 
 
-def _reading_issue(reading: AnswerReading) -> str:
+def _reading_issue(reading: ReplyReading) -> str:
     if reading.too_deep:
         return "The answer is nested too deeply: send one flat JSON object."
     if reading.found > 1:
@@ -326,14 +326,14 @@ def _next_role_issue(next_roles: NextRoles, role: str) -> str:
 
 
 def validate_reading(
-    reading: AnswerReading,
+    reading: ReplyReading,
     *,
-    kind: AnswerKind,
+    kind: ReplyKind,
     request_id: str,
     role: str,
     next_roles: NextRoles = DEFAULT_NEXT_ROLES,
 ) -> Validated:
-    """Check an answer read by ``read_answer`` against the contract of ``kind``; its
+    """Check an answer read by ``read_reply`` against the contract of ``kind``; its
     ``next_role`` must be one of ``next_roles`` (by default any built-in role, or none).
 
     The answer is ``None`` when there are issues, and the issues are all of them (the repair
@@ -364,16 +364,16 @@ def validate_reading(
     return Validated(answer=_typed(kind, filled), issues=[], read=reading.how)
 
 
-def validate_answer(
+def validate_reply(
     text: str,
     *,
-    kind: AnswerKind,
+    kind: ReplyKind,
     request_id: str,
     role: str,
     next_roles: NextRoles = DEFAULT_NEXT_ROLES,
 ) -> Validated:
-    """Read a model's answer text (``read_answer``: the one JSON object it holds) and check it
+    """Read a model's reply text (``read_reply``: the one JSON object it holds) and check it
     (``validate_reading``)."""
     return validate_reading(
-        read_answer(text), kind=kind, request_id=request_id, role=role, next_roles=next_roles
+        read_reply(text), kind=kind, request_id=request_id, role=role, next_roles=next_roles
     )

@@ -1,6 +1,6 @@
 """The OpenAI-compatible chat-completions wire: the request body (with the role's settings and
 the ``response_format`` forms), the server-sent-event stream of the answer and its chunks,
-``Retry-After``, and what an error answer is about. Shapes only: the HTTP calls are
+``Retry-After``, and what an error reply is about. Shapes only: the HTTP calls are
 ``actors.models._openai``.
 
 Only the fields the runtime uses are decoded (``choices[].delta.content``, ``finish_reason``,
@@ -76,7 +76,7 @@ class ChatChunk(msgspec.Struct, frozen=True):
     error: msgspec.Raw = msgspec.Raw()
 
     def text(self) -> str:
-        """The answer text this chunk carries."""
+        """The reply text this chunk carries."""
         parts = []
         for choice in self.choices or ():
             carrier = choice.delta or choice.message
@@ -141,7 +141,7 @@ _FALLBACKS: dict[StructuredOutput, tuple[ResponseFormat, ...]] = {
 
 def forms_to_try(setting: StructuredOutput) -> tuple[ResponseFormat, ...]:
     """The forms to send, in order, for ``model.structured_output``: each is tried when the
-    server refused the one before it (an error answer that names ``response_format``)."""
+    server refused the one before it (an error reply that names ``response_format``)."""
     return _FALLBACKS[setting]
 
 
@@ -200,12 +200,12 @@ _CONTEXT_LIMIT = re.compile(
 
 
 def names_context_limit(said: str) -> bool:
-    """Whether an error answer's text says the prompt does not fit the model's context."""
+    """Whether an error reply's text says the prompt does not fit the model's context."""
     return _CONTEXT_LIMIT.search(said) is not None
 
 
 def names_response_format(said: str) -> bool:
-    """Whether an error answer's text is about the request's ``response_format`` (a server
+    """Whether an error reply's text is about the request's ``response_format`` (a server
     that does not take the form sent: llama-cpp-python answers 500 naming
     ``response_format.type``)."""
     return "response_format" in said

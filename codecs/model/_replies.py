@@ -1,4 +1,4 @@
-"""What a model backend hands back: the answer text, and what the call reported about itself."""
+"""What a model backend hands back: the reply text, and what the call reported about itself."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
-    """A model's answer: its text, for a command the end of its stderr and its exit status,
+    """A model's reply: its text, for a command the end of its stderr and its exit status,
     and the token usage when the backend reports one (the ``openai`` backend does)."""
 
     text: str

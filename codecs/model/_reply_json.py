@@ -1,4 +1,4 @@
-"""Reading a model's answer text as the one JSON value it holds: tolerant of what local models
+"""Reading a model's reply text as the one JSON value it holds: tolerant of what local models
 add around it, never of the value itself.
 
 An answer is read, in this order:
@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["MAX_TRIED_STARTS", "AnswerRead", "AnswerReading", "read_answer"]
+__all__ = ["MAX_TRIED_STARTS", "ReplyRead", "ReplyReading", "read_reply"]
 
-AnswerRead = Literal["as_is", "extracted", "repaired", "extracted_repaired"]
+ReplyRead = Literal["as_is", "extracted", "repaired", "extracted_repaired"]
 
 # How many `{` that start no JSON object are tried before the search gives up: prose full of
 # braces must not cost a decode attempt per brace of a 1 MiB answer.
@@ -38,13 +38,13 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
-class AnswerReading(msgspec.Struct, frozen=True, kw_only=True):
-    """What an answer text holds: ``value`` when ``how`` is set; else ``found`` says how many
+class ReplyReading(msgspec.Struct, frozen=True, kw_only=True):
+    """What an reply text holds: ``value`` when ``how`` is set; else ``found`` says how many
     objects it held (0: none could be read; 2 or more: several), and ``too_deep`` that JSON
     was nested past what can be decoded."""
 
     value: Any = None
-    how: AnswerRead | None = None
+    how: ReplyRead | None = None
     found: int = 0
     too_deep: bool = False
 
@@ -106,7 +106,7 @@ def _objects(text: str) -> list[tuple[Any, bool]]:
     return found
 
 
-def read_answer(text: str) -> AnswerReading:
+def read_reply(text: str) -> ReplyReading:
     """Read ``text`` as the JSON value it holds (see the module's doc for how)."""
     stripped = text.strip()
     try:
@@ -114,16 +114,14 @@ def read_answer(text: str) -> AnswerReading:
     except msgspec.DecodeError:
         pass
     except RecursionError:
-        return AnswerReading(too_deep=True)
+        return ReplyReading(too_deep=True)
     else:
-        return AnswerReading(value=value, how="repaired" if repaired else "as_is", found=1)
+        return ReplyReading(value=value, how="repaired" if repaired else "as_is", found=1)
     try:
         objects = _objects(stripped)
     except RecursionError:
-        return AnswerReading(too_deep=True)
+        return ReplyReading(too_deep=True)
     if len(objects) != 1:
-        return AnswerReading(found=len(objects))
+        return ReplyReading(found=len(objects))
     value, repaired = objects[0]
-    return AnswerReading(
-        value=value, how="extracted_repaired" if repaired else "extracted", found=1
-    )
+    return ReplyReading(value=value, how="extracted_repaired" if repaired else "extracted", found=1)

@@ -1,7 +1,7 @@
 """The role-result contract as a JSON schema, generated from the contract's own Structs and
 rules (``contract``), so the schema and the validator cannot drift.
 
-``contract_schema`` accepts exactly what ``validate_answer`` accepts (a test checks it on
+``contract_schema`` accepts exactly what ``validate_reply`` accepts (a test checks it on
 examples both ways): ``request_id`` and ``role`` fixed to the call's values, ``next_role`` one
 of the roles the answering role may hand to, or ``""`` (or null) when it may finish, the
 statuses as enums, every typed field typed, the required fields required, and any other key
@@ -21,13 +21,13 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.formats import JsonObject
-from teams_runtime.codecs.model._contract import NON_EMPTY, NULLABLE, AnswerKind, contract_fields
+from teams_runtime.codecs.model._contract import NON_EMPTY, NULLABLE, ReplyKind, contract_fields
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
 __all__ = ["SCHEMA_NAMES", "contract_schema", "generation_schema"]
 
 # The `name` a schema is sent under (OpenAI's json_schema wants one: letters, digits, _ and -).
-SCHEMA_NAMES: dict[AnswerKind, str] = {
+SCHEMA_NAMES: dict[ReplyKind, str] = {
     "task": "role_result",
     "version_control": "version_control_result",
     "research_decision": "research_decision",
@@ -64,7 +64,7 @@ def _field_schema(
 
 
 def contract_schema(
-    kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
 ) -> JsonObject:
     """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``, whose
     ``next_role`` is one of ``next_roles`` (by default any built-in role, or none)."""
@@ -84,7 +84,7 @@ def contract_schema(
 
 
 def generation_schema(
-    kind: AnswerKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
 ) -> JsonObject:
     """``contract_schema`` as model servers can take it (see the module's doc)."""
     schema = contract_schema(kind, request_id=request_id, role=role, next_roles=next_roles)

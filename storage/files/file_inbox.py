@@ -1,5 +1,5 @@
 """Waiting answers of people's roles, one file each: ``FileAnswerInbox``, the ``AnswerInbox``
-of the file backend.
+of the file storage.
 
     inbox/<role>/<name>-<request id>.json    one waiting answer (``codecs.waiting_answers``)
 

@@ -1,6 +1,6 @@
 """Envelopes waiting for roles, one file each, shared by every worker of a workspace.
 
-``FileWorkQueue`` is the ``WorkQueue`` of the file backend. Layout under ``.teams_runtime/``:
+``FileWorkQueue`` is the ``WorkQueue`` of the file storage. Layout under ``.teams_runtime/``:
 
     queue/<role>/<name>.json                      waiting
     queue/claimed/<worker>/<role>/<name>.json     claimed by a worker (its lease below)

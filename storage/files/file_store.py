@@ -1,4 +1,4 @@
-"""Request records as files: ``FileRecordStore``, the ``RecordStore`` of the file backend
+"""Request records as files: ``FileRecordStore``, the ``RecordStore`` of the file storage
 (the embedded default): one JSON file per request under ``.teams_runtime/requests/``.
 
 Reading is ``reads``, writing ``writes``, the index that makes both cheap

@@ -1,5 +1,5 @@
-"""The file backend as the async seams (``storage.protocols``): each of its blocking calls run
-in a worker thread, here, so the actors await it on the event loop like any backend's.
+"""The file storage as the async seams (``storage.protocols``): each of its blocking calls run
+in a worker thread, here, so the actors await it on the event loop like any storage's.
 
 A record store's calls take threads of its own (at most ``threads`` at once: the requests a
 ContextActor serves at once), so requests stuck in the store (another process holding a lock,

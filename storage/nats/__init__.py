@@ -1,2 +1,2 @@
-"""The NATS JetStream backend (docs/scaling.md): records as stream messages and KV heads, the
+"""The NATS JetStream storage (docs/scaling.md): records as stream messages and KV heads, the
 queue as a work-queue stream, the inbox as a KV bucket, for teams spread over several hosts."""

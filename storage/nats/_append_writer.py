@@ -29,7 +29,7 @@ from teams_runtime.codecs.record_heads import (
     key_digest,
 )
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, encode_json
-from teams_runtime.exceptions import BackendError, RecordError
+from teams_runtime.exceptions import RecordError, StorageError
 from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage._append_checks import condition_fields, field_holds, fields_are
 from teams_runtime.storage.nats._head_changes import Prepared, advanced_head
@@ -234,7 +234,7 @@ class AppendWriter:
         except BaseException as exc:
             self.base = -1  # what stands after the tip is no whole append: start again
             if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
-                raise BackendError(
+                raise StorageError(
                     f"{self.source}: the NATS server at {self.reader.connection.settings.shown_url}"
                     f" refused a message of this write ({exc.description or 'no reason given'},"
                     f" err_code {exc.err_code}); nothing was written to the record. Check the "

@@ -1,4 +1,4 @@
-"""What the nats backend needs on the server, made when missing: the team's streams, KV
+"""What the nats storage needs on the server, made when missing: the team's streams, KV
 buckets and role consumers (``ensure_layout``). What exists is never changed (but for letting
 the workers bucket's entries expire): a host whose config differs (``queue.lease_seconds``,
 ``replicas``) reads the settings the team's queue was made with instead of imposing its own.
@@ -23,7 +23,7 @@ from nats.js.api import (
 
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.formats import JsonObject
-from teams_runtime.exceptions import BackendError
+from teams_runtime.exceptions import StorageError
 from teams_runtime.storage.nats._names import NatsNames
 from teams_runtime.storage.nats._server_errors import (
     CONSUMER_EXISTS,
@@ -50,7 +50,7 @@ async def ensure_layout(
     settings: they stay the team's). Returns the ack wait of the role consumers: the team's
     lease.
 
-    ``api`` sends one JetStream API request. Raises ``BackendError`` when the server refuses
+    ``api`` sends one JetStream API request. Raises ``StorageError`` when the server refuses
     the layout, and the ``APIError`` itself when JetStream is busy (503: retried by the
     caller)."""
     return await _Layout(js, api, settings, wanted_ack_seconds, roles).ensure()
@@ -121,16 +121,16 @@ class _Layout:
         # logging is set up: actors/team/_reports.py.)
         return min(ack_waits[: len(self.roles)])
 
-    def _refused(self, exc: nats.js.errors.APIError) -> BackendError:
+    def _refused(self, exc: nats.js.errors.APIError) -> StorageError:
         """The one line for the server refusing to create the layout (never a traceback)."""
         if exc.err_code == REPLICAS_NEED_A_CLUSTER:
-            return BackendError(
+            return StorageError(
                 f"team_runtime.yaml backend.nats.replicas is {self.settings.replicas}, but the "
                 f"NATS server at {self.settings.shown_url} is not part of a cluster "
                 f"({exc.description}); set replicas: 1, or run a cluster of at least "
                 f"{self.settings.replicas} servers (docs/scaling.md)."
             )
-        return BackendError(
+        return StorageError(
             f"the NATS server at {self.settings.shown_url} refused to set up the team's streams "
             f"(prefix {self.names.prefix}): {exc.description} (JetStream error {exc.err_code}); "
             "see docs/scaling.md."

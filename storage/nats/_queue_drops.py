@@ -1,6 +1,6 @@
 """Removing a request's envelopes from a team's queue stream (``cancel``): those its role
 consumers have not delivered yet, and its deferred ones. One a worker holds stays with it, as
-a claimed file does on the file backend (docs/scaling.md, "The queue")."""
+a claimed file does on the file storage (docs/scaling.md, "The queue")."""
 
 from __future__ import annotations
 

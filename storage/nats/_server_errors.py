@@ -1,5 +1,5 @@
-"""What a NATS server's errors mean to the backend: the server away for now (retried), a
-request turned away for now (retried), or refused (one ``BackendError`` line at once)."""
+"""What a NATS server's errors mean to the storage: the server away for now (retried), a
+request turned away for now (retried), or refused (one ``StorageError`` line at once)."""
 
 from __future__ import annotations
 

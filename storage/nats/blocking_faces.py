@@ -1,4 +1,4 @@
-"""The NATS backend's blocking faces on one connection, for code outside its event loop (a
+"""The NATS storage's blocking faces on one connection, for code outside its event loop (a
 test's, a benchmark's): its async store, queue, inbox and shelf as ``storage.blocking``'s
 protocols, each call run on the connection's loop (``NatsConnection.call``) and waited for.
 """

@@ -2,7 +2,7 @@
 
 ``open_connection`` connects on the event loop that enters it (anyio on asyncio), makes what the
 backend needs on the server when it is missing (``layout``), and closes the client when the
-scope ends: the Team's run, ``open_context``, a command (``storage.backends``). Nothing is
+scope ends: the Team's run, ``open_context``, a command (``storage.opening``). Nothing is
 shared between scopes, and nothing outlives them.
 
 The stores and queues are async, called on this loop (``run``): no thread between an actor
@@ -35,7 +35,7 @@ from teams_runtime._logs import logger
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.roles import ROLES
-from teams_runtime.exceptions import BackendError
+from teams_runtime.exceptions import StorageError
 from teams_runtime.policy.backoff import backoff_delay
 from teams_runtime.storage.nats._layout import ensure_layout
 from teams_runtime.storage.nats._names import NatsNames
@@ -66,10 +66,10 @@ async def open_connection(
     Makes the team's streams, buckets and consumers that are missing (a consumer for each of
     ``roles``: the team's, ``TeamConfig.cast``). ``queue_ack_seconds``
     (``queue.lease_seconds``) is the ack wait of role consumers this connection creates; when
-    they exist, ``queue_ack_seconds`` becomes the one they have. Raises ``BackendError`` (one
+    they exist, ``queue_ack_seconds`` becomes the one they have. Raises ``StorageError`` (one
     line, the URL without credentials) when the server cannot be reached, refuses the
     credentials, has no JetStream, or refuses the layout. The client is closed when the block
-    ends; a call after that raises ``BackendError``.
+    ends; a call after that raises ``StorageError``.
     """
     connection = NatsConnection(settings, queue_ack_seconds=queue_ack_seconds, roles=roles)
     await connection._open()
@@ -112,7 +112,7 @@ class NatsConnection:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # trio: no asyncio loop to run the client on
-            raise BackendError(
+            raise StorageError(
                 "the nats backend runs on anyio's asyncio backend (nats-py is an asyncio "
                 "client); run the team with anyio.run(..., backend='asyncio')."
             ) from None
@@ -157,7 +157,7 @@ class NatsConnection:
         loop: a command's, with the loop in anyio's blocking portal) and wait for it; the
         way ``storage.blocking``'s views reach the async stores. Raises ``RuntimeError`` on
         the loop's own thread, where waiting would hold up the loop the call needs, and
-        ``BackendError`` once the connection's scope has ended."""
+        ``StorageError`` once the connection's scope has ended."""
         if self._open_now and threading.get_ident() == self._loop_thread:
             raise RuntimeError(
                 "a blocking NATS call on the event loop would wait for itself; await the "
@@ -181,7 +181,7 @@ class NatsConnection:
         patience: float | None = None,
     ) -> _T:
         """Run ``make()`` on the connection's loop; retry while the server is away, for up to
-        ``patience`` seconds (``retry_seconds`` unless given). Raises ``BackendError`` naming
+        ``patience`` seconds (``retry_seconds`` unless given). Raises ``StorageError`` naming
         ``what`` when it stays away, when the server refuses (an ``APIError`` or another client
         error escaping ``make()``: one a coroutine catches itself is its own business), and
         when the connection's scope has ended. ``make`` must be safe to run again."""
@@ -197,7 +197,7 @@ class NatsConnection:
                 if isinstance(exc, nats.js.errors.APIError) and not busy(exc):
                     raise self._refusal(exc, what) from None
                 if self._closed or time.monotonic() > deadline:
-                    raise BackendError(
+                    raise StorageError(
                         f"the NATS server at {self.settings.shown_url} did not answer {what} "
                         f"for {patience:g} s ({reason_of(exc)}); is it running?"
                     ) from None
@@ -207,11 +207,11 @@ class NatsConnection:
             except nats.errors.ConnectionClosedError:
                 if self._closed:
                     raise self._closed_error() from None
-                raise BackendError(
+                raise StorageError(
                     f"the connection to the NATS server at {self.settings.shown_url} is closed."
                 ) from None
             except nats.errors.Error as exc:
-                raise BackendError(
+                raise StorageError(
                     f"{what} on the NATS server at {self.settings.shown_url} failed "
                     f"({type(exc).__name__}: {str(exc).strip() or 'no reason given'})."
                 ) from None
@@ -224,22 +224,22 @@ class NatsConnection:
         if self._token is None:
             raise RuntimeError("a NatsConnection is used before open_connection opened it.")
 
-    def _closed_error(self) -> BackendError:
-        return BackendError(
+    def _closed_error(self) -> StorageError:
+        return StorageError(
             f"the connection to the NATS server at {self.settings.shown_url} is closed: the "
             "scope that opened it (a Team's run, open_context, open_backend) has ended; use the "
             "store and queue inside it."
         )
 
-    def _refusal(self, exc: nats.js.errors.APIError, what: str) -> BackendError:
-        return BackendError(
+    def _refusal(self, exc: nats.js.errors.APIError, what: str) -> StorageError:
+        return StorageError(
             f"the NATS server at {self.settings.shown_url} refused {what} "
             f"({exc.description or 'no reason given'}, err_code {exc.err_code})."
         )
 
     async def bucket_keys(self, kv: KeyValue, bucket: str) -> list[str]:
         """Every key of the KV ``bucket``. nats-py's ``keys()`` watches the bucket and can end
-        its listing before the first entry arrives (seen under load): an empty answer for a
+        its listing before the first entry arrives (seen under load): an empty reply for a
         bucket that holds messages is asked again before it is believed."""
         for _ in range(_LISTING_TRIES):
             try:
@@ -309,14 +309,14 @@ class NatsConnection:
         try:
             await self.api("INFO", {})
         except nats.errors.NoRespondersError:
-            raise BackendError(
+            raise StorageError(
                 f"the NATS server at {self.settings.shown_url} answers, but JetStream is not "
                 "enabled on it; start it with -js (or a jetstream block in its config file): "
                 "the nats backend keeps requests and the queue in JetStream."
             ) from None
         except nats.js.errors.APIError as exc:
             if exc.err_code in JETSTREAM_NOT_ENABLED:
-                raise BackendError(
+                raise StorageError(
                     f"the NATS server at {self.settings.shown_url} does not enable JetStream "
                     f"for this account ({exc.description}); enable it for the account the "
                     "credentials in backend.nats.url log in to."
@@ -331,21 +331,21 @@ class NatsConnection:
             self.js, self.api, self.settings, self.wanted_ack_seconds, self.roles
         )
 
-    def _unreachable(self, exc: Exception) -> BackendError:
+    def _unreachable(self, exc: Exception) -> StorageError:
         """The one line for a connect that failed: refused credentials, or no server."""
         if any(is_auth_refusal(error) for error in (exc, *self._connect_errors)):
             if "@" in self.settings.url:
-                return BackendError(
+                return StorageError(
                     f"the NATS server at {self.settings.shown_url} refused the credentials in "
                     "backend.nats.url (authorization violation); check the user and password "
                     "(or token) there in team_runtime.yaml."
                 )
-            return BackendError(
+            return StorageError(
                 f"the NATS server at {self.settings.shown_url} requires credentials "
                 "(authorization violation); write them in backend.nats.url in "
                 "team_runtime.yaml as nats://USER:PASSWORD@HOST:PORT."
             )
-        return BackendError(
+        return StorageError(
             f"cannot reach the NATS server at {self.settings.shown_url} ({reason_of(exc)}); start "
             "it, or check backend.nats.url in team_runtime.yaml."
         )

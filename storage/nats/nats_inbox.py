@@ -1,5 +1,5 @@
 """Waiting answers of people's roles on NATS: ``NatsAnswerInbox``, the ``AnswerInbox`` of the
-``nats`` backend (docs/scaling.md).
+``nats`` storage (docs/scaling.md).
 
 One KV bucket per team (``<prefix>_inbox``), one entry per waiting answer, keyed
 ``<role token>.<name>`` (``name`` made from the envelope's id: one envelope waits once, on

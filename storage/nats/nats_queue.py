@@ -1,5 +1,5 @@
 """Envelopes waiting for roles on NATS JetStream: ``NatsWorkQueue``, the ``WorkQueue`` of the
-``nats`` backend (docs/scaling.md).
+``nats`` storage (docs/scaling.md).
 
 One work-queue stream per team (``<prefix>_queue``) holds every waiting envelope on
 ``<prefix>.q.<role>.<id>``; each role has one durable pull consumer that every worker of every
@@ -37,7 +37,7 @@ from nats.js import JetStreamContext
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_ids import check_request_id, with_checked_request_id
 from teams_runtime.codecs.roles import check_role
-from teams_runtime.exceptions import BackendError, EnvelopeError
+from teams_runtime.exceptions import EnvelopeError, StorageError
 from teams_runtime.storage._deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.nats._deferred_queue import NEXT_ATTEMPT_HEADER, restore_due
 from teams_runtime.storage.nats._leases import LeaseBucket
@@ -279,7 +279,7 @@ class NatsWorkQueue:
 
         try:
             await self.connection.run(renew, what="a lease renewal", patience=5.0)
-        except BackendError:
+        except StorageError:
             return False
         return True
 
@@ -290,7 +290,7 @@ class NatsWorkQueue:
 
     async def _tell_holds(self) -> None:
         """Write this worker's lease entry now (after a claim); a failure waits for renewal."""
-        with contextlib.suppress(BackendError):
+        with contextlib.suppress(StorageError):
             await self.connection.run(
                 lambda: self._leases.write(must=False), what="a lease update", patience=5.0
             )

@@ -3,7 +3,7 @@ backend (docs/scaling.md has the design and the names it creates).
 
 - Every event is a value on ``<prefix>.req.<id>.ev.<role or _>`` in the events stream, its
   bytes exactly as the record file lays the event out (``codecs.records.format_event``), so
-  tails, evidence, history sizes and ``load`` bytes equal the file backend's. A value is one
+  tails, evidence, history sizes and ``load`` bytes equal the file storage's. A value is one
   message, or several when it is larger than the server's ``max_payload`` (``values``).
 - The record's head (``codecs.record_heads``) is one KV value: the top-level fields and the
   stream sequences of the last events and of each role's newest evidence. A cold projection
@@ -77,7 +77,7 @@ class NatsRecordStore:
     @property
     def append_seconds(self) -> float:
         """Other writers may hold a request for ``APPEND_SECONDS`` (then ``RecordError``);
-        the server may be away for ``retry_seconds`` (then ``BackendError``)."""
+        the server may be away for ``retry_seconds`` (then ``StorageError``)."""
         return APPEND_SECONDS + self.connection.settings.retry_seconds
 
     # --- versions ----------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class NatsRecordStore:
     def version(self, request_id: str) -> Hashable | None:
         """The head's revision the watch (or this store's own reads and writes) last saw;
         ``None`` once the store found no head. Never a round trip (the protocol's rule: the
-        ContextActor's published answers are checked against it per warm ask; a KV read
+        ContextActor's published projections are checked against it per warm ask; a KV read
         there would hold every ask up, for up to ``retry_seconds`` with the server away). A
         request not seen yet answers ``UNSEEN``, which equals no version the actor holds, so
         its ask reads it (that read records the revision, or raises
@@ -134,7 +134,7 @@ class NatsRecordStore:
         return read_
 
     async def load(self, request_id: str) -> bytes:
-        """The bytes the file backend's record file holds for the same history."""
+        """The bytes the file storage's record file holds for the same history."""
         request_id = check_request_id(request_id)
 
         async def load() -> bytes:

@@ -84,7 +84,7 @@ class NatsRejectedShelf:
                 moved += 1
             return moved
 
-        # A refusal (the queue stream at its limit) is the connection's BackendError; a
+        # A refusal (the queue stream at its limit) is the connection's StorageError; a
         # retry after the server was away publishes each once (its message id).
         moved: int = await self.connection.run(put_back, what="a put-back of rejected envelopes")
         return moved

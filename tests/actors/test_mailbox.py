@@ -77,7 +77,7 @@ async def test_an_ask_past_its_deadline_raises_ask_timeout(served: bool) -> None
     handler = Handler()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            if served:  # a handler that does not finish in time; else nobody serves the inbox
+            if served:  # a handler that does not finish in time; else nobody serves the mailbox
                 await group.start(mailbox.serve, handler)
             with pytest.raises(
                 AskTimeout, match=r"^the box actor did not answer str within 0\.05 s\.$"
@@ -88,10 +88,10 @@ async def test_an_ask_past_its_deadline_raises_ask_timeout(served: bool) -> None
     assert issubclass(AskTimeout, TimeoutError)
 
 
-async def test_a_full_inbox_counts_against_the_deadline() -> None:
+async def test_a_full_mailbox_counts_against_the_deadline() -> None:
     mailbox: Mailbox[str] = Mailbox("box", size=1)
     with anyio.fail_after(5):
-        await mailbox.tell("queued")  # fills the inbox; nobody serves it
+        await mailbox.tell("queued")  # fills the mailbox; nobody serves it
         with pytest.raises(AskTimeout, match=r"^the box actor did not answer"):
             await mailbox.ask("echo:x", timeout=0.05)
     assert mailbox.statistics().queued == 1  # the ask never got in
@@ -220,7 +220,7 @@ async def test_a_cancelled_asker_does_not_wedge_the_actor() -> None:
 
         group.start_soon(ask_in, waiting, "wait:abandoned")  # being handled
         await anyio.wait_all_tasks_blocked()
-        await mailbox.tell("echo:queued")  # fills the inbox
+        await mailbox.tell("echo:queued")  # fills the mailbox
         group.start_soon(ask_in, blocked, "echo:never-queued")  # waits for room
         await anyio.wait_all_tasks_blocked()
         waiting.cancel()  # gave up on its answer

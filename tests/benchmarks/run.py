@@ -427,7 +427,7 @@ def workers_row(root: Path) -> Row:
                f"{ratio:.1f}x", f">= 2.5x, 0 duplicates ({duplicates})", met)  # fmt: skip
 
 
-# --- the nats backend: the same paths against a real nats-server on loopback ----------------
+# --- the nats storage: the same paths against a real nats-server on loopback ----------------
 
 
 def _start_nats(folder: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -1,5 +1,5 @@
 """``export`` and ``import`` between backends, ``init --backend nats``, and every command on a
-workspace whose requests live on a real ``nats-server``: the same output as the file backend."""
+workspace whose requests live on a real ``nats-server``: the same output as the file storage."""
 
 from __future__ import annotations
 

@@ -358,7 +358,7 @@ def test_two_roles_given_envelopes_with_one_id_both_work(
     assert {"qa", "designer"} <= set(_reports(read_record(workspace, "req-1"), 3))
 
 
-# --- the nats backend: hosts with separate folders sharing one JetStream server --------------
+# --- the nats storage: hosts with separate folders sharing one JetStream server --------------
 
 
 def _nats_hosts(

@@ -27,9 +27,9 @@ from teams_runtime.codecs.context_protocol import (
 )
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import (
-    BackendError,
     ConfigError,
     RecordError,
+    StorageError,
     TeamsRuntimeError,
     UnknownRequestError,
     UnsafeRequestIdError,
@@ -146,7 +146,7 @@ def test_an_unknown_failure_kind_is_refused() -> None:
         pytest.param(RecordError("r.json: not valid JSON"), "record", id="record"),
         pytest.param(ConfigError("team_runtime.yaml model: bad"), "config", id="config"),
         pytest.param(
-            BackendError("the NATS server at nats://h:4222 refused an append"),
+            StorageError("the NATS server at nats://h:4222 refused an append"),
             "backend",
             id="backend",
         ),

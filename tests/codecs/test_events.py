@@ -18,7 +18,7 @@ from teams_runtime.codecs.events import (
     event_type,
     updates_json,
 )
-from teams_runtime.codecs.model import RoleResult, result_json, validate_answer
+from teams_runtime.codecs.model import RoleResult, result_json, validate_reply
 from teams_runtime.codecs.request_records import encode_event
 
 NOW = "2026-11-30T09:00:00+01:00"
@@ -35,7 +35,7 @@ def test_an_event_is_written_in_the_specs_key_order_not_tag_first() -> None:
 
 def test_a_report_carries_the_result_as_its_answer_laid_it_out() -> None:
     text = '{"summary": "s", "zeta": [1], "status": "completed", "role": "qa", "request_id": "r"}'
-    result = validate_answer(text, kind="task", request_id="r", role="qa").answer
+    result = validate_reply(text, kind="task", request_id="r", role="qa").answer
     assert isinstance(result, RoleResult)
     written = event_json(RoleReportEvent(timestamp=NOW, actor="qa", summary="s", payload=result))
     assert list(written) == ["timestamp", "type", "actor", "summary", "payload"]

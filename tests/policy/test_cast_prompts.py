@@ -14,7 +14,7 @@ import pytest
 from teams_runtime import PromptContextConfig, project_request
 from teams_runtime.codecs.config import Cast, parse_team_config
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.model._contract import validate_answer
+from teams_runtime.codecs.model._contract import validate_reply
 from teams_runtime.codecs.model._result_schema import contract_schema, generation_schema
 from teams_runtime.codecs.roles import NextRoles
 from teams_runtime.demo import sample_record
@@ -163,7 +163,7 @@ def test_a_hand_off_the_role_may_not_make_is_a_contract_issue(
     cast = _cast(TEAM)
     answer = {"request_id": "req-1", "role": role, "status": "completed", "summary": "done",
               "next_role": next_role}  # fmt: skip
-    checked = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+    checked = validate_reply(json.dumps(answer), kind="task", request_id="req-1",
                               role=role, next_roles=cast.next_roles(role))  # fmt: skip
     assert (checked.answer, checked.issues) == (None, [issue])
     # The schema sent with the prompt refuses it too, and takes what the contract takes.
@@ -171,7 +171,7 @@ def test_a_hand_off_the_role_may_not_make_is_a_contract_issue(
                              next_roles=cast.next_roles(role))  # fmt: skip
     assert next_role not in schema["properties"]["next_role"]["enum"]
     for allowed in cast.next_roles(role).values:
-        checked = validate_answer(json.dumps({**answer, "next_role": allowed}),
+        checked = validate_reply(json.dumps({**answer, "next_role": allowed}),
                                   kind="task", request_id="req-1", role=role,
                                   next_roles=cast.next_roles(role))  # fmt: skip
         taken = checked.answer
@@ -187,7 +187,7 @@ def test_a_role_that_may_not_finish_must_name_its_next_role() -> None:
     for left_out in ({}, {"next_role": None}):
         answer = {"request_id": "req-1", "role": "writer", "status": "completed",
                   "summary": "done", **left_out}  # fmt: skip
-        issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+        issues = validate_reply(json.dumps(answer), kind="task", request_id="req-1",
                                  role="writer", next_roles=writer).issues  # fmt: skip
         assert issues and issues[0].startswith("`next_role` must be one of: reviewer")
 
@@ -197,7 +197,7 @@ def test_the_repair_prompt_names_the_roles_the_role_may_hand_to() -> None:
     answer = {"request_id": "req-1", "role": "writer", "status": "completed", "summary": "d",
               "next_role": "editor"}  # fmt: skip
     writer = cast.next_roles("writer")
-    issues = validate_answer(json.dumps(answer), kind="task", request_id="req-1",
+    issues = validate_reply(json.dumps(answer), kind="task", request_id="req-1",
                              role="writer", next_roles=writer).issues  # fmt: skip
     projection = project_request(sample_record(10, "req-1"), PromptContextConfig())
     envelope = MessageEnvelope(request_id="req-1", sender="user", target="writer", scope="s")

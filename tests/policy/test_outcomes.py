@@ -10,7 +10,7 @@ import pytest
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.events import kept_envelope
 from teams_runtime.codecs.model import ResearchDecision, RoleResult, result_json
-from teams_runtime.codecs.model._contract import validate_answer
+from teams_runtime.codecs.model._contract import validate_reply
 from teams_runtime.policy.outcomes import (
     MAX_REPAIRS,
     RequestState,
@@ -42,7 +42,7 @@ def _result(role: str = "developer", **changes: Any) -> RoleResult:
     answer = {"request_id": "req-1", "role": role, "status": "completed", "summary": "did it"}
     text = json.dumps(answer | changes)
     kind = "version_control" if role == "version_controller" else "task"
-    checked = validate_answer(text, kind=kind, request_id="req-1", role=role)
+    checked = validate_reply(text, kind=kind, request_id="req-1", role=role)
     assert checked.issues == [] and isinstance(checked.answer, RoleResult)
     return checked.answer
 
@@ -172,7 +172,7 @@ def test_a_contract_failure_is_a_failed_result_with_the_issues() -> None:
     assert (failure.request_id, failure.role, failure.next_role) == ("req-1", "qa", "")
     # It is a result like any other: it meets the task contract, and it finishes the request.
     text = json.dumps(result_json(failure))
-    assert validate_answer(text, kind="task", request_id="req-1", role="qa").issues == []
+    assert validate_reply(text, kind="task", request_id="req-1", role="qa").issues == []
     assert plan_outcome("qa", ENVELOPE, failure, NOW).updates_json()["status"] == "failed"
 
 
@@ -207,7 +207,7 @@ def test_a_research_decision_is_recorded_as_a_role_result(summary: str, expected
         }
     }
     text = json.dumps(result_json(result))
-    assert validate_answer(text, kind="task", request_id="req-1", role="research").issues == []
+    assert validate_reply(text, kind="task", request_id="req-1", role="research").issues == []
 
 
 def test_one_hand_off_past_max_hops_fails_the_request_and_drops_its_work() -> None:

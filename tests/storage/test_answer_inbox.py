@@ -1,4 +1,4 @@
-"""The ``AnswerInbox`` protocol, run against both backends through the ``inboxes`` fixture:
+"""The ``AnswerInbox`` protocol, run against both storages through the ``inboxes`` fixture:
 one envelope waits once, whoever puts it; a removal is had by one; what another host put is
 listed here; what is not a waiting answer is left out and left alone."""
 

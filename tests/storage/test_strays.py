@@ -1,4 +1,4 @@
-"""What the runtime did not write, on both backends: files in its folders, keys in its KV
+"""What the runtime did not write, on both storages: files in its folders, keys in its KV
 buckets, envelopes on queue subjects no role reads. ``status`` names each with a reason and
 exits 0, workers keep serving beside them, ``purge-strays`` sets the envelopes aside."""
 

@@ -33,7 +33,7 @@ from ..support.waiting import eventually_sync
 
 @dataclass(frozen=True)
 class QueueBackend:
-    """What the suite needs of a backend: queue objects on the same envelopes, and a way to
+    """What the suite needs of a storage: queue objects on the same envelopes, and a way to
     queue bytes that are not an envelope (as a crash or another program might)."""
 
     new_queue: Callable[..., WorkQueue]  # keyword arguments go to the queue (``clock=``)
@@ -62,7 +62,7 @@ def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
     return QueueBackend(lambda **options: blocking_queue(connection, **options), put_bytes)
 
 
-# Each entry makes a backend on a test's own empty folder (or server prefix).
+# Each entry makes a storage on a test's own empty folder (or server prefix).
 QUEUES = [pytest.param(_file_queues, id="file"), pytest.param(_nats_queues, id="nats")]
 
 

@@ -5,8 +5,8 @@
 MODE: valid | invalid_once | always_invalid | not_json_once | exit_1 | sleep |
 sleep:<request> | slow:<seconds> | gated (answers once STATE_DIR/gate exists: a test opens
 it when what must happen during the call has) | empty | garbage | huge | slow_valid |
-long_summary:<characters> (a valid answer whose summary is that long) |
-script:<file> (a valid answer whose next_role is the script's: the file is a JSON object of
+long_summary:<characters> (a valid reply whose summary is that long) |
+script:<file> (a valid reply whose next_role is the script's: the file is a JSON object of
 role -> the next_role of its 1st, 2nd, ... call on a request, the last one repeated; each
 prompt is kept as STATE_DIR/prompt-<request>-<role>-<call>.txt).
 STATE_DIR keeps per-call state and a log of calls (content-free).

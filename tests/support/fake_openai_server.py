@@ -9,7 +9,7 @@ script is empty):
                            server-sent events in several chunks, then usage, then [DONE]
     Text(text)             ``text`` streamed the same way (garbage or repairable answers)
     Whole()                a valid result as one application/json completion (no stream)
-    Status(code, retry_after=None, body="")   an error answer
+    Status(code, retry_after=None, body="")   an error reply
     Raw(body, content_type=..., status=200, reason=None)   exactly these bytes as the body
                            (with Content-Length), under that content type and status line
     Cut(text)              ``text`` streamed as events without a finish, then the connection

@@ -355,7 +355,7 @@ async def test_a_warm_answer_is_served_without_the_actor_until_the_record_change
     async with open_context(tmp_path) as ctx:
         first = await ctx.project("req-1")
         served = ctx._mailbox.statistics().served
-        assert await ctx.project("req-1") is first  # the published answer, same object
+        assert await ctx.project("req-1") is first  # the published projection, same object
         assert ctx._mailbox.statistics().served == served  # the actor was not asked
         await ctx.append_event("req-1", {"type": "note", "actor": "qa", "summary": "x"})
         after = await ctx.project("req-1")
@@ -442,7 +442,7 @@ async def test_a_write_withdraws_the_published_answer_before_it_is_answered(
         group.start_soon(actor.serve)
         handle = actor.handle(5)
         assert (await handle.project("req-1")).total_events == 3
-        assert (await handle.project("req-1")).total_events == 3  # the published answer
+        assert (await handle.project("req-1")).total_events == 3  # the published projection
         await handle.append_event("req-1", {"type": "note", "summary": "mine"})
         assert (await handle.project("req-1")).total_events == 4
         actor.stop()

@@ -22,7 +22,7 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.backends import blocking_backend
+from teams_runtime.storage.opening import blocking_storage
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
 from ...support.paths import FAKE_MODEL
@@ -30,7 +30,7 @@ from ...support.paths import FAKE_MODEL
 
 @pytest.fixture(params=["file", "nats"])
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A workspace on the file backend, or on a real NATS server (a team of its own)."""
+    """A workspace on the file storage, or on a real NATS server (a team of its own)."""
     root = tmp_path / "host"
     if request.param == "nats":
         init_nats_workspace(root, request.getfixturevalue("nats_server").settings())
@@ -121,8 +121,8 @@ def test_a_rejected_envelope_goes_back_once_its_cause_is_fixed(
     host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _model(host, "valid")
-    with blocking_backend(Workspace(host)) as backend:  # work for a request with no record yet
-        backend.queue.put(MessageEnvelope(request_id="req-9", sender="user", target="qa"))
+    with blocking_storage(Workspace(host)) as storage:  # work for a request with no record yet
+        storage.queue.put(MessageEnvelope(request_id="req-9", sender="user", target="qa"))
     status, out, _ = _cli(capsys, host, "run", "--once", "--plain")
     assert "0 done, 0 failed, 1 rejected" in out
     report, text = _status(capsys, host)

@@ -128,7 +128,7 @@ def test_one_request_per_model_a_server_is_asked_for(
     not_served = Status(404, body='{"error": {"message": "model not found"}}')
     openai_server.then(_stream("big", usage=True), not_served)
     status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
-    assert status == 1  # one of them gave no answer
+    assert status == 1  # one of them gave no reply
     results = {result["model"]: result for result in json.loads(out)}
     assert sorted(results) == ["big", "small"]
     assert results["small"]["roles"] == ["qa"] and "qa" not in results["big"]["roles"]

@@ -61,7 +61,7 @@ async def test_the_streams_finish_reason_reaches_the_reply(
     openai_server.flavour, openai_server.finish_reason = flavour, sent
     with anyio.fail_after(30):
         reply = await _backend(openai_server).complete(prompt_bundle())
-    assert json.loads(reply.text) == answer_for("qa", "req-1")  # the whole answer, whatever
+    assert json.loads(reply.text) == answer_for("qa", "req-1")  # the whole reply, whatever
     assert reply.finish_reason == read
 
 
@@ -133,7 +133,7 @@ async def test_records_carry_the_finish_reason_of_each_call(
     (tmp_path / "team_runtime.yaml").write_text(_config(openai_server))
     workspace = Workspace(tmp_path)
     seed(workspace, "req-1", "qa", events=3)
-    # qa: an empty answer cut at the limit (a failed call), then a whole one (its retry).
+    # qa: an empty reply cut at the limit (a failed call), then a whole one (its retry).
     openai_server.finish_reason = "length"
     openai_server.then(Text(""))
     summary = await run_once(workspace)

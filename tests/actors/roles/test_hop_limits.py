@@ -31,10 +31,10 @@ from teams_runtime.actors.team._team import Team
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import (
-    BackendQueue,
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
+    StorageQueue,
     Workspace,
     load_team_config,
 )
@@ -82,15 +82,15 @@ _plans = st.fixed_dictionaries(
     }
 )
 
-Worker = Callable[[AsyncExitStack], Awaitable[tuple[RecordStore, BackendQueue]]]
-Backend = Callable[[ExitStack], tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]]
+Worker = Callable[[AsyncExitStack], Awaitable[tuple[RecordStore, StorageQueue]]]
+Storage = Callable[[ExitStack], tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]]
 
 
-def _files(root: Path) -> Backend:
+def _files(root: Path) -> Storage:
     def make(stack: ExitStack) -> tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]:
         workspace = Workspace(root)
 
-        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, BackendQueue]:
+        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, StorageQueue]:
             store = ThreadedRecordStore(FileRecordStore(workspace))
             return store, ThreadedQueue(FileWorkQueue(workspace))
 
@@ -99,9 +99,9 @@ def _files(root: Path) -> Backend:
     return make
 
 
-def _nats(settings: NatsSettings) -> Backend:
+def _nats(settings: NatsSettings) -> Storage:
     def make(stack: ExitStack) -> tuple[dict[str, Any], Worker, Callable[[], BlockingRecordStore]]:
-        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, BackendQueue]:
+        async def worker(opened: AsyncExitStack) -> tuple[RecordStore, StorageQueue]:
             # A host of its own: its connection on the run's loop, closed with ``opened``.
             connection = await opened.enter_async_context(open_connection(settings))
             return await NatsRecordStore.open(connection), NatsWorkQueue(connection)
@@ -117,7 +117,7 @@ def _nats(settings: NatsSettings) -> Backend:
     return make
 
 
-def _check_limits(root: Path, backend: Backend, plan: dict[str, Any]) -> None:
+def _check_limits(root: Path, backend: Storage, plan: dict[str, Any]) -> None:
     ids = [f"req-{n}" for n in range(plan["requests"])]
     seen: list[Any] = []
     with ExitStack() as stack:

@@ -27,7 +27,7 @@ from teams_runtime.codecs.model import result_json
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.backends import open_backend
+from teams_runtime.storage.opening import open_storage
 
 from ...support.cli_in_process import init_nats_workspace
 
@@ -49,10 +49,10 @@ def person_workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Workspac
 
 async def _answer_twice_at_once(workspace: Workspace) -> list[Answered | str]:
     async with (
-        open_backend(workspace) as backend,
-        open_context(workspace.root, store=backend.store) as context,
+        open_storage(workspace) as storage,
+        open_context(workspace.root, store=storage.store) as context,
     ):
-        (item,) = await backend.inbox.items()
+        (item,) = await storage.inbox.items()
         outcomes: list[Answered | str] = []
 
         async def answer(summary: str) -> None:
@@ -60,7 +60,7 @@ async def _answer_twice_at_once(workspace: Workspace) -> list[Answered | str]:
             try:
                 outcomes.append(
                     await record_answer(
-                        context, backend.queue, backend.inbox, item, result, max_hops=40
+                        context, storage.queue, storage.inbox, item, result, max_hops=40
                     )
                 )
             except AnswerRefused as exc:
@@ -88,9 +88,9 @@ async def test_two_answers_at_the_same_moment_record_one(person_workspace: Works
         "request req-1: another answer to the qa role was recorded at the same moment; this "
         "one was not."
     ]
-    async with open_backend(person_workspace) as backend:
-        record = json.loads(await backend.store.load("req-1"))
-        assert await backend.inbox.items() == []
+    async with open_storage(person_workspace) as storage:
+        record = json.loads(await storage.store.load("req-1"))
+        assert await storage.inbox.items() == []
     reports = [event for event in record["events"] if event.get("type") == "role_report"]
     assert [(event["actor"], event["summary"]) for event in reports] == [
         ("qa", record["result"]["summary"])

@@ -12,7 +12,7 @@ import pytest
 from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.model import RoleResult
-from teams_runtime.exceptions import BackendError
+from teams_runtime.exceptions import StorageError
 from teams_runtime.policy.outcomes import plan_outcome
 from teams_runtime.storage import FileRecordStore, FileWorkQueue, Workspace
 from teams_runtime.storage.files.file_store import create_record
@@ -244,14 +244,14 @@ async def test_a_store_that_is_away_leaves_the_envelope_queued_not_rejected(
     seed: Callable[..., None],
     run_once: RunOnce,
 ) -> None:
-    # A backend's server away (BackendError from every read) is passing trouble: the envelope
+    # A backend's server away (StorageError from every read) is passing trouble: the envelope
     # stays queued for the next run, it is never set aside as bad.
     workspace = team_workspace()
     seed(workspace, "req-1", "planner", events=3)
 
     class AwayStore(FileRecordStore):
         def read(self, request_id: str, *, tail: int | None) -> Any:
-            raise BackendError("the NATS server at nats://127.0.0.1:9 did not answer a read")
+            raise StorageError("the NATS server at nats://127.0.0.1:9 did not answer a read")
 
     summary = await run_once(workspace, store=ThreadedRecordStore(AwayStore(workspace)))
     assert (summary.handled, summary.rejected, summary.deferred) == (0, 0, 1)

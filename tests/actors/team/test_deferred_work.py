@@ -22,12 +22,12 @@ from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.demo import sample_record
-from teams_runtime.exceptions import BackendError
+from teams_runtime.exceptions import StorageError
 from teams_runtime.storage import (
-    BackendQueue,
     FileRecordStore,
     FileWorkQueue,
     RecordStore,
+    StorageQueue,
     Workspace,
 )
 from teams_runtime.storage._deferrals import RetrySchedule
@@ -45,7 +45,7 @@ ROUTE = ["planner", "developer", "version_controller", "qa"]  # what fake_model 
 FAST = RetrySchedule(first=0.2, cap=0.4)  # deferred envelopes due again within a fraction
 
 
-class Backend:
+class Storage:
     """One backend for a test: its team_runtime.yaml sections, and store and queue objects
     (each a worker of its own on NATS, with its own connection)."""
 
@@ -74,7 +74,7 @@ class Backend:
         stack: AsyncExitStack,
         after_append: Callable[[], None] | None = None,
         **options: Any,
-    ) -> tuple[RecordStore, BackendQueue]:
+    ) -> tuple[RecordStore, StorageQueue]:
         """A Team's store, whose every append calls ``after_append`` once it is written, and
         queue (``options`` go to it): on NATS a connection of their own on the caller's loop,
         closed with ``stack``."""
@@ -127,13 +127,13 @@ class Backend:
 
 
 @pytest.fixture(params=["file", "nats"])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+def backend(request: pytest.FixtureRequest) -> Iterator[Storage]:
     nats = request.param == "nats"
     if nats:
         settings = request.getfixturevalue("nats_server").settings()
-        yield Backend(settings, request.getfixturevalue("nats_connect"))
+        yield Storage(settings, request.getfixturevalue("nats_connect"))
     else:
-        yield Backend(None)
+        yield Storage(None)
 
 
 def _calls(workspace: Workspace) -> list[str]:
@@ -149,7 +149,7 @@ def _reports(record: dict[str, Any]) -> list[str]:
 
 @pytest.mark.anyio
 async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_ask(
-    backend: Backend, team_workspace: Callable[..., Workspace]
+    backend: Storage, team_workspace: Callable[..., Workspace]
 ) -> None:
     # The planner's outcome is written, but its worker does not hear so: on files the write
     # stalls past the ask's deadline (a slow disk), on NATS the answer is lost (the server
@@ -164,7 +164,7 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
             if backend.settings is None:
                 time.sleep(0.6)  # the scenario, a slow disk: past the ask's 0.2 s
             else:
-                raise BackendError("the NATS server went away before it answered")
+                raise StorageError("the NATS server went away before it answered")
 
     async with AsyncExitStack() as stack:
         store, queue = await backend.worker(workspace, stack, unheard_once, retry=FAST)
@@ -176,7 +176,7 @@ async def test_a_serving_worker_takes_back_an_envelope_whose_write_outlived_its_
     assert sum(backend.queue(workspace).counts().values()) == 0
 
 
-async def _serve_until_done(team: Team, backend: Backend, workspace: Workspace) -> None:
+async def _serve_until_done(team: Team, backend: Storage, workspace: Workspace) -> None:
     with anyio.fail_after(90):
         async with anyio.create_task_group() as group:
             group.start_soon(team.run)  # serving: never restarted
@@ -188,7 +188,7 @@ async def _serve_until_done(team: Team, backend: Backend, workspace: Workspace) 
 
 @pytest.mark.anyio
 async def test_run_once_waits_for_what_it_deferred_then_leaves_what_is_not_due_in_time(
-    backend: Backend, team_workspace: Callable[..., Workspace]
+    backend: Storage, team_workspace: Callable[..., Workspace]
 ) -> None:
     workspace = team_workspace(sections=backend.sections())
     backend.seed(workspace, "req-1", "qa")
@@ -196,7 +196,7 @@ async def test_run_once_waits_for_what_it_deferred_then_leaves_what_is_not_due_i
     failures = {"req-1": 2}  # req-1's outcome fails twice; req-2's always
 
     def away() -> None:
-        raise BackendError("the server went away")
+        raise StorageError("the server went away")
 
     class Flaky:
         def __init__(self, store: Any) -> None:
@@ -229,7 +229,7 @@ async def test_run_once_waits_for_what_it_deferred_then_leaves_what_is_not_due_i
 
 
 def test_status_lists_deferred_envelopes_with_their_next_attempt(
-    backend: Backend, team_workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
+    backend: Storage, team_workspace: Callable[..., Workspace], capsys: pytest.CaptureFixture[str]
 ) -> None:
     workspace = team_workspace(sections=backend.sections())
     backend.seed(workspace, "req-1", "qa")

@@ -34,7 +34,7 @@ async def test_every_role_gets_the_same_prompt_context(
     workspace = team_workspace(prompt_context={"recent_events": 3, "max_events": 5})
     for role in ROLES:
         seed(workspace, f"req-{role}", role, events=30)
-    # No route: every role answers once and finishes, so each prompt is a role's own.
+    # No route: every role replies once and finishes, so each prompt is a role's own.
     summary = await run_once(workspace, backend=DryRunBackend(DryRunConfig(route=[])))
     assert summary.handled == len(ROLES)
     assert {record.role for record in summary.prompts} == set(ROLES)

@@ -181,7 +181,7 @@ def test_a_hand_off_outside_hands_to_gets_a_repair_naming_the_allowed_roles(
         "may hand only to these).\n" in ws.prompt("reviewer", 2)
     )
     record = ws.record(capsys, "req-1")
-    assert _reports(record) == list(ROLES)  # the rejected answers are not reports
+    assert _reports(record) == list(ROLES)  # the rejected replies are not reports
     assert record["status"] == "completed"
     attempts = ws.root / ".teams_runtime" / "attempts" / "req-1"
     assert len(list(attempts.glob("*.json"))) == 2  # each rejected answer, kept for a person

@@ -225,7 +225,7 @@ async def test_a_failed_calls_span_is_an_error_with_its_type_and_finish_reason(
     workspace = openai_workspace(model={"attempts": 2})
     seed(workspace, "req-otel", "qa", events=3)
     openai_server.finish_reason = "length"
-    openai_server.then(Text(""))  # the model's tokens all spent before any answer text
+    openai_server.then(Text(""))  # the model's tokens all spent before any reply text
     caught = _Caught(workspace)
     await run_once(workspace, tracing=caught.tracing)
     calls = sorted(

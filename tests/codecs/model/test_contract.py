@@ -13,22 +13,22 @@ import pytest
 from teams_runtime.actors.models._backends import DryRunBackend
 from teams_runtime.codecs.config import DryRunConfig
 from teams_runtime.codecs.model._contract import (
-    AnswerKind,
+    ReplyKind,
     ResearchDecision,
     RoleResult,
     VersionControlResult,
-    answer_json,
     contract_fields,
     contract_shape,
     defaults_of,
-    validate_answer,
+    reply_json,
+    validate_reply,
 )
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.policy.prompts import PromptBundle, PromptKind
 
 pytestmark = pytest.mark.anyio
 
-STRUCTS: dict[AnswerKind, type[msgspec.Struct]] = {
+STRUCTS: dict[ReplyKind, type[msgspec.Struct]] = {
     "task": RoleResult,
     "version_control": VersionControlResult,
     "research_decision": ResearchDecision,
@@ -37,12 +37,12 @@ NOT_JSON = "The answer is not valid JSON: send one JSON object and nothing else.
 
 
 def _validate(
-    answer: Any, kind: AnswerKind = "task", role: str = "qa"
+    answer: Any, kind: ReplyKind = "task", role: str = "qa"
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The checked answer as the record would hold it (``None`` with issues), and the issues."""
     text = answer if isinstance(answer, str) else json.dumps(answer)
-    checked = validate_answer(text, kind=kind, request_id="req-1", role=role)
-    return (None if checked.answer is None else answer_json(checked.answer)), checked.issues
+    checked = validate_reply(text, kind=kind, request_id="req-1", role=role)
+    return (None if checked.answer is None else reply_json(checked.answer)), checked.issues
 
 
 def _task(**changes: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def _research(**changes: Any) -> dict[str, Any]:
     return {key: value for key, value in (answer | changes).items() if value is not ...}
 
 
-# --- validate_answer ----------------------------------------------------------------------------
+# --- validate_reply ----------------------------------------------------------------------------
 
 
 def test_every_issue_is_listed_at_once() -> None:
@@ -114,14 +114,14 @@ def test_a_minimal_answer_gets_the_defaults() -> None:
 def test_a_result_keeps_the_layout_and_the_unknown_keys_of_its_answer() -> None:
     given = {"status": "blocked", "note": 1, "summary": "s", "request_id": "req-1", "role": "qa",
              "artifacts": ["a.md"], "next_role": None, "error": None}  # fmt: skip
-    checked = validate_answer(json.dumps(given), kind="task", request_id="req-1", role="qa")
+    checked = validate_reply(json.dumps(given), kind="task", request_id="req-1", role="qa")
     result = checked.answer
     assert isinstance(result, RoleResult) and (result.status, result.artifacts) == (
         "blocked",
         ["a.md"],
     )
     assert result.extra == {"note": 1}
-    assert list(answer_json(result).items()) == [
+    assert list(reply_json(result).items()) == [
         *(("insights", []), ("proposals", {}), ("artifacts", ["a.md"]), ("error", "")),
         *(("status", "blocked"), ("note", 1), ("summary", "s")),
         *(("request_id", "req-1"), ("role", "qa"), ("next_role", "")),
@@ -129,11 +129,11 @@ def test_a_result_keeps_the_layout_and_the_unknown_keys_of_its_answer() -> None:
 
 
 def test_defaults_are_fresh_for_every_answer() -> None:
-    first = validate_answer(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
+    first = validate_reply(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
     assert isinstance(first.answer, RoleResult)
     first.answer.insights.append("mutated")
     first.answer.proposals["k"] = "v"
-    second = validate_answer(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
+    second = validate_reply(json.dumps(_task()), kind="task", request_id="req-1", role="qa")
     assert isinstance(second.answer, RoleResult)
     assert (second.answer.insights, second.answer.proposals) == ([], {})
     assert defaults_of("task")["insights"] == []
@@ -298,7 +298,7 @@ def test_a_task_answer_is_not_a_version_control_answer() -> None:
 
 
 @pytest.mark.parametrize("kind", list(STRUCTS))
-def test_the_shape_has_the_structs_fields_in_order(kind: AnswerKind) -> None:
+def test_the_shape_has_the_structs_fields_in_order(kind: ReplyKind) -> None:
     shape = contract_shape(kind, "req-9", "planner")
     carried = {"extra", "key_order"}  # a role result's layout, not the contract's
     names = [field.name for field in msgspec.structs.fields(STRUCTS[kind])]
@@ -312,7 +312,7 @@ def test_the_shape_has_the_structs_fields_in_order(kind: AnswerKind) -> None:
 
 
 @pytest.mark.parametrize("kind", list(STRUCTS))
-def test_defaults_are_only_for_optional_fields(kind: AnswerKind) -> None:
+def test_defaults_are_only_for_optional_fields(kind: ReplyKind) -> None:
     fields = {field.name: field for field in msgspec.structs.fields(STRUCTS[kind])}
     defaults = defaults_of(kind)
     assert set(defaults) <= set(fields)
@@ -338,7 +338,7 @@ async def test_dry_run_answers_validate_cleanly(
 ) -> None:
     bundle = prompt_bundle(kind, role=role, request_id="req-7", events=30)
     text = (await DryRunBackend(DryRunConfig()).complete(bundle)).text
-    checked = validate_answer(text, kind=bundle.answer_kind, request_id="req-7", role=role)
+    checked = validate_reply(text, kind=bundle.reply_kind, request_id="req-7", role=role)
     assert checked.issues == []
     answer = checked.answer
     assert answer is not None and (answer.request_id, answer.role) == ("req-7", role)

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teams_runtime.codecs.model._contract import AnswerKind, validate_answer
+from teams_runtime.codecs.model._contract import ReplyKind, validate_reply
 from teams_runtime.codecs.model._result_schema import contract_schema, generation_schema
 from teams_runtime.codecs.roles import ROLES
 
-ROLE_OF: dict[AnswerKind, str] = {
+ROLE_OF: dict[ReplyKind, str] = {
     "task": "qa",
     "version_control": "version_controller",
     "research_decision": "research",
 }
-BASE: dict[AnswerKind, dict[str, Any]] = {
+BASE: dict[ReplyKind, dict[str, Any]] = {
     "task": {"request_id": "req-1", "role": "qa", "status": "completed", "summary": "done"},
     "version_control": {
         "request_id": "req-1",
@@ -38,12 +38,12 @@ BASE: dict[AnswerKind, dict[str, Any]] = {
 }
 
 
-def _contract_accepts(kind: AnswerKind, answer: Any) -> bool:
-    checked = validate_answer(json.dumps(answer), kind=kind, request_id="req-1", role=ROLE_OF[kind])
+def _contract_accepts(kind: ReplyKind, answer: Any) -> bool:
+    checked = validate_reply(json.dumps(answer), kind=kind, request_id="req-1", role=ROLE_OF[kind])
     return checked.answer is not None and not checked.issues
 
 
-def _schema_accepts(kind: AnswerKind, answer: Any) -> bool:
+def _schema_accepts(kind: ReplyKind, answer: Any) -> bool:
     schema = contract_schema(kind, request_id="req-1", role=ROLE_OF[kind])
     return jsonschema.Draft202012Validator(schema).is_valid(answer)
 
@@ -51,7 +51,7 @@ def _schema_accepts(kind: AnswerKind, answer: Any) -> bool:
 DROP = object()
 
 
-def _with(kind: AnswerKind, **changes: Any) -> dict[str, Any]:
+def _with(kind: ReplyKind, **changes: Any) -> dict[str, Any]:
     answer = BASE[kind] | changes
     return {key: value for key, value in answer.items() if value is not DROP}
 
@@ -132,7 +132,7 @@ EXAMPLES = [
 
 @pytest.mark.parametrize(("kind", "answer", "valid"), EXAMPLES)
 def test_the_schema_and_the_contract_agree_on_examples(
-    kind: AnswerKind, answer: Any, valid: bool
+    kind: ReplyKind, answer: Any, valid: bool
 ) -> None:
     assert _contract_accepts(kind, answer) is valid
     assert _schema_accepts(kind, answer) is valid
@@ -175,14 +175,14 @@ _KEYS = st.sampled_from(
     dropped=st.sets(_KEYS, max_size=2),
 )
 def test_the_schema_and_the_contract_agree_on_random_answers(
-    kind: AnswerKind, changes: dict[str, Any], dropped: set[str]
+    kind: ReplyKind, changes: dict[str, Any], dropped: set[str]
 ) -> None:
     answer = {k: v for k, v in (BASE[kind] | changes).items() if k not in dropped}
     assert _schema_accepts(kind, answer) is _contract_accepts(kind, answer), answer
 
 
 @pytest.mark.parametrize("kind", list(BASE))
-def test_the_call_s_request_and_role_are_fixed_and_next_role_is_limited(kind: AnswerKind) -> None:
+def test_the_call_s_request_and_role_are_fixed_and_next_role_is_limited(kind: ReplyKind) -> None:
     schema = generation_schema(kind, request_id="req-9", role="planner")
     properties = schema["properties"]
     assert properties["request_id"]["const"] == "req-9"
@@ -191,7 +191,7 @@ def test_the_call_s_request_and_role_are_fixed_and_next_role_is_limited(kind: An
 
 
 @pytest.mark.parametrize("kind", list(BASE))
-def test_the_generation_schema_differs_only_in_how_non_empty_is_said(kind: AnswerKind) -> None:
+def test_the_generation_schema_differs_only_in_how_non_empty_is_said(kind: ReplyKind) -> None:
     exact = contract_schema(kind, request_id="req-1", role=ROLE_OF[kind])
     sent = generation_schema(kind, request_id="req-1", role=ROLE_OF[kind])
     changed = {

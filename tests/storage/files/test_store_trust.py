@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from teams_runtime import PromptContextConfig, RecordError, Team, open_context, project_request
 from teams_runtime.cli import main
 from teams_runtime.codecs.envelopes import MessageEnvelope
-from teams_runtime.codecs.model._contract import validate_answer
+from teams_runtime.codecs.model._contract import validate_reply
 from teams_runtime.codecs.request_records import encode_event, encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.monitoring import Filters, aggregate, log_files, render_report
@@ -473,7 +473,7 @@ def test_numbers_out_of_range_are_carried_and_surrogates_are_record_errors(
 
 
 def test_a_deeply_nested_answer_is_an_invalid_answer() -> None:
-    checked = validate_answer("[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa")
+    checked = validate_reply("[" * 5000 + "]" * 5000, kind="task", request_id="r", role="qa")
     assert checked.answer is None and checked.issues == [
         "The answer is nested too deeply: send one flat JSON object."
     ]

@@ -21,15 +21,15 @@ from teams_runtime.actors.team._team import Team
 from teams_runtime.codecs.config import NatsSettings
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.roles import ROLES
-from teams_runtime.exceptions import BackendError, EnvelopeError
+from teams_runtime.exceptions import EnvelopeError, StorageError
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.backends import blocking_backend, open_backend
 from teams_runtime.storage.blocking import view_store
 from teams_runtime.storage.nats._names import NatsNames, token_of
 from teams_runtime.storage.nats._stray_subjects import check_subject
 from teams_runtime.storage.nats.blocking_faces import blocking_queue
 from teams_runtime.storage.nats.connection import NatsConnection, open_connection
 from teams_runtime.storage.nats.nats_store import NatsRecordStore
+from teams_runtime.storage.opening import blocking_storage, open_storage
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
 from ...support.processes import stopped
@@ -88,7 +88,7 @@ def test_replicas_on_a_server_without_a_cluster_is_one_line_naming_the_setting(
     nats_server: Any, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     settings = nats_server.settings(replicas=3)
-    with pytest.raises(BackendError) as raised:
+    with pytest.raises(StorageError) as raised:
         nats_connect(settings)
     assert str(raised.value) == (
         f"team_runtime.yaml backend.nats.replicas is 3, but the NATS server at {settings.url} "
@@ -104,7 +104,7 @@ def test_a_server_without_jetstream_is_named_at_once(
     # retry_seconds 3: before JetStream was checked at connect, calls found no responder and
     # were retried this long, then blamed a server that was running.
     settings = NatsSettings(url=server.url, retry_seconds=3)
-    with pytest.raises(BackendError) as raised:
+    with pytest.raises(StorageError) as raised:
         nats_connect(settings)
     assert str(raised.value) == (
         f"the NATS server at {settings.url} answers, but JetStream is not enabled on it; start "
@@ -118,14 +118,14 @@ def test_refused_credentials_are_said_without_the_password(
 ) -> None:
     server = start_nats_server("-js", "--user", "alice", "--pass", "s3cretPW")
     where = f"127.0.0.1:{server.port}"
-    with pytest.raises(BackendError) as raised:
+    with pytest.raises(StorageError) as raised:
         nats_connect(NatsSettings(url=f"nats://alice:wrongPW@{where}"))
     assert str(raised.value) == (
         f"the NATS server at nats://***@{where} refused the credentials in backend.nats.url "
         "(authorization violation); check the user and password (or token) there in "
         "team_runtime.yaml."
     )
-    with pytest.raises(BackendError) as raised:
+    with pytest.raises(StorageError) as raised:
         nats_connect(NatsSettings(url=f"nats://{where}"))
     assert str(raised.value) == (
         f"the NATS server at nats://{where} requires credentials (authorization violation); "
@@ -139,7 +139,7 @@ def test_an_unreachable_cluster_names_every_url_without_credentials(
     nats_connect: Callable[..., NatsConnection],
 ) -> None:
     url = "nats://u1:pw1@127.0.0.1:9,nats://u2:pw2@127.0.0.1:7"
-    with pytest.raises(BackendError) as raised:
+    with pytest.raises(StorageError) as raised:
         nats_connect(NatsSettings(url=url, connect_seconds=0.5))
     message = str(raised.value)
     assert message.startswith(
@@ -161,7 +161,7 @@ def test_a_put_into_a_full_queue_is_refused_at_once_with_one_line(
     queue = blocking_queue(connection)
     nats_server.limit_queue(settings.prefix, 100)
     envelope = MessageEnvelope(request_id="req-1", sender="planner", target="qa")
-    with pytest.raises(BackendError) as refused:
+    with pytest.raises(StorageError) as refused:
         queue.put(envelope)
     assert re.fullmatch(
         rf"the NATS server at {re.escape(settings.url)} refused a queue put \(.+, err_code "
@@ -214,31 +214,31 @@ def test_a_store_or_queue_used_after_its_scope_ended_says_so(
 ) -> None:
     settings = nats_server.settings()
     root = Workspace(init_nats_workspace(tmp_path / "host", settings))
-    with blocking_backend(root) as backend:
-        assert backend.store.create("req-1", {"request_id": "req-1", "events": []})
-        assert backend.queue.counts() == dict.fromkeys(ROLES, 0)
+    with blocking_storage(root) as storage:
+        assert storage.store.create("req-1", {"request_id": "req-1", "events": []})
+        assert storage.queue.counts() == dict.fromkeys(ROLES, 0)
     closed = (
         rf"^the connection to the NATS server at {re.escape(settings.url)} is closed: the "
         r"scope that opened it \(a Team's run, open_context, open_backend\) has ended; use "
         r"the store and queue inside it\.$"
     )
-    with pytest.raises(BackendError, match=closed):
-        backend.store.exists("req-1")
-    with pytest.raises(BackendError, match=closed):
-        backend.queue.counts()
+    with pytest.raises(StorageError, match=closed):
+        storage.store.exists("req-1")
+    with pytest.raises(StorageError, match=closed):
+        storage.queue.counts()
 
 
 def test_every_scope_has_a_connection_of_its_own(tmp_path: Path, nats_server: Any) -> None:
     # No process-wide connection: a scope that ends closes only its own, whoever else is open.
     root = Workspace(init_nats_workspace(tmp_path / "host", nats_server.settings()))
-    with blocking_backend(root) as outer:
+    with blocking_storage(root) as outer:
         assert isinstance(outer.awaited, NatsRecordStore)
-        with blocking_backend(root) as inner:
+        with blocking_storage(root) as inner:
             assert isinstance(inner.awaited, NatsRecordStore)
             assert inner.awaited.connection is not outer.awaited.connection
             inner.store.create("req-1", {"request_id": "req-1", "events": []})
         assert outer.store.exists("req-1")  # the inner scope closed its connection only
-        with pytest.raises(BackendError, match=r"is closed: the scope that opened it"):
+        with pytest.raises(StorageError, match=r"is closed: the scope that opened it"):
             inner.store.exists("req-1")
 
 
@@ -254,12 +254,12 @@ async def test_a_scope_closes_its_client_and_leaves_no_task_of_it_running(
     tmp_path: Path, nats_server: Any
 ) -> None:
     root = Workspace(init_nats_workspace(tmp_path / "host", nats_server.settings()))
-    async with open_backend(root) as backend:
-        store = backend.store
+    async with open_storage(root) as storage:
+        store = storage.store
         assert isinstance(store, NatsRecordStore)
         await store.create("req-1", {"request_id": "req-1"})
         await store.load("req-1")  # an ordered consumer, ended
-        await backend.queue.claim("qa", 1)  # the doorbell
+        await storage.queue.claim("qa", 1)  # the doorbell
         assert _nats_tasks()  # the client's reader, pinger, flusher; the heads watch
     assert store.connection.client.is_closed
     await anyio.wait_all_tasks_blocked()  # the cancelled ones finish
@@ -271,7 +271,7 @@ async def test_a_connect_that_fails_leaves_no_task_of_it_running(
     start_nats_server: Callable[..., Any],
 ) -> None:
     server = start_nats_server("-js", "--user", "alice", "--pass", "s3cretPW")
-    with pytest.raises(BackendError, match="refused the credentials"):
+    with pytest.raises(StorageError, match="refused the credentials"):
         async with open_connection(NatsSettings(url=f"nats://alice:no@127.0.0.1:{server.port}")):
             pass
     await anyio.wait_all_tasks_blocked()
@@ -315,7 +315,7 @@ async def test_a_teams_run_opens_its_connection_and_closes_it_after(
             await team.run(once=True)
         assert sum((await team.queue.counts()).values()) == 0
         queue = team.queue
-    with pytest.raises(BackendError, match=r"is closed: the scope that opened it"):
+    with pytest.raises(StorageError, match=r"is closed: the scope that opened it"):
         await queue.counts()
 
 
@@ -343,8 +343,8 @@ async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
 ) -> None:
     server = start_nats_server("-js")
     root = Workspace(init_nats_workspace(tmp_path / "host", server.settings()))
-    async with open_backend(root) as backend:
-        queue = backend.queue
+    async with open_storage(root) as storage:
+        queue = storage.queue
         assert await queue.renew()
         server.process.send_signal(signal.SIGSTOP)  # the server pauses, as a frozen VM does
         try:
@@ -355,4 +355,4 @@ async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
             server.process.send_signal(signal.SIGCONT)
         assert queue.renew_trouble == (
             f"the NATS server at {server.settings().shown_url} did not answer"
-        )  # not the file backend's full disk
+        )  # not the file storage's full disk

@@ -31,8 +31,8 @@ from teams_runtime.codecs.record_heads import HEAD_TAIL, decode_head
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import encode_json
 from teams_runtime.exceptions import (
-    BackendError,
     RecordError,
+    StorageError,
     UnknownRequestError,
     UnsafeRequestIdError,
 )
@@ -477,7 +477,7 @@ def test_a_create_the_server_refuses_half_way_leaves_no_request_behind(
     store = blocking_store(connection)
     events = [{"type": "note", "summary": "s" * 50_000} for _ in range(6)]
     record = {"request_id": "req-1", "events": events}
-    with pytest.raises(BackendError, match=r"refused a message of this write \(.*\); noth"):
+    with pytest.raises(StorageError, match=r"refused a message of this write \(.*\); noth"):
         store.create("req-1", record)
     assert (store.exists("req-1"), store.list_ids()) == (False, [])
     nats_server.limit_events(settings.prefix, -1)
@@ -503,7 +503,7 @@ def test_a_head_another_program_wrote_is_a_clear_error(connection: NatsConnectio
 def test_an_append_retried_after_its_answer_was_lost_is_stored_once(
     connection: NatsConnection,
 ) -> None:
-    # What `NatsConnection.run` does when the server's answer to a commit times out: it runs
+    # What `NatsConnection.run` does when the server's reply to a commit times out: it runs
     # the same append again. Another writer's append in between must not make it write twice.
     nats_store = _nats_store(connection)
     store = view_store(nats_store, connection.call)
@@ -589,7 +589,7 @@ def test_version_of_an_unseen_request_asks_no_server(
     own_nats_server: Any, nats_connect: Callable[..., NatsConnection]
 ) -> None:
     # The actor asks version() on the event loop per projection: it must never wait on the
-    # server (here a call would retry for retry_seconds, then raise BackendError).
+    # server (here a call would retry for retry_seconds, then raise StorageError).
     connection = nats_connect(own_nats_server.settings(retry_seconds=1.0))
     store = blocking_store(connection)
     store.create("req-1", {"request_id": "req-1", "events": [{"type": "created"}]})
@@ -600,7 +600,7 @@ def test_version_of_an_unseen_request_asks_no_server(
     assert unseen is UNSEEN and unseen != created and unseen is not None
     assert store.version("req-1") == created  # seen: what this store wrote
     assert store.version("req-gone") is None  # looked for: none
-    with pytest.raises(BackendError, match=r"did not answer a record read for 1 s"):
+    with pytest.raises(StorageError, match=r"did not answer a record read for 1 s"):
         store.read("req-2", tail=16)  # the read waits on the server
 
 

@@ -5,13 +5,13 @@ The workspace's ``backend`` section decides: ``file`` (the default) keeps reques
 in the workspace folder; ``nats`` keeps them on a NATS JetStream server shared by every host of
 the team, and the folder holds only what is local (logs, attempts).
 
-``open_backend`` opens them for an ``async with`` block on the caller's event loop (anyio on
+``open_storage`` opens them for an ``async with`` block on the caller's event loop (anyio on
 asyncio) and closes them when it ends: on NATS, one connection of the block's own. Their calls
-are awaited on that loop (``storage.protocols``): NATS answers there, the file backend runs its
+are awaited on that loop (``storage.protocols``): NATS answers there, the file storage runs its
 blocking calls in worker threads of its own (``files.threaded``). The Team's run,
 ``open_context`` and ``submit``/``cancel`` open theirs so. A synchronous caller (a CLI command)
-uses ``blocking_backend``: their blocking faces (``storage.blocking``) for a ``with`` block:
-the file backend's own classes, which import no anyio (``status`` starts without it), or, on
+uses ``blocking_storage``: their blocking faces (``storage.blocking``) for a ``with`` block:
+the file storage's own classes, which import no anyio (``status`` starts without it), or, on
 NATS, views whose calls run on an event loop of the block's own (anyio's blocking portal).
 Nothing is shared between scopes, and nothing outlives them.
 """
@@ -31,7 +31,7 @@ from teams_runtime.storage.files.file_inbox import FileAnswerInbox
 from teams_runtime.storage.files.file_queue import FileWorkQueue
 from teams_runtime.storage.files.file_store import FileRecordStore
 from teams_runtime.storage.files.rejected_files import FileRejectedShelf
-from teams_runtime.storage.protocols import AnswerInbox, BackendQueue, RecordStore
+from teams_runtime.storage.protocols import AnswerInbox, RecordStore, StorageQueue
 from teams_runtime.storage.rejected import RejectedShelf
 from teams_runtime.storage.workspace import Workspace, load_team_config
 
@@ -47,10 +47,10 @@ if TYPE_CHECKING:
     from teams_runtime.storage.nats.connection import NatsConnection
 
 __all__ = [
-    "Backend",
-    "BlockingBackend",
-    "blocking_backend",
-    "open_backend",
+    "BlockingStorage",
+    "Storage",
+    "blocking_storage",
+    "open_storage",
     "workspace_config",
 ]
 
@@ -58,19 +58,19 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 
-class Backend(msgspec.Struct, frozen=True):  # not a dataclass: see workspace.RecordPaths
+class Storage(msgspec.Struct, frozen=True):  # not a dataclass: see workspace.RecordPaths
     """A workspace's store, queue (as seen by one worker: its ``WorkQueue`` and ``QueueAdmin``
     faces) and inbox (of people's answers), open together, and the envelopes its workers set
     aside (``rejected``)."""
 
     store: RecordStore
-    queue: BackendQueue
+    queue: StorageQueue
     inbox: AnswerInbox
     rejected: RejectedShelf
 
 
-class BlockingBackend(msgspec.Struct, frozen=True):
-    """A ``Backend``'s blocking faces, for synchronous code, with ``run`` for its async work
+class BlockingStorage(msgspec.Struct, frozen=True):
+    """A ``Storage``'s blocking faces, for synchronous code, with ``run`` for its async work
     (a ContextActor)."""
 
     store: BlockingRecordStore
@@ -82,7 +82,7 @@ class BlockingBackend(msgspec.Struct, frozen=True):
 
     def run(self, func: Callable[..., Awaitable[_T]], *args: object) -> _T:
         """Run ``func(*args)`` on the loop the store and queue live on, and wait for it."""
-        if self.portal is None:  # the file backend: no loop to share
+        if self.portal is None:  # the file storage: no loop to share
             import anyio
 
             return anyio.run(func, *args)
@@ -94,10 +94,10 @@ class BlockingBackend(msgspec.Struct, frozen=True):
         *args: _P.args,
         **kwargs: _P.kwargs,
     ) -> _T:
-        """``run`` of ``func(store, *args, **kwargs)``, ``store`` this backend's
+        """``run`` of ``func(store, *args, **kwargs)``, ``store`` this storage's
         ``RecordStore`` as the actors await it (a ContextActor's)."""
         store = self.awaited
-        if store is None:  # the file backend: its own store, awaited in worker threads
+        if store is None:  # the file storage: its own store, awaited in worker threads
             from teams_runtime.storage.files.threaded import ThreadedRecordStore
 
             store = ThreadedRecordStore(self.store)
@@ -105,7 +105,7 @@ class BlockingBackend(msgspec.Struct, frozen=True):
 
 
 def workspace_config(workspace: Workspace) -> TeamConfig:
-    """The workspace's config; the defaults (file backend) when it has no config file, as for
+    """The workspace's config; the defaults (file storage) when it has no config file, as for
     a folder of records made by hand. A config that exists but is broken is an error."""
     if not workspace.config_path.exists():
         return TeamConfig()
@@ -113,14 +113,14 @@ def workspace_config(workspace: Workspace) -> TeamConfig:
 
 
 @asynccontextmanager
-async def open_backend(
+async def open_storage(
     workspace: Workspace, config: TeamConfig | None = None, *, worker_id: str | None = None
-) -> AsyncIterator[Backend]:
+) -> AsyncIterator[Storage]:
     """The store and queue the workspace's ``backend`` names, open for the block.
 
-    Without ``config`` the workspace's is read. On NATS this connects (``BackendError`` when
+    Without ``config`` the workspace's is read. On NATS this connects (``StorageError`` when
     the server cannot be reached) and the connection closes when the block ends; a store or
-    queue used after that raises ``BackendError``."""
+    queue used after that raises ``StorageError``."""
     import anyio.to_thread  # here, not at the top: `status` on files starts without anyio
 
     if config is None:
@@ -135,21 +135,21 @@ async def open_backend(
 
         files = _file_backend(workspace, config, worker_id)
         threads = config.team.requests_in_flight
-        yield Backend(
+        yield Storage(
             ThreadedRecordStore(files.store, threads=threads),
             ThreadedQueue(files.queue),
             ThreadedInbox(files.inbox),
             ThreadedShelf(files.rejected),
         )
         return
-    async with _nats_backend(config, worker_id) as (backend, _):
-        yield backend
+    async with _nats_storage(config, worker_id) as (storage, _):
+        yield storage
 
 
 @asynccontextmanager
-async def _nats_backend(
+async def _nats_storage(
     config: TeamConfig, worker_id: str | None
-) -> AsyncIterator[tuple[Backend, NatsConnection]]:
+) -> AsyncIterator[tuple[Storage, NatsConnection]]:
     opened = _nats_connection(config)
     from teams_runtime.storage.nats.nats_inbox import NatsAnswerInbox
     from teams_runtime.storage.nats.nats_queue import NatsWorkQueue
@@ -161,16 +161,16 @@ async def _nats_backend(
         # Its lease is the ack wait the team's queue has on the server (docs/scaling.md).
         queue = NatsWorkQueue(connection, worker_id=worker_id)
         inbox, shelf = NatsAnswerInbox(connection), NatsRejectedShelf(connection)
-        yield Backend(store, queue, inbox, shelf), connection
+        yield Storage(store, queue, inbox, shelf), connection
 
 
 @contextmanager
-def blocking_backend(
+def blocking_storage(
     workspace: Workspace, config: TeamConfig | None = None, *, worker_id: str | None = None
-) -> Iterator[BlockingBackend]:
-    """``open_backend`` for synchronous code: open for the ``with`` block, its store and queue
+) -> Iterator[BlockingStorage]:
+    """``open_storage`` for synchronous code: open for the ``with`` block, its store and queue
     called from this thread. On NATS the connection lives on an event loop of the block's own
-    (anyio's blocking portal), where ``BlockingBackend.run`` runs async work too."""
+    (anyio's blocking portal), where ``BlockingStorage.run`` runs async work too."""
     config = config if config is not None else workspace_config(workspace)
     if config.backend.kind != "nats":
         yield _file_backend(workspace, config, worker_id)  # blocking at heart: no loop
@@ -181,24 +181,24 @@ def blocking_backend(
 
     with (
         start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(_nats_backend(config, worker_id)) as (backend, opened),
+        portal.wrap_async_context_manager(_nats_storage(config, worker_id)) as (storage, opened),
     ):
-        call = opened.call  # on the portal's loop; BackendError once the block has ended
-        yield BlockingBackend(
-            view_store(backend.store, call),
-            view_queue(backend.queue, call),
-            view_inbox(backend.inbox, call),
-            view_shelf(backend.rejected, call),
+        call = opened.call  # on the portal's loop; StorageError once the block has ended
+        yield BlockingStorage(
+            view_store(storage.store, call),
+            view_queue(storage.queue, call),
+            view_inbox(storage.inbox, call),
+            view_shelf(storage.rejected, call),
             portal,
-            backend.store,
+            storage.store,
         )
 
 
 def _file_backend(
     workspace: Workspace, config: TeamConfig, worker_id: str | None
-) -> BlockingBackend:
+) -> BlockingStorage:
     lease = config.queue.lease_seconds
-    return BlockingBackend(
+    return BlockingStorage(
         FileRecordStore(workspace),
         FileWorkQueue(workspace, roles=config.cast.names, worker_id=worker_id, lease_seconds=lease),
         FileAnswerInbox(workspace),
@@ -207,7 +207,7 @@ def _file_backend(
 
 
 def _nats_connection(config: TeamConfig) -> AbstractAsyncContextManager[NatsConnection]:
-    # nats-py is an optional extra: the file backend (the default) never imports it.
+    # nats-py is an optional extra: the file storage (the default) never imports it.
     try:
         from teams_runtime.storage.nats.connection import open_connection
     except ImportError as exc:

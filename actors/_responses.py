@@ -1,7 +1,7 @@
-"""The slot an ask's reply comes back in (``actors._mailbox``).
+"""The slot an ask's response comes back in (``actors._mailbox``).
 
 A memory object stream per ask (a state, two streams, a send, a close, a receive) cost an ask
-about 8 us of a round trip of 22; the reply is one value given once, so a slot does: the
+about 8 us of a round trip of 22; the response is one value given once, so a slot does: the
 serving task gives or closes it, the asker takes it, waiting on an event only if it is not
 there when it looks (the event is made only then). Both sides run on the event loop.
 """
@@ -13,7 +13,7 @@ from typing import Any, Final, final
 
 import anyio
 
-__all__ = ["NOTHING", "Reply"]
+__all__ = ["NOTHING", "Response"]
 
 
 @final
@@ -24,11 +24,11 @@ class _Nothing:
         return "NOTHING"
 
 
-NOTHING: Final = _Nothing()  # what ``Reply.value`` holds until (unless) a reply is given
+NOTHING: Final = _Nothing()  # what ``Response.value`` holds until (unless) a response is given
 
 
-class Reply:
-    """One ask's reply: given (or closed without one) once by the serving task; read by the
+class Response:
+    """One ask's response: given (or closed without one) once by the serving task; read by the
     asker, who says when it stops waiting (``abandon``)."""
 
     __slots__ = ("_event", "closed", "deadline", "value", "wanted")
@@ -47,13 +47,13 @@ class Reply:
         return self.wanted and anyio.current_time() < self.deadline
 
     def give(self, value: Any) -> None:
-        """The reply (the serving task's; a second one, or one after ``close``, is dropped)."""
+        """The response (the serving task's; a second one, or one after ``close``, is dropped)."""
         if not self.closed:
             self.value = value
             self.close()
 
     def close(self) -> None:
-        """No reply (more) will come: the asker hears ``ActorStopped`` if none was given
+        """No response (more) will come: the asker hears ``ActorStopped`` if none was given
         (``AskTimeout`` if it was dropped past its deadline)."""
         self.closed = True
         if self._event is not None:
@@ -64,7 +64,7 @@ class Reply:
         self.wanted = False
 
     async def wait(self) -> None:
-        """Until the reply is given or closed (a checkpoint only if it has to wait)."""
+        """Until the response is given or closed (a checkpoint only if it has to wait)."""
         if not self.closed:
             self._event = anyio.Event()
             await self._event.wait()

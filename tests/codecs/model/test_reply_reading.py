@@ -1,4 +1,4 @@
-"""Tolerant reading of a model's answer text: the one JSON object it holds, fenced or with
+"""Tolerant reading of a model's reply text: the one JSON object it holds, fenced or with
 text around it, or with raw control characters in its strings; none or several stay invalid,
 and how it was read is said."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.codecs.model._contract import validate_answer
-from teams_runtime.codecs.model._reply_json import MAX_TRIED_STARTS, read_answer
+from teams_runtime.codecs.model._contract import validate_reply
+from teams_runtime.codecs.model._reply_json import MAX_TRIED_STARTS, read_reply
 
 from ...support.fake_model import answer_for
 from ...support.fake_openai_server import FakeOpenAIServer, Text
@@ -47,15 +47,15 @@ NOT_JSON = "The answer is not valid JSON: send one JSON object and nothing else.
     ],
 )
 def test_one_object_is_read_and_how_is_said(text: str, how: str) -> None:
-    reading = read_answer(text)
+    reading = read_reply(text)
     assert reading.how == how
     assert reading.value["request_id"] == "req-1" and reading.value["role"] == "qa"
-    checked = validate_answer(text, kind="task", request_id="req-1", role="qa")
+    checked = validate_reply(text, kind="task", request_id="req-1", role="qa")
     assert checked.issues == [] and checked.answer is not None
 
 
 def test_a_repaired_string_keeps_its_characters() -> None:
-    reading = read_answer('{"summary": "a\nb\tc\x02"}')
+    reading = read_reply('{"summary": "a\nb\tc\x02"}')
     assert reading.how == "repaired" and reading.value == {"summary": "a\nb\tc\x02"}
 
 
@@ -79,25 +79,25 @@ def test_a_repaired_string_keeps_its_characters() -> None:
     ],
 )
 def test_none_or_several_objects_stay_invalid(text: str, issue: str) -> None:
-    checked = validate_answer(text, kind="task", request_id="req-1", role="qa")
+    checked = validate_reply(text, kind="task", request_id="req-1", role="qa")
     assert (checked.answer, checked.issues) == (None, [issue])
 
 
 def test_the_contract_stays_strict_on_what_was_extracted() -> None:
     text = "```json\n" + json.dumps(ANSWER | {"status": "done", "next_role": "boss"}) + "\n```"
-    issues = validate_answer(text, kind="task", request_id="req-1", role="qa").issues
+    issues = validate_reply(text, kind="task", request_id="req-1", role="qa").issues
     assert len(issues) == 2 and issues[1].startswith("`status` must be one of")
 
 
 def test_a_control_character_outside_strings_is_not_repaired() -> None:
-    assert read_answer('{"a":\x01 1}').how is None
+    assert read_reply('{"a":\x01 1}').how is None
 
 
 def test_prose_full_of_braces_is_searched_only_so_far() -> None:
     few = "{ " * (MAX_TRIED_STARTS - 1) + TEXT
-    assert read_answer(few).how == "extracted"
+    assert read_reply(few).how == "extracted"
     many = "{ " * 200_000 + TEXT  # 400 KB of braces that start no object: not one decode each
-    assert read_answer(many).how is None
+    assert read_reply(many).how is None
 
 
 @pytest.mark.anyio
