@@ -150,6 +150,13 @@ def _retryable_envelope(
             f"request {request_id} keeps no envelope to retry and its current_role names no "
             "role; give it new work with `teams-runtime submit --reopen`."
         )
+    if failed.target not in roles:  # the role left the team since: refused before any write
+        raise RequestStateError(
+            f"request {request_id} failed at role {failed.target!r}, which the team no longer "
+            f"has (its roles: {', '.join(roles)}); nothing was written. Put the role back in "
+            "team.roles to retry it, or give the request new work with "
+            "`teams-runtime submit --reopen --role ROLE`."
+        )
     return failed
 
 

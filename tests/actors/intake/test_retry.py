@@ -236,3 +236,35 @@ def test_retry_needs_a_request_id_unless_putting_rejected_back(
     assert err.startswith("teams-runtime: error: retry needs the REQUEST_ID of a failed request")
     status, out, err = _cli(capsys, root, "retry", "nope")
     assert status == 2 and "no request 'nope'" in err
+
+
+@pytest.mark.parametrize("storage", ["file", "nats"])
+def test_a_retry_whose_role_left_the_team_is_refused_before_anything_is_written(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    storage: str,
+) -> None:
+    root = tmp_path / "ws"
+    if storage == "nats":
+        init_nats_workspace(root, request.getfixturevalue("nats_server").settings())
+    else:
+        assert run_cli(capsys, "init", str(root))[0] == 0
+    config = root / "team_runtime.yaml"
+    text = config.read_text()
+    failing = "roles:\n  qa:\n    model: {backend: command, command: [/bin/false], attempts: 1}\n"
+    config.write_text(text + failing)
+    ws = ("--workspace", str(root))
+    run_cli(capsys, "submit", "--role", "qa", "--scope", "x", "--request-id", "r1", *ws)
+    assert run_cli(capsys, "run", "--once", "--plain", *ws)[0] == 0
+    # qa leaves the team (and the dry run's route) before the retry.
+    roles = "orchestrator, research, planner, designer, architect, developer, version_controller"
+    config.write_text(
+        text.replace("route: [planner, developer, qa]", "route: [planner, developer]")
+        + f"team:\n  roles: [{roles}]\n"
+    )
+    before = run_cli(capsys, "export", "r1", *ws)[1]
+    status, _, err = run_cli(capsys, "retry", "r1", *ws)
+    assert status == 2 and "Traceback" not in err
+    assert f"failed at role 'qa', which the team no longer has (its roles: {roles})" in err
+    assert run_cli(capsys, "export", "r1", *ws)[1] == before  # nothing written: still failed
