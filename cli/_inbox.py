@@ -9,6 +9,7 @@ human``), whose envelopes wait for a person instead of a model.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from functools import partial
@@ -222,24 +223,55 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 
 def _result_file(source: str) -> dict[str, Any]:
-    """The result object of ``--from FILE`` (``-``: stdin), read whole before anything else."""
+    """The result object of ``--from FILE`` (``-``: stdin), read whole before anything else:
+    at most ``ANSWER_FILE_BYTES`` (a model's reply is capped the same by default), each key
+    written once (a record refuses a key written twice; so does an answer)."""
     name = "stdin" if source == "-" else source
     try:
         if source == "-":
-            data = sys.stdin.buffer.read()
+            data = sys.stdin.buffer.read(ANSWER_FILE_BYTES + 1)
         else:
             with open(open_regular(Path(source), follow_links=True), "rb") as handle:
-                data = handle.read()
+                data = handle.read(ANSWER_FILE_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{name}: cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > ANSWER_FILE_BYTES:
+        raise UserError(
+            f"{name}: longer than {ANSWER_FILE_BYTES:,} bytes, the most an answer may be (as a "
+            "model's reply); put the long part in a file of the workspace and name it in "
+            "artifacts. Nothing was recorded."
+        )
     try:
-        result = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+        result = json.loads(data, object_pairs_hook=_each_key_once)
+    except _KeyTwice as exc:
+        raise UserError(f"{name}: the key {exc.key!r} is written twice in one object; write each "
+                        "key once. Nothing was recorded.") from None  # fmt: skip
+    except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(f"{name}: not valid JSON ({exc}); nothing was recorded.") from None
     except RecursionError:
         raise UserError(f"{name}: nested too deeply to read safely.") from None
     if not isinstance(result, dict):
         raise UserError(f"{name}: a result must be one JSON object; nothing was recorded.")
+    return result
+
+
+# The most an answer file may hold: a model's reply is capped at this by default
+# (``model.max_output_bytes``).
+ANSWER_FILE_BYTES = 1_048_576
+
+
+class _KeyTwice(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _each_key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _KeyTwice(key)
+        result[key] = value
     return result
 
 

@@ -179,3 +179,42 @@ def test_a_person_role_the_team_no_longer_has_is_refused() -> None:
         person_result(
             _waiting("req-1", "qa", "env-a"), {"status": "completed", "summary": "x"}, cast
         )
+
+
+def _one_waiting(workspace: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = ("--workspace", str(workspace.root))
+    assert main(["submit", "--role", "qa", "--scope", "s", "--request-id", "req-1", *ws]) == 0
+    assert main(["run", "--once", "--plain", *ws]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(
+            '{"status": "completed", "summary": "ok", "status": "failed"}',
+            "the key 'status' is written twice in one object",
+            id="key-twice",
+        ),
+        pytest.param(
+            '{"status": "completed", "summary": "' + "x" * 1_100_000 + '"}',
+            "longer than 1,048,576 bytes, the most an answer may be",
+            id="too-long",
+        ),
+    ],
+)
+def test_an_answer_file_with_a_key_twice_or_too_long_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    root = tmp_path / "ws"
+    assert main(["init", str(root)]) == 0
+    (root / "team_runtime.yaml").write_text((root / "team_runtime.yaml").read_text() + PERSON_QA)
+    workspace = Workspace(root)
+    _one_waiting(workspace, capsys)
+    answer = tmp_path / "answer.json"
+    answer.write_text(content)
+    status = main(["answer", "req-1", "--from", str(answer), "--workspace", str(root)])
+    _, err = capsys.readouterr()
+    assert status == 2 and message in err and "Nothing was recorded" in err
+    record = json.loads(workspace.request_path("req-1").read_text())
+    assert [e["type"] for e in record["events"]] == ["created", "delegated"]
