@@ -142,7 +142,13 @@ def _arms_folder(keep: Path | None) -> Iterator[Path]:
         return
     if keep.exists():
         raise TeamsRuntimeError(f"{keep} already exists; give --keep a new folder.")
-    keep.mkdir(parents=True)
+    try:
+        keep.mkdir(parents=True)
+    except OSError as exc:  # /proc/x, a read-only place, a file in the way
+        raise TeamsRuntimeError(
+            f"--keep {keep}: the folder cannot be made ({exc.strerror or exc}); give a folder "
+            "you can write to."
+        ) from None
     yield keep
 
 

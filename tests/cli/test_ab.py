@@ -114,6 +114,18 @@ def test_ab_on_a_local_server_compares_tokens_and_cost(
     assert status == 2 and "already exists" in err
 
 
+def test_a_keep_folder_that_cannot_be_made_is_said_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "ws"
+    assert run_cli(capsys, "init", str(root))[0] == 0
+    (tmp_path / "a-file").write_text("")  # in the way: no folder can be made under it
+    for keep in ("/proc/x", str(tmp_path / "a-file" / "arms")):
+        status, _, err = run_cli(capsys, "ab", "--workspace", str(root), "--keep", keep)
+        assert status == 2 and "Traceback" not in err, err
+        assert f"--keep {keep}: the folder cannot be made" in err
+
+
 def test_a_bad_config_runs_no_arm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _workspace(tmp_path, capsys)
     (root / "team_runtime.yaml").write_text("telemetry: {enabled: 1}\n")
