@@ -16,9 +16,8 @@ __all__ = ["group_alive", "model_starters_of", "running", "stderr_until", "stopp
 
 def running(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie, exited and not reaped yet, is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    state = _state(pid)
+    if state is None:
         if Path("/proc/self/stat").exists():
             return False
         try:  # no /proc: ask the kernel (a zombie counts as running here)
@@ -26,16 +25,22 @@ def running(pid: int) -> bool:
         except ProcessLookupError:
             return False
         return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return state != "Z"
 
 
 def stopped(pid: int) -> bool:
     """Whether ``pid`` is stopped by a signal (SIGSTOP): a signal is delivered a moment after
     it is sent, and a process answers requests until then."""
+    return _state(pid) == "T"
+
+
+def _state(pid: int) -> str | None:
+    """The state letter ``/proc`` gives ``pid`` (``R``, ``S``, ``T``, ``Z``...); ``None``
+    when it has no entry."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
-        return False
+        return None
 
 
 def group_alive(pgid: int) -> bool:
