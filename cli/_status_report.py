@@ -17,6 +17,7 @@ from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.statuses import ENDED
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import TeamsRuntimeError
+from teams_runtime.policy.outcomes import RequestState
 from teams_runtime.storage import (
     IndexedParts,
     QueueSnapshot,
@@ -37,13 +38,22 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
     config = load_team_config(workspace.root)
     with blocking_storage(workspace, config) as storage:  # NATS connects, then closes
         snapshot = storage.queue.snapshot()
-        rows = [_request_row(storage.store, request_id) for request_id in storage.store.list_ids()]
+        read = [_request_row(storage.store, request_id) for request_id in storage.store.list_ids()]
         strays = stray_rows(workspace, storage)
         rejected = rejected_rows(storage.rejected)
         waiting = storage.inbox.items()
     now = time.time()
-    # Read only: an answer whose request ended waits no more (`inbox` removes it).
+    rows = [row for row, _ in read]
+    # Read only: an answer whose request ended, or moved to a later epoch since (cancelled and
+    # reopened, retried), waits no more (`inbox` removes it).
     ended = {row["request_id"] for row in rows if row["status"] in ENDED}
+    epochs = {row["request_id"]: epoch for row, epoch in read}
+    waiting = [
+        item
+        for item in waiting
+        if item.request_id not in ended
+        and not RequestState(epoch=epochs.get(item.request_id)).is_stale(item.envelope)
+    ]
     return {
         "workspace": str(workspace.root.resolve()),
         "requests": rows,
@@ -57,7 +67,7 @@ def status_report(workspace: Workspace) -> dict[str, Any]:
             for role in config.cast.names
         },
         "model_servers_away": _servers_away(workspace, config, snapshot),
-        "waiting_answers": waiting_rows([i for i in waiting if i.request_id not in ended], now),
+        "waiting_answers": waiting_rows(waiting, now),
         "deferred": [
             {
                 "role": deferred.role,
@@ -90,11 +100,12 @@ def _text(fields: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
+def _request_row(store: BlockingRecordStore, request_id: str) -> tuple[dict[str, Any], Any]:
+    """The request's row, and its ``epoch`` as the record holds it (``None``: absent)."""
     try:
         read = store.read(request_id, tail=1)
     except TeamsRuntimeError as exc:
-        return {"request_id": request_id, "status": "unreadable", "error": str(exc)}
+        return {"request_id": request_id, "status": "unreadable", "error": str(exc)}, None
     if isinstance(read, IndexedParts):
         count, last = read.count, read.tail[-1:]
     else:
@@ -103,7 +114,7 @@ def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
         count, last = len(history), history[-1:]
     last_event = decode_any(last[0]) if last else None
     hops = read.fields.get("hops")
-    return {
+    row = {
         "request_id": request_id,
         "status": _text(read.fields, "status"),
         "current_role": _text(read.fields, "current_role"),
@@ -111,6 +122,7 @@ def _request_row(store: BlockingRecordStore, request_id: str) -> dict[str, Any]:
         "events": count,
         "last_event_at": _text(last_event, "timestamp") if isinstance(last_event, dict) else "",
     }
+    return row, read.fields.get("epoch")
 
 
 def _servers_away(

@@ -117,3 +117,17 @@ def test_a_model_call_under_way_when_its_request_is_cancelled_and_reopened_hands
     }
     # The reopened work (qa's) was done, as the current epoch's.
     assert record["status"] == "completed" and record["current_role"] == "qa"
+
+
+def test_status_shows_no_answer_of_an_older_epoch_as_waiting(
+    person_workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = ("--workspace", str(person_workspace))
+    run_cli(capsys, "submit", "--role", "qa", "--scope", "check", "--request-id", "req-1", *ws)
+    assert run_cli(capsys, "run", "--once", "--plain", *ws)[0] == 0
+    assert len(_json(capsys, "status", "--json", *ws)["waiting_answers"]) == 1
+    assert run_cli(capsys, "cancel", "req-1", *ws)[0] == 0
+    reopen = ("submit", "--role", "planner", "--scope", "again", "--request-id", "req-1")
+    assert run_cli(capsys, *reopen, "--reopen", *ws)[0] == 0
+    # Read only, before anything tidied the inbox: the old answer waits no more.
+    assert _json(capsys, "status", "--json", *ws)["waiting_answers"] == []
