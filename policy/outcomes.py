@@ -11,7 +11,6 @@ the hop limit fails the request once, and a request that ended meanwhile gets on
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TypedDict
 
@@ -129,6 +128,8 @@ class OutcomePlan(msgspec.Struct, frozen=True, kw_only=True):
 def follow_up_id(envelope_id: str, next_role: str) -> str:
     """The id of the envelope an outcome queues: the same on every delivery of its parent, so a
     duplicate of it is recognised like its parent was."""
+    import hashlib  # here, not at the top: `status` reads outcomes' state, never makes ids
+
     digest = hashlib.blake2b(f"{envelope_id}>{next_role}".encode(), digest_size=10).hexdigest()
     return f"env-{digest}"
 
