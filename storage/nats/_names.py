@@ -53,6 +53,10 @@ class NatsNames(msgspec.Struct, frozen=True):
     def inbox(self) -> str:
         return f"{self.prefix}_inbox"
 
+    @property
+    def queued(self) -> str:
+        return f"{self.prefix}_queued"
+
     def event_subject(self, request_id: str, role: str | None) -> str:
         return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"
 
