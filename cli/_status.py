@@ -99,8 +99,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         for role, c in busy.items()) or "none queued"))  # fmt: skip
     for server in report["model_servers_away"]:
         # "waiting" and "claimed" as in the envelopes line above: the same envelopes.
+        what = f"model server {server['base_url']}"
+        if server["model"] is not None:  # only that model's limits are reached
+            what = f"model {server['model']} on {what}"
         lines.append(
-            f"model server {server['base_url']} away since {server['away_since']}: its roles "
+            f"{what} away since {server['away_since']}: its roles "
             f"({', '.join(server['roles']) or 'none'}) take no new work; "
             f"{count_of(server['waiting'], 'envelope')} waiting, {server['claimed']} claimed"
         )
