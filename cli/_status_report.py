@@ -165,13 +165,15 @@ def stray_rows(workspace: Workspace, storage: BlockingStorage) -> list[dict[str,
 
 
 def rejected_rows(shelf: BlockingRejectedShelf) -> list[dict[str, Any]]:
-    """The rejected envelopes as ``status --json`` lists them."""
+    """The rejected envelopes as ``status --json`` lists them (``stray``: set aside from where
+    no role reads, and left there by ``retry --rejected``)."""
     return [
         {
             "role": envelope.role,
             "request_id": envelope.request_id or None,
             "name": envelope.name,
             "reason": envelope.reason,
+            "stray": envelope.stray,
         }
         for envelope in shelf.listing()
     ]

@@ -15,7 +15,9 @@ import msgspec
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import UnsafeRequestIdError
 
-__all__ = ["NatsNames", "id_of_token", "request_id_of_token", "token_of"]
+__all__ = ["REASON_HEADER", "NatsNames", "id_of_token", "request_id_of_token", "token_of"]
+
+REASON_HEADER = "Tr-Reason"  # a rejected envelope's reason (one content-free line)
 
 
 class NatsNames(msgspec.Struct, frozen=True):
