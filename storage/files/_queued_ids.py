@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,6 +43,8 @@ class _EnvelopeId(msgspec.Struct):
 
 def _key(envelope_id: str, role: str) -> str:
     # An outcome is keyed by its role and envelope id: so is an envelope's one place.
+    import hashlib  # here, not at the top: `status` reads the queue, never marks ids
+
     return hashlib.blake2b(f"{role}\0{envelope_id}".encode(), digest_size=16).hexdigest()
 
 
