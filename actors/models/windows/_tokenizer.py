@@ -114,16 +114,16 @@ async def find_tokenizer(settings: OpenAIConfig) -> ServerTokenizer | None:
     none this side can use (Ollama, LM Studio, a hosted API) or gives no answer.
 
     Each known endpoint is asked to count a short text, in turn, until one answers with a
-    count; then the empty text, for the ``offset``. A request each, at most
-    ``timeout_seconds`` each (never over ``MOST_SECONDS``). Never raises for what the server
-    does. The caller keeps the answer for the run (``ServerFacts``): it does not change while
-    the server runs."""
-    for endpoint in _ENDPOINTS:
-        probe = await _ask(settings, endpoint, "Hello")
-        if probe is None:
-            continue
-        offset = await _ask(settings, endpoint, "")
-        if offset is None or positive_int(probe) is None or offset > probe:
-            continue
-        return ServerTokenizer(settings=settings, endpoint=endpoint, offset=offset)
+    count; then the empty text, for the ``offset``. Waits at most ``timeout_seconds`` in all
+    (never over ``MOST_SECONDS``). Never raises for what the server does. The caller keeps the
+    answer for the run (``ServerFacts``): it does not change while the server runs."""
+    with anyio.move_on_after(min(settings.timeout_seconds, MOST_SECONDS)):
+        for endpoint in _ENDPOINTS:
+            probe = await _ask(settings, endpoint, "Hello")
+            if probe is None:
+                continue
+            offset = await _ask(settings, endpoint, "")
+            if offset is None or positive_int(probe) is None or offset > probe:
+                continue
+            return ServerTokenizer(settings=settings, endpoint=endpoint, offset=offset)
     return None
