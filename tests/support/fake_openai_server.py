@@ -9,7 +9,8 @@ script is empty):
                            server-sent events in several chunks, then usage, then [DONE]
     Text(text)             ``text`` streamed the same way (garbage or repairable answers)
     Whole()                a valid result as one application/json completion (no stream)
-    Status(code, retry_after=None, body="")   an error reply
+    Status(code, retry_after=None, body="", headers=())   an error reply (headers: more of
+                           them, as (name, value) pairs)
     Raw(body, content_type=..., status=200, reason=None)   exactly these bytes as the body
                            (with Content-Length), under that content type and status line
     Cut(text)              ``text`` streamed as events without a finish, then the connection
@@ -50,6 +51,8 @@ received (chat completions stay in ``requests``).
 default, any other string as given (``"length"``: the model hit max_tokens), ``None``: a null
 ``finish_reason`` there (the stream still ends with [DONE]).
 ``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
+``limited[model] = behaviour`` answers every request for ``model`` with ``behaviour`` (a model
+whose limits are reached: ``Status(429, ...)``), ahead of the script, until it is removed;
 ``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
 ``port`` is the port it listens on.
 
@@ -118,6 +121,7 @@ class Status:
     code: int
     retry_after: str | None = None
     body: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ class FakeOpenAIServer:
         self.flavour = flavour
         self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
         self.loading = False
+        self.limited: dict[str, Behaviour] = {}  # model -> every request for it gets this
         # Reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
         # when set: a server with a prompt cache.
         self.cached_tokens: int | None = None
@@ -264,6 +269,8 @@ class FakeOpenAIServer:
     def next_behaviour(self, seen: SeenRequest) -> Behaviour:
         with self._lock:
             self.requests.append(seen)
+            if self.limited and (limited := self.limited.get(seen.json().get("model"))):
+                return limited
             return self._script.popleft() if self._script else "answer"
 
 
@@ -459,11 +466,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                case Status(code=code, retry_after=retry_after, body=text):
+                case Status(code=code, retry_after=retry_after, body=text, headers=more):
                     data = text.encode()
                     self.send_response(code)
                     if retry_after is not None:
                         self.send_header("Retry-After", retry_after)
+                    for name, value in more:
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
