@@ -31,7 +31,7 @@ from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
@@ -54,6 +54,10 @@ __all__ = [
     "declare_explain",
     "declare_project",
     "declare_prompt",
+    "explain_json",
+    "preview_prompt",
+    "prompt_json",
+    "read_whole",
 ]
 
 
@@ -161,13 +165,41 @@ def cmd_explain(args: argparse.Namespace) -> int:
         source = str(Path(args.record))
         _, fields = read_record_file(Path(args.record))
     else:
-        # Every event is needed, so the record is read whole (tail=None).
-        with blocking_storage(Workspace(args.workspace), team) as storage:
-            read = storage.store.read(args.request_id, tail=None)
-        fields, source = read.fields, read.source
+        fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
+    report = explain_json(fields, source, config)
+    if args.json:
+        write_json(report)
+        return 0
+    rows = report["events"]
+    if rows is None:
+        print(f"{source}: `events` is not a list; the record passes through unchanged.")
+        return 0
+    print(
+        f"{source}: {count_of(report['total_events'], 'event')}, "
+        f"{report['included_events']} included, {report['omitted_events']} omitted "
+        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
+        f"enabled={str(config.enabled).lower()})"
+    )
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
+    for row in rows:
+        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
+    return 0
+
+
+def read_whole(workspace: Workspace, team: TeamConfig, request_id: str) -> tuple[JsonObject, str]:
+    """A stored request's fields, every event with them (``tail=None``), and where it is."""
+    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+        read = storage.store.read(request_id, tail=None)
+    return read.fields, read.source
+
+
+def explain_json(fields: JsonObject, source: str, config: PromptContextConfig) -> JsonObject:
+    """What ``explain --json`` prints for a record's ``fields`` read from ``source``: the
+    counts, the config used and every event's decision (``events`` is ``None`` when the record's
+    ``events`` is not a list)."""
     projection = project_fields(fields, config)
     events = fields.get("events")
-    rows: list[dict[str, Any]] | None = None
+    rows: list[JsonObject] | None = None
     if isinstance(events, list):
         roles = [role_of_raw(raw) for raw in events]
         decisions = explain_decisions(projection, roles)
@@ -177,34 +209,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 zip(events, roles, decisions, strict=True)
             )
         ]
-    if args.json:
-        write_json(
-            {
-                "record": source,
-                "total_events": projection.total_events,
-                "included_events": projection.included_events,
-                "omitted_events": projection.omitted_events,
-                "compacted": projection.compacted,
-                "recent_events": config.recent_events,
-                "max_events": config.max_events,
-                "enabled": config.enabled,
-                "events": rows,
-            }
-        )
-        return 0
-    if rows is None:
-        print(f"{source}: `events` is not a list; the record passes through unchanged.")
-        return 0
-    print(
-        f"{source}: {count_of(projection.total_events, 'event')}, "
-        f"{projection.included_events} included, {projection.omitted_events} omitted "
-        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
-        f"enabled={str(config.enabled).lower()})"
-    )
-    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
-    for row in rows:
-        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
-    return 0
+    return {
+        "record": source,
+        "total_events": projection.total_events,
+        "included_events": projection.included_events,
+        "omitted_events": projection.omitted_events,
+        "compacted": projection.compacted,
+        "recent_events": config.recent_events,
+        "max_events": config.max_events,
+        "enabled": config.enabled,
+        "events": rows,
+    }
 
 
 def declare_prompt(prompt: argparse.ArgumentParser) -> None:
@@ -252,31 +267,49 @@ def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:
 def cmd_prompt(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     team = load_team_config(workspace.root)
-    cast = team.cast
-    kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
+    kind = _checked_kind(team.cast, team_role(team.cast, args.role), args.kind)
     config = _with_overrides(team.prompt_context, args)
-    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
-        bundle = storage.run_with_store(
-            _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
-        )
+    bundle = preview_prompt(workspace, team, args.request_id, args.role, kind, config)
     if args.json:
-        projection = bundle.projection
-        output = {
-            "role": bundle.role,
-            "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
-            "purpose": bundle.purpose,
-            "notice": projection.notice,
-            "total_events": projection.total_events,
-            "included_events": projection.included_events,
-            "omitted_events": projection.omitted_events,
-            "compacted": projection.compacted,
-            "prompt": bundle.text(),
-        }
-        write_json(output)
+        write_json(prompt_json(bundle))
         return 0
     for chunk in bundle.iter_chunks():
         sys.stdout.write(chunk)
     return 0
+
+
+def preview_prompt(
+    workspace: Workspace,
+    team: TeamConfig,
+    request_id: str,
+    role: str,
+    kind: PromptKind | None = None,
+    config: PromptContextConfig | None = None,
+) -> PromptBundle:
+    """The prompt ``role`` would be sent for ``request_id`` now (``kind``: the role's own
+    unless given; ``config``: the team's ``prompt_context`` unless given); writes nothing."""
+    kind = _checked_kind(team.cast, role, kind)
+    config = config if config is not None else team.prompt_context
+    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+        return storage.run_with_store(
+            _preview_prompt, workspace, request_id, role, kind, config, team.cast
+        )
+
+
+def prompt_json(bundle: PromptBundle) -> JsonObject:
+    """What ``prompt --json`` prints for ``bundle``: the prompt, its notice and its counts."""
+    projection = bundle.projection
+    return {
+        "role": bundle.role,
+        "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
+        "purpose": bundle.purpose,
+        "notice": projection.notice,
+        "total_events": projection.total_events,
+        "included_events": projection.included_events,
+        "omitted_events": projection.omitted_events,
+        "compacted": projection.compacted,
+        "prompt": bundle.text(),
+    }
 
 
 def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
