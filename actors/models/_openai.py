@@ -63,6 +63,7 @@ from teams_runtime.codecs.model import (
 )
 from teams_runtime.exceptions import ConfigError, ModelFailure, PromptTooLarge
 from teams_runtime.policy.backoff import backoff_delay
+from teams_runtime.policy.budget import exceeded_advice
 from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
@@ -343,13 +344,13 @@ class OpenAIBackend:
 
 def _too_large(bundle: PromptBundle, exceeded: ContextExceeded) -> PromptTooLarge:
     """The failure of a prompt beyond the server's context, naming its size and what bounds
-    it (``max_events``), so a person knows what to change; it is not sent again unchanged."""
+    it, so a person knows what to change (``max_events`` only when it bounded the events); it
+    is not sent again unchanged."""
     projection = bundle.projection
     return PromptTooLarge(
         f"the prompt does not fit the model server's context: {exceeded.how}. The prompt has "
         f"{bundle.chars()} characters ({projection.included_events} of "
         f"{projection.total_events} events; prompt_context.max_events "
-        f"{projection.config.max_events}); lower prompt_context.max_events or start the "
-        "server with a larger context (llama.cpp: --ctx-size; llama-cpp-python: --n_ctx)",
+        f"{projection.config.max_events}); {exceeded_advice(projection)}",
         output=exceeded.said,
     )
