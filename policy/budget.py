@@ -16,6 +16,7 @@ before anything is sent, with ``PromptTooLarge``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import msgspec
 
@@ -28,6 +29,7 @@ from teams_runtime.policy.token_counts import TokenRate
 
 __all__ = [
     "Budget",
+    "FittedPrompt",
     "FixedTokens",
     "PromptTokens",
     "exceeded_advice",
@@ -83,11 +85,19 @@ def rate_tokens(bundle: PromptBundle, rate: TokenRate) -> PromptTokens:
     )
 
 
-def fit_prompt(bundle: PromptBundle, budget: Budget, counted: PromptTokens) -> PromptBundle:
+@dataclass(frozen=True, slots=True)
+class FittedPrompt:
+    """A prompt as its budget leaves it, and the tokens it is estimated to take."""
+
+    bundle: PromptBundle
+    estimate: int
+
+
+def fit_prompt(bundle: PromptBundle, budget: Budget, counted: PromptTokens) -> FittedPrompt:
     """``bundle`` itself when it fits ``budget``, else the same prompt on the projection the
     budget leaves; raises ``PromptTooLarge`` when no event can go and it still does not fit."""
     rate = counted.notice_rate
-    fitted = fit_projection(
+    fitted, estimate = fit_projection(
         bundle.projection,
         budget=budget.tokens,
         fixed=counted.fixed,
@@ -96,7 +106,9 @@ def fit_prompt(bundle: PromptBundle, budget: Budget, counted: PromptTokens) -> P
         setting=budget.setting,
         window=budget.window,
     )
-    return bundle if fitted is bundle.projection else bundle.with_projection(fitted)
+    if fitted is not bundle.projection:
+        bundle = bundle.with_projection(fitted)
+    return FittedPrompt(bundle, estimate)
 
 
 def _notice_tokens(projection: Projection, rate: TokenRate) -> int:
@@ -167,9 +179,10 @@ def fit_projection(
     notice_tokens: Callable[[Projection], int],
     setting: str = "prompt_context.max_prompt_tokens",
     window: int | None = None,
-) -> Projection:
+) -> tuple[Projection, int]:
     """``projection`` itself when its prompt fits ``budget`` tokens, else the projection the
-    budget leaves (its notice says so: ``Projection.budget``).
+    budget leaves (its notice says so: ``Projection.budget``); with the tokens its prompt is
+    estimated to take.
 
     ``event_tokens`` are the tokens of each selected event (``projection.selected_indices``'
     order, separators included), ``notice_tokens`` measures a candidate's notice. Raises
@@ -180,7 +193,7 @@ def fit_projection(
         raise ValueError("event_tokens must hold one count per selected event")
     whole = fixed.total + notice_tokens(projection) + sum(event_tokens)
     if whole <= budget:
-        return projection  # the selection as it is: byte for byte today's
+        return projection, whole  # the selection as it is: byte for byte today's
     # The smallest notice (every event left out, none named): an event that does not fit
     # beside it alone is too large for this budget wherever it stands.
     nothing = _Fit((), (), 0)
@@ -201,7 +214,8 @@ def fit_projection(
     estimate = fixed.total + reserve + fit.used
     if estimate > budget:  # the names of oversized events took the last of the room
         raise PromptTooLarge(prompt_too_large(fixed, reserve, budget, setting, window))
-    return _subset(projection, fit, _note(projection, fit, event_tokens, budget, estimate))
+    note = _note(projection, fit, event_tokens, budget, estimate)
+    return _subset(projection, fit, note), estimate
 
 
 def prompt_too_large(

@@ -22,11 +22,13 @@ from the event sizes a projection carries, without a decode.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import deque
-from typing import Literal
 
 import msgspec
+
+from teams_runtime.codecs.prompt_records import TokenCountMethod
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
@@ -39,9 +41,9 @@ __all__ = [
     "LearnedRatios",
     "TokenCountMethod",
     "TokenRate",
+    "server_prompt_tokens",
 ]
 
-TokenCountMethod = Literal["server", "learned", "default"]
 TOKEN_COUNT_METHODS: tuple[TokenCountMethod, ...] = ("server", "learned", "default")
 
 DEFAULT_CHARS_PER_TOKEN = 2.5
@@ -99,3 +101,24 @@ class LearnedRatios:
             return DEFAULT_RATE
         learned = statistics.median(seen) * (1 + LEARNED_MARGIN)
         return TokenRate(max(learned, floor), "learned")
+
+
+# How servers say how many tokens a prompt took when it was over their context: llama.cpp's
+# `"n_prompt_tokens": 5000`, its message `request (5000 tokens) exceeds`, OpenAI's and vLLM's
+# `your messages resulted in 5000 tokens` or `you requested 5000 tokens (4000 in the messages`.
+_SAID_TOKENS = (
+    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
+    re.compile(r"request \((\d+) tokens\) exceeds"),
+    re.compile(r"(\d+) in the messages"),
+    re.compile(r"messages resulted in (\d+) tokens"),
+    re.compile(r"you requested (\d+) tokens"),
+)
+
+
+def server_prompt_tokens(said: str) -> int | None:
+    """The prompt's tokens as a server's "context exceeded" answer counts them, if it says."""
+    for pattern in _SAID_TOKENS:
+        found = pattern.search(said)
+        if found:
+            return int(found.group(1))
+    return None

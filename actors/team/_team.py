@@ -34,6 +34,7 @@ from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.pricing import card_for
+from teams_runtime.policy.token_counts import LearnedRatios
 from teams_runtime.storage import (
     AnswerInbox,
     Claim,
@@ -109,6 +110,7 @@ class Team:
         self._chores: TeamChores | None = None  # the run's (it needs the run's ContextActor)
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
+        self._ratios = LearnedRatios()  # each model's tokens a character, from its calls
 
     @property
     def store(self) -> RecordStore:
@@ -260,6 +262,8 @@ class Team:
                 rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
                 inbox=self.inbox,
                 cast=self.cast,
+                budget=self.config.prompt_budget(role),
+                ratios=self._ratios,
             )
             self.roles[role] = actor
             await group.start(actor.serve)

@@ -42,7 +42,9 @@ def _bundle(source: dict[str, Any], config: PromptContextConfig | None = None) -
 
 
 def _fit(bundle: PromptBundle, tokens: int, rate: TokenRate = DEFAULT_RATE) -> PromptBundle:
-    return fit_prompt(bundle, Budget(tokens=tokens), rate_tokens(bundle, rate))
+    fitted = fit_prompt(bundle, Budget(tokens=tokens), rate_tokens(bundle, rate))
+    assert fitted.estimate <= tokens
+    return fitted.bundle
 
 
 def _tokens(bundle: PromptBundle, rate: TokenRate = DEFAULT_RATE) -> int:

@@ -12,6 +12,7 @@ from teams_runtime.policy.token_counts import (
     LEARNED_MARGIN,
     LearnedRatios,
     TokenRate,
+    server_prompt_tokens,
 )
 
 
@@ -51,3 +52,31 @@ def test_a_server_that_counted_more_sets_the_models_floor() -> None:
     fresh = LearnedRatios()
     fresh.correct("m/m", 3_000, 3_000)  # above the default, before anything was learned
     assert fresh.rate("m/m").tokens_per_byte == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("said", "tokens"),
+    [
+        pytest.param(
+            '{"error":{"code":400,"type":"exceed_context_size_error","n_prompt_tokens":5012,'
+            '"n_ctx":4096}}',
+            5012,
+            id="llama.cpp",
+        ),
+        pytest.param(
+            "This model's maximum context length is 4096 tokens. However, you requested 5100 "
+            "tokens (4100 in the messages, 1000 in the completion).",
+            4100,
+            id="vllm",
+        ),
+        pytest.param(
+            "This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9001 tokens.",
+            9001,
+            id="openai",
+        ),
+        pytest.param("context length exceeded", None, id="no-count"),
+    ],
+)
+def test_what_a_server_said_the_prompt_took(said: str, tokens: int | None) -> None:
+    assert server_prompt_tokens(said) == tokens

@@ -1,0 +1,219 @@
+"""A role's token budget at run time: resolved (``auto``: the server's window less the
+answer's reserve), each prompt counted (the server's tokenizer, else the model's learned ratio,
+else the default) and fitted to it before it is sent (``policy.budget``).
+
+Counts are cached so a warm ask stays flat in history length: at a rate, an event's tokens are
+its size times the rate (sizes travel with the projection); by a server's tokenizer, each
+event's count is kept per request, position and size, and each fixed part's per text.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+
+from teams_runtime._logs import logger
+from teams_runtime.codecs.config import DEFAULT_ANSWER_RESERVE, ModelConfig, PromptBudget
+from teams_runtime.codecs.request_records import (
+    EVENTS_KEY,
+    format_event,
+    iter_pretty_record,
+    split_raw_list,
+)
+from teams_runtime.policy.budget import (
+    Budget,
+    FittedPrompt,
+    FixedTokens,
+    PromptTokens,
+    fit_prompt,
+    rate_tokens,
+)
+from teams_runtime.policy.prompts import PromptBundle
+from teams_runtime.policy.token_counts import (
+    DEFAULT_RATE,
+    SERVER_ALLOWANCE,
+    LearnedRatios,
+    TokenCountMethod,
+    TokenRate,
+)
+
+__all__ = [
+    "BudgetFacts",
+    "PromptBudgeter",
+    "ServerTokenizer",
+    "WindowProbe",
+]
+
+_CACHED = 4096  # event counts kept per role (a request's selection is at most max_events)
+
+
+class ServerTokenizer(Protocol):
+    """A model server's own tokenizer (``actors.models.find_tokenizer``)."""
+
+    async def count(self, text: str) -> int: ...
+
+
+# The tokens one request to the role's server may take (its context), None when unknown.
+WindowProbe = Callable[[ModelConfig], Awaitable[int | None]]
+
+
+async def _written_window(model: ModelConfig) -> int | None:
+    """The window the config writes (``model.openai.context_tokens``) when nothing probes."""
+    window = getattr(model.openai, "context_tokens", None) if model.openai else None
+    return window if isinstance(window, int) else None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetFacts:
+    """What a prompt record says of the budget: the one in force, the prompt's estimate, and
+    how it was counted (all ``None`` without a budget)."""
+
+    max_prompt_tokens: int | None = None
+    prompt_tokens_estimate: int | None = None
+    token_count_method: TokenCountMethod | None = None
+
+
+class PromptBudgeter:
+    """One role's budget: ``fit`` a prompt to it, ``observe`` the server's counts."""
+
+    def __init__(
+        self,
+        role: str,
+        budget: PromptBudget,
+        model: ModelConfig,
+        model_key: str,
+        *,
+        ratios: LearnedRatios | None = None,
+        tokenizer: ServerTokenizer | None = None,
+        window_probe: WindowProbe | None = None,
+    ) -> None:
+        self._role = role
+        self._written = budget
+        self._model = model
+        self._key = model_key
+        self._ratios = ratios if ratios is not None else LearnedRatios()
+        self._tokenizer = tokenizer
+        self._probe = window_probe or _written_window
+        self._budget: Budget | None = None
+        self._resolved = budget.max_prompt_tokens is None
+        if isinstance(budget.max_prompt_tokens, int):
+            self._budget = Budget(tokens=budget.max_prompt_tokens, setting=self._setting())
+            self._resolved = True
+        self._events: OrderedDict[Hashable, int] = OrderedDict()
+        self._texts: OrderedDict[str, int] = OrderedDict()
+
+    @property
+    def budget(self) -> Budget | None:
+        """The budget in force (``None``: none, or ``auto`` not resolved yet)."""
+        return self._budget
+
+    def _setting(self) -> str:
+        if self._written.source == "role":
+            return f"roles.{self._role}.prompt_context.max_prompt_tokens"
+        return "prompt_context.max_prompt_tokens"
+
+    async def _resolve(self) -> None:
+        """``auto``: the server's window less the answer's reserve, once (none if unknown)."""
+        self._resolved = True
+        window = await self._probe(self._model)
+        openai = self._model.openai
+        reserve = openai.max_tokens if openai and openai.max_tokens else DEFAULT_ANSWER_RESERVE
+        if window is None or window <= reserve:
+            logger.bind(role=self._role).warning(
+                "{}: {} is auto, but the model server's context is {}; prompts are sent "
+                "without a budget (set a number, or model.openai.context_tokens)",
+                self._role,
+                self._setting(),
+                "not known" if window is None else f"{window} tokens, not above the reserve",
+            )
+            return
+        self._budget = Budget(tokens=window - reserve, setting=self._setting(), window=window)
+
+    def rate(self) -> TokenRate:
+        """The rate prompts are counted at when no server counts them."""
+        return self._ratios.rate(self._key)
+
+    async def fit(self, bundle: PromptBundle, *, less: int = 0) -> tuple[PromptBundle, BudgetFacts]:
+        """``bundle`` fitted to the budget (``less`` tokens under it: a second try after the
+        server said it was over). Raises ``PromptTooLarge`` when it cannot fit; without a
+        budget, ``bundle`` itself and empty facts."""
+        if not self._resolved:
+            await self._resolve()
+        budget = self._budget
+        if budget is None:
+            return bundle, BudgetFacts()
+        if less:
+            budget = msgspec.structs.replace(budget, tokens=max(budget.tokens - less, 1))
+        counted, method = await self._count(bundle)
+        fitted: FittedPrompt = fit_prompt(bundle, budget, counted)
+        facts = BudgetFacts(
+            max_prompt_tokens=budget.tokens,
+            prompt_tokens_estimate=fitted.estimate,
+            token_count_method=method,
+        )
+        return fitted.bundle, facts
+
+    async def _count(self, bundle: PromptBundle) -> tuple[PromptTokens, TokenCountMethod]:
+        if self._tokenizer is not None:
+            try:
+                return await self._server_tokens(bundle, self._tokenizer), "server"
+            except Exception as exc:  # the server could not count: the rate does instead
+                logger.bind(role=self._role).debug(
+                    "{}: the tokenizer did not count ({})", self._role, type(exc).__name__
+                )
+        rate = self.rate()
+        return rate_tokens(bundle, rate), rate.method
+
+    def observe(self, prompt_tokens: int | None, prompt_chars: int) -> None:
+        """The server reported ``prompt_tokens`` for a prompt of ``prompt_chars``: learned."""
+        if prompt_tokens is not None:
+            self._ratios.observe(self._key, prompt_tokens, prompt_chars)
+
+    def correct(self, prompt_tokens: int, prompt_size: int) -> None:
+        """The server counted ``prompt_tokens`` for a prompt estimated lower: corrected."""
+        self._ratios.correct(self._key, prompt_tokens, prompt_size)
+
+    async def _text_tokens(self, tokenizer: ServerTokenizer, text: str) -> int:
+        tokens = self._texts.get(text)
+        if tokens is None:
+            tokens = await tokenizer.count(text) if text else 0
+            self._texts[text] = tokens
+            while len(self._texts) > _CACHED:
+                self._texts.popitem(last=False)
+        return tokens
+
+    async def _server_tokens(
+        self, bundle: PromptBundle, tokenizer: ServerTokenizer
+    ) -> PromptTokens:
+        projection = bundle.projection
+        frame = dict(projection.fields)
+        if EVENTS_KEY in frame and bytes(frame[EVENTS_KEY][:1]) == b"[":
+            frame[EVENTS_KEY] = b"[]"
+        record = b"".join(iter_pretty_record(frame)).decode("utf-8")
+        fixed = FixedTokens(
+            brief=await self._text_tokens(tokenizer, bundle.head) + SERVER_ALLOWANCE,
+            record=await self._text_tokens(tokenizer, record),
+            envelope=await self._text_tokens(tokenizer, bundle.envelope_text()),
+        )
+        keys = [
+            (projection.request_id, index, size)
+            for index, size in zip(projection.selected_indices, projection.event_sizes, strict=True)
+        ]
+        raws = None
+        events = []
+        for position, key in enumerate(keys):
+            tokens = self._events.get(key)
+            if tokens is None:
+                if raws is None:  # only for an event not counted yet
+                    raws = split_raw_list(projection.fields[EVENTS_KEY])
+                text = format_event(raws[position]).decode("utf-8")
+                tokens = await tokenizer.count(text) + 1  # its separator
+                self._events[key] = tokens
+                while len(self._events) > _CACHED:
+                    self._events.popitem(last=False)
+            events.append(tokens)
+        return PromptTokens(fixed=fixed, events=tuple(events), notice_rate=DEFAULT_RATE)
