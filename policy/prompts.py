@@ -209,16 +209,16 @@ class PromptBundle:
     def text(self) -> str:
         return "".join(self.iter_chunks())
 
-    def with_projection(self, projection: Projection) -> PromptBundle:
+    def with_projection(self, projection: Projection, notice: str | None = None) -> PromptBundle:
         """The same prompt built on ``projection`` (the one a token budget left), its notice
-        made anew from it."""
+        made anew from it (or ``notice``, made from it before)."""
         return PromptBundle(
             role=self.role,
             request_id=self.request_id,
             kind=self.kind,
             reply_kind=self.reply_kind,
             projection=projection,
-            notice=notice_text(projection),
+            notice=notice_text(projection) if notice is None else notice,
             head=self.head,
             envelope=self.envelope,
             next_roles=self.next_roles,

@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 _CACHED = 4096  # event counts kept per role (a request's selection is at most max_events)
+_FITS = 256  # prompts' fits kept per role
 
 
 class ServerTokenizer(Protocol):
@@ -105,6 +106,11 @@ class PromptBudgeter:
             self._resolved = True
         self._events: OrderedDict[Hashable, int] = OrderedDict()
         self._texts: OrderedDict[str, int] = OrderedDict()
+        # The fit of a prompt seen before (a warm ask builds the same prompt anew): by the
+        # projection (kept here, so its id stays its own), the head, the envelope, the budget.
+        self._fits: OrderedDict[Hashable, tuple[object, FittedPrompt, TokenCountMethod]] = (
+            OrderedDict()
+        )
 
     @property
     def budget(self) -> Budget | None:
@@ -148,14 +154,40 @@ class PromptBudgeter:
             return bundle, BudgetFacts()
         if less:
             budget = msgspec.structs.replace(budget, tokens=max(budget.tokens - less, 1))
-        counted, method = await self._count(bundle)
-        fitted: FittedPrompt = fit_prompt(bundle, budget, counted)
+        fitted, method = await self._fit(bundle, budget)
         facts = BudgetFacts(
             max_prompt_tokens=budget.tokens,
             prompt_tokens_estimate=fitted.estimate,
             token_count_method=method,
         )
         return fitted.bundle, facts
+
+    async def _fit(
+        self, bundle: PromptBundle, budget: Budget
+    ) -> tuple[FittedPrompt, TokenCountMethod]:
+        """The fit, from the cache when this very prompt was fitted at this budget and rate."""
+        rate = self.rate() if self._tokenizer is None else None
+        key = (
+            id(bundle.projection),
+            bundle.head,
+            bundle.envelope_text(),
+            budget.tokens,
+            rate.tokens_per_byte if rate else None,
+        )
+        cached = self._fits.get(key)
+        if cached is not None and cached[0] is bundle.projection:
+            _, known, method = cached
+            if known.bundle.projection is bundle.projection:
+                return FittedPrompt(bundle, known.estimate), method
+            notice = known.bundle.notice
+            again = bundle.with_projection(known.bundle.projection, notice=notice)
+            return FittedPrompt(again, known.estimate), method
+        counted, method = await self._count(bundle)
+        fitted = fit_prompt(bundle, budget, counted)
+        self._fits[key] = (bundle.projection, fitted, method)
+        while len(self._fits) > _FITS:
+            self._fits.popitem(last=False)
+        return fitted, method
 
     async def _count(self, bundle: PromptBundle) -> tuple[PromptTokens, TokenCountMethod]:
         if self._tokenizer is not None:
