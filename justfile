@@ -39,6 +39,10 @@ fuzz examples="20000":
 docs:
     python tests/support/file_map.py --write
 
+# a real llama.cpp-based server's window, tokenizer and auto budget checked (`--python PY`)
+real-model-check *args:
+    python tests/real/real_model_check.py "$@"
+
 # a soak of request epochs with real processes and kill -9 (`just soak --backend nats --seconds 300`)
 soak *args:
     python tests/soak/epoch_soak.py {{args}}

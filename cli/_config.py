@@ -115,7 +115,8 @@ def declare_config(check: argparse.ArgumentParser) -> None:
         "--probe",
         action="store_true",
         help="send one tiny request to each model server the roles use and say what it "
-        "answered (its model name, usage, response_format) instead",
+        "answered (its model name, usage, response_format), and its window, slots and "
+        "tokenizer, instead",
     )
     check.add_argument(
         "--graph",
@@ -294,7 +295,19 @@ def _line(result: ServerProbe) -> str:
             form = "response_format json_schema refused, json_object accepted"
         case _:
             form = "response_format refused (json_schema and json_object)"
-    return f"{asked}: {named}; {usage}; {form}."
+    return f"{asked}: {named}; {usage}; {form}; {_window_words(result)}."
+
+
+def _window_words(result: ServerProbe) -> str:
+    """The server's window, slots and tokenizer, and where they came from."""
+    if result.context_tokens is None:
+        window = f"window {result.window_source}"  # unknown: ... (what to set)
+    else:
+        window = f"window {result.context_tokens} tokens ({result.window_source})"
+    if result.slots is not None:
+        window += f", {result.slots} slot{'s' if result.slots != 1 else ''}"
+    tokenizer = result.tokenizer
+    return f"{window}; " + (f"tokenizer {tokenizer}" if tokenizer else "no tokenizer endpoint")
 
 
 def probe_servers(config: TeamConfig, *, as_json: bool) -> int:

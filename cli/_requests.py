@@ -317,8 +317,13 @@ def cmd_retry(args: argparse.Namespace) -> int:
         partial(intake.retry_failed, args.workspace, args.request_id, max_hops=config.team.max_hops)
     )
     if args.json:
-        write_json(
-            {"request_id": done.request_id, "role": done.role, "envelope_id": done.envelope_id}
+        shown = {"request_id": done.request_id, "role": done.role, "envelope_id": done.envelope_id}
+        write_json({**shown, "resumed": True} if done.resumed else shown)
+        return 0
+    if done.resumed:
+        print(
+            f"{done.request_id} was retried already: its {done.role} step is queued (again, if "
+            "that retry stopped before queueing it); run `teams-runtime run --once`."
         )
         return 0
     print(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -65,14 +66,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     roles = team_roles(config.cast, args.roles) if args.roles else None
     team = Team(workspace.root, config, roles=roles)
     view = LiveView() if wants_live_view(args.plain) else None
-    configure_logging(
-        workspace,
+    sinks = partial(
+        configure_logging,
         console_level="DEBUG" if args.verbose else "INFO",
         console=None if view is None else view.log_line,
         roles=team.served,
     )
+    sinks(None)  # the console only: the log files wait until the storage is open
     try:
-        run = partial(_run_and_count, team, once=args.once, view=view)
+        run = partial(
+            _run_and_count, team, once=args.once, view=view, logs=partial(sinks, workspace)
+        )
         stopped, queued = anyio.run(run)
         _print_summary(team, once=args.once, stopped=stopped, queued=queued, as_json=args.json)
     finally:
@@ -114,12 +118,16 @@ async def _run_until_signal(team: Team, *, once: bool, view: LiveView | None) ->
 
 
 async def _run_and_count(
-    team: Team, *, once: bool, view: LiveView | None
+    team: Team, *, once: bool, view: LiveView | None, logs: Callable[[], None]
 ) -> tuple[bool, int | None]:
     """Run the team (``_run_until_signal``) with its store and queue open for this command,
     then count what is left queued for the next run (while they are still open): whether a
-    signal stopped it, and that count (``None`` after a ``--once`` run that finished)."""
+    signal stopped it, and that count (``None`` after a ``--once`` run that finished).
+    ``logs`` adds the log files' sinks once the storage is open."""
     async with team:
+        # Only now: a run whose storage cannot be opened (a NATS server down) leaves the
+        # workspace as it found it, no logs folder nor an empty log file per role.
+        await anyio.to_thread.run_sync(logs)
         stopped = await _run_until_signal(team, once=once, view=view)
         if not stopped and once:
             return stopped, None

@@ -2,9 +2,10 @@
 redrawn (``--watch``), and the strays it names set aside.
 
 The report itself is ``_status_report``'s; this module says it a line at a time, each failed
-request and rejected envelope with the command that tries it again (``teams-runtime retry``),
-each stray with why it is skipped (docs/cli.md, ``status``). ``status`` reads the store, the
-queue and the leases only: it loads no actor, no anyio and no loguru, and starts fast.
+request and rejected envelope with the command that tries it again (``teams-runtime retry``;
+a stray set aside is never tried again), each stray with why it is skipped (docs/cli.md,
+``status``). ``status`` reads the store, the queue and the leases only: it loads no actor, no
+anyio and no loguru, and starts fast.
 """
 
 from __future__ import annotations
@@ -99,8 +100,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         for role, c in busy.items()) or "none queued"))  # fmt: skip
     for server in report["model_servers_away"]:
         # "waiting" and "claimed" as in the envelopes line above: the same envelopes.
+        what = f"model server {server['base_url']}"
+        if server["model"] is not None:  # only that model's limits are reached
+            what = f"model {server['model']} on {what}"
         lines.append(
-            f"model server {server['base_url']} away since {server['away_since']}: its roles "
+            f"{what} away since {server['away_since']}: its roles "
             f"({', '.join(server['roles']) or 'none'}) take no new work; "
             f"{count_of(server['waiting'], 'envelope')} waiting, {server['claimed']} claimed"
         )
@@ -143,14 +147,22 @@ def _failed_line(row: dict[str, Any], max_hops: int) -> str:
 
 def hint_lines(report: dict[str, Any], max_hops: int) -> list[str]:
     """A line per failed request and per rejected envelope of ``report``, saying how to
-    try it again (a request at ``max_hops``, the team's limit, needs it raised first)."""
+    try it again (a request at ``max_hops``, the team's limit, needs it raised first); a
+    stray set aside is not tried again."""
     lines = [_failed_line(row, max_hops) for row in report["requests"] if row["status"] == "failed"]
     for rejected in report["rejected"]:
         request_id = rejected["request_id"]
-        again = "teams-runtime retry --rejected" + (f" {request_id}" if request_id else "")
         reason = rejected["reason"] or "no reason kept"
         if len(reason) > _REASON_SHOWN:
             reason = reason[: _REASON_SHOWN - 3] + "..."
+        if rejected["stray"]:  # put back, it would wait again where no role reads it
+            lines.append(
+                f"set aside stray{f' of {request_id}' if request_id else ''} ({reason}): no "
+                "role reads where it came from, so `teams-runtime retry --rejected` leaves it; "
+                "remove it by hand (`status --json` names it)"
+            )
+            continue
+        again = "teams-runtime retry --rejected" + (f" {request_id}" if request_id else "")
         lines.append(
             f"rejected {rejected['role']}:{request_id or '?'} ({reason}): fix the cause, then "
             f"`{again}` puts it back"

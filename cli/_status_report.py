@@ -128,20 +128,23 @@ def _request_row(store: BlockingRecordStore, request_id: str) -> tuple[dict[str,
 def _servers_away(
     workspace: Workspace, config: TeamConfig, snapshot: QueueSnapshot
 ) -> list[dict[str, Any]]:
-    """The model servers a running worker waits for (``model_servers``' files), each with the
-    roles it serves and their envelopes, counted as the ``roles`` block counts them: waiting
-    (no worker took them: none will while it is away) and claimed (held by calls that wait)."""
-    served: dict[str, list[str]] = {}  # base_url -> the roles whose model is on that server
+    """The model servers (and models on a server) a running worker waits for
+    (``model_servers``' files), each with the roles it serves and their envelopes, counted as
+    the ``roles`` block counts them: waiting (no worker took them: none will while it is away)
+    and claimed (held by calls that wait)."""
+    served: dict[str, list[tuple[str, str]]] = {}  # base_url -> (role, model) on that server
     for role in config.cast.names:
         model = config.model_for(role)
         if model.backend == "openai" and model.openai is not None:
-            served.setdefault(model.openai.base_url, []).append(role)
+            served.setdefault(model.openai.base_url, []).append((role, model.openai.model))
     rows = []
     for away in servers_away(workspace):
-        roles = served.get(away.base_url, [])
+        on_server = served.get(away.base_url, [])
+        roles = [role for role, model in on_server if away.model in (None, model)]
         rows.append(
             {
                 "base_url": away.base_url,
+                "model": away.model,
                 "away_since": away.away_since,
                 "roles": roles,
                 "waiting": sum(snapshot.waiting[role] for role in roles),
@@ -162,13 +165,15 @@ def stray_rows(workspace: Workspace, storage: BlockingStorage) -> list[dict[str,
 
 
 def rejected_rows(shelf: BlockingRejectedShelf) -> list[dict[str, Any]]:
-    """The rejected envelopes as ``status --json`` lists them."""
+    """The rejected envelopes as ``status --json`` lists them (``stray``: set aside from where
+    no role reads, and left there by ``retry --rejected``)."""
     return [
         {
             "role": envelope.role,
             "request_id": envelope.request_id or None,
             "name": envelope.name,
             "reason": envelope.reason,
+            "stray": envelope.stray,
         }
         for envelope in shelf.listing()
     ]

@@ -99,12 +99,14 @@ class Stale(msgspec.Struct, frozen=True, kw_only=True):
     current_epoch: int
 
 
-class Requeued(msgspec.Struct, frozen=True, kw_only=True):
-    """A failed step queued again: for which role, its new envelope, the one it retries."""
+class Requeued(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A failed step queued again: for which role, its new envelope (its id, and the envelope
+    whole, so a retry stopped before its queue put can put it later), the one it retries."""
 
     role: str
     envelope_id: str
     retries_envelope: str
+    envelope: MessageEnvelope | None = None
 
 
 # --- events -------------------------------------------------------------------------------

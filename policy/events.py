@@ -127,7 +127,10 @@ def retried(now: str, envelope: MessageEnvelope, old_id: str) -> RetriedEvent:
         actor="user",
         summary=f"the {envelope.target} step was queued again",
         payload=Requeued(
-            role=envelope.target, envelope_id=envelope.envelope_id, retries_envelope=old_id
+            role=envelope.target,
+            envelope_id=envelope.envelope_id,
+            retries_envelope=old_id,
+            envelope=envelope,
         ),
     )
 

@@ -36,16 +36,17 @@ def _running_here(record: ServerAway, host: str) -> bool:
 
 
 def servers_away(workspace: Workspace) -> list[ServerAway]:
-    """The servers some running worker of this workspace is waiting for, one entry per
-    server (the earliest ``away_since``), by URL. Files that cannot be read, or whose
-    worker is gone (a worker killed while waiting), are skipped."""
+    """The servers (and the models on a server) some running worker of this workspace is
+    waiting for, one entry per server or model (the earliest ``away_since``), by URL and then
+    model (a whole server first). Files that cannot be read, or whose worker is gone (a
+    worker killed while waiting), are skipped."""
     folder = workspace.runtime_dir / SERVERS_FOLDER
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
     host = platform.node()
-    earliest: dict[str, ServerAway] = {}
+    earliest: dict[tuple[str, str], ServerAway] = {}  # ("", a whole server) sorts first
     for name in names:
         if not name.endswith(".json"):
             continue
@@ -55,10 +56,11 @@ def servers_away(workspace: Workspace) -> list[ServerAway]:
             continue
         if not _running_here(record, host):
             continue
-        known = earliest.get(record.base_url)
+        key = (record.base_url, record.model or "")
+        known = earliest.get(key)
         if known is None or record.away_since < known.away_since:
-            earliest[record.base_url] = record
-    return [earliest[url] for url in sorted(earliest)]
+            earliest[key] = record
+    return [earliest[key] for key in sorted(earliest)]
 
 
 def server_strays(workspace: Workspace) -> list[Stray]:

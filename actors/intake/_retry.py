@@ -26,6 +26,7 @@ from teams_runtime.codecs.events import RecordUpdates, event_json, updates_json
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.codecs.request_records import EVENTS_KEY
 from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import RequestStateError, TeamsRuntimeError
 from teams_runtime.policy import events
@@ -37,11 +38,13 @@ __all__ = ["Retried", "requeue_rejected", "retry_failed", "retry_with"]
 
 
 class Retried(msgspec.Struct, frozen=True):
-    """What ``retry_failed`` did: the role queued again and the envelope's new id."""
+    """What ``retry_failed`` did: the role queued again and the envelope's new id;
+    ``resumed``: an earlier retry's, whose queue put this one made sure of."""
 
     request_id: str
     role: str
     envelope_id: str
+    resumed: bool = False
 
 
 def _kept_envelope(projection: Projection, roles: Sequence[str]) -> MessageEnvelope | None:
@@ -89,9 +92,13 @@ async def retry_with(
     retry."""
     request_id = check_request_id(request_id)
     projection = await context.project(request_id)
+    state = state_of(projection)
+    interrupted = _unqueued_retry(projection, state.epoch_number, roles)
+    if interrupted is not None:  # a retry stopped between its `retried` and its queue put
+        await queue.put(interrupted)  # one envelope per id: nothing new if it is queued
+        return Retried(request_id, interrupted.target, interrupted.envelope_id, resumed=True)
     failed = _retryable_envelope(projection, request_id, max_hops, roles)
     now = now_iso()
-    state = state_of(projection)
     # A retry starts the request's next epoch: the new envelope is made for it.
     epoch = state.epoch_number + 1
     # A new id: the old envelope's outcome (the failure) is recorded under its own.
@@ -124,6 +131,24 @@ async def retry_with(
             "failed again: run the same retry once the queue takes it."
         ) from None
     return Retried(request_id, role, envelope.envelope_id)
+
+
+def _unqueued_retry(
+    projection: Projection, epoch: int, roles: Sequence[str]
+) -> MessageEnvelope | None:
+    """The envelope of the request's newest event when that is a ``retried`` of this epoch
+    (its step has recorded nothing since): the retry may have stopped before queueing it."""
+    if projection.value("status") != "in_progress" or not projection.total_events:
+        return None
+    newest = msgspec.json.decode(projection.fields[EVENTS_KEY])[-1]
+    payload = newest.get("payload") if isinstance(newest, dict) else None
+    if newest.get("type") != "retried" or not isinstance(payload, dict):
+        return None
+    try:
+        envelope = msgspec.convert(payload.get("envelope"), MessageEnvelope)
+    except msgspec.ValidationError:
+        return None  # written before retries kept their envelope, or edited by hand
+    return envelope if envelope.epoch == epoch and envelope.target in roles else None
 
 
 def _retryable_envelope(

@@ -13,7 +13,9 @@ held whole). The answer is read as a server-sent-event stream (``actors.models._
   (json_schema, json_object with the schema, none); the form that worked is kept per server.
 - A server that is away (refused or reset before any answer byte, a name that does not
   resolve, 429/502/503/504 after the retries) is not the request's fault: the call waits for
-  it (``model_servers``) and is sent again when it is back; it is not an attempt.
+  it (``model_servers``) and is sent again when it is back; it is not an attempt. A 429 that
+  limits the call's model (``limits_the_model``) holds back that model only, not the
+  server's others.
 - A prompt that does not fit the server's context fails with ``PromptTooLarge``.
 - The answer's ``finish_reason`` travels up on the reply (the prompt record, the trace); an
   answer the server stopped at its token limit (``length``) is worth a warning.
@@ -45,7 +47,7 @@ from teams_runtime.actors.models._openai_reading import (
     answered,
     read_response,
 )
-from teams_runtime.actors.models._servers import ModelServer, ModelServers
+from teams_runtime.actors.models._servers import Availability, ModelServer, ModelServers
 from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
 from teams_runtime.codecs.model import (
     REQUEST_TAIL,
@@ -77,11 +79,13 @@ _AWAY_STATUSES = frozenset({429, 502, 503, 504})
 
 
 class _Away(Exception):
-    """The server is away (``reason``: content-free); nothing of this call reached a model."""
+    """The server is away (``reason``: content-free), or only the call's model
+    (``whole`` false); nothing of this call reached a model."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, whole: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.whole = whole
 
 
 class OpenAIBackend:
@@ -105,13 +109,15 @@ class OpenAIBackend:
         self._max_output_bytes = max_output_bytes
         self._forms = forms_to_try(structured_output)
         self._server: ModelServer = (servers or ModelServers()).server(config.base_url)
+        self._model: Availability = self._server.for_model(config.model)
         _, problem = self._key()
         if problem:
             raise ConfigError(f"{problem}, then start again.")
 
     def is_away(self) -> bool:
-        """Whether this backend's server is away (its calls wait; take no new work for it)."""
-        return self._server.is_away()
+        """Whether this backend's server, or its model there, is away (its calls wait; take
+        no new work for it)."""
+        return self._server.is_away() or self._model.is_away()
 
     def _key(self) -> tuple[str, str]:
         """The key, read now (never kept: only the environment holds it; "" for none), and
@@ -152,23 +158,23 @@ class OpenAIBackend:
         raise ModelFailure(f"the call to the model server failed unexpectedly ({unexpected})")
 
     async def _complete_when_there(self, bundle: PromptBundle, key: str) -> ModelReply:
-        """The call, sent again each time it found the server away, once it is back."""
-        server = self._server
+        """The call, sent again each time it found the server (or its model) away, once it
+        is back."""
         while True:
-            probing = await server.turn()
-            period = server.period  # what this call's outcome says something about
+            sending = await self._server.turn_for(self._model)
+            probing = sending.probing is not None
             try:
                 reply = await self._complete(bundle, key, probing=probing)
             except _Away as away:
-                await server.away(away.reason, probing, period)
+                await sending.away(away.reason, whole=away.whole)
                 continue
             except ModelFailure:
-                await server.answered(probing, period)  # it answered: there, whatever it said
+                await sending.answered()  # it answered: there, whatever it said
                 raise
             except BaseException:
-                server.gave_up(probing)
+                sending.gave_up()
                 raise
-            await server.answered(probing, period)
+            await sending.answered()
             return reply
 
     async def _complete(self, bundle: PromptBundle, key: str, *, probing: bool) -> ModelReply:
@@ -244,15 +250,17 @@ class OpenAIBackend:
     def _wait(self, answer: Retry, retry: int, retries: int) -> float:
         """How long to wait before retry number ``retry + 1``. Raises ``_Away`` when no retry
         is left (or the server asks for a wait longer than ``timeout_seconds``) for a status
-        that says it cannot serve now, ``ModelFailure`` for another 5xx."""
+        that says it cannot serve now (the model only, for a 429 that limits it),
+        ``ModelFailure`` for another 5xx."""
         config = self._config
         said = answered(answer.status)
         away = answer.status in _AWAY_STATUSES
+        whole = not answer.for_model
         if retry >= retries:
             tries = retry + 1
             reason = f"{said} to {tries} request{'s' if tries != 1 else ''} (max_retries {retries})"
             if away:
-                raise _Away(reason)
+                raise _Away(reason, whole=whole)
             raise ModelFailure(reason, output=answer.said)
         if answer.wait is not None:
             if answer.wait > config.timeout_seconds:
@@ -261,7 +269,7 @@ class OpenAIBackend:
                     f"model.openai.timeout_seconds ({config.timeout_seconds:g} s)"
                 )
                 if away:
-                    raise _Away(reason)
+                    raise _Away(reason, whole=whole)
                 raise ModelFailure(reason, output=answer.said)
             return answer.wait
         # Jittered: clients that failed together spread out.

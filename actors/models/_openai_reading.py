@@ -1,14 +1,17 @@
 """Reading one HTTP reply of an OpenAI-compatible server: a 2xx event stream (or a whole
 completion) into an ``ServerReply``, and an error reply into what the backend does next.
 
-What an error reply says is read for three things only, and never repeated: whether it
+What an error reply says is read for four things only, and never repeated: whether it
 names ``response_format`` (``FormRefused``: the call is sent again with the next form), whether
-it says the prompt does not fit the model's context (``ContextExceeded``), and its status
-(``Retry`` for 429 and 5xx). Every text kept for the attempts folder is scrubbed of the key.
+it says the prompt does not fit the model's context (``ContextExceeded``), its status
+(``Retry`` for 429 and 5xx), and whether a 429 limits the call's model only
+(``limits_the_model``). Every text kept for the attempts folder is scrubbed of the key.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from datetime import UTC, datetime
 
 import anyio
@@ -39,6 +42,7 @@ __all__ = [
     "Retry",
     "ServerReply",
     "answered",
+    "limits_the_model",
     "read_response",
 ]
 
@@ -64,15 +68,24 @@ _NAMED_MEDIA_TYPES = frozenset(
 )
 
 
+# The headers of a server that counts its limits per model: OpenAI's (and Groq's, Together's)
+# x-ratelimit-limit-requests, x-ratelimit-remaining-tokens...
+_PER_MODEL_HEADERS = "x-ratelimit-"
+# Host names of this machine or a private network (beside the IP addresses that are not
+# global): a name without a dot (a container's, a LAN host's) is one too.
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal")
+
+
 class Retry(Exception):
     """A 429 or 5xx reply: worth another request after ``wait`` seconds (``None``: backoff);
-    ``said`` is its body, scrubbed."""
+    ``said`` is its body, scrubbed; ``for_model``: a 429 that limits the call's model only."""
 
-    def __init__(self, status: int, wait: float | None, said: str) -> None:
+    def __init__(self, status: int, wait: float | None, said: str, for_model: bool = False) -> None:
         super().__init__(status)
         self.status = status
         self.wait = wait
         self.said = said
+        self.for_model = for_model
 
 
 class FormRefused(Exception):
@@ -174,7 +187,9 @@ async def read_response(
             raise FormRefused(status)
         if status == 429 or status >= 500:
             wait = retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC))
-            raise Retry(status, wait, answer.scrubber.scrub(said, limit=KEPT_CHARS, more=more))
+            kept = answer.scrubber.scrub(said, limit=KEPT_CHARS, more=more)
+            for_model = status == 429 and limits_the_model(response.headers, said, config)
+            raise Retry(status, wait, kept, for_model)
         if status == 400 and names_context_limit(said):
             kept = answer.scrubber.scrub(said, limit=KEPT_CHARS, more=more)
             said_what = answered(status).removeprefix("the model server ")
@@ -294,6 +309,37 @@ async def _start_of_body(response: httpx.Response) -> tuple[str, bool]:
     there), and whether the body went on past them."""
     start, more = await _read_up_to(response, _READ_BYTES)
     return start.decode("utf-8", "replace"), more
+
+
+def limits_the_model(headers: httpx.Headers, said: str, config: OpenAIConfig) -> bool:
+    """Whether a 429 holds back only the model the call asked for, not the server's others:
+    its body (``said``) names that model, it carries ``x-ratelimit-*`` headers (per model on
+    OpenAI), or the server is a hosted API, whose limits are per model: not on this machine or
+    a private network. Otherwise (a local server's 429 that names no model) the whole server
+    is away, as for a 502, 503 or 504 (docs/models.md)."""
+    if any(name.lower().startswith(_PER_MODEL_HEADERS) for name in headers):
+        return True
+    return _names_model(said, config.model) or not _on_a_local_network(config.base_url)
+
+
+def _names_model(said: str, model: str) -> bool:
+    """Whether ``said`` holds ``model`` as a name of its own ("Rate limit reached for gpt-4o
+    in organization ...": not inside gpt-4o-mini; a full stop after it ends a sentence)."""
+    name = re.escape(model)
+    return re.search(rf"(?<![\w.:/@-]){name}(?![\w:/@-]|\.\w)", said) is not None
+
+
+def _on_a_local_network(base_url: str) -> bool:
+    """Whether ``base_url``'s host is this machine or on a private network (a URL that cannot
+    be read counts as local: its whole server is away, as before per-model limits)."""
+    try:
+        host = httpx.URL(base_url).host
+    except httpx.InvalidURL:
+        return True
+    try:
+        return not ipaddress.ip_address(host).is_global
+    except ValueError:  # a name
+        return "." not in host or host == "localhost" or host.endswith(_LOCAL_SUFFIXES)
 
 
 def answered(status: int) -> str:

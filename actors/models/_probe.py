@@ -10,6 +10,10 @@ JSON object, sent with ``response_format`` as a JSON schema. A server whose erro
 none), as runs do; so a server takes one request, or up to three when it refuses the forms.
 Nothing the server says is shown but the model name it gives (scrubbed of the key, cut short)
 and the status codes.
+
+A server that answered (a reply, or an error status) is then asked for its window and its
+tokenizer (``windows.probe_window``, ``windows.find_tokenizer``): the figures and where they
+came from. One that gave no answer is not asked again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import anyio
 import httpx
 import msgspec
 
+from teams_runtime.actors.models.windows import find_tokenizer, probe_window
 from teams_runtime.codecs.config import OpenAIConfig
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model import KeyScrubber
@@ -61,6 +66,12 @@ class ServerProbe(msgspec.Struct, kw_only=True):
     usage: bool | None = None  # reported in the stream
     response_format: str | None = None
     problem: str | None = None
+    # The server's window for the model (``ServerWindow``) and its tokenizer's endpoint: None
+    # when unknown, or when the server gave no answer (then not asked).
+    context_tokens: int | None = None
+    slots: int | None = None
+    window_source: str | None = None
+    tokenizer: str | None = None
 
 
 class _Refused(Exception):
@@ -134,15 +145,36 @@ def _name(event: object) -> str | None:
 async def probe_server(config: OpenAIConfig, roles: list[str]) -> ServerProbe:
     """Ask the server of ``config`` for its model (``roles``' server and model) once, or once
     a form it refuses; waits at most ``timeout_seconds`` in all, never over ``PROBE_SECONDS``.
-    Never raises for what the server does: ``problem`` says it."""
+    Never raises for what the server does: ``problem`` says it. Then, when it answered, its
+    window and tokenizer, each within the same timeout."""
     result = ServerProbe(base_url=config.base_url, roles=roles, model=config.model)
     timeout = min(config.timeout_seconds, PROBE_SECONDS)
     # httpx's timeout bounds each read, not a stream: a server that streams without end (or
     # one byte a second) would hold the probe for ever. The deadline bounds all of it.
-    with anyio.move_on_after(timeout):
-        return await _probe_forms(config, result, timeout)
-    result.problem = f"no answer within {timeout:g} s"
+    with anyio.move_on_after(timeout) as scope:
+        await _probe_forms(config, result, timeout)
+    if scope.cancelled_caught:
+        result.problem = f"no answer within {timeout:g} s"
+    elif result.problem is None or result.problem.startswith("it answered"):
+        await _probe_window(config, result)
     return result
+
+
+async def _probe_window(config: OpenAIConfig, result: ServerProbe) -> None:
+    """Ask the server for its window and its tokenizer, at once, into ``result``."""
+
+    async def window() -> None:
+        found = await probe_window(config)
+        result.context_tokens, result.slots = found.context_tokens, found.slots
+        result.window_source = found.source
+
+    async def tokenizer() -> None:
+        found = await find_tokenizer(config)
+        result.tokenizer = found.source if found is not None else None
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(window)
+        group.start_soon(tokenizer)
 
 
 async def _probe_forms(

@@ -1,19 +1,22 @@
-"""What a worker knows about the model servers its roles call: which are away, and which
-``response_format`` form each takes.
+"""What a worker knows about the model servers its roles call: which are away (a server
+whole, or one model on it), and which ``response_format`` form each takes.
 
 A server is *away* when a call cannot reach it or it says it cannot serve now (see
-``openai_backend``). That is not the request's fault: the call is not an attempt, its envelope
-stays this worker's, and the call waits here for the server. While a server is away, one
-waiting call at a time probes it, by sending itself again after a backoff (1 s doubling to
-60 s, each wait cut by a random part of up to half, so workers that lost it together come back
-apart); the others wait for its outcome. The first answer of any kind means the server is back.
-The Team claims no new work for a role whose server is away (``is_away``).
+``openai_backend``); a *model* on it is away when the server says that model's limits are
+reached (a 429 naming it, or on a server whose limits are per model: docs/models.md), and the
+server's other models are not held back. That is not the request's fault: the call is not an
+attempt, its envelope stays this worker's, and the call waits here for the server (or model).
+While one is away, one waiting call at a time probes it, by sending itself again after a
+backoff (1 s doubling to 60 s, each wait cut by a random part of up to half, so workers that
+lost it together come back apart); the others wait for its outcome. The first answer of any
+kind means the server is back; the first that is not that 429 means the model is. The Team
+claims no new work for a role whose server or model is away (``is_away``).
 
-One log line when a server goes away, one when it is back. A call reports its outcome with
-the *period* it was sent in (each away and each back starts a new one): an answer to a call
-sent before the server went away says nothing about it now, nor does a call sent before it
-came back that finds it gone, so neither ends nor starts an away period (calls in flight when
-a server dies would otherwise log it back, then away again, for one outage).
+One log line when a server (or model) goes away, one when it is back. A call reports its
+outcome with the *period* it was sent in (each away and each back starts a new one): an
+answer to a call sent before the server went away says nothing about it now, nor does a call
+sent before it came back that finds it gone, so neither ends nor starts an away period (calls
+in flight when a server dies would otherwise log it back, then away again, for one outage).
 
 The away state is also a file,
 ``.teams_runtime/servers/<key>.json`` (``codecs.server_records``), one per worker waiting,
@@ -48,22 +51,24 @@ from teams_runtime.storage.workspace import Workspace
 __all__ = [
     "PROBE_FIRST_SECONDS",
     "PROBE_MAX_SECONDS",
+    "Availability",
     "ModelServer",
     "ModelServers",
+    "Sending",
 ]
 
 PROBE_FIRST_SECONDS = 1.0
 PROBE_MAX_SECONDS = 60.0
 
 
-class ModelServer:
-    """One server (one ``base_url``) as this worker sees it."""
+class Availability:
+    """Whether calls to one server (``model`` None), or to one model on it, go now or wait:
+    away (they wait, one of them probing) or there."""
 
-    def __init__(self, base_url: str, files: AwayFiles | None) -> None:
+    def __init__(self, base_url: str, model: str | None, files: AwayFiles | None) -> None:
         self.base_url = base_url
+        self.model = model
         self._files = files
-        self.form: ResponseFormat | None = None  # the response_format form it took
-        self.refused: set[ResponseFormat] = set()  # forms it refused (each logged once)
         self._away_since: str | None = None
         self._away_at = 0.0
         self._probes = 0  # probes sent since it went away: the backoff's exponent
@@ -85,6 +90,11 @@ class ModelServer:
         reports its outcome with it."""
         return self._period
 
+    def _subject(self) -> str:
+        """What the log lines name: the server, or the model on it."""
+        server = f"model server {self.base_url}"
+        return server if self.model is None else f"model {self.model} on {server}"
+
     def _stale(self, probing: bool, period: int) -> bool:
         # A probe is sent while away and nothing else changes the period meanwhile (other
         # calls wait for it), so only calls that are not probes can be from before.
@@ -96,10 +106,10 @@ class ModelServer:
             self._changed = None
 
     async def turn(self) -> bool:
-        """Wait while the server is away, until it is back (``False``) or until it is this
-        call's turn to probe it, after the backoff (``True``): the call then sends itself and
+        """Wait while it is away, until it is back (``False``) or until it is this call's
+        turn to probe it, after the backoff (``True``): the call then sends itself and
         reports with ``away`` or ``answered``, which it must do (or ``gave_up`` when it is
-        cancelled). Returns at once (``False``) when the server is not away."""
+        cancelled). Returns at once (``False``) when it is not away."""
         while self.is_away():
             if self._probing:
                 if self._changed is None:
@@ -123,9 +133,9 @@ class ModelServer:
         return wait
 
     async def away(self, reason: str, probing: bool, period: int) -> None:
-        """A call sent in ``period`` found the server away (``reason``: content-free). The
-        first such call of an away period logs it and writes the file; one sent before the
-        server came back changes nothing (it is sent again and finds out afresh)."""
+        """A call sent in ``period`` found the server (or model) away (``reason``:
+        content-free). The first such call of an away period logs it and writes the file; one
+        sent before it came back changes nothing (it is sent again and finds out afresh)."""
         if probing:
             self._probing = False
         if self._stale(probing, period):
@@ -136,13 +146,14 @@ class ModelServer:
             self._away_at = anyio.current_time()
             self._probes = 0
             logger.warning(
-                "model server {} is away ({}); its roles wait for it and take no new work",
-                self.base_url,
+                "{} is away ({}); its roles wait for it and take no new work",
+                self._subject(),
                 reason,
             )
             if self._files is not None:
                 record = ServerAway(
                     base_url=self.base_url,
+                    model=self.model,
                     away_since=self._away_since,
                     host=self._files.host,
                     pid=os.getpid(),
@@ -152,8 +163,9 @@ class ModelServer:
         self._notify()
 
     async def answered(self, probing: bool, period: int) -> None:
-        """A call sent in ``period`` got an answer (of any kind): the server is there, unless
-        the call was sent before it went away (its answer is from before)."""
+        """A call sent in ``period`` got an answer (of any kind; for a model, one that is not
+        its 429): it is there, unless the call was sent before it went away (its answer is
+        from before)."""
         if probing:
             self._probing = False
         if self._stale(probing, period):
@@ -162,9 +174,9 @@ class ModelServer:
             self._period += 1
             seconds = anyio.current_time() - self._away_at
             self._away_since = None
-            logger.info("model server {} is back after {:.0f} s", self.base_url, seconds)
+            logger.info("{} is back after {:.0f} s", self._subject(), seconds)
             if self._files is not None:
-                await anyio.to_thread.run_sync(self._files.remove, self.base_url)
+                await anyio.to_thread.run_sync(self._files.remove, self.base_url, self.model)
         self._notify()
 
     def gave_up(self, probing: bool) -> None:
@@ -172,6 +184,79 @@ class ModelServer:
         if probing:
             self._probing = False
             self._notify()
+
+
+class ModelServer(Availability):
+    """One server (one ``base_url``) as this worker sees it: away or there as a whole, each
+    model on it away or there (``for_model``), and the ``response_format`` form it takes."""
+
+    def __init__(self, base_url: str, files: AwayFiles | None) -> None:
+        super().__init__(base_url, None, files)
+        self.form: ResponseFormat | None = None  # the response_format form it took
+        self.refused: set[ResponseFormat] = set()  # forms it refused (each logged once)
+        self._models: dict[str, Availability] = {}
+
+    def for_model(self, name: str) -> Availability:
+        """The one ``Availability`` of the model ``name`` on this server."""
+        found = self._models.get(name)
+        if found is None:
+            found = self._models[name] = Availability(self.base_url, name, self._files)
+        return found
+
+    def models(self) -> list[Availability]:
+        """The models on this server that calls were sent for."""
+        return list(self._models.values())
+
+    async def turn_for(self, model: Availability) -> Sending:
+        """Wait while the server or ``model`` is away, until both are there or it is this
+        call's turn to probe the one that is away (the server first: nothing of a model is
+        known while its server is away). The call then sends itself and reports its outcome
+        through what this returns, which it must do."""
+        while True:
+            if await self.turn():
+                return Sending(self, model, self)
+            if await model.turn():
+                if self.is_away():  # gone while this call waited for the model: wait for it
+                    model.gave_up(True)
+                    continue
+                return Sending(self, model, model)
+            if not self.is_away():  # the model is there (or back), and so is its server
+                return Sending(self, model, None)
+
+
+class Sending:
+    """One call as it was sent to a server for a model: which of the two it probes (``None``:
+    neither was away), and the period of each then. It reports the call's outcome to both."""
+
+    def __init__(
+        self, server: ModelServer, model: Availability, probing: Availability | None
+    ) -> None:
+        self.server = server
+        self.model = model
+        self.probing = probing
+        self._server_period = server.period
+        self._model_period = model.period
+
+    async def away(self, reason: str, *, whole: bool) -> None:
+        """The call found the server away (``whole``), or only its model (the server
+        answered: it is there)."""
+        server, model = self.server, self.model
+        if whole:
+            await server.away(reason, self.probing is server, self._server_period)
+            model.gave_up(self.probing is model)  # nothing known of the model
+            return
+        await server.answered(self.probing is server, self._server_period)
+        await model.away(reason, self.probing is model, self._model_period)
+
+    async def answered(self) -> None:
+        """The call got an answer (of any kind): the server and its model are there."""
+        await self.server.answered(self.probing is self.server, self._server_period)
+        await self.model.answered(self.probing is self.model, self._model_period)
+
+    def gave_up(self) -> None:
+        """The call stopped (cancelled) without an outcome."""
+        self.server.gave_up(self.probing is self.server)
+        self.model.gave_up(self.probing is self.model)
 
 
 class ModelServers:
@@ -194,8 +279,9 @@ class ModelServers:
         """The worker stops: its away files go (blocking; nothing waits for the servers)."""
         if self._files is not None:
             for server in self._servers.values():
-                if server.is_away():
-                    self._files.remove(server.base_url)
+                for away in (server, *server.models()):
+                    if away.is_away():
+                        self._files.remove(away.base_url, away.model)
 
 
 class AwayFiles:
@@ -206,16 +292,16 @@ class AwayFiles:
         self.host = platform.node()
         self.folder = workspace.runtime_dir / SERVERS_FOLDER
 
-    def _path(self, base_url: str) -> Path:
-        return self.folder / f"{file_key(base_url, self.host, os.getpid())}.json"
+    def _path(self, base_url: str, model: str | None) -> Path:
+        return self.folder / f"{file_key(base_url, self.host, os.getpid(), model)}.json"
 
     def write(self, record: ServerAway) -> None:
         try:
-            path = self._path(record.base_url)
+            path = self._path(record.base_url, record.model)
             write_atomic(path, encode_server_away(record), runtime=self.workspace.runtime_dir)
         except (TeamsRuntimeError, OSError) as exc:  # status shows less; the calls still wait
             logger.warning("the away state of model server {} not kept: {}", record.base_url, exc)
 
-    def remove(self, base_url: str) -> None:
+    def remove(self, base_url: str, model: str | None = None) -> None:
         with contextlib.suppress(OSError):
-            self._path(base_url).unlink()
+            self._path(base_url, model).unlink()

@@ -55,6 +55,9 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     reasoning_effort: str = ""  # sent as `reasoning_effort` (low, medium, high, ...)
     temperature: float | None = None  # 0 to 2
     max_tokens: int | None = None  # the most tokens the model may answer with
+    # The server's context window in tokens, for a server that does not say it (llama-cpp-
+    # python's, a hosted API): what a `max_prompt_tokens: auto` budget is made from. Never sent.
+    context_tokens: int | None = None
     system: str = ""  # a system message sent before the prompt
     extra_body: JsonObject = {}  # merged into the body: a server's own knobs
     # The provider half of the rate card key `provider/model` (telemetry.rate_cards): who
@@ -100,12 +103,30 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 f"{_OPENAI}.max_tokens must be a whole number from 1 to {MOST_TOKENS} (for "
                 "example: 4096), or left out to let the server decide."
             )
+        self._check_window()
         taken = [key for key in RUNTIME_BODY_KEYS if key in self.extra_body]
         if taken:
             raise ConfigError(
                 f"{_OPENAI}.extra_body.{taken[0]} is set by the runtime itself (as are "
                 f"{', '.join(RUNTIME_BODY_KEYS)}); leave it out of extra_body (the model is "
                 "model.openai.model)."
+            )
+
+    def _check_window(self) -> None:
+        window = self.context_tokens
+        if window is None:
+            return
+        if not 1 <= window <= MOST_TOKENS:
+            raise ConfigError(
+                f"{_OPENAI}.context_tokens must be a whole number from 1 to {MOST_TOKENS}: the "
+                "server's context window in tokens (for example: 8192), or left out to ask the "
+                "server."
+            )
+        if self.max_tokens is not None and self.max_tokens >= window:
+            raise ConfigError(
+                f"{_OPENAI}.max_tokens ({self.max_tokens}) must be less than "
+                f"context_tokens ({window}): the answer's tokens come out of the same window "
+                "as the prompt's."
             )
 
     def _check_url(self) -> None:

@@ -40,6 +40,7 @@ from teams_runtime.exceptions import EnvelopeError, TeamsRuntimeError
 from teams_runtime.storage._deferrals import RetrySchedule, deferral_view, with_deferrals
 from teams_runtime.storage.files._envelope_names import queued_request_id
 from teams_runtime.storage.files._lease_files import LeaseFiles
+from teams_runtime.storage.files._queued_ids import QueuedIds
 from teams_runtime.storage.files._stray_files import queue_strays, set_aside_unread
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
 from teams_runtime.storage.protocols import (
@@ -92,6 +93,7 @@ class FileWorkQueue:
         self._leases = LeaseFiles(self._workers, self._runtime)
         self._lease = self._leases.path(self.worker_id)
         self._last_recovery = 0.0
+        self._ids = QueuedIds(self._root, self._runtime, self.roles)
 
     def _deferred(self, role: str) -> Path:
         return self._root / "deferred" / role
@@ -107,9 +109,13 @@ class FileWorkQueue:
         stem = f"{time.time_ns():020d}-{os.urandom(3).hex()}"
         if not envelope.envelope_id:
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
-        path = waiting / f"{stem}-{envelope.request_id}.json"
-        write_atomic(path, pretty_json_bytes(envelope) + b"\n", runtime=self._runtime)
-        return str(path)
+        name = f"{stem}-{envelope.request_id}.json"
+        with self._ids.first(envelope.envelope_id, envelope.target, name) as first:
+            if first is not None:
+                return str(first)  # one envelope per id: this one is queued already
+            write_atomic(waiting / name, pretty_json_bytes(envelope) + b"\n",
+                         runtime=self._runtime)  # fmt: skip
+        return str(waiting / name)
 
     def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
@@ -140,6 +146,8 @@ class FileWorkQueue:
             folder(ticket.parent, self._runtime, create=False) as dfd,
         ):
             os.unlink(ticket.name, dir_fd=dfd)
+        if claim.envelope is not None:
+            self._ids.forget(claim.envelope.envelope_id, claim.role, ticket.name)
 
     def release(self, claim: Claim) -> float:
         """Defer the envelope: its bytes count the deferral, its mtime is set to its next
@@ -178,8 +186,11 @@ class FileWorkQueue:
                 with folder(place, self._runtime, create=False) as dfd:
                     for name in names:
                         with contextlib.suppress(FileNotFoundError):
+                            envelope_id = self._ids.id_in(place / name)
                             os.unlink(name, dir_fd=dfd)
                             dropped += 1
+                            if envelope_id:
+                                self._ids.forget(envelope_id, role, name)
         return dropped
 
     # --- the worker's lease ---------------------------------------------------------------

@@ -1,6 +1,9 @@
 """The rejected envelopes of a file workspace: ``queue/rejected/<role>-<name>.json``, each with
 its ``.reason`` beside it (as ``files.file_queue`` sets them aside), listed and put back in
-``queue/<role>/<name>.json``, the name they were queued under (so they keep their place)."""
+``queue/<role>/<name>.json``, the name they were queued under (so they keep their place).
+
+A file whose name starts with no role of the team is listed as a stray (``purge-strays`` names
+them ``<folder>-<file>``) and never put back: no role reads where it came from."""
 
 from __future__ import annotations
 
@@ -34,6 +37,11 @@ def _request_id(data: bytes) -> str:
     return named.request_id
 
 
+def _queued_as(envelope: RejectedEnvelope) -> str:
+    """The name ``envelope`` was queued under (a stray's: its name here)."""
+    return envelope.name[len(envelope.role) + 1 :] if envelope.role else envelope.name
+
+
 class FileRejectedShelf:
     """``queue/rejected/`` of one workspace (read and moved without following links)."""
 
@@ -62,11 +70,11 @@ class FileRejectedShelf:
     def listing(self) -> list[RejectedEnvelope]:
         found = []
         for name in self._names():
-            role = next((r for r in self._roles if name.startswith(f"{r}-")), None)
-            queued_as = name[len(role) + 1 :] if role is not None else ""
-            if role is None or not queued_as:
-                continue  # not one the queue set aside (a stray's, or a role's gone)
-            named = QUEUED_NAME.fullmatch(queued_as)
+            role = next((r for r in self._roles if name.startswith(f"{r}-")), "")
+            # A name that starts with no role of the team: a stray `purge-strays` set aside
+            # (`<folder>-<file>`), or the envelope of a role that left the team. Either way no
+            # role reads where it would go back to.
+            named = QUEUED_NAME.fullmatch(name[len(role) + 1 :]) if role else None
             request_id = named["request_id"] if named else _request_id(self._read(name))
             reason = self._read(f"{name}.reason").decode("utf-8", "replace").strip()
             found.append(
@@ -75,17 +83,19 @@ class FileRejectedShelf:
                     request_id=request_id,
                     name=name,
                     reason=reason[:_REASON_CHARS],
+                    stray=not role,
                 )
             )
-        # The queue's names start with the time they were queued at: oldest first.
-        return sorted(found, key=lambda envelope: envelope.name[len(envelope.role) + 1 :])
+        # The queue's names start with the time they were queued at: oldest first (a stray's
+        # name is as its folder's and file's were: by name, after the others).
+        return sorted(found, key=lambda envelope: (envelope.stray, _queued_as(envelope)))
 
     def requeue(self, request_id: str | None = None) -> int:
         moved = 0
         for envelope in self.listing():
-            if request_id is not None and envelope.request_id != request_id:
-                continue
-            queued_as = envelope.name[len(envelope.role) + 1 :]
+            if envelope.stray or (request_id is not None and envelope.request_id != request_id):
+                continue  # a stray stays: no role reads where it came from
+            queued_as = _queued_as(envelope)
             try:
                 with (
                     folder(self._folder, self._runtime, create=False) as src,

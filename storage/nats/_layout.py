@@ -101,9 +101,10 @@ class _Layout:
                     num_replicas=replicas,
                 )
             )
-            for bucket in (names.heads, names.workers, names.inbox):
+            for bucket in (names.heads, names.workers, names.inbox, names.queued):
                 await self._ensure_bucket(bucket)
             await self._expiring_entries(names.workers)
+            await self._expiring_entries(names.queued)
             ack_waits = await asyncio.gather(
                 *(
                     self._ensure_consumer(names.role_consumer(role), names.waiting_subject(role))

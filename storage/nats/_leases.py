@@ -23,13 +23,13 @@ import nats.js.errors
 from nats.js.kv import KeyValue
 
 from teams_runtime.storage.nats._names import id_of_token, token_of
+from teams_runtime.storage.nats._server_errors import TTL_DISABLED
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.protocols import Stray, WorkerLease
 
 __all__ = ["LeaseBucket"]
 
 _TTL_HEADER = "Nats-TTL"
-_TTL_DISABLED = 10166  # JetStream: "per-message TTL is disabled" (a bucket made without it)
 _MARKER_TTL = "1s"  # a retired worker's purge marker: gone a second later
 
 
@@ -88,7 +88,7 @@ class LeaseBucket:
                 )
                 return
             except nats.js.errors.APIError as exc:
-                if exc.err_code != _TTL_DISABLED:
+                if exc.err_code != TTL_DISABLED:
                     raise
                 self._with_ttl = False  # the entry then stays until the worker retires
         await self.connection.js.publish(self._subject, data, headers=headers or None)

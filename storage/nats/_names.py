@@ -15,7 +15,9 @@ import msgspec
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.exceptions import UnsafeRequestIdError
 
-__all__ = ["NatsNames", "id_of_token", "request_id_of_token", "token_of"]
+__all__ = ["REASON_HEADER", "NatsNames", "id_of_token", "request_id_of_token", "token_of"]
+
+REASON_HEADER = "Tr-Reason"  # a rejected envelope's reason (one content-free line)
 
 
 class NatsNames(msgspec.Struct, frozen=True):
@@ -52,6 +54,10 @@ class NatsNames(msgspec.Struct, frozen=True):
     @property
     def inbox(self) -> str:
         return f"{self.prefix}_inbox"
+
+    @property
+    def queued(self) -> str:
+        return f"{self.prefix}_queued"
 
     def event_subject(self, request_id: str, role: str | None) -> str:
         return f"{self.prefix}.req.{token_of(request_id)}.ev.{token_of(role) if role else '_'}"

@@ -12,10 +12,12 @@ __all__ = [
     "CONSUMER_EXISTS",
     "CONSUMER_NOT_FOUND",
     "JETSTREAM_NOT_ENABLED",
+    "NO_MESSAGE_FOUND",
     "REPLICAS_NEED_A_CLUSTER",
     "STREAM_NAME_IN_USE",
     "STREAM_NOT_FOUND",
     "TRANSIENT",
+    "TTL_DISABLED",
     "busy",
     "is_auth_refusal",
     "reason_of",
@@ -33,6 +35,8 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     nats.js.errors.NoStreamResponseError,
     nats.js.errors.ServiceUnavailableError,
 )
+NO_MESSAGE_FOUND = 10037  # a message get found nothing (at or after that sequence)
+TTL_DISABLED = 10166  # JetStream: "per-message TTL is disabled" (a stream made without it)
 _WRONG_LAST_SEQUENCE = 10071  # JetStream: a publish's expected last sequence did not hold
 # JetStream could not store a message: a limit of the stream (max_bytes, max_msgs) was reached
 # or the server's disk failed. Sent with code 503 like "unavailable", but retrying will not help.

@@ -20,10 +20,14 @@ from nats.js.api import RawStreamMsg
 
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.exceptions import EnvelopeError
-from teams_runtime.storage.nats._names import NatsNames, request_id_of_token, token_of
+from teams_runtime.storage.nats._names import (
+    REASON_HEADER,
+    NatsNames,
+    request_id_of_token,
+    token_of,
+)
 from teams_runtime.storage.nats._server_errors import CONSUMER_NOT_FOUND
 from teams_runtime.storage.nats.connection import NatsConnection
-from teams_runtime.storage.nats.rejected_queue import REASON_HEADER
 from teams_runtime.storage.protocols import Stray
 
 __all__ = ["check_subject", "reading_roles", "set_aside", "stray_subjects", "why_stray"]

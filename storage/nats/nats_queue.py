@@ -16,8 +16,7 @@ finishes and renews.
 
 What the file queue calls waiting is what no worker was handed: a retiring worker queues its
 envelopes again as new messages (not a nak, which the server would still count as delivered),
-so ``status`` shows them waiting, and ``drop`` (cancel) removes only never-delivered envelopes,
-leaving held ones to the workers that hold them, as the file queue does.
+so ``status`` shows them waiting; ``drop`` (cancel) removes only never-delivered envelopes.
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ from teams_runtime.storage.nats._deferred_queue import NEXT_ATTEMPT_HEADER, rest
 from teams_runtime.storage.nats._leases import LeaseBucket
 from teams_runtime.storage.nats._names import request_id_of_token, token_of
 from teams_runtime.storage.nats._queue_counts import per_role, queue_snapshot, role_counts
-from teams_runtime.storage.nats._queue_drops import drop_waiting_and_deferred
-from teams_runtime.storage.nats._queue_messages import fitting, pull_now
+from teams_runtime.storage.nats._queue_messages import drop_waiting_and_deferred, fitting, pull_now
+from teams_runtime.storage.nats._queued_ids import QueuedIds
 from teams_runtime.storage.nats._stray_subjects import check_subject, set_aside, stray_subjects
 from teams_runtime.storage.nats._values import message_room
 from teams_runtime.storage.nats.connection import NatsConnection
@@ -90,6 +89,7 @@ class NatsWorkQueue:
         self._clock = clock  # when deferred envelopes are due
         self._held: dict[str, _Held] = {}
         self._leases = LeaseBucket(connection, self.worker_id, self._holds)
+        self._ids = QueuedIds(connection)
         # A doorbell per role: rung by every envelope queued for it (a plain subscription sees
         # each publish), so an idle worker's claim asks the server only when there may be
         # work, or every RECHECK_SECONDS for deliveries nobody rang for (redeliveries).
@@ -127,20 +127,26 @@ class NatsWorkQueue:
     # --- putting and taking --------------------------------------------------------------
 
     async def put(self, envelope: MessageEnvelope) -> str:
-        """Queue an envelope (durable once the server acknowledged it); one without an
-        ``envelope_id`` gets one. The id also de-duplicates a repeated put on the server."""
+        """Queue an envelope (durable once the server acknowledged it), once per id while the
+        first may exist (``QueuedIds``); one without an ``envelope_id`` gets one."""
         envelope = with_checked_request_id(envelope)  # subjects and records use the NFC form
         check_role(envelope.target, self.roles)
         if not envelope.envelope_id:
             stem = f"{time.time_ns():020d}-{secrets.token_hex(3)}"
             envelope = msgspec.structs.replace(envelope, envelope_id=f"env-{stem}")
-        subject = self.names.waiting_subject(envelope.target, token_of(envelope.request_id))
+        token = token_of(envelope.request_id)
+        subject = self.names.waiting_subject(envelope.target, token)
         data = fitting(envelope, message_room(self.connection.client.max_payload))
         headers = {"Nats-Msg-Id": envelope.envelope_id}
-        ack = await self.connection.run(
-            lambda: self._js.publish(subject, data, headers=headers), what="a queue put"
-        )
-        return f"{self.names.queue}/{ack.seq}"
+
+        async def put() -> str:
+            first = await self._ids.first(envelope.envelope_id, envelope.target, token)
+            if first is not None:
+                return first  # one envelope per id: this one is queued already
+            ack = await self._js.publish(subject, data, headers=headers)
+            return f"{self.names.queue}/{ack.seq}"
+
+        return await self.connection.run(put, what="a queue put")
 
     async def claim(self, role: str, limit: int) -> list[Claim]:
         if limit < 1:
@@ -213,7 +219,11 @@ class NatsWorkQueue:
         await self.connection.run(finish, what=what)
 
     async def done(self, claim: Claim) -> None:
+        envelope = claim.envelope if claim.ticket in self._held else None
         await self._finish(claim, "a queue ack")
+        if envelope is not None:  # acked: its id may be queued again
+            ids, role = self._ids, envelope.target
+            await self.connection.run(lambda: ids.forget(envelope.envelope_id, role), what="an ack")
 
     async def release(self, claim: Claim) -> float:
         """Defer the envelope: published on its deferred subject, its bytes counting the

@@ -1,20 +1,27 @@
 """The rejected envelopes of a team on NATS: messages of the ``<prefix>_rejected`` stream, on
 ``<prefix>.rejected.<role>.<request token>`` with their reason in a header (as
 ``NatsWorkQueue.reject`` sets them aside), listed by sequence and put back on their waiting
-subject as they were."""
+subject as they were.
+
+One whose subject would put it back where no role consumer reads it as it is (a role no host
+serves, a subject of another shape, a last token that is no request id: the strays
+``purge-strays`` set aside, and a worker's reject of such a token) is listed as a stray and
+never put back."""
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import nats.js.errors
 from nats.js.api import RawStreamMsg
 
-from teams_runtime.storage.nats._names import request_id_of_token
+from teams_runtime.storage.nats._names import REASON_HEADER, request_id_of_token, token_of
+from teams_runtime.storage.nats._stray_subjects import reading_roles
 from teams_runtime.storage.nats.connection import NatsConnection
 from teams_runtime.storage.rejected import RejectedEnvelope
 
 __all__ = ["REASON_HEADER", "NatsRejectedShelf"]
 
-REASON_HEADER = "Tr-Reason"  # a rejected envelope's reason (one content-free line)
 _DELETE_FAILED = 10057  # JetStream: the message to delete is gone (put back meanwhile)
 
 
@@ -41,19 +48,29 @@ class NatsRejectedShelf:
             messages.append(message)
             seq = message.seq + 1
 
-    def _envelope(self, message: RawStreamMsg) -> RejectedEnvelope:
-        # A stray set aside by `purge-strays` may have a subject of any shape: "" for both.
+    def _envelope(self, message: RawStreamMsg, roles: Collection[str]) -> RejectedEnvelope:
+        # A stray set aside by `purge-strays` may have a subject of any shape.
         role, token = self.names.place_of(message.subject or "") or ("", "")
+        request_id = request_id_of_token(token) or ""
+        # Put back, it would wait where no role's consumer delivers it, or be rejected again
+        # for its token: a stray, as on files, whose role is none of the team's.
+        stray = role not in roles or not request_id
         return RejectedEnvelope(
-            role=role,
-            request_id=request_id_of_token(token) or "",
+            role="" if stray else role,
+            request_id=request_id,
             name=str(message.seq),
             reason=(message.headers or {}).get(REASON_HEADER, ""),
+            stray=stray,
         )
+
+    async def _envelopes(self) -> list[tuple[RawStreamMsg, RejectedEnvelope]]:
+        """Every rejected envelope, oldest first, with its message."""
+        roles = await reading_roles(self.connection.js, self.names)
+        return [(message, self._envelope(message, roles)) for message in await self._messages()]
 
     async def listing(self) -> list[RejectedEnvelope]:
         async def look() -> list[RejectedEnvelope]:
-            return [self._envelope(message) for message in await self._messages()]
+            return [envelope for _, envelope in await self._envelopes()]
 
         found: list[RejectedEnvelope] = await self.connection.run(look, what="a rejected listing")
         return found
@@ -63,13 +80,10 @@ class NatsRejectedShelf:
 
         async def put_back() -> int:
             moved = 0
-            for message in await self._messages():
-                if request_id is not None and self._envelope(message).request_id != request_id:
-                    continue
-                place = names.place_of(message.subject or "")
-                if place is None or request_id_of_token(place[1]) is None:
-                    continue  # a stray set aside (`purge-strays`): no role's queue to go back to
-                waiting = names.waiting_subject(*place)
+            for message, envelope in await self._envelopes():
+                if envelope.stray or (request_id is not None and envelope.request_id != request_id):
+                    continue  # a stray stays: no role reads where it came from
+                waiting = names.waiting_subject(envelope.role, token_of(envelope.request_id))
                 # Once, should a retry after a lost answer publish it again.
                 once = {"Nats-Msg-Id": f"requeued:{names.rejected}/{message.seq}"}
                 await self.connection.js.publish(waiting, message.data or b"", headers=once)

@@ -471,6 +471,34 @@ def test_replicas_a_single_nats_server_cannot_keep_is_one_line(
     )
 
 
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` and its bytes (``None`` for a folder)."""
+    return {
+        str(path.relative_to(root)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def test_run_with_its_nats_server_down_exits_2_and_leaves_the_workspace_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], own_nats_server: Any
+) -> None:
+    # A workspace that worked, whose server is down now: `run` must say so and make nothing,
+    # no logs folder nor log file, before it gives up.
+    root = init_nats_workspace(tmp_path / "host", own_nats_server.settings())
+    argv = ["submit", "--role", "qa", "--scope", "check", "--workspace", str(root)]
+    assert run_cli(capsys, *argv)[0] == 0
+    own_nats_server.stop()
+    before = _tree(root)
+    status, out, err = run_cli(capsys, "run", "--once", "--plain", "--workspace", str(root))
+    assert (status, out) == (2, "")
+    assert err.startswith(
+        f"teams-runtime: error: cannot reach the NATS server at {own_nats_server.url} ("
+    )
+    assert err.count("\n") == 1
+    assert _tree(root) == before
+    assert not Workspace(root).logs_dir.exists()
+
+
 def _sample(root: Path, events: int = 5) -> Path:
     path = Workspace(root).request_path("req-1")
     path.parent.mkdir(parents=True)

@@ -214,6 +214,65 @@ def test_two_answers_at_once_record_one(person_team: Callable[..., Team]) -> Non
     assert _json(team.person, "inbox")["waiting"] == []
 
 
+def test_racing_answers_queue_the_follow_up_once(person_team: Callable[..., Team]) -> None:
+    # Each answer that loses the race queues again the follow-up the winner recorded, should a
+    # crash have kept it from the queue: the queue keeps one envelope per id.
+    team = person_team()
+    team.seed("req-1")
+    team.run_once()
+    racers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "teams_runtime",
+                "answer",
+                "req-1",
+                "--status",
+                "blocked",
+                "--summary",
+                f"answer {n}",
+                "--next-role",
+                "developer",
+                "--workspace",
+                str(team.person.root),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
+    outcomes = [(racer.wait(timeout=120), *racer.communicate()) for racer in racers]
+    assert sorted(status for status, _, _ in outcomes) == [0, 2, 2, 2, 2, 2], outcomes
+    assert _json(team.person, "status")["roles"]["developer"]["waiting"] == 1
+    assert team.reports("req-1") == [*BEFORE_QA, "qa"]
+
+
+def test_answers_that_find_the_winners_item_still_waiting_queue_no_copy(
+    team_workspace: Callable[..., Workspace],
+) -> None:
+    # What a loser of the race above sees in the moment between the winner's record and its
+    # removal of the inbox item: the item, and the outcome recorded. Each such loser queues
+    # the recorded follow-up again (a crash may have kept it from the queue); before the queue
+    # kept one envelope per id, each of those puts was another copy.
+    workspace = team_workspace("valid", sections={"roles": {"qa": {"model": {"backend": "human"}}}})
+    team = Team(workspace, workspace, None)
+    team.seed("req-1")
+    team.run_once()
+    (item,) = (path for path in workspace.inbox_dir.rglob("*") if path.is_file())
+    kept = item.read_bytes()
+    answer = ("answer", "req-1", "--status", "blocked", "--summary", "No.", "--next-role",
+              "developer")  # fmt: skip
+    assert _cli(workspace, *answer).returncode == 0
+    for _ in range(3):
+        item.write_bytes(kept)  # still there, as the winner has not removed it yet
+        assert _cli(workspace, *answer).returncode == 2
+    assert _json(workspace, "status")["roles"]["developer"]["waiting"] == 1
+    assert team.reports("req-1") == [*BEFORE_QA, "qa"]
+
+
 def test_an_answer_to_a_request_cancelled_meanwhile_is_refused(
     person_team: Callable[..., Team],
 ) -> None:

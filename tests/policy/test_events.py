@@ -7,6 +7,8 @@ import ast
 from pathlib import Path
 from typing import get_args
 
+import msgspec
+
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.events import Event, event_json, event_type
 from teams_runtime.codecs.model import RoleResult
@@ -55,9 +57,10 @@ def test_the_builders_write_what_records_have_always_held() -> None:
     }  # fmt: skip
     assert written["reopened"]["payload"] == {"from_status": "completed"}
     assert written["reopened"]["summary"] == "the request was reopened (it was completed)"
-    assert written["retried"]["payload"] == {
-        "role": "qa", "envelope_id": "env-2", "retries_envelope": "env-1"
-    }  # fmt: skip
+    retried = written["retried"]["payload"]
+    assert retried == {"role": "qa", "envelope_id": "env-2", "retries_envelope": "env-1",
+                       "envelope": retried["envelope"]}  # fmt: skip
+    assert msgspec.convert(retried["envelope"], MessageEnvelope) == ENVELOPE  # whole, to put again
     assert written["answer_timed_out"]["summary"] == "no answer came for the qa role within 90 s"
     assert "payload" not in written["retry_not_queued"]
     assert [list(event) for event in written.values()] == [

@@ -378,6 +378,47 @@ def _set_aside(root: Path, settings: NatsSettings | None) -> int:
     return int(_nats(settings, count))
 
 
+@pytest.mark.parametrize("backend", ["file", "nats"])
+def test_set_aside_strays_are_listed_alike_and_retry_leaves_them(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+) -> None:
+    # Once set aside, a stray is shown as one on both storages, with its reason and without a
+    # `retry --rejected` hint: putting it back would put it again where no role reads.
+    settings = _workspace(tmp_path, backend, request)
+    _submit(capsys, tmp_path, "req-1")  # real work, waiting for qa
+    envelope = _ENVELOPE.replace(b"req-9", b"req-1")
+    if settings is not None:
+        _nats(settings, lambda client: client.jetstream().publish(
+            f"{settings.prefix}.q.nobody.req-1", envelope))  # fmt: skip
+    else:
+        _file("queue/nobody/00000000000000000001-abcdef-req-1.json", envelope)(tmp_path, None)
+    code, _, err = run_cli(capsys, "purge-strays", "--workspace", str(tmp_path))
+    assert (code, err) == (0, "")
+    _check_set_aside_stray(capsys, tmp_path)
+    for retry in (["retry", "--rejected", "req-1"], ["retry", "--rejected"]):
+        code, out, err = run_cli(capsys, *retry, "--json", "--workspace", str(tmp_path))
+        assert (code, json.loads(out)["requeued"], err) == (0, 0, "")
+        _check_set_aside_stray(capsys, tmp_path)  # left where it was: not put back
+    assert _set_aside(tmp_path, settings) == 1  # with its reason
+
+
+def _check_set_aside_stray(capsys: pytest.CaptureFixture[str], root: Path) -> None:
+    """``status`` lists the one stray set aside as such, offers no retry for it, and nothing
+    waits for no role."""
+    report, text = _status(capsys, root)
+    (rejected,) = report["rejected"]
+    assert rejected.pop("name")  # its file in queue/rejected/, or its stream sequence
+    assert "nobody" in rejected.pop("reason")  # why no role read it, as purge-strays said
+    assert rejected == {"role": "", "request_id": "req-1", "stray": True}
+    assert "set aside stray of req-1 (" in text
+    assert "puts it back" not in text
+    assert [stray for stray in report["strays"] if stray["envelopes"]] == []
+    assert report["roles"]["qa"] == {"waiting": 1, "claimed": 0, "deferred": 0}  # only ours
+
+
 def test_cancel_beside_a_stray_subject_of_its_request(
     tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:

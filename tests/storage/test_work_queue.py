@@ -10,7 +10,6 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,52 +28,7 @@ from teams_runtime.storage.nats.connection import NatsConnection
 
 from ..conftest import SMALL_MAX_PAYLOAD
 from ..support.waiting import eventually_sync
-
-
-@dataclass(frozen=True)
-class QueueBackend:
-    """What the suite needs of a storage: queue objects on the same envelopes, and a way to
-    queue bytes that are not an envelope (as a crash or another program might)."""
-
-    new_queue: Callable[..., WorkQueue]  # keyword arguments go to the queue (``clock=``)
-    put_bytes: Callable[[str, bytes], None]
-
-
-def _file_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
-    workspace = Workspace(root)
-
-    def put_bytes(role: str, data: bytes) -> None:
-        folder = workspace.role_queue(role)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{time.time_ns():020d}-corrupt.json").write_bytes(data)
-
-    return QueueBackend(lambda **options: FileWorkQueue(workspace, **options), put_bytes)
-
-
-def _nats_queues(root: Path, request: pytest.FixtureRequest) -> QueueBackend:
-    settings = request.getfixturevalue("nats_server").settings()  # a team of its own
-    connection: NatsConnection = request.getfixturevalue("nats_connect")(settings)
-
-    def put_bytes(role: str, data: bytes) -> None:
-        subject = f"{settings.prefix}.q.{role}.corrupt"
-        connection.call(lambda: connection.js.publish(subject, data))
-
-    return QueueBackend(lambda **options: blocking_queue(connection, **options), put_bytes)
-
-
-# Each entry makes a storage on a test's own empty folder (or server prefix).
-QUEUES = [pytest.param(_file_queues, id="file"), pytest.param(_nats_queues, id="nats")]
-
-
-@pytest.fixture(params=QUEUES)
-def queue_backend(request: pytest.FixtureRequest, tmp_path: Path) -> QueueBackend:
-    factory: Callable[[Path, pytest.FixtureRequest], QueueBackend] = request.param
-    return factory(tmp_path, request)
-
-
-@pytest.fixture
-def work_queue(queue_backend: QueueBackend) -> WorkQueue:
-    return queue_backend.new_queue()
+from .conftest import QueueBackend
 
 
 def _envelope(request_id: str = "req-1", target: str = "qa", **fields: str) -> MessageEnvelope:

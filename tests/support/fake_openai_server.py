@@ -9,7 +9,8 @@ script is empty):
                            server-sent events in several chunks, then usage, then [DONE]
     Text(text)             ``text`` streamed the same way (garbage or repairable answers)
     Whole()                a valid result as one application/json completion (no stream)
-    Status(code, retry_after=None, body="")   an error reply
+    Status(code, retry_after=None, body="", headers=())   an error reply (headers: more of
+                           them, as (name, value) pairs)
     Raw(body, content_type=..., status=200, reason=None)   exactly these bytes as the body
                            (with Content-Length), under that content type and status line
     Cut(text)              ``text`` streamed as events without a finish, then the connection
@@ -37,11 +38,21 @@ Every request is kept (headers, body, whether it was chunked, arrival time).
                        is taken); a prompt past ``n_ctx_chars`` gets an empty stream
     strict-plain       a 400 naming ``response_format`` to any response_format
 
+Its own endpoints (``/props``, ``/tokenize``, ``/api/show``, ...: ``fake_server_endpoints``)
+answer as the flavour's server does (``vllm``, ``ollama`` and ``lmstudio`` stream as
+``openai``), from ``window_tokens`` (the context it runs with, 4096), ``slots`` (1),
+``model_name``, ``loaded`` (Ollama's and LM Studio's model is loaded: True) and ``num_ctx``
+(Ollama's Modelfile parameter: None). ``endpoint_behaviours[path] = behaviour`` answers that
+path with ``stall``, a ``Status`` or a ``Raw`` instead; ``endpoint_requests`` is what they
+received (chat completions stay in ``requests``).
+
 ``cached_tokens = N`` reports N of each prompt's tokens as cached (``prompt_tokens_details``).
 ``finish_reason`` is what the answer's last delta (or a whole completion) says: ``"stop"`` by
 default, any other string as given (``"length"``: the model hit max_tokens), ``None``: a null
 ``finish_reason`` there (the stream still ends with [DONE]).
 ``loading = True`` answers every request 503 "Loading model" (llama-server while it loads);
+``limited[model] = behaviour`` answers every request for ``model`` with ``behaviour`` (a model
+whose limits are reached: ``Status(429, ...)``), ahead of the script, until it is removed;
 ``down()`` stops listening (connections refused), ``up()`` listens again on the same port.
 ``port`` is the port it listens on.
 
@@ -72,6 +83,7 @@ from typing import Any
 
 if __package__:
     from .fake_model import answer_for
+    from .fake_server_endpoints import endpoint_answer
 else:  # run as a program (`python tests/support/fake_openai_server.py`): its neighbour by path
     _spec = importlib.util.spec_from_file_location(
         "fake_model", Path(__file__).with_name("fake_model.py")
@@ -80,6 +92,15 @@ else:  # run as a program (`python tests/support/fake_openai_server.py`): its ne
     _fake_model = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_fake_model)
     answer_for: Callable[[str, str], dict[str, object]] = _fake_model.answer_for
+    _spec = importlib.util.spec_from_file_location(
+        "fake_server_endpoints", Path(__file__).with_name("fake_server_endpoints.py")
+    )
+    assert _spec is not None and _spec.loader is not None
+    _endpoints = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_endpoints)
+    endpoint_answer: Callable[[Any, str, str, bytes], tuple[int, Any] | None] = (
+        _endpoints.endpoint_answer
+    )
 
 # The usage the server reports: prompt characters / 4 and one token per answer character.
 PROMPT_TOKENS_PER_CHAR = 4
@@ -100,6 +121,7 @@ class Status:
     code: int
     retry_after: str | None = None
     body: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,7 +140,8 @@ class Cut:
 Behaviour = str | Text | Whole | Status | Raw | Cut
 
 
-Flavour = str  # "openai" | "llama.cpp" | "llama-cpp-python" | "strict-plain"
+Flavour = str  # "openai" | "llama.cpp" | "llama-cpp-python" | "vllm" | "ollama" | "lmstudio"
+# | "strict-plain"
 
 
 @dataclass(frozen=True)
@@ -169,11 +192,20 @@ class FakeOpenAIServer:
         self.flavour = flavour
         self.n_ctx_chars = n_ctx_chars  # a longer prompt does not fit the "model's" context
         self.loading = False
+        self.limited: dict[str, Behaviour] = {}  # model -> every request for it gets this
         # Reported as usage.prompt_tokens_details.cached_tokens (at most the prompt's tokens)
         # when set: a server with a prompt cache.
         self.cached_tokens: int | None = None
         self.finish_reason: str | None = "stop"
         self.requests: list[SeenRequest] = []
+        # Its own endpoints (fake_server_endpoints): what they say, and what they received.
+        self.window_tokens = 4096
+        self.slots = 1
+        self.model_name = "fake-model"
+        self.loaded = True
+        self.num_ctx: int | None = None
+        self.endpoint_behaviours: dict[str, Behaviour] = {}
+        self.endpoint_requests: list[SeenRequest] = []
         self.hang_ups = 0  # stalled requests whose client closed the connection
         self._hung_up = threading.Event()
         self._script: deque[Behaviour] = deque()
@@ -237,6 +269,8 @@ class FakeOpenAIServer:
     def next_behaviour(self, seen: SeenRequest) -> Behaviour:
         with self._lock:
             self.requests.append(seen)
+            if self.limited and (limited := self.limited.get(seen.json().get("model"))):
+                return limited
             return self._script.popleft() if self._script else "answer"
 
 
@@ -341,15 +375,68 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return True
             return False
 
-        def do_POST(self) -> None:
+        def _stall(self) -> None:
+            self.connection.settimeout(0.02)
+            while not server.stopping.is_set():
+                try:
+                    if self.connection.recv(1) == b"":
+                        server.hung_up()
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:
+                    server.hung_up()
+                    break
+            self.close_connection = True
+
+        def _send_raw(self, code: int, data: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _endpoint(self, seen: SeenRequest) -> bool:
+            """Answer one of the server's own endpoints (not a chat completion); whether it
+            was one."""
+            path = seen.path.split("?", 1)[0]
+            behaviour = server.endpoint_behaviours.get(path)
+            answer = endpoint_answer(server, self.command, path, seen.body)
+            if behaviour is None and answer is None:
+                return False
+            with server._lock:
+                server.endpoint_requests.append(seen)
+            match behaviour:
+                case "stall":
+                    self._stall()
+                case Status(code=code, body=text):
+                    self._send_raw(code, text.encode(), "application/json")
+                case Raw(body=data, content_type=content_type, status=code):
+                    self._send_raw(code, data, content_type)
+                case None if answer is not None:
+                    self._send_json(*answer)
+                case _:
+                    raise AssertionError(f"no endpoint behaviour {behaviour!r}")
+            return True
+
+        def _seen(self) -> SeenRequest:
             body, chunked = self._read_body()
-            seen = SeenRequest(
+            return SeenRequest(
                 path=self.path,
                 headers={name.lower(): value for name, value in self.headers.items()},
                 body=body,
                 chunked=chunked,
                 arrived=time.monotonic(),
             )
+
+        def do_GET(self) -> None:
+            if not self._endpoint(self._seen()):
+                self._send_json(404, {"detail": "Not Found"})
+
+        def do_POST(self) -> None:
+            seen = self._seen()
+            if self._endpoint(seen):
+                return
             behaviour = server.next_behaviour(seen)
             if behaviour == "answer" and self._as_the_flavour(seen):
                 return
@@ -379,11 +466,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                case Status(code=code, retry_after=retry_after, body=text):
+                case Status(code=code, retry_after=retry_after, body=text, headers=more):
                     data = text.encode()
                     self.send_response(code)
                     if retry_after is not None:
                         self.send_header("Retry-After", retry_after)
+                    for name, value in more:
+                        self.send_header(name, value)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
@@ -411,18 +500,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                         server.hung_up()
                     self.close_connection = True
                 case "stall":
-                    self.connection.settimeout(0.02)
-                    while not server.stopping.is_set():
-                        try:
-                            if self.connection.recv(1) == b"":
-                                server.hung_up()
-                                break
-                        except TimeoutError:
-                            continue
-                        except OSError:
-                            server.hung_up()
-                            break
-                    self.close_connection = True
+                    self._stall()
                 case "drop":
                     self._start_stream()
                     for event in self._answer_events(valid, prompt)[:2]:

@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from teams_runtime import RequestStateError
-from teams_runtime.actors.intake._retry import retry_failed
+from teams_runtime.actors.context import open_context
+from teams_runtime.actors.intake._retry import retry_failed, retry_with
 from teams_runtime.cli import main
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.demo import sample_record
 from teams_runtime.storage import Workspace
-from teams_runtime.storage.opening import blocking_storage
+from teams_runtime.storage.opening import blocking_storage, open_storage, workspace_config
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
 from ...support.paths import FAKE_MODEL
@@ -162,8 +163,8 @@ def test_two_retries_at_once_queue_the_step_once(
 
     async def retry() -> None:
         try:
-            await retry_failed(root, "req-1", max_hops=40)
-            outcomes.append("queued")
+            retried = await retry_failed(root, "req-1", max_hops=40)
+            outcomes.append("resumed" if retried.resumed else "queued")
         except RequestStateError:
             outcomes.append("refused")
 
@@ -173,7 +174,8 @@ def test_two_retries_at_once_queue_the_step_once(
             group.start_soon(retry)
 
     anyio.run(both)
-    assert sorted(outcomes) == ["queued", "refused"]
+    # The second is refused by the first's write, or, reading after it, makes sure of its put.
+    assert sorted(outcomes) in (["queued", "refused"], ["queued", "resumed"])
     capsys.readouterr()
     report, _ = _status(capsys, root)
     assert report["roles"]["qa"]["waiting"] == 1
@@ -268,3 +270,50 @@ def test_a_retry_whose_role_left_the_team_is_refused_before_anything_is_written(
     assert status == 2 and "Traceback" not in err
     assert f"failed at role 'qa', which the team no longer has (its roles: {roles})" in err
     assert run_cli(capsys, "export", "r1", *ws)[1] == before  # nothing written: still failed
+
+
+class _Stopped(BaseException):
+    """The retry's process dying between its write and its queue put."""
+
+
+def test_a_retry_stopped_before_its_queue_put_is_finished_by_the_next_retry(
+    host: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _model(host, "exit_1")
+    assert (
+        _cli(capsys, host, "submit", "--role", "qa", "--scope", "s", "--request-id", "req-1")[0]
+        == 0
+    )
+    _cli(capsys, host, "run", "--once", "--plain")
+    _model(host, "valid")
+
+    async def stopped_retry() -> None:
+        config = workspace_config(Workspace(host))
+        async with (
+            open_storage(Workspace(host), config) as storage,
+            open_context(host, store=storage.store) as context,
+        ):
+
+            class Dies:
+                async def put(self, envelope: MessageEnvelope) -> str:
+                    raise _Stopped
+
+            with pytest.raises(_Stopped):
+                await retry_with(context, Dies(), "req-1", max_hops=40)  # type: ignore[arg-type]
+
+    anyio.run(stopped_retry)
+    record = _record(capsys, host, "req-1")
+    assert (record["status"], record["events"][-1]["type"]) == ("in_progress", "retried")
+    report, _ = _status(capsys, host)
+    assert report["roles"]["qa"]["waiting"] == 0  # in progress, nothing queued: stuck before
+    status, out, err = _cli(capsys, host, "retry", "req-1")
+    assert status == 0, err
+    assert out.startswith("req-1 was retried already: its qa step is queued")
+    assert _cli(capsys, host, "retry", "req-1")[0] == 0  # again: still one envelope
+    report, _ = _status(capsys, host)
+    assert report["roles"]["qa"]["waiting"] == 1
+    _, out, _ = _cli(capsys, host, "run", "--once", "--plain")
+    assert out.startswith("Finished 1 envelope: 1 done, 0 failed")
+    assert _record(capsys, host, "req-1")["status"] == "completed"
+    status, _, err = _cli(capsys, host, "retry", "req-1")
+    assert status == 2 and "is completed, not failed" in err

@@ -59,12 +59,61 @@ def test_probe_reports_what_the_server_answered(
     assert out == (
         f"{openai_server.base_url} ({roles}; asked for asked-for): answered as model "
         "qwen2.5-0.5b-instruct; usage reported in the stream; response_format json_schema "
-        "accepted.\n"
+        "accepted; window unknown: the server says none (set model.openai.context_tokens); no "
+        "tokenizer endpoint.\n"
     )
     (seen,) = openai_server.requests  # one request for all eight roles: one server
     body = seen.json()
     assert body["model"] == "asked-for" and body["stream"] is True
     assert body["response_format"]["type"] == "json_schema"
+
+
+@pytest.mark.parametrize(
+    ("flavour", "words"),
+    [
+        pytest.param(
+            "llama.cpp",
+            "window 4096 tokens (llama.cpp /props n_ctx), 2 slots; tokenizer llama.cpp /tokenize",
+            id="llama.cpp",
+        ),
+        pytest.param(
+            "vllm",
+            "window 4096 tokens (vLLM /v1/models max_model_len); tokenizer vLLM /tokenize",
+            id="vllm",
+        ),
+        pytest.param(
+            "ollama",
+            "window 4096 tokens (Ollama /api/ps context_length); no tokenizer endpoint",
+            id="ollama",
+        ),
+        pytest.param(
+            "llama-cpp-python",
+            "window 8192 tokens (model.openai.context_tokens); tokenizer llama-cpp-python "
+            "/extras/tokenize/count",
+            id="llama-cpp-python",
+        ),
+    ],
+)
+def test_probe_says_each_servers_window_and_tokenizer(
+    tmp_path: Path,
+    openai_server: FakeOpenAIServer,
+    capsys: pytest.CaptureFixture[str],
+    flavour: str,
+    words: str,
+) -> None:
+    openai_server.flavour, openai_server.slots = flavour, 2
+    openai = {"base_url": openai_server.base_url, "model": openai_server.model_name}
+    _workspace(tmp_path, {"backend": "openai", "openai": {**openai, "context_tokens": 8192}})
+    openai_server.then(_stream("served", usage=True))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert status == 0
+    assert out.endswith(f"; {words}.\n"), out
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    (result,) = json.loads(out)
+    assert result["context_tokens"] == (8192 if flavour == "llama-cpp-python" else 4096)
+    assert result["slots"] == (2 if flavour == "llama.cpp" else None)
+    assert result["window_source"] in words
+    assert (result["tokenizer"] is None) == ("no tokenizer" in words)
 
 
 def test_a_server_that_refuses_json_schema_is_asked_with_the_next_form(

@@ -65,6 +65,21 @@ async def test_the_streams_finish_reason_reaches_the_reply(
     assert reply.finish_reason == read
 
 
+@pytest.mark.parametrize("flavour", ["vllm", "ollama", "lmstudio", "llama-cpp-python"])
+async def test_each_servers_stream_is_read_beside_its_own_endpoints(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, flavour: str
+) -> None:
+    """The fake answers these flavours' own endpoints (/props, /api/show, ...), and its chat
+    completions still as a stream (llama-cpp-python's without usage)."""
+    openai_server.flavour = flavour
+    with anyio.fail_after(30):
+        reply = await _backend(openai_server).complete(prompt_bundle())
+    assert json.loads(reply.text) == answer_for("qa", "req-1")
+    assert reply.finish_reason == "stop"
+    assert (reply.usage is None) == (flavour == "llama-cpp-python")
+    assert openai_server.endpoint_requests == []
+
+
 async def test_a_whole_completion_carries_its_finish_reason(
     openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
 ) -> None:

@@ -36,6 +36,13 @@ def test_request_settings_are_read() -> None:
     assert model.openai.extra_body == {"top_k": 40, "cache_prompt": True}
 
 
+def test_context_tokens_is_read_and_absent_by_default() -> None:
+    openai = _model(_openai("context_tokens: 8192\nmax_tokens: 1024")).openai
+    assert openai is not None and openai.context_tokens == 8192
+    assert (openai_default := _model(_openai("")).openai) is not None
+    assert openai_default.context_tokens is None  # ask the server
+
+
 def test_request_settings_left_out_send_nothing() -> None:
     openai = _model(_openai("")).openai
     assert openai is not None
@@ -82,6 +89,16 @@ def test_structured_output_defaults_by_backend(text: str, form: str) -> None:
         ),
         pytest.param(
             "max_tokens: 0", "model.openai.max_tokens must be a whole number from 1", id="tokens-0"
+        ),
+        pytest.param(
+            "context_tokens: 0",
+            "model.openai.context_tokens must be a whole number from 1 to 10000000",
+            id="window-0",
+        ),
+        pytest.param(
+            "context_tokens: 4096\nmax_tokens: 4096",
+            "model.openai.max_tokens (4096) must be less than context_tokens (4096)",
+            id="answer-fills-window",
         ),
         pytest.param(
             "reasoning_effort: ' high'",
