@@ -162,6 +162,9 @@ class PromptBundle:
     envelope: MessageEnvelope | None
     # What the answer may name as `next_role` (the contract, the schema sent with the prompt).
     next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    # The answer's tokens to ask for instead of the model's `max_tokens`: the reserve an `auto`
+    # budget leaves when the model sets none (None: as the model says).
+    max_tokens: int | None = None
 
     @property
     def answer_kind(self) -> ReplyKind:
@@ -209,9 +212,12 @@ class PromptBundle:
     def text(self) -> str:
         return "".join(self.iter_chunks())
 
-    def with_projection(self, projection: Projection, notice: str | None = None) -> PromptBundle:
+    def with_projection(
+        self, projection: Projection, notice: str | None = None, max_tokens: int | None = None
+    ) -> PromptBundle:
         """The same prompt built on ``projection`` (the one a token budget left), its notice
-        made anew from it (or ``notice``, made from it before)."""
+        made anew from it (or ``notice``, made from it before), asking for ``max_tokens``
+        answer tokens if given."""
         return PromptBundle(
             role=self.role,
             request_id=self.request_id,
@@ -222,6 +228,7 @@ class PromptBundle:
             head=self.head,
             envelope=self.envelope,
             next_roles=self.next_roles,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
         )
 
     def envelope_text(self) -> str:

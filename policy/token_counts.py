@@ -41,6 +41,7 @@ __all__ = [
     "LearnedRatios",
     "TokenCountMethod",
     "TokenRate",
+    "server_overshoot",
     "server_prompt_tokens",
 ]
 
@@ -122,3 +123,27 @@ def server_prompt_tokens(said: str) -> int | None:
         if found:
             return int(found.group(1))
     return None
+
+
+# How far over its context a server says a prompt was: llama.cpp's `n_prompt_tokens` and
+# `n_ctx`, OpenAI's and vLLM's `maximum context length is C tokens. However, you requested R
+# tokens` (prompt and answer) or `your messages resulted in P tokens`.
+_SAID_WINDOW = (
+    re.compile(r'"n_ctx"\s*:\s*(\d+)'),
+    re.compile(r"maximum context length is (\d+) tokens"),
+)
+_SAID_ASKED = (
+    re.compile(r'"n_prompt_tokens"\s*:\s*(\d+)'),
+    re.compile(r"you requested (\d+) tokens"),
+    re.compile(r"messages resulted in (\d+) tokens"),
+)
+
+
+def server_overshoot(said: str) -> int | None:
+    """The tokens a server's "context exceeded" answer says the request was over its context
+    by, if it says both figures."""
+    window = next((int(m.group(1)) for p in _SAID_WINDOW if (m := p.search(said))), None)
+    asked = next((int(m.group(1)) for p in _SAID_ASKED if (m := p.search(said))), None)
+    if window is None or asked is None or asked <= window:
+        return None
+    return asked - window

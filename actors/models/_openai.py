@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import msgspec
 
 from teams_runtime._logs import logger
 from teams_runtime.actors.models._openai_reading import (
@@ -344,6 +345,8 @@ class OpenAIBackend:
                 next_roles=bundle.next_roles,
             )
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
+        if bundle.max_tokens is not None:  # an auto budget's reserve for the answer
+            config = msgspec.structs.replace(config, max_tokens=bundle.max_tokens)
         yield request_head(config.model, request_fields(config, format_), config.system)
         async for chunk in bundle.chunks():
             yield json_string_fragment(chunk)

@@ -23,7 +23,7 @@ from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors._mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.context import ContextHandle
-from teams_runtime.actors.models import ModelBackend
+from teams_runtime.actors.models import ModelBackend, ServerFacts
 from teams_runtime.actors.roles._calls import RequestEnded, RoleCalls
 from teams_runtime.actors.roles._outcome_writes import (
     NotSaved,
@@ -94,6 +94,7 @@ class RoleActor:
         cast: Cast = DEFAULT_CAST,
         budget: PromptBudget | None = None,
         ratios: LearnedRatios | None = None,
+        facts: ServerFacts | None = None,
     ) -> None:
         if is_person(model) and inbox is None:
             raise ValueError(f"the {role} role is a person's (model.backend: human): give an inbox")
@@ -116,6 +117,7 @@ class RoleActor:
             cast=cast,
             budget=budget,
             ratios=ratios,
+            facts=facts,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._inbox = inbox  # where a person's role puts its envelopes

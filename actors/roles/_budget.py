@@ -10,20 +10,21 @@ event's count is kept per request, position and size, and each fixed part's per 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Protocol
 
 import msgspec
 
 from teams_runtime._logs import logger
-from teams_runtime.codecs.config import DEFAULT_ANSWER_RESERVE, ModelConfig, PromptBudget
+from teams_runtime.actors.models import ServerFacts, ServerTokenizer, auto_budget
+from teams_runtime.codecs.config import ModelConfig, PromptBudget
 from teams_runtime.codecs.request_records import (
     EVENTS_KEY,
     format_event,
     iter_pretty_record,
     split_raw_list,
 )
+from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.budget import (
     Budget,
     FittedPrompt,
@@ -41,31 +42,10 @@ from teams_runtime.policy.token_counts import (
     TokenRate,
 )
 
-__all__ = [
-    "BudgetFacts",
-    "PromptBudgeter",
-    "ServerTokenizer",
-    "WindowProbe",
-]
+__all__ = ["BudgetFacts", "PromptBudgeter"]
 
 _CACHED = 4096  # event counts kept per role (a request's selection is at most max_events)
 _FITS = 256  # prompts' fits kept per role
-
-
-class ServerTokenizer(Protocol):
-    """A model server's own tokenizer (``actors.models.find_tokenizer``)."""
-
-    async def count(self, text: str) -> int: ...
-
-
-# The tokens one request to the role's server may take (its context), None when unknown.
-WindowProbe = Callable[[ModelConfig], Awaitable[int | None]]
-
-
-async def _written_window(model: ModelConfig) -> int | None:
-    """The window the config writes (``model.openai.context_tokens``) when nothing probes."""
-    window = getattr(model.openai, "context_tokens", None) if model.openai else None
-    return window if isinstance(window, int) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +69,19 @@ class PromptBudgeter:
         model_key: str,
         *,
         ratios: LearnedRatios | None = None,
+        facts: ServerFacts | None = None,
         tokenizer: ServerTokenizer | None = None,
-        window_probe: WindowProbe | None = None,
     ) -> None:
+        """``facts`` are the run's model servers' windows and tokenizers (``auto``, and the
+        ``server`` count); ``tokenizer`` one to count with whatever the server."""
         self._role = role
         self._written = budget
         self._model = model
         self._key = model_key
         self._ratios = ratios if ratios is not None else LearnedRatios()
         self._tokenizer = tokenizer
-        self._probe = window_probe or _written_window
+        self._facts = facts
+        self._answer_tokens: int | None = None  # an auto budget's reserve, to send
         self._budget: Budget | None = None
         self._resolved = budget.max_prompt_tokens is None
         if isinstance(budget.max_prompt_tokens, int):
@@ -123,21 +106,39 @@ class PromptBudgeter:
         return "prompt_context.max_prompt_tokens"
 
     async def _resolve(self) -> None:
-        """``auto``: the server's window less the answer's reserve, once (none if unknown)."""
+        """``auto``: the server's window less the answer's reserve (``auto_budget``), once;
+        without a window known, no budget (said once)."""
         self._resolved = True
-        window = await self._probe(self._model)
         openai = self._model.openai
-        reserve = openai.max_tokens if openai and openai.max_tokens else DEFAULT_ANSWER_RESERVE
-        if window is None or window <= reserve:
-            logger.bind(role=self._role).warning(
-                "{}: {} is auto, but the model server's context is {}; prompts are sent "
-                "without a budget (set a number, or model.openai.context_tokens)",
-                self._role,
-                self._setting(),
-                "not known" if window is None else f"{window} tokens, not above the reserve",
-            )
-            return
-        self._budget = Budget(tokens=window - reserve, setting=self._setting(), window=window)
+        window = None
+        if self._facts is not None and openai is not None:
+            window = (await self._facts.window(openai)).context_tokens
+        problem = "its server's context is not known (set model.openai.context_tokens)"
+        if window is not None and openai is not None:
+            try:
+                auto = auto_budget(window, openai.max_tokens)
+            except ConfigError as exc:
+                problem = str(exc)
+            else:
+                self._budget = Budget(
+                    tokens=auto.prompt_tokens, setting=self._setting(), window=window
+                )
+                self._answer_tokens = auto.max_tokens if openai.max_tokens is None else None
+                return
+        logger.bind(role=self._role).warning(
+            "{}: {} is auto, but {}; its prompts are sent without a budget",
+            self._role,
+            self._setting(),
+            problem,
+        )
+
+    async def _tokenizer_now(self) -> ServerTokenizer | None:
+        if self._tokenizer is not None:
+            return self._tokenizer
+        openai = self._model.openai
+        if self._facts is None or openai is None:
+            return None
+        return await self._facts.tokenizer(openai)
 
     def rate(self) -> TokenRate:
         """The rate prompts are counted at when no server counts them."""
@@ -160,13 +161,17 @@ class PromptBudgeter:
             prompt_tokens_estimate=fitted.estimate,
             token_count_method=method,
         )
-        return fitted.bundle, facts
+        sent = fitted.bundle
+        if self._answer_tokens is not None:  # the reserve the budget left, asked for
+            sent = sent.with_projection(sent.projection, sent.notice, self._answer_tokens)
+        return sent, facts
 
     async def _fit(
         self, bundle: PromptBundle, budget: Budget
     ) -> tuple[FittedPrompt, TokenCountMethod]:
         """The fit, from the cache when this very prompt was fitted at this budget and rate."""
-        rate = self.rate() if self._tokenizer is None else None
+        tokenizer = await self._tokenizer_now()
+        rate = self.rate() if tokenizer is None else None
         key = (
             id(bundle.projection),
             bundle.head,
@@ -182,21 +187,25 @@ class PromptBudgeter:
             notice = known.bundle.notice
             again = bundle.with_projection(known.bundle.projection, notice=notice)
             return FittedPrompt(again, known.estimate), method
-        counted, method = await self._count(bundle)
+        counted, method = await self._count(bundle, tokenizer)
         fitted = fit_prompt(bundle, budget, counted)
         self._fits[key] = (bundle.projection, fitted, method)
         while len(self._fits) > _FITS:
             self._fits.popitem(last=False)
         return fitted, method
 
-    async def _count(self, bundle: PromptBundle) -> tuple[PromptTokens, TokenCountMethod]:
-        if self._tokenizer is not None:
+    async def _count(
+        self, bundle: PromptBundle, tokenizer: ServerTokenizer | None
+    ) -> tuple[PromptTokens, TokenCountMethod]:
+        if tokenizer is not None:
             try:
-                return await self._server_tokens(bundle, self._tokenizer), "server"
+                return await self._server_tokens(bundle, tokenizer), "server"
             except Exception as exc:  # the server could not count: the rate does instead
                 logger.bind(role=self._role).debug(
                     "{}: the tokenizer did not count ({})", self._role, type(exc).__name__
                 )
+                if self._facts is not None and self._model.openai is not None:
+                    self._facts.forget_tokenizer(self._model.openai)  # looked for again
         rate = self.rate()
         return rate_tokens(bundle, rate), rate.method
 

@@ -19,15 +19,11 @@ from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.models import (
     ModelBackend,
     ModelReply,
+    ServerFacts,
     complete_reporting,
     server_away,
 )
-from teams_runtime.actors.roles._budget import (
-    BudgetFacts,
-    PromptBudgeter,
-    ServerTokenizer,
-    WindowProbe,
-)
+from teams_runtime.actors.roles._budget import BudgetFacts, PromptBudgeter
 from teams_runtime.actors.telemetry import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.codecs.attempt_records import AttemptRecord
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, PromptBudget, RateCard
@@ -49,7 +45,11 @@ from teams_runtime.exceptions import ModelFailure, PromptTooLarge, TeamsRuntimeE
 from teams_runtime.policy.outcomes import MAX_REPAIRS, contract_failure, research_result, state_of
 from teams_runtime.policy.pricing import rate_key
 from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
-from teams_runtime.policy.token_counts import LearnedRatios, server_prompt_tokens
+from teams_runtime.policy.token_counts import (
+    LearnedRatios,
+    server_overshoot,
+    server_prompt_tokens,
+)
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.attempt_files import save_attempt
 
@@ -105,8 +105,7 @@ class RoleCalls:
         cast: Cast = DEFAULT_CAST,
         budget: PromptBudget | None = None,
         ratios: LearnedRatios | None = None,
-        tokenizer: ServerTokenizer | None = None,
-        window_probe: WindowProbe | None = None,
+        facts: ServerFacts | None = None,
     ) -> None:
         self.role = role
         self._cast = cast  # the team: the role's prompt kind, rules and hand-offs
@@ -127,8 +126,7 @@ class RoleCalls:
             model,
             self._rate_key,
             ratios=ratios,
-            tokenizer=tokenizer,
-            window_probe=window_probe,
+            facts=facts,
         )
 
     async def valid_result(self, envelope: MessageEnvelope) -> RoleResult:
@@ -233,16 +231,16 @@ class RoleCalls:
             raise PromptTooLarge(reason, output=exc.output) from None
 
     def _overshoot(self, bundle: PromptBundle, facts: BudgetFacts, exc: PromptTooLarge) -> int:
-        """How far the server said the prompt was over its estimate (a tenth of the budget
-        when it did not say); the model's learned ratio is corrected from what it said."""
+        """How many tokens under its budget the prompt is made again: to its estimate less
+        what the server said it was over by (a tenth of the budget when it did not say). The
+        model's learned ratio is corrected from the server's count of the prompt."""
         estimate = facts.prompt_tokens_estimate or 0
         budget = facts.max_prompt_tokens or 0
         counted = server_prompt_tokens(exc.output)
-        if counted is None:
-            return max(budget // 10, 1)
-        size = len(bundle.text().encode("utf-8"))
-        self.budgeter.correct(counted, size)
-        return max(counted - estimate, budget // 20, 1)
+        if counted is not None:
+            self.budgeter.correct(counted, len(bundle.text().encode("utf-8")))
+        over = server_overshoot(exc.output)
+        return budget - min(budget, estimate) + (over if over else max(budget // 10, 1))
 
     async def _send_prompt(self, bundle: PromptBundle, budget: BudgetFacts) -> _Reply:
         """Send a prompt (model.attempts calls at most, each only while the request is live);

@@ -22,7 +22,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.models import ModelBackend, ModelServers, role_backends, server_away
+from teams_runtime.actors.models import (
+    ModelBackend,
+    ModelServers,
+    ServerFacts,
+    role_backends,
+    server_away,
+)
 from teams_runtime.actors.models.spawn import ModelStarter
 from teams_runtime.actors.roles import Outcome, RoleActor, is_person
 from teams_runtime.actors.team._chores import RESTORE_SECONDS, TeamChores
@@ -111,6 +117,7 @@ class Team:
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
         self._ratios = LearnedRatios()  # each model's tokens a character, from its calls
+        self._facts = ServerFacts()  # each model server's window and tokenizer, asked once
 
     @property
     def store(self) -> RecordStore:
@@ -264,6 +271,7 @@ class Team:
                 cast=self.cast,
                 budget=self.config.prompt_budget(role),
                 ratios=self._ratios,
+                facts=self._facts,
             )
             self.roles[role] = actor
             await group.start(actor.serve)

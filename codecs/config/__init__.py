@@ -26,7 +26,6 @@ from teams_runtime.codecs.config._model_section import (
 )
 from teams_runtime.codecs.config._openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
 from teams_runtime.codecs.config._prompt_context_section import (
-    DEFAULT_ANSWER_RESERVE,
     MOST_PROMPT_TOKENS,
     BudgetSource,
     PromptBudget,
@@ -47,7 +46,6 @@ from teams_runtime.codecs.config._telemetry_section import RateCard, TelemetryCo
 __all__ = [
     "BACKEND_KINDS",
     "CONFIG_FILE_NAME",
-    "DEFAULT_ANSWER_RESERVE",
     "DEFAULT_CAST",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_CONFIG_TEXT",

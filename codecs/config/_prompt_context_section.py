@@ -12,7 +12,6 @@ from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME, event_
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [
-    "DEFAULT_ANSWER_RESERVE",
     "MOST_PROMPT_TOKENS",
     "BudgetSource",
     "PromptBudget",
@@ -28,11 +27,6 @@ _PREFIX = f"{CONFIG_FILE_NAME} prompt_context"
 # The largest budget a prompt may be given: far beyond any model's window, small enough that a
 # typo of a few digits too many is an error naming the setting.
 MOST_PROMPT_TOKENS = 100_000_000
-
-# The tokens `auto` keeps for the answer when the role's model sets no `openai.max_tokens`,
-# and then sends as its `max_tokens`, so the server never answers past its window: a role's
-# result is a JSON object of a few hundred to a thousand tokens, and reasoning takes more.
-DEFAULT_ANSWER_RESERVE = 2048
 
 # A budget: a number of tokens, ``auto`` (the server's own window less the answer's reserve),
 # or ``None``: no budget (today's selection alone).

@@ -22,7 +22,6 @@ from teams_runtime.codecs.config._model_choices import (
 from teams_runtime.codecs.config._model_notes import role_defaults_note
 from teams_runtime.codecs.config._model_section import ModelConfig
 from teams_runtime.codecs.config._prompt_context_section import (
-    DEFAULT_ANSWER_RESERVE,
     PromptBudget,
     PromptContextConfig,
     prompt_context_from_block,
@@ -185,23 +184,13 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         raise ConfigError(source + message[len(CONFIG_FILE_NAME) :]) from None
 
 
-def _auto_budgets(config: TeamConfig) -> TeamConfig:
+def _check_auto_budgets(config: TeamConfig) -> None:
     """Refuse ``max_prompt_tokens: auto`` for a role whose model is not an OpenAI-compatible
-    server's: only such a server can say its context size (a person's role sends no prompt).
-    A role under ``auto`` without ``openai.max_tokens`` gets ``DEFAULT_ANSWER_RESERVE``: the
-    reserve its budget leaves for the answer, sent so the answer stays inside the window."""
-    roles = dict(config.roles)
+    server's: only such a server can say its context size. A person's role sends no prompt."""
     for role in config.cast.names:
         budget = config.prompt_budget(role)
-        model = config.model_for(role)
-        backend = model.backend
-        if budget.max_prompt_tokens != "auto" or backend == "human":
-            continue
-        if backend == "openai" and model.openai is not None:
-            if model.openai.max_tokens is None and role in roles:
-                openai = msgspec.structs.replace(model.openai, max_tokens=DEFAULT_ANSWER_RESERVE)
-                reserved = msgspec.structs.replace(model, openai=openai)
-                roles[role] = msgspec.structs.replace(roles[role], model=reserved)
+        backend = config.model_for(role).backend
+        if budget.max_prompt_tokens != "auto" or backend in ("openai", "human"):
             continue
         if budget.source == "role":
             raise ConfigError(
@@ -215,7 +204,6 @@ def _auto_budgets(config: TeamConfig) -> TeamConfig:
             f"{role} role's model.backend is {backend}: give a number of tokens, or set "
             f"roles.{role}.prompt_context.max_prompt_tokens."
         )
-    return msgspec.structs.replace(config, roles=roles)
 
 
 def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
@@ -264,4 +252,5 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
         research_defaults=research_defaults,
         actions=actions,
     )
-    return _auto_budgets(config)
+    _check_auto_budgets(config)
+    return config

@@ -12,6 +12,7 @@ from teams_runtime.policy.token_counts import (
     LEARNED_MARGIN,
     LearnedRatios,
     TokenRate,
+    server_overshoot,
     server_prompt_tokens,
 )
 
@@ -80,3 +81,26 @@ def test_a_server_that_counted_more_sets_the_models_floor() -> None:
 )
 def test_what_a_server_said_the_prompt_took(said: str, tokens: int | None) -> None:
     assert server_prompt_tokens(said) == tokens
+
+
+@pytest.mark.parametrize(
+    ("said", "over"),
+    [
+        pytest.param('{"n_prompt_tokens":5012,"n_ctx":4096}', 916, id="llama.cpp"),
+        pytest.param(
+            "This model's maximum context length is 4096 tokens. However, you requested 5100 "
+            "tokens (4100 in the messages, 1000 in the completion).",
+            1004,
+            id="vllm",
+        ),
+        pytest.param(
+            "maximum context length is 8192 tokens. However, your messages resulted in 9001 "
+            "tokens.",
+            809,
+            id="openai",
+        ),
+        pytest.param("the context is full", None, id="no-figures"),
+    ],
+)
+def test_how_far_over_a_server_says_a_prompt_was(said: str, over: int | None) -> None:
+    assert server_overshoot(said) == over

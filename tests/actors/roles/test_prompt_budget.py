@@ -106,21 +106,27 @@ async def test_a_server_still_over_gets_one_prompt_made_smaller_then_the_failure
     openai_workspace: Callable[..., Workspace], seed: Seed, run_once: RunOnce,
     openai_server: FakeOpenAIServer, read_record: ReadRecord,
 ) -> None:  # fmt: skip
-    openai_server.flavour, openai_server.n_ctx_chars = "llama.cpp", 3_000
-    workspace = _with_budget(openai_workspace(), 3_000)
+    # llama-cpp-python's server: an empty stream past its context, saying no figures.
+    openai_server.flavour, openai_server.n_ctx_chars = "llama-cpp-python", 6_000
+    workspace = _with_budget(openai_workspace(), 3_000, structured_output="json_object")
     seed(workspace, "req-1", "qa", events=40)
     summary = await run_once(workspace, roles=["qa"])
-    first, second = openai_server.requests  # the prompt, then once made smaller: no more
+    chat = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
+    first, second = chat  # the prompt, then once made smaller: no more
     assert len(second.prompt) < len(first.prompt)
-    assert _notice(second.prompt)["max_prompt_tokens"] == 3_000 - 150  # less the overshoot
+    estimate = summary.prompts[0].prompt_tokens_estimate
+    assert estimate is not None
+    # Made again a tenth of the budget under its estimate (the server said no figures).
+    assert _notice(second.prompt)["max_prompt_tokens"] == estimate - 300
     assert summary.failed == 1
-    (failed,) = [
-        e for e in read_record(workspace, "req-1")["events"] if e["type"] == "model_failed"
-    ]
+    (failed,) = _failures(read_record(workspace, "req-1"))
     reason = failed["payload"]["reason"]
     assert reason.startswith("the prompt does not fit the model server's context: it answered")
     assert "at its budget of 3000 tokens (prompt_context.max_prompt_tokens;" in reason
-    assert "again when made 150 tokens smaller; lower prompt_context.max_prompt_tokens" in reason
+    less = 3_000 - estimate + 300
+    assert f"again when made {less} tokens smaller; lower prompt_context.max_prompt_tokens" in (
+        reason
+    )
 
 
 async def test_the_second_prompt_goes_through_when_it_fits(
@@ -130,13 +136,15 @@ async def test_the_second_prompt_goes_through_when_it_fits(
     measure = _with_budget(openai_workspace(root=tmp_path / "measure"), 3_000)
     seed(measure, "req-1", "qa", events=40)
     await run_once(measure, roles=["qa"])
-    size = len(openai_server.requests[0].prompt)
+    (measured,) = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
+    size = len(measured.prompt)
     openai_server.requests.clear()
     openai_server.flavour, openai_server.n_ctx_chars = "llama.cpp", size - 40
     workspace = _with_budget(openai_workspace(root=tmp_path / "ws"), 3_000)
     seed(workspace, "req-1", "qa", events=40)
     summary = await run_once(workspace, roles=["qa"])
-    assert len(openai_server.requests) == 2 and summary.done == 1
+    chat = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
+    assert len(chat) == 2 and summary.done == 1
     assert [r.outcome for r in summary.prompts] == ["failed", "completed"]
 
 
@@ -185,3 +193,21 @@ async def test_a_servers_tokenizer_counts_each_event_once() -> None:
     again, _ = await budgeter.fit(bundle)
     assert len(tokenizer.texts) == counted  # all cached: a warm prompt asks the server nothing
     assert again.text() == fitted.text()
+
+
+async def test_auto_is_the_servers_window_less_the_reserve_it_asks_for(
+    openai_workspace: Callable[..., Workspace], seed: Seed, run_once: RunOnce,
+    openai_server: FakeOpenAIServer,
+) -> None:  # fmt: skip
+    openai_server.flavour = "llama.cpp"  # /props says its window (4,096), /tokenize counts
+    workspace = _with_budget(openai_workspace(), "auto")
+    seed(workspace, "req-1", "qa", events=40)
+    summary = await run_once(workspace, roles=["qa"])
+    assert summary.done == 1
+    (record,) = summary.prompts
+    reserve = 4096 // 4  # no max_tokens written: a quarter of the window
+    assert (record.max_prompt_tokens, record.token_count_method) == (4096 - reserve, "server")
+    chat = [request for request in openai_server.requests if request.path.endswith("/completions")]
+    assert chat[0].json()["max_tokens"] == reserve  # so the answer stays inside the window
+    assert record.prompt_tokens is not None and record.prompt_tokens_estimate is not None
+    assert record.prompt_tokens <= record.prompt_tokens_estimate <= 4096 - reserve

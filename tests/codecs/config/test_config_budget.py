@@ -8,7 +8,6 @@ import re
 import pytest
 
 from teams_runtime.codecs.config import (
-    DEFAULT_ANSWER_RESERVE,
     DEFAULT_CONFIG_TEXT,
     PromptBudget,
     PromptContextConfig,
@@ -137,18 +136,3 @@ def test_a_budget_built_in_code_is_checked_as_the_file_is() -> None:
     with pytest.raises(ConfigError, match="max_prompt_tokens must be a positive integer or auto"):
         PromptContextConfig(max_prompt_tokens=0)
     assert PromptContextConfig(max_prompt_tokens="auto").max_prompt_tokens == "auto"
-
-
-def test_auto_without_max_tokens_reserves_the_answer_and_sends_it() -> None:
-    config = parse_team_config(
-        OPENAI + "prompt_context: {max_prompt_tokens: auto}\n"
-        "roles: {qa: {model: {openai: {max_tokens: 500}}}, "
-        "planner: {prompt_context: {max_prompt_tokens: 3000}}}\n",
-        FILE,
-    )
-    developer = config.model_for("developer").openai
-    assert developer is not None and developer.max_tokens == DEFAULT_ANSWER_RESERVE
-    qa = config.model_for("qa").openai
-    assert qa is not None and qa.max_tokens == 500  # its own reserve
-    planner = config.model_for("planner").openai
-    assert planner is not None and planner.max_tokens is None  # not under auto
