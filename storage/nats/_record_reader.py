@@ -23,7 +23,7 @@ from teams_runtime.codecs.request_records import RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, UnknownRequestError
 from teams_runtime.storage.nats._names import token_of
 from teams_runtime.storage.nats._values import HEADER_FIELD, HistoryParts, message_room, read_value
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.connection import GONE_AFTER_SECONDS, NatsConnection
 from teams_runtime.storage.protocols import IndexedParts
 
 __all__ = ["RecordReader"]
@@ -194,6 +194,7 @@ class RecordReader:
             stream=self.names.events,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,
+            inactive_threshold=GONE_AFTER_SECONDS,
         )
         events: list[bytes] = []
         parts = HistoryParts()

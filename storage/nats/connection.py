@@ -47,7 +47,7 @@ from teams_runtime.storage.nats._server_errors import (
     reason_of,
 )
 
-__all__ = ["NatsConnection", "open_connection"]
+__all__ = ["GONE_AFTER_SECONDS", "NatsConnection", "open_connection"]
 
 _T = TypeVar("_T")
 
@@ -242,12 +242,12 @@ class NatsConnection:
         its listing before the first entry arrives (seen under load): an empty reply for a
         bucket that holds messages is asked again before it is believed."""
         for _ in range(_LISTING_TRIES):
-            try:
-                return await kv.keys()
-            except nats.js.errors.NoKeysError:
-                info = await self.js.stream_info(f"KV_{bucket}")
-                if not info.state.messages:
-                    return []
+            keys = await _listed_keys(kv)
+            if keys:
+                return keys
+            info = await self.js.stream_info(f"KV_{bucket}")
+            if not info.state.messages:
+                return []
         return []
 
     async def stream_subjects(self, stream: str, subjects: str) -> dict[str, int]:
@@ -361,3 +361,24 @@ class NatsConnection:
         if "error" in answer:
             raise nats.js.errors.APIError.from_error(answer["error"])
         return answer
+
+
+# An ephemeral consumer a command made (a listing, a watch, a history read) is removed by the
+# server this long after its subscription ends: nats-py's own default keeps a KV listing's for
+# 5 minutes, and a command a second (a script polling `status`) piled up hundreds of them
+# until the server refused more ("maximum consumers limit reached").
+GONE_AFTER_SECONDS = 1.0
+
+
+async def _listed_keys(kv: KeyValue) -> list[str]:
+    """The keys of ``kv`` (``KeyValue.keys`` with a consumer that goes when it is done)."""
+    watcher = await kv.watch(
+        ">", ignore_deletes=True, meta_only=True, inactive_threshold=GONE_AFTER_SECONDS
+    )
+    keys = []
+    async for entry in watcher:
+        if entry is None:  # the initial values are all in
+            break
+        keys.append(entry.key)
+    await watcher.stop()
+    return keys

@@ -39,7 +39,7 @@ from teams_runtime.storage.nats._append_writer import APPEND_SECONDS, AppendWrit
 from teams_runtime.storage.nats._head_changes import prepare
 from teams_runtime.storage.nats._names import request_id_of_token, token_of
 from teams_runtime.storage.nats._record_reader import RecordReader
-from teams_runtime.storage.nats.connection import NatsConnection
+from teams_runtime.storage.nats.connection import GONE_AFTER_SECONDS, NatsConnection
 from teams_runtime.storage.protocols import AppendOutcome, ParsedRecord, RecordRead, Stray
 
 __all__ = ["UNSEEN", "NatsRecordStore"]
@@ -96,6 +96,7 @@ class NatsRecordStore:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
             headers_only=True,
+            inactive_threshold=GONE_AFTER_SECONDS,
         )
         self.connection.keep(watch)  # it ends with the connection, and its helper tasks too
 

@@ -33,7 +33,7 @@ from teams_runtime.storage.opening import blocking_storage, open_storage
 
 from ...support.cli_in_process import init_nats_workspace, run_cli
 from ...support.processes import stopped
-from ...support.waiting import eventually
+from ...support.waiting import eventually, eventually_sync
 
 
 def _ack_waits(connection: NatsConnection) -> dict[str, float]:
@@ -356,3 +356,29 @@ async def test_a_lease_renewal_while_the_server_is_paused_names_the_server(
         assert queue.renew_trouble == (
             f"the NATS server at {server.settings().shown_url} did not answer"
         )  # not the file storage's full disk
+
+
+def test_commands_leave_no_consumers_behind_on_the_server(
+    nats_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each command's listings, watches and history reads make ephemeral consumers; with
+    # nats-py's defaults a KV listing's stayed 5 minutes after its command, and a script polling
+    # `status` piled up hundreds until the server refused more.
+    settings = nats_server.settings()
+    root = init_nats_workspace(tmp_path / "ws", settings)
+    ws = ("--workspace", str(root))
+    assert (
+        run_cli(capsys, "submit", "--role", "qa", "--scope", "s", "--request-id", "r", *ws)[0] == 0
+    )
+    for _ in range(10):
+        assert run_cli(capsys, "status", "--json", *ws)[0] == 0
+        assert run_cli(capsys, "export", "r", *ws)[0] == 0
+
+    async def ephemeral() -> int:
+        async with open_connection(settings) as connection:
+            infos = await connection.js.streams_info()
+            ours = [info for info in infos if settings.prefix in info.config.name]
+            durable = len(ROLES) + 1  # a consumer per role, and the deferred one
+            return sum(info.state.consumer_count for info in ours) - durable
+
+    eventually_sync(lambda: anyio.run(ephemeral) == 0, "the commands' consumers to go", 15)
