@@ -17,6 +17,16 @@ from typing import Any
 import msgspec
 
 from teams_runtime.actors.context import open_context
+from teams_runtime.cli._budget_view import (
+    budget_of,
+    budget_rows,
+    budget_shown,
+    budgeted,
+    envelope_from,
+    fit_shown,
+    pretty_sizes,
+    rate_of,
+)
 from teams_runtime.cli._flags import (
     add_json,
     add_overrides,
@@ -29,7 +39,6 @@ from teams_runtime.cli._flags import (
 from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
-from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.model import validate_reply
@@ -55,7 +64,6 @@ __all__ = [
     "declare_project",
     "declare_prompt",
     "explain_json",
-    "preview_prompt",
     "prompt_json",
     "read_whole",
 ]
@@ -109,8 +117,13 @@ def declare_project(project: argparse.ArgumentParser) -> None:
         "The flags override prompt_context; the record is only read."
     )
     add_selector(project)
+    _add_role(project, "with a budget, fit the record as ROLE's whole prompt (else alone)")
     add_json(project, "print one JSON object with the notice, counts and record")
     project.set_defaults(handler=cmd_project)
+
+
+def _add_role(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--role", type=role_name, metavar="ROLE", help=what)
 
 
 def cmd_project(args: argparse.Namespace) -> int:
@@ -124,6 +137,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
+    projection, _ = budgeted(args, team, projection)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -154,35 +168,17 @@ def declare_explain(explain: argparse.ArgumentParser) -> None:
         "record's counts and the config used."
     )
     add_selector(explain)
+    _add_role(explain, "with a budget, fit as ROLE's whole prompt (else the record alone)")
     add_json(explain)
     explain.set_defaults(handler=cmd_explain)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    team = _team_config(args)
-    config = _with_overrides(team.prompt_context, args)
-    if args.record is not None:
-        source = str(Path(args.record))
-        _, fields = read_record_file(Path(args.record))
-    else:
-        fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
-    report = explain_json(fields, source, config)
+    report = explain_json(args)
     if args.json:
         write_json(report)
         return 0
-    rows = report["events"]
-    if rows is None:
-        print(f"{source}: `events` is not a list; the record passes through unchanged.")
-        return 0
-    print(
-        f"{source}: {count_of(report['total_events'], 'event')}, "
-        f"{report['included_events']} included, {report['omitted_events']} omitted "
-        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
-        f"enabled={str(config.enabled).lower()})"
-    )
-    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
-    for row in rows:
-        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
+    _print_explain(report)
     return 0
 
 
@@ -193,11 +189,20 @@ def read_whole(workspace: Workspace, team: TeamConfig, request_id: str) -> tuple
     return read.fields, read.source
 
 
-def explain_json(fields: JsonObject, source: str, config: PromptContextConfig) -> JsonObject:
-    """What ``explain --json`` prints for a record's ``fields`` read from ``source``: the
-    counts, the config used and every event's decision (``events`` is ``None`` when the record's
-    ``events`` is not a list)."""
+def explain_json(args: argparse.Namespace) -> JsonObject:
+    """What ``explain`` given ``args`` prints with ``--json``: the counts, the config used, the
+    budget's figures when one is in force, and every event's decision (``events`` is ``None``
+    when the record's ``events`` is not a list)."""
+    team = _team_config(args)
+    config = _with_overrides(team.prompt_context, args)
+    if args.record is not None:
+        source = str(Path(args.record))
+        _, fields = read_record_file(Path(args.record))
+    else:
+        # Every event is needed, so the record is read whole (tail=None).
+        fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
     projection = project_fields(fields, config)
+    fitted, estimate = budgeted(args, team, projection)
     events = fields.get("events")
     rows: list[JsonObject] | None = None
     if isinstance(events, list):
@@ -209,17 +214,49 @@ def explain_json(fields: JsonObject, source: str, config: PromptContextConfig) -
                 zip(events, roles, decisions, strict=True)
             )
         ]
+        if estimate:  # a budget is in force: each event's tokens, and what it decided
+            role = team_role(team.cast, args.role) if args.role else None
+            rate = rate_of(Workspace(args.workspace), team, role)
+            tokens, decided = budget_rows(projection, fitted, pretty_sizes(events), rate)
+            for row, count in zip(rows, tokens, strict=True):
+                row["tokens"] = count
+                row["decision"] = decided.get(row["index"], row["decision"])
     return {
         "record": source,
-        "total_events": projection.total_events,
-        "included_events": projection.included_events,
-        "omitted_events": projection.omitted_events,
-        "compacted": projection.compacted,
+        "total_events": fitted.total_events,
+        "included_events": fitted.included_events,
+        "omitted_events": fitted.omitted_events,
+        "compacted": fitted.compacted,
         "recent_events": config.recent_events,
         "max_events": config.max_events,
         "enabled": config.enabled,
+        **budget_shown(fitted, estimate),
         "events": rows,
     }
+
+
+_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate")  # as budget_shown orders them
+
+
+def _print_explain(report: JsonObject) -> None:
+    source, rows = report["record"], report["events"]
+    if rows is None:
+        print(f"{source}: `events` is not a list; the record passes through unchanged.")
+        return
+    budget = {key: report[key] for key in _BUDGET_FIGURES if key in report}
+    figures = "".join(f", {key}={value}" for key, value in budget.items())
+    print(
+        f"{source}: {count_of(report['total_events'], 'event')}, "
+        f"{report['included_events']} included, {report['omitted_events']} omitted "
+        f"(recent_events={report['recent_events']}, max_events={report['max_events']}, "
+        f"enabled={str(report['enabled']).lower()}{figures})"
+    )
+    tokens = bool(budget)
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  {'tokens  ' if tokens else ''}decision")
+    for row in rows:
+        count = f"{row['tokens']:>6}  " if tokens else ""
+        role = row["role"] or "-"
+        print(f"{row['index']:>5}  {row['type']:<26}  {role:<20}  {count}{row['decision']}")
 
 
 def declare_prompt(prompt: argparse.ArgumentParser) -> None:
@@ -265,41 +302,34 @@ def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    workspace = Workspace(args.workspace)
-    team = load_team_config(workspace.root)
-    kind = _checked_kind(team.cast, team_role(team.cast, args.role), args.kind)
-    config = _with_overrides(team.prompt_context, args)
-    bundle = preview_prompt(workspace, team, args.request_id, args.role, kind, config)
+    bundle, output = prompt_json(args)
     if args.json:
-        write_json(prompt_json(bundle))
+        write_json(output)
         return 0
     for chunk in bundle.iter_chunks():
         sys.stdout.write(chunk)
     return 0
 
 
-def preview_prompt(
-    workspace: Workspace,
-    team: TeamConfig,
-    request_id: str,
-    role: str,
-    kind: PromptKind | None = None,
-    config: PromptContextConfig | None = None,
-) -> PromptBundle:
-    """The prompt ``role`` would be sent for ``request_id`` now (``kind``: the role's own
-    unless given; ``config``: the team's ``prompt_context`` unless given); writes nothing."""
-    kind = _checked_kind(team.cast, role, kind)
-    config = config if config is not None else team.prompt_context
+def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
+    """The prompt ``prompt`` given ``args`` shows, and what it prints with ``--json``: the
+    prompt, its notice, its counts, and the budget's figures when one is in force."""
+    workspace = Workspace(args.workspace)
+    team = load_team_config(workspace.root)
+    cast = team.cast
+    kind = _checked_kind(cast, team_role(cast, args.role), args.kind)
+    config = _with_overrides(team.prompt_context, args)
     with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
-        return storage.run_with_store(
-            _preview_prompt, workspace, request_id, role, kind, config, team.cast
+        bundle = storage.run_with_store(
+            _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
         )
-
-
-def prompt_json(bundle: PromptBundle) -> JsonObject:
-    """What ``prompt --json`` prints for ``bundle``: the prompt, its notice and its counts."""
+    # As a run would send it: fitted to the role's budget (or --max-prompt-tokens).
+    budget = budget_of(team, args.role, args)
+    rate = rate_of(workspace, team, args.role)
+    fitted = fit_shown(bundle, budget, rate)
+    bundle = fitted.bundle
     projection = bundle.projection
-    return {
+    output: JsonObject = {
         "role": bundle.role,
         "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
         "purpose": bundle.purpose,
@@ -310,26 +340,11 @@ def prompt_json(bundle: PromptBundle) -> JsonObject:
         "compacted": projection.compacted,
         "prompt": bundle.text(),
     }
-
-
-def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
-    """The envelope a role would most likely get, rebuilt from the record's own fields."""
-
-    def field(key: str, kind: type, default: Any) -> Any:
-        value = projection.value(key)
-        return value if isinstance(value, kind) else default
-
-    return MessageEnvelope(
-        request_id=request_id,
-        sender=field("current_role", str, "orchestrator") or "orchestrator",
-        target=role,
-        intent=field("intent", str, ""),
-        urgency=field("urgency", str, "normal"),
-        scope=field("scope", str, ""),
-        artifacts=[str(item) for item in field("artifacts", list, [])],
-        params=field("params", dict, {}),
-        body=field("body", str, ""),
-    )
+    if budget is not None:
+        output["max_prompt_tokens"] = budget.tokens
+        output["prompt_tokens_estimate"] = fitted.estimate
+        output["token_count_method"] = rate.method
+    return bundle, output
 
 
 async def _preview_prompt(
@@ -345,7 +360,7 @@ async def _preview_prompt(
     errors an empty reply would get). Reads through a ContextActor like the roles do; writes
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
-    envelope = _envelope_from(projection, request_id, role)
+    envelope = envelope_from(projection, request_id, role)
     repairing = cast.prompt_kind_of(role)
     errors: list[str] = []
     if kind == "repair":

@@ -44,8 +44,8 @@ async def _prompt(request: Request) -> Response:
 
 
 async def _explain(request: Request) -> Response:
-    explained, _ = await console_of(request).reads.explained(_request_id(request))
-    return JSONResponse(explained)
+    role = request.query_params.get("role") or None
+    return JSONResponse(await console_of(request).reads.explained(_request_id(request), role))
 
 
 async def _metrics(request: Request) -> Response:

@@ -3,6 +3,7 @@ their ``--json``): blocking reads run in a worker thread, never on the server's 
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from teams_runtime.cli._flags import role_name, team_role
 from teams_runtime.cli._inbox import inbox_json, person_role, shown_json
 from teams_runtime.cli._metrics import metrics_json, metrics_report
 from teams_runtime.cli._output import UserError
-from teams_runtime.cli._records import explain_json, preview_prompt, prompt_json, read_whole
+from teams_runtime.cli._parser import build_parser
+from teams_runtime.cli._records import explain_json, prompt_json, read_whole
 from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
@@ -48,6 +50,7 @@ class TimelineRow:
     size: int
     summary: str
     decision: str
+    tokens: int | None  # the event's estimate, where a budget is in force
 
 
 @dataclass(frozen=True)
@@ -96,18 +99,30 @@ class Reads:
 
         return await _in_thread(load)
 
+    def _args(self, command: str, *argv: str) -> argparse.Namespace:
+        """``command``'s arguments as its own parser reads them (so the console's JSON is the
+        command's), on this workspace; values go as ``--flag=value`` and after ``--``, so
+        none is read as a flag."""
+        return build_parser().parse_args([command, f"--workspace={self.workspace.root}", *argv])
+
     async def prompt(self, request_id: str, role: str) -> JsonObject:
         """``prompt REQUEST_ID --role ROLE --json``."""
-        config = self.config()
-        role = self.role(config, role)
-        bundle = await _in_thread(preview_prompt, self.workspace, config, request_id, role)
-        return prompt_json(bundle)
+        role = self.role(self.config(), role)
+        args = self._args("prompt", f"--role={role}", "--", check_request_id(request_id))
+        _, shown = await _in_thread(prompt_json, args)
+        return shown
 
-    async def explained(self, request_id: str) -> tuple[JsonObject, JsonObject]:
-        """``explain REQUEST_ID --json``, and the record's fields."""
-        config = self.config()
-        fields, source = await _in_thread(read_whole, self.workspace, config, request_id)
-        return explain_json(fields, source, config.prompt_context), fields
+    async def explained(self, request_id: str, role: str | None = None) -> JsonObject:
+        """``explain REQUEST_ID [--role ROLE] --json``."""
+        chosen = [f"--role={self.role(self.config(), role)}"] if role else []
+        args = self._args("explain", *chosen, "--", check_request_id(request_id))
+        return await _in_thread(explain_json, args)
+
+    async def fields(self, request_id: str) -> JsonObject:
+        """The request's fields, every event with them."""
+        wanted = check_request_id(request_id)
+        fields, _ = await _in_thread(read_whole, self.workspace, self.config(), wanted)
+        return fields
 
     async def metrics(self, by: list[str]) -> JsonObject:
         """``metrics --json --by ...`` over this workspace's logs."""
@@ -121,7 +136,7 @@ def timeline(fields: JsonObject, explained: JsonObject) -> list[TimelineRow]:
     events = fields.get("events")
     if not isinstance(events, list):
         return []
-    decisions = {row["index"]: row["decision"] for row in explained["events"] or []}
+    explains = {row["index"]: row for row in explained["events"] or []}
     rows = []
     for index, raw in enumerate(events):
         event = decode_any(raw)
@@ -134,7 +149,8 @@ def timeline(fields: JsonObject, explained: JsonObject) -> list[TimelineRow]:
                 type=event_type_label(raw),
                 size=len(raw),
                 summary=str(head.get("summary", "")),
-                decision=decisions.get(index, ""),
+                decision=explains.get(index, {}).get("decision", ""),
+                tokens=explains.get(index, {}).get("tokens"),
             )
         )
     return rows

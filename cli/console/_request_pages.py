@@ -55,6 +55,9 @@ def _receipt(explained: JsonObject, prompt: JsonObject | None) -> Html:
         f"{explained['omitted_events']} omitted (recent_events={explained['recent_events']}, "
         f"max_events={explained['max_events']}, enabled={str(explained['enabled']).lower()})"
     )
+    for key in ("max_prompt_tokens", "prompt_tokens_estimate"):
+        if key in explained:
+            counts += f"; {key}={explained[key]}"
     notice = (
         prompt["notice"] if prompt is not None and prompt["notice"] else "none: nothing omitted"
     )
@@ -69,11 +72,12 @@ async def request_page(request: Request) -> Response:
     role's, or the team's first)."""
     console = console_of(request)
     request_id = check_request_id(request.path_params["request_id"])
-    explained, fields = await console.reads.explained(request_id)
+    fields = await console.reads.fields(request_id)
     config = console.reads.config()
     last = field_json(fields, "current_role")
     default = last if isinstance(last, str) and last in config.cast.roles else config.cast.names[0]
     role = request.query_params.get("role") or default
+    explained = await console.reads.explained(request_id, role)
     prompt = await console.reads.prompt(request_id, role)
     head = table(
         ["status", "last role", "hops", "events"],
@@ -81,8 +85,9 @@ async def request_page(request: Request) -> Response:
           explained["total_events"]]],
     )  # fmt: skip
     events = table(
-        ["#", "time", "role", "type", "bytes", "summary", "projection"],
-        [[r.index, r.timestamp, r.role or "-", r.type, r.size, r.summary, r.decision]
+        ["#", "time", "role", "type", "bytes", "tokens", "summary", "projection"],
+        [[r.index, r.timestamp, r.role or "-", r.type, r.size,
+          "-" if r.tokens is None else r.tokens, r.summary, r.decision]
          for r in timeline(fields, explained)],
         empty="No events.",
     )  # fmt: skip
