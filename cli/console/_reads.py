@@ -69,7 +69,7 @@ class Reads:
         problem = None
         try:
             return team_role(config.cast, role_name(given))
-        except ValueError as exc:  # argparse's ArgumentTypeError is one
+        except argparse.ArgumentTypeError as exc:  # as --role refuses it
             problem = str(exc)
         raise UserError(f"role: {problem}")
 
