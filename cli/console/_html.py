@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from starlette.responses import HTMLResponse
 
-__all__ = ["Html", "bar", "esc", "join", "options", "page", "table"]
+__all__ = ["Html", "bar", "esc", "options", "page", "table"]
 
 NAV = (("/", "Team"), ("/requests", "Requests"), ("/inbox", "Inbox"), ("/metrics", "Metrics"))
 
@@ -26,15 +26,10 @@ def esc(value: object) -> Html:
     return Html(html.escape("" if value is None else str(value), quote=True))
 
 
-def join(parts: Iterable[object]) -> Html:
-    """The parts one after another, each escaped unless it is ``Html`` already."""
-    return Html("".join(esc(part) for part in parts))
-
-
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, empty: str = "") -> Html:
     """A table of ``rows`` (cells escaped unless ``Html``), or ``empty`` as a note if none."""
     body = [
-        join(["<tr>", *(Html(f"<td>{esc(cell)}</td>") for cell in row), "</tr>"]) for row in rows
+        Html("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>") for row in rows
     ]
     if not body:
         return Html(f'<p class="note">{esc(empty)}</p>') if empty else Html("")

@@ -16,7 +16,7 @@ from teams_runtime.cli._status import hint_lines, stray_lines
 from teams_runtime.cli.console._html import Html, esc, page, table
 from teams_runtime.cli.console._state import Console, console_of
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.formats import JsonObject
+from teams_runtime.codecs.formats import JsonObject, count_of
 
 __all__ = ["team_events", "team_fragment", "team_page"]
 
@@ -72,7 +72,8 @@ def team_fragment(report: JsonObject, config: TeamConfig) -> Html:
     notes = hint_lines(report, report["max_hops"]) + stray_lines(report["strays"])
     return Html(
         f"<section><h2>Roles</h2>{roles}</section>"
-        f'<p class="note">{esc(len(report["requests"]))} requests: {esc(summary or "none")}</p>'
+        f'<p class="note">{esc(count_of(len(report["requests"]), "request"))}: '
+        f"{esc(summary or 'none')}</p>"
         f"<section><h2>Waiting for a person</h2>{waiting}</section>"
         f"<section><h2>Deferred</h2>{deferred}</section>"
         f"<section><h2>Workers</h2>{workers}</section>"

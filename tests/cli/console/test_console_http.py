@@ -111,8 +111,8 @@ async def test_a_person_answers_from_the_form_once(team: Path, console: httpx.As
     assert again.status_code == 409 and "no answer waits" in again.text
     record = json.loads(await _cli(team, "export", "req-1"))
     assert (record["status"], record["result"]["summary"]) == ("completed", "Approved.")
-    page = await console.get("/requests/req-1")
-    assert "<td>completed</td>" in page.text
+    page = await console.get("/requests")
+    assert '<tr><td><a href="/requests/req-1">req-1</a></td><td>completed</td>' in page.text
 
 
 @pytest.mark.parametrize(
