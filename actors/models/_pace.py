@@ -5,7 +5,8 @@ The limit is counted per ``base_url`` in one worker (a Team): the smallest ``max
 its roles write for the server; where none writes one, what the server can serve: the slots
 it reports (llama.cpp's ``/props`` ``total_slots``, its ``--parallel``), else one for a server
 on this machine or a private network that reports none (llama-cpp-python's serves one request
-and, by default, cuts the running stream when another arrives), else no limit (a hosted API,
+and, by default, cuts the running stream when another arrives) unless it answered as vLLM,
+Ollama or LM Studio (they queue requests themselves), else no limit (a hosted API,
 which queues or rejects with a 429 itself). Across workers only the server's own slots decide.
 
 A call that overlapped another to the same server (one was running when the other was sent)
@@ -29,6 +30,7 @@ from teams_runtime.policy.backoff import backoff_delay
 __all__ = ["BUSY_RESENDS", "LOCAL_DEFAULT", "Running", "ServerPace"]
 
 LOCAL_DEFAULT = 1  # calls at once to a local server that reports no slots
+_QUEUEING_SERVERS = ("vLLM", "Ollama", "LM Studio")  # how their windows' sources begin
 # How often one call is sent again after a busy server cut its stream: past this, something
 # else is wrong (a server that never sends a finish_reason), and the answer counts as it is.
 BUSY_RESENDS = 8
@@ -76,7 +78,10 @@ class ServerPace:
         if not on_a_local_network(config.base_url):
             return None
         window = await facts.window(config)
-        return window.slots if window.slots is not None else LOCAL_DEFAULT
+        if window.slots is not None:
+            return window.slots
+        # vLLM, Ollama and LM Studio queue what they cannot serve at once: no limit of ours.
+        return None if window.source.startswith(_QUEUEING_SERVERS) else LOCAL_DEFAULT
 
     def _notify(self) -> None:
         if self._changed is not None:

@@ -150,6 +150,19 @@ async def test_max_concurrent_holds_per_server(
     assert openai_server.most_running == most
 
 
+@pytest.mark.parametrize("flavour", ["vllm", "ollama", "lmstudio"])
+async def test_a_local_server_that_queues_itself_gets_no_limit_of_ours(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, flavour: str
+) -> None:
+    openai_server.flavour = flavour
+    openai_server.model_name = "fake-coder"  # the model the roles ask for, as it lists it
+    openai_server.event_seconds = 0.05
+    servers = ModelServers()
+    backend = _backend(openai_server.base_url, servers, max_concurrent=None)
+    assert len(await _at_once([backend] * 4, prompt_bundle)) == 4
+    assert openai_server.most_running > 1  # known by its window's answer: not one at a time
+
+
 async def test_a_hosted_api_has_no_limit_and_is_not_asked_for_slots() -> None:
     servers = ModelServers()
     config = OpenAIConfig(base_url="https://api.openai.com/v1", model="gpt-4o")
