@@ -25,7 +25,6 @@ from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, ope
 from teams_runtime.actors.models import (
     ModelBackend,
     ModelServers,
-    ServerFacts,
     role_backends,
     server_away,
 )
@@ -117,7 +116,7 @@ class Team:
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
         self._ratios = LearnedRatios()  # each model's tokens a character, from its calls
-        self._facts = ServerFacts()  # each model server's window and tokenizer, asked once
+        self._facts = self.servers.facts  # each model server's window and tokenizer, asked once
 
     @property
     def store(self) -> RecordStore:
