@@ -122,7 +122,7 @@ async def test_records_carry_model_timings_cached_tokens_cost_and_outcome(
         ("contract_repair", "completed"),
     ]
     for record in records:
-        assert record.schema_version == PROMPT_RECORD_SCHEMA == 2
+        assert record.schema_version == PROMPT_RECORD_SCHEMA == 3
         assert record.latency_ms is not None and record.latency_ms > 0
     failed, invalid, repaired = developer
     assert failed.prompt_tokens is None and failed.cost_usd is None
