@@ -99,7 +99,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
                         "workspace": arm.workspace if args.keep else None,
                         "fingerprint": arm.fingerprint,
                         **figures[arm.name],
-                        "metrics": msgspec.structs.asdict(arm.report),
+                        "metrics": {  # a figure left unset (estimates) is left out
+                            key: value
+                            for key, value in msgspec.structs.asdict(arm.report).items()
+                            if value is not msgspec.UNSET
+                        },
                     }
                     for arm in arms
                 },

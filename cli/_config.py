@@ -176,10 +176,18 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
             **msgspec.to_builtins(cast.role(role)),
             "concurrency": cast.concurrency_of(role),  # the run's default when not written
             "model": msgspec.to_builtins(config.model_for(role)),
+            "prompt_context": _budget_shown(config, role),
         }
         for role in cast.names
     }
     return shown
+
+
+def _budget_shown(config: TeamConfig, role: str) -> dict[str, Any]:
+    """The role's budget in force and where it is written (``role``, ``global`` or ``none``);
+    ``auto`` is resolved from the role's model server when a run starts."""
+    budget = config.prompt_budget(role)
+    return {"max_prompt_tokens": budget.max_prompt_tokens, "from": budget.source}
 
 
 # --- --graph: who may hand a request to whom ------------------------------------------------------

@@ -19,6 +19,7 @@ from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     EVENT_COUNT_LIMIT,
+    MOST_PROMPT_TOKENS,
     Cast,
     event_count_problem,
 )
@@ -64,6 +65,17 @@ def event_count(text: str) -> int:
     problem = event_count_problem(value)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return value
+
+
+def prompt_tokens(text: str) -> int:
+    """--max-prompt-tokens: a whole number of tokens, as the config's budget is."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MOST_PROMPT_TOKENS:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to {MOST_PROMPT_TOKENS}")
     return value
 
 
@@ -253,6 +265,13 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
         "--disable",
         action="store_true",
         help="project as with prompt_context.enabled: false (full history)",
+    )
+    parser.add_argument(
+        "--max-prompt-tokens",
+        type=prompt_tokens,
+        metavar="N",
+        help="fit the prompt to N tokens, overriding the role's or prompt_context's "
+        f"max_prompt_tokens (1 to {MOST_PROMPT_TOKENS}; docs/compaction.md)",
     )
 
 

@@ -17,6 +17,16 @@ from typing import Any
 import msgspec
 
 from teams_runtime.actors.context import open_context
+from teams_runtime.cli._budget_view import (
+    budget_of,
+    budget_rows,
+    budget_shown,
+    budgeted,
+    envelope_from,
+    fit_shown,
+    pretty_sizes,
+    rate_of,
+)
 from teams_runtime.cli._flags import (
     add_json,
     add_overrides,
@@ -29,7 +39,6 @@ from teams_runtime.cli._flags import (
 from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
-from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.model import validate_reply
@@ -105,8 +114,13 @@ def declare_project(project: argparse.ArgumentParser) -> None:
         "The flags override prompt_context; the record is only read."
     )
     add_selector(project)
+    _add_role(project, "with a budget, fit the record as ROLE's whole prompt (else alone)")
     add_json(project, "print one JSON object with the notice, counts and record")
     project.set_defaults(handler=cmd_project)
+
+
+def _add_role(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--role", type=role_name, metavar="ROLE", help=what)
 
 
 def cmd_project(args: argparse.Namespace) -> int:
@@ -120,6 +134,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
+    projection, _ = budgeted(args, team, projection)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -150,6 +165,7 @@ def declare_explain(explain: argparse.ArgumentParser) -> None:
         "record's counts and the config used."
     )
     add_selector(explain)
+    _add_role(explain, "with a budget, fit as ROLE's whole prompt (else the record alone)")
     add_json(explain)
     explain.set_defaults(handler=cmd_explain)
 
@@ -166,6 +182,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             read = storage.store.read(args.request_id, tail=None)
         fields, source = read.fields, read.source
     projection = project_fields(fields, config)
+    fitted, estimate = budgeted(args, team, projection)
     events = fields.get("events")
     rows: list[dict[str, Any]] | None = None
     if isinstance(events, list):
@@ -177,34 +194,57 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 zip(events, roles, decisions, strict=True)
             )
         ]
+        if estimate:  # a budget is in force: each event's tokens, and what it decided
+            role = team_role(team.cast, args.role) if args.role else None
+            rate = rate_of(Workspace(args.workspace), team, role)
+            tokens, decided = budget_rows(projection, fitted, pretty_sizes(events), rate)
+            for row, count in zip(rows, tokens, strict=True):
+                row["tokens"] = count
+                row["decision"] = decided.get(row["index"], row["decision"])
+    budget = budget_shown(fitted, estimate)
     if args.json:
         write_json(
             {
                 "record": source,
-                "total_events": projection.total_events,
-                "included_events": projection.included_events,
-                "omitted_events": projection.omitted_events,
-                "compacted": projection.compacted,
+                "total_events": fitted.total_events,
+                "included_events": fitted.included_events,
+                "omitted_events": fitted.omitted_events,
+                "compacted": fitted.compacted,
                 "recent_events": config.recent_events,
                 "max_events": config.max_events,
                 "enabled": config.enabled,
+                **budget,
                 "events": rows,
             }
         )
         return 0
+    _print_explain(source, fitted, config, budget, rows)
+    return 0
+
+
+def _print_explain(
+    source: str,
+    projection: Projection,
+    config: PromptContextConfig,
+    budget: dict[str, int],
+    rows: list[dict[str, Any]] | None,
+) -> None:
     if rows is None:
         print(f"{source}: `events` is not a list; the record passes through unchanged.")
-        return 0
+        return
+    figures = "".join(f", {key}={value}" for key, value in budget.items())
     print(
         f"{source}: {count_of(projection.total_events, 'event')}, "
         f"{projection.included_events} included, {projection.omitted_events} omitted "
         f"(recent_events={config.recent_events}, max_events={config.max_events}, "
-        f"enabled={str(config.enabled).lower()})"
+        f"enabled={str(config.enabled).lower()}{figures})"
     )
-    print(f"{'index':>5}  {'type':<26}  {'role':<20}  decision")
+    tokens = bool(budget)
+    print(f"{'index':>5}  {'type':<26}  {'role':<20}  {'tokens  ' if tokens else ''}decision")
     for row in rows:
-        print(f"{row['index']:>5}  {row['type']:<26}  {row['role'] or '-':<20}  {row['decision']}")
-    return 0
+        count = f"{row['tokens']:>6}  " if tokens else ""
+        role = row["role"] or "-"
+        print(f"{row['index']:>5}  {row['type']:<26}  {role:<20}  {count}{row['decision']}")
 
 
 def declare_prompt(prompt: argparse.ArgumentParser) -> None:
@@ -259,6 +299,11 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         bundle = storage.run_with_store(
             _preview_prompt, workspace, args.request_id, args.role, kind, config, cast
         )
+    # As a run would send it: fitted to the role's budget (or --max-prompt-tokens).
+    budget = budget_of(team, args.role, args)
+    rate = rate_of(workspace, team, args.role)
+    fitted = fit_shown(bundle, budget, rate)
+    bundle = fitted.bundle
     if args.json:
         projection = bundle.projection
         output = {
@@ -272,31 +317,15 @@ def cmd_prompt(args: argparse.Namespace) -> int:
             "compacted": projection.compacted,
             "prompt": bundle.text(),
         }
+        if budget is not None:
+            output["max_prompt_tokens"] = budget.tokens
+            output["prompt_tokens_estimate"] = fitted.estimate
+            output["token_count_method"] = rate.method
         write_json(output)
         return 0
     for chunk in bundle.iter_chunks():
         sys.stdout.write(chunk)
     return 0
-
-
-def _envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
-    """The envelope a role would most likely get, rebuilt from the record's own fields."""
-
-    def field(key: str, kind: type, default: Any) -> Any:
-        value = projection.value(key)
-        return value if isinstance(value, kind) else default
-
-    return MessageEnvelope(
-        request_id=request_id,
-        sender=field("current_role", str, "orchestrator") or "orchestrator",
-        target=role,
-        intent=field("intent", str, ""),
-        urgency=field("urgency", str, "normal"),
-        scope=field("scope", str, ""),
-        artifacts=[str(item) for item in field("artifacts", list, [])],
-        params=field("params", dict, {}),
-        body=field("body", str, ""),
-    )
 
 
 async def _preview_prompt(
@@ -312,7 +341,7 @@ async def _preview_prompt(
     errors an empty reply would get). Reads through a ContextActor like the roles do; writes
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
-    envelope = _envelope_from(projection, request_id, role)
+    envelope = envelope_from(projection, request_id, role)
     repairing = cast.prompt_kind_of(role)
     errors: list[str] = []
     if kind == "repair":

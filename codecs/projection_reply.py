@@ -17,7 +17,7 @@ from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.request_ids import canonical_request_ref
 from teams_runtime.codecs.request_records import RecordFields, decode_any, iter_pretty_record
 
-__all__ = ["SELECTION", "Backfill", "Projection"]
+__all__ = ["SELECTION", "Backfill", "BudgetNote", "OversizedEvent", "Projection"]
 
 SELECTION = "recent_tail_plus_latest_role_evidence"
 
@@ -29,12 +29,33 @@ class Backfill(msgspec.Struct, frozen=True):
     role: str
 
 
-class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+class OversizedEvent(msgspec.Struct, frozen=True):
+    """An event left out because alone it takes more tokens than the budget leaves for
+    events: named in the notice by its index and size, so the role can open the record."""
+
+    index: int
+    tokens: int
+
+
+class BudgetNote(msgspec.Struct, frozen=True, kw_only=True):
+    """What a token budget decided, when it left out events the selection had kept: the
+    budget, the tokens the prompt is estimated to take under it, and the events too large
+    for it alone (content-free: the notice carries it after ``canonical_request``)."""
+
+    max_prompt_tokens: int
+    prompt_tokens_estimate: int
+    oversized: tuple[OversizedEvent, ...] = ()
+
+
+class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True, omit_defaults=True):
     """A projected copy of a request record plus the counts that describe it.
 
     ``fields`` holds every top-level key of the record, in order, as JSON bytes; when the
     record's ``events`` is a list, ``fields["events"]`` is the JSON array of the selected
-    events, each copied byte for byte.
+    events, each copied byte for byte, and ``event_sizes`` the UTF-8 size of each as a prompt
+    lays it out (``request_records.pretty_event_size``): what a token budget counts, without
+    a parse. ``budget`` is set only when a token budget left out events the selection kept
+    (``policy.budget``).
     """
 
     request_id: str
@@ -44,6 +65,8 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     backfilled: tuple[Backfill, ...]
     fields: dict[str, bytes]
     history_bytes: int  # the byte size of every event as stored (what full history would add)
+    event_sizes: tuple[int, ...] = ()
+    budget: BudgetNote | None = None
 
     @property
     def included_events(self) -> int:
@@ -62,7 +85,7 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
         """The content-free notice (spec section 5) in its key order; empty if not compacted."""
         if not self.compacted:
             return {}
-        return msgspec.structs.asdict(
+        notice = msgspec.structs.asdict(
             CompactionNotice(
                 total_events=self.total_events,
                 included_events=self.included_events,
@@ -73,6 +96,15 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True):
                 canonical_request=canonical_request_ref(self.request_id),
             )
         )
+        budget = self.budget
+        if budget is not None:  # only when the budget decided: the spec's keys stay as they are
+            notice["max_prompt_tokens"] = budget.max_prompt_tokens
+            notice["prompt_tokens_estimate"] = budget.prompt_tokens_estimate
+            if budget.oversized:
+                notice["oversized_events"] = [
+                    {"index": item.index, "tokens": item.tokens} for item in budget.oversized
+                ]
+        return notice
 
     @property
     def record(self) -> RecordFields:

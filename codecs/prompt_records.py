@@ -3,8 +3,11 @@
 Schema 2 adds what a call cost and how it went (``model`` .. ``outcome``); a schema-1 line
 still reads, those fields ``None``. ``finish_reason`` came later within schema 2: optional, so
 a line without it reads (``None``), and a reader that does not know it ignores it (msgspec
-skips unknown fields). Schema 3 adds one ``outcome`` value, ``stopped`` (a call cut by the run
-stopping): a schema-2 reader does not know it, so the version says a reader may meet it.
+skips unknown fields). So did the token budget's three fields (``max_prompt_tokens`` ..
+``token_count_method``), which a record without a budget leaves out of its line altogether:
+such a line is byte for byte what it was before them, and reads them as ``None``. Schema 3
+adds one ``outcome`` value, ``stopped`` (a call cut by the run stopping): a schema-2 reader
+does not know it, so the version says a reader may meet it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import msgspec
 
 from teams_runtime.codecs.model import FinishReason, ReplyRead
 
+# How a prompt's tokens were estimated for its budget (``policy.token_counts``).
+TokenCountMethod = Literal["server", "learned", "default"]
+
 __all__ = [
     "ATTEMPT_KINDS",
     "CALL_OUTCOMES",
@@ -22,6 +28,7 @@ __all__ = [
     "AttemptKind",
     "CallOutcome",
     "PromptRecord",
+    "TokenCountMethod",
     "decode_prompt_record",
     "encode_prompt_record",
 ]
@@ -89,15 +96,26 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # Why the model server said the answer ended (``model_replies.FINISH_REASONS``); None when
     # it did not say (a command, the dry run, a stream without one) or the call failed first.
     finish_reason: FinishReason | None = None
+    # The token budget in force for the role's prompt (None: none), the tokens the prompt was
+    # estimated to take under it (``prompt_tokens`` stays what the server reported), and how
+    # they were counted. Absent from the line when there is no budget.
+    max_prompt_tokens: Count | None = None
+    prompt_tokens_estimate: Count | None = None
+    token_count_method: TokenCountMethod | None = None
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PromptRecord)
+# The budget's fields as a line without a budget ends: cut, so that line stays as it was.
+_NO_BUDGET = b',"max_prompt_tokens":null,"prompt_tokens_estimate":null,"token_count_method":null}'
 
 
 def encode_prompt_record(record: PromptRecord) -> str:
-    """One JSON line (without the newline)."""
-    return _ENCODER.encode(record).decode()
+    """One JSON line (without the newline); without a budget, without the budget's fields."""
+    line = _ENCODER.encode(record)
+    if line.endswith(_NO_BUDGET):
+        line = line[: -len(_NO_BUDGET)] + b"}"
+    return line.decode()
 
 
 def decode_prompt_record(line: bytes) -> PromptRecord:

@@ -32,6 +32,8 @@ __all__ = [
     "format_event",
     "iter_pretty_record",
     "not_utf8_at",
+    "pretty_event_size",
+    "pretty_frame_size",
     "render_record",
     "split_raw_list",
 ]
@@ -203,6 +205,30 @@ def format_event(raw: msgspec.Raw | bytes) -> bytes:
     # JSON strings cannot hold a raw newline, so every newline is structure: re-indenting a
     # formatted value is a plain replace.
     return msgspec.json.format(raw, indent=2).replace(b"\n", b"\n    ")
+
+
+def pretty_event_size(raw: msgspec.Raw | bytes) -> int:
+    """The UTF-8 size of an event as a prompt lays it out (``format_event``), in one look when
+    it is already laid out so (every event teams-runtime wrote): a compact object or array
+    (another program's) is formatted to be measured."""
+    data = memoryview(raw)
+    if len(data) > 2 and data[0] in b"{[" and data[1] != ord("\n"):
+        return len(format_event(raw))
+    return len(data)
+
+
+def pretty_frame_size(fields: Mapping[str, bytes | msgspec.Raw]) -> int:
+    """The UTF-8 size of ``iter_pretty_record``'s output for ``fields`` less its events: every
+    other field, the braces, and the events array's own brackets as a non-empty one has them.
+    An event adds its ``pretty_event_size`` and at most one ``EVENT_SEPARATOR``."""
+    size = 3  # `{` newline, then `}`
+    for key, raw in fields.items():
+        size += len(_field_head(key)) + 2  # `,` newline (or a newline: one less, never more)
+        if key == EVENTS_KEY and bytes(raw[:1]) == b"[":
+            size += len(EVENTS_OPEN) + len(EVENTS_CLOSE)
+        else:
+            size += len(_field_value(raw))
+    return size
 
 
 def _field_head(key: str) -> bytes:

@@ -1,6 +1,6 @@
 """Monitoring: the CLI's log sinks (``log_sinks``), and ``teams-runtime metrics`` over the
 prompt records (``metrics_report`` reads and groups them, ``call_groups`` sums a group,
-``report_table`` draws the table)."""
+``estimates`` measures a token budget's estimates, ``report_table`` draws the table)."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from teams_runtime.codecs.prompt_records import (
     decode_prompt_record,
 )
 from teams_runtime.monitoring._call_groups import CallGroup, Figures
+from teams_runtime.monitoring._estimates import EstimateAccuracy, Estimates
 from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME
 
 __all__ = [
@@ -167,6 +168,8 @@ class MetricsReport(msgspec.Struct, kw_only=True):
     requests: list[RequestFigures]
     completed_requests: CompletedFigures
     skipped_lines: int
+    # Per model, when prompt records carry a budget's estimate (left out of --json otherwise).
+    estimates: list[EstimateAccuracy] | msgspec.UnsetType = msgspec.UNSET
 
     def as_json(self) -> JsonObject:
         """What ``metrics --json`` prints: a group as one object, its ``--by`` values first
@@ -293,9 +296,11 @@ def aggregate(
     totals = CallGroup()
     groups: dict[tuple[GroupValue, ...], CallGroup] = {}
     requests: dict[str, _Request] = {}
+    estimates = Estimates()
     for record in matching_records(files, filters, skipped):
         card = cards.get(record.model) if record.model is not None else None
         totals.add(record, card)
+        estimates.add(record)
         key = tuple(group_value(record, name) for name in by)
         groups.setdefault(key, CallGroup()).add(record, card)
         requests.setdefault(record.request_id, _Request()).add(record)
@@ -315,4 +320,5 @@ def aggregate(
         requests=rows,
         completed_requests=_completed(rows),
         skipped_lines=skipped.lines,
+        estimates=estimates.accuracy() or msgspec.UNSET,
     )

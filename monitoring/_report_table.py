@@ -4,8 +4,11 @@ A figure nothing reported reads ``-``; a sum over some of the calls says over ho
 
 from __future__ import annotations
 
+import msgspec
+
 from teams_runtime.codecs.formats import count_of, printable
 from teams_runtime.monitoring._call_groups import Figures
+from teams_runtime.monitoring._estimates import estimates_lines
 from teams_runtime.monitoring._metrics_report import CompletedFigures, GroupValue, MetricsReport
 
 __all__ = ["render_report"]
@@ -102,6 +105,8 @@ def render_report(report: MetricsReport) -> str:
         lines.append(_per_request(done, cost))
     if report.by == ["enabled"]:
         lines += ["", _compare_enabled(report)]
+    if not isinstance(report.estimates, msgspec.UnsetType):
+        lines += estimates_lines(report.estimates)
     lines.append(f"\nskipped lines: {report.skipped_lines}")
     return "\n".join(line.rstrip() for line in lines)
 

@@ -23,7 +23,12 @@ from teams_runtime.codecs.config import PromptContextConfig
 from teams_runtime.codecs.evidence import history_evidence, role_of_raw
 from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.codecs.request_ids import notice_request_id
-from teams_runtime.codecs.request_records import EVENTS_KEY, encode_json, format_event
+from teams_runtime.codecs.request_records import (
+    EVENTS_KEY,
+    encode_json,
+    format_event,
+    pretty_event_size,
+)
 from teams_runtime.codecs.stored_records import IndexedParts
 
 __all__ = ["RequestDigest", "digest_from_fields", "digest_from_parts"]
@@ -108,11 +113,11 @@ class RequestDigest:
     def _project(self) -> Projection:
         config = self._config
         if not self._events_is_list:
-            return self._projection((), (), self._fields)
+            return self._projection((), (), self._fields, [])
         total = self.count
         if not config.enabled or total <= config.max_events:
             history = self._all if self._all is not None else list(self._recent)
-            return self._projection(tuple(range(total)), (), self._with_events(history))
+            return self._projection(tuple(range(total)), (), self._with_events(history), history)
         tail_start = total - config.recent_events
         slots = config.max_events - config.recent_events
         chosen = sorted(self._candidates()[:slots])
@@ -120,7 +125,7 @@ class RequestDigest:
         tail = list(self._recent)[-config.recent_events :]
         events = [self._evidence[role][1] for _, role in chosen] + tail
         selected = tuple(index for index, _ in chosen) + tuple(range(tail_start, total))
-        return self._projection(selected, backfilled, self._with_events(events))
+        return self._projection(selected, backfilled, self._with_events(events), events)
 
     def _with_events(self, events: list[msgspec.Raw]) -> dict[str, bytes]:
         return {
@@ -133,6 +138,7 @@ class RequestDigest:
         selected: tuple[int, ...],
         backfilled: tuple[Backfill, ...],
         fields: dict[str, bytes],
+        events: list[msgspec.Raw],
     ) -> Projection:
         return Projection(
             request_id=self._request_id,
@@ -142,6 +148,7 @@ class RequestDigest:
             backfilled=backfilled,
             fields=fields,
             history_bytes=self._history_bytes,
+            event_sizes=tuple(map(pretty_event_size, events)),
         )
 
 

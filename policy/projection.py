@@ -18,7 +18,13 @@ from teams_runtime.codecs.evidence import role_of_event, role_of_raw
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.projection_reply import Backfill, Projection
 from teams_runtime.codecs.request_ids import notice_request_id
-from teams_runtime.codecs.request_records import EVENTS_KEY, decode_record, encode_json
+from teams_runtime.codecs.request_records import (
+    EVENTS_KEY,
+    decode_record,
+    encode_json,
+    format_event,
+    pretty_event_size,
+)
 
 __all__ = [
     "Selection",
@@ -90,6 +96,12 @@ def _role_of(event: object) -> str | None:
     return role_of_raw(event) if isinstance(event, msgspec.Raw) else role_of_event(event)
 
 
+def _pretty_size(event: object) -> int:
+    if isinstance(event, msgspec.Raw):
+        return pretty_event_size(event)
+    return len(format_event(encode_json(event)))
+
+
 def project_fields(
     fields: Mapping[str, Any], config: PromptContextConfig | None = None
 ) -> Projection:
@@ -104,8 +116,9 @@ def project_fields(
             len(event) if isinstance(event, msgspec.Raw) else len(encode_json(event))
             for event in events
         )
+        sizes = tuple(_pretty_size(events[i]) for i in selected)
     else:
-        total, selected, backfilled, history_bytes = 0, (), (), 0
+        total, selected, backfilled, history_bytes, sizes = 0, (), (), 0, ()
     json_fields = {
         key: encode_json(
             [events[i] for i in selected]
@@ -122,6 +135,7 @@ def project_fields(
         backfilled=backfilled,
         fields=json_fields,
         history_bytes=history_bytes,
+        event_sizes=sizes,
     )
 
 

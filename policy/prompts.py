@@ -19,6 +19,7 @@ from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.model import ReplyKind, contract_shape
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
+from teams_runtime.codecs.request_records import EVENT_SEPARATOR, pretty_frame_size
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.policy.projection import notice_text
 
@@ -28,6 +29,7 @@ __all__ = [
     "PURPOSES",
     "PromptBundle",
     "PromptKind",
+    "PromptSizes",
     "build_prompt",
     "next_roles_of",
     "reply_kind_of",
@@ -125,6 +127,27 @@ def reply_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> Repl
     return "task"
 
 
+_CURRENT = "Current request:\n"
+_ENVELOPE = "\n\nIncoming envelope:\n"
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSizes:
+    """A prompt's parts in UTF-8 bytes, as ``PromptBundle.iter_chunks`` lays them out: what a
+    token budget counts (``policy.budget``). The parts add up to the prompt's size, or a few
+    bytes more (a separator counted with every event), never less."""
+
+    brief: int  # the head, and the lines around the record
+    record: int  # the record's other fields, its braces and the events' brackets
+    envelope: int
+    notice: int
+    events: tuple[int, ...]  # each selected event, with the separator before it
+
+
 @dataclass(frozen=True)
 class PromptBundle:
     """A prompt as chunks, with the notice and counts that travel with it."""
@@ -139,6 +162,9 @@ class PromptBundle:
     envelope: MessageEnvelope | None
     # What the answer may name as `next_role` (the contract, the schema sent with the prompt).
     next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    # The answer's tokens to ask for instead of the model's `max_tokens`: the reserve an `auto`
+    # budget leaves when the model sets none (None: as the model says).
+    max_tokens: int | None = None
 
     @property
     def answer_kind(self) -> ReplyKind:
@@ -161,11 +187,11 @@ class PromptBundle:
         yield self.head + "\n\n"
         if self.notice:
             yield self.notice + "\n\n"
-        yield "Current request:\n"
+        yield _CURRENT
         for chunk in self.projection.iter_record_json():
             yield chunk.decode("utf-8")
         if self.envelope is not None:
-            yield "\n\nIncoming envelope:\n" + pretty_json(self.envelope.prompt_view())
+            yield self.envelope_text()
         yield "\n"
 
     async def chunks(self) -> AsyncIterator[str]:
@@ -185,6 +211,44 @@ class PromptBundle:
 
     def text(self) -> str:
         return "".join(self.iter_chunks())
+
+    def with_projection(
+        self, projection: Projection, notice: str | None = None, max_tokens: int | None = None
+    ) -> PromptBundle:
+        """The same prompt built on ``projection`` (the one a token budget left), its notice
+        made anew from it (or ``notice``, made from it before), asking for ``max_tokens``
+        answer tokens if given."""
+        return PromptBundle(
+            role=self.role,
+            request_id=self.request_id,
+            kind=self.kind,
+            reply_kind=self.reply_kind,
+            projection=projection,
+            notice=notice_text(projection) if notice is None else notice,
+            head=self.head,
+            envelope=self.envelope,
+            next_roles=self.next_roles,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+        )
+
+    def envelope_text(self) -> str:
+        """What the prompt shows of the envelope (``""`` when it shows none)."""
+        if self.envelope is None:
+            return ""
+        return _ENVELOPE + pretty_json(self.envelope.prompt_view())
+
+    def sizes(self) -> PromptSizes:
+        """The prompt's parts in UTF-8 bytes, from the projection's event sizes (no render of
+        the events)."""
+        projection = self.projection
+        separator = len(EVENT_SEPARATOR)
+        return PromptSizes(
+            brief=_utf8_size(self.head) + 2 + len(_CURRENT) + 1,
+            record=pretty_frame_size(projection.fields),
+            envelope=_utf8_size(self.envelope_text()),
+            notice=_utf8_size(self.notice) + 2 if self.notice else 0,
+            events=tuple(size + separator for size in projection.event_sizes),
+        )
 
 
 def _bullets(lines: tuple[str, ...] | list[str]) -> str:

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
+import msgspec
 
 from teams_runtime._logs import logger
 from teams_runtime.actors.models._openai_reading import (
@@ -65,6 +66,7 @@ from teams_runtime.codecs.model import (
 )
 from teams_runtime.exceptions import ConfigError, ModelFailure, PromptTooLarge
 from teams_runtime.policy.backoff import backoff_delay
+from teams_runtime.policy.budget import exceeded_advice
 from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
@@ -343,6 +345,8 @@ class OpenAIBackend:
                 next_roles=bundle.next_roles,
             )
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
+        if bundle.max_tokens is not None:  # an auto budget's reserve for the answer
+            config = msgspec.structs.replace(config, max_tokens=bundle.max_tokens)
         yield request_head(config.model, request_fields(config, format_), config.system)
         async for chunk in bundle.chunks():
             yield json_string_fragment(chunk)
@@ -351,13 +355,13 @@ class OpenAIBackend:
 
 def _too_large(bundle: PromptBundle, exceeded: ContextExceeded) -> PromptTooLarge:
     """The failure of a prompt beyond the server's context, naming its size and what bounds
-    it (``max_events``), so a person knows what to change; it is not sent again unchanged."""
+    it, so a person knows what to change (``max_events`` only when it bounded the events); it
+    is not sent again unchanged."""
     projection = bundle.projection
     return PromptTooLarge(
         f"the prompt does not fit the model server's context: {exceeded.how}. The prompt has "
         f"{bundle.chars()} characters ({projection.included_events} of "
         f"{projection.total_events} events; prompt_context.max_events "
-        f"{projection.config.max_events}); lower prompt_context.max_events or start the "
-        "server with a larger context (llama.cpp: --ctx-size; llama-cpp-python: --n_ctx)",
+        f"{projection.config.max_events}); {exceeded_advice(projection)}",
         output=exceeded.said,
     )

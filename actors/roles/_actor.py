@@ -23,7 +23,7 @@ from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors._mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.context import ContextHandle
-from teams_runtime.actors.models import ModelBackend
+from teams_runtime.actors.models import ModelBackend, ServerFacts
 from teams_runtime.actors.roles._calls import RequestEnded, RoleCalls
 from teams_runtime.actors.roles._outcome_writes import (
     NotSaved,
@@ -33,7 +33,7 @@ from teams_runtime.actors.roles._outcome_writes import (
 )
 from teams_runtime.actors.roles._person_waits import is_person, wait_for_person
 from teams_runtime.actors.telemetry import traced_envelope
-from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, PromptBudget, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
@@ -41,6 +41,7 @@ from teams_runtime.exceptions import (
     ActorStopped,
     AskTimeout,
     ModelFailure,
+    PromptTooLarge,
     StorageError,
     TeamsRuntimeError,
 )
@@ -52,6 +53,7 @@ from teams_runtime.policy.outcomes import (
     plan_outcome,
     state_of,
 )
+from teams_runtime.policy.token_counts import LearnedRatios
 from teams_runtime.storage import AnswerInbox, Claim, WorkQueue, Workspace
 
 __all__ = ["Outcome", "RoleActor", "Working", "outcome_key"]
@@ -90,6 +92,9 @@ class RoleActor:
         rate_card: RateCard | None = None,
         inbox: AnswerInbox | None = None,
         cast: Cast = DEFAULT_CAST,
+        budget: PromptBudget | None = None,
+        ratios: LearnedRatios | None = None,
+        facts: ServerFacts | None = None,
     ) -> None:
         if is_person(model) and inbox is None:
             raise ValueError(f"the {role} role is a person's (model.backend: human): give an inbox")
@@ -110,6 +115,9 @@ class RoleActor:
             on_prompt=on_prompt,
             rate_card=rate_card,
             cast=cast,
+            budget=budget,
+            ratios=ratios,
+            facts=facts,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._inbox = inbox  # where a person's role puts its envelopes
@@ -199,7 +207,9 @@ class RoleActor:
                 await self._queue.done(claim)
                 return "done"
             except ModelFailure as exc:
-                return await self._model_failed(envelope, claim, str(exc))
+                # A prompt that cannot fit is not sent again, whatever on_failure says.
+                final = isinstance(exc, PromptTooLarge)
+                return await self._model_failed(envelope, claim, str(exc), final=final)
             except (NotSaved, AskTimeout, ActorStopped, StorageError) as exc:
                 # Transient (the store was busy, away or stopping): another attempt may succeed.
                 if not isinstance(exc, NotSaved):
@@ -235,11 +245,13 @@ class RoleActor:
         await self._queue.done(claim)
         return "done"
 
-    async def _model_failed(self, envelope: MessageEnvelope, claim: Claim, reason: str) -> Outcome:
+    async def _model_failed(
+        self, envelope: MessageEnvelope, claim: Claim, reason: str, *, final: bool = False
+    ) -> Outcome:
         self._log.bind(request_id=envelope.request_id).warning(
             "{}: model failed for request {}: {}", self.role, envelope.request_id, reason
         )
-        if self._model.on_failure == "requeue":
+        if self._model.on_failure == "requeue" and not final:
             return await self._release(claim)  # on_failure: requeue
         failure = plan_model_failure(self.role, reason, now_iso(), envelope)
         state = state_of(await self._context.project(envelope.request_id))

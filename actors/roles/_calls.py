@@ -19,12 +19,14 @@ from teams_runtime.actors.context import ContextHandle
 from teams_runtime.actors.models import (
     ModelBackend,
     ModelReply,
+    ServerFacts,
     complete_reporting,
     server_away,
 )
+from teams_runtime.actors.roles._budget import BudgetFacts, PromptBudgeter
 from teams_runtime.actors.telemetry import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.codecs.attempt_records import AttemptRecord
-from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, RateCard
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, PromptBudget, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.model import (
@@ -43,10 +45,27 @@ from teams_runtime.exceptions import ModelFailure, PromptTooLarge, TeamsRuntimeE
 from teams_runtime.policy.outcomes import MAX_REPAIRS, contract_failure, research_result, state_of
 from teams_runtime.policy.pricing import rate_key
 from teams_runtime.policy.prompts import PromptBundle, PromptKind, build_prompt
+from teams_runtime.policy.token_counts import (
+    LearnedRatios,
+    server_overshoot,
+    server_prompt_tokens,
+)
 from teams_runtime.storage import Workspace
 from teams_runtime.storage.attempt_files import save_attempt
 
 __all__ = ["RequestEnded", "RoleCalls"]
+
+
+def _still_over(said: str, facts: BudgetFacts, less: int, setting: str) -> str:
+    """The reason of a prompt still past the server's context once made again under its
+    budget: how the server said so, the budget, and what would help."""
+    how = said.split(". The prompt has", 1)[0]  # the backend's advice assumed no budget
+    return (
+        f"{how}, at its budget of {facts.max_prompt_tokens} tokens ({setting}; the prompt was "
+        f"estimated at {facts.prompt_tokens_estimate}) and again when made {less} tokens "
+        f"smaller; lower {setting}, or start the server with a larger context (llama.cpp: "
+        "--ctx-size; llama-cpp-python: --n_ctx)"
+    )
 
 
 class RequestEnded(Exception):
@@ -84,6 +103,9 @@ class RoleCalls:
         on_prompt: Callable[[PromptRecord], None] | None = None,
         rate_card: RateCard | None = None,
         cast: Cast = DEFAULT_CAST,
+        budget: PromptBudget | None = None,
+        ratios: LearnedRatios | None = None,
+        facts: ServerFacts | None = None,
     ) -> None:
         self.role = role
         self._cast = cast  # the team: the role's prompt kind, rules and hand-offs
@@ -96,6 +118,16 @@ class RoleCalls:
         self._backend = backend
         self._on_prompt = on_prompt
         self._log = logger.bind(role=role)
+        # The role's token budget (none: prompts as projected); `ratios` shared by a worker's
+        # roles, so what one role's calls teach about a model serves the others.
+        self.budgeter = PromptBudgeter(
+            role,
+            budget or PromptBudget(),
+            model,
+            self._rate_key,
+            ratios=ratios,
+            facts=facts,
+        )
 
     async def valid_result(self, envelope: MessageEnvelope) -> RoleResult:
         """Prompt the model, repairing invalid answers (each one kept as an attempt) at most
@@ -181,9 +213,36 @@ class RoleCalls:
             previous=previous,
             cast=self._cast,
         )
-        return await self._send_prompt(bundle)
+        # Over its budget a prompt is never sent: fitted here, or PromptTooLarge (final).
+        fitted, facts = await self.budgeter.fit(bundle)
+        try:
+            return await self._send_prompt(fitted, facts)
+        except PromptTooLarge as exc:
+            if facts.max_prompt_tokens is None:
+                raise
+            less = self._overshoot(fitted, facts, exc)
+        # The server counted more than the estimate: once more, that much under the budget.
+        fitted, again = await self.budgeter.fit(bundle, less=less)
+        try:
+            return await self._send_prompt(fitted, again)
+        except PromptTooLarge as exc:
+            setting = self.budgeter.budget.setting if self.budgeter.budget else ""
+            reason = _still_over(str(exc), facts, less, setting)
+            raise PromptTooLarge(reason, output=exc.output) from None
 
-    async def _send_prompt(self, bundle: PromptBundle) -> _Reply:
+    def _overshoot(self, bundle: PromptBundle, facts: BudgetFacts, exc: PromptTooLarge) -> int:
+        """How many tokens under its budget the prompt is made again: to its estimate less
+        what the server said it was over by (a tenth of the budget when it did not say). The
+        model's learned ratio is corrected from the server's count of the prompt."""
+        estimate = facts.prompt_tokens_estimate or 0
+        budget = facts.max_prompt_tokens or 0
+        counted = server_prompt_tokens(exc.output)
+        if counted is not None:
+            self.budgeter.correct(counted, len(bundle.text().encode("utf-8")))
+        over = server_overshoot(exc.output)
+        return budget - min(budget, estimate) + (over if over else max(budget // 10, 1))
+
+    async def _send_prompt(self, bundle: PromptBundle, budget: BudgetFacts) -> _Reply:
         """Send a prompt (model.attempts calls at most, each only while the request is live);
         log each one sent and keep each failed call in the attempts folder. Raises the last
         ``ModelFailure`` if every call failed."""
@@ -238,7 +297,7 @@ class RoleCalls:
                     reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
                 )
             finally:
-                self._log_call(bundle, call, started, reply, reading, outcome, finish)
+                self._log_call(bundle, call, started, reply, reading, outcome, finish, budget)
         raise AssertionError("unreachable")
 
     def _log_call(
@@ -250,8 +309,10 @@ class RoleCalls:
         reading: ReplyReading | None,
         outcome: CallOutcome,
         finish: FinishReason | None,
+        budget: BudgetFacts,
     ) -> None:
-        """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on."""
+        """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on; the
+        server's count of the prompt's tokens teaches the budget the model's ratio."""
         ended = anyio.current_time()
         first = reply.first_token_at if reply is not None else None
         facts = CallFacts(
@@ -264,8 +325,12 @@ class RoleCalls:
             first_token_seconds=first - started if first is not None else None,
             outcome=outcome,
             finish_reason=reply.finish_reason if reply is not None else finish,
+            max_prompt_tokens=budget.max_prompt_tokens,
+            prompt_tokens_estimate=budget.prompt_tokens_estimate,
+            token_count_method=budget.token_count_method,
         )
         record = log_prompt(bundle, bundle.chars(), facts)
+        self.budgeter.observe(record.prompt_tokens, record.prompt_chars)
         if self._on_prompt is not None:
             self._on_prompt(record)
 

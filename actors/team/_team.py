@@ -22,7 +22,13 @@ from anyio.abc import TaskGroup, TaskStatus
 from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
-from teams_runtime.actors.models import ModelBackend, ModelServers, role_backends, server_away
+from teams_runtime.actors.models import (
+    ModelBackend,
+    ModelServers,
+    ServerFacts,
+    role_backends,
+    server_away,
+)
 from teams_runtime.actors.models.spawn import ModelStarter
 from teams_runtime.actors.roles import Outcome, RoleActor, is_person
 from teams_runtime.actors.team._chores import RESTORE_SECONDS, TeamChores
@@ -34,6 +40,7 @@ from teams_runtime.codecs.formats import count_of
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.policy.pricing import card_for
+from teams_runtime.policy.token_counts import LearnedRatios
 from teams_runtime.storage import (
     AnswerInbox,
     Claim,
@@ -109,6 +116,8 @@ class Team:
         self._chores: TeamChores | None = None  # the run's (it needs the run's ContextActor)
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
+        self._ratios = LearnedRatios()  # each model's tokens a character, from its calls
+        self._facts = ServerFacts()  # each model server's window and tokenizer, asked once
 
     @property
     def store(self) -> RecordStore:
@@ -260,6 +269,9 @@ class Team:
                 rate_card=card_for(self.config.telemetry, self.config.model_for(role)),
                 inbox=self.inbox,
                 cast=self.cast,
+                budget=self.config.prompt_budget(role),
+                ratios=self._ratios,
+                facts=self._facts,
             )
             self.roles[role] = actor
             await group.start(actor.serve)

@@ -20,6 +20,7 @@ from teams_runtime.codecs.prompt_records import (
     AttemptKind,
     CallOutcome,
     PromptRecord,
+    TokenCountMethod,
     encode_prompt_record,
 )
 from teams_runtime.codecs.request_records import EVENT_SEPARATOR, EVENTS_KEY
@@ -43,6 +44,11 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     first_token_seconds: float | None = None
     outcome: CallOutcome | None = None
     finish_reason: FinishReason | None = None  # why the server said the answer ended
+    # The role's token budget, when one is in force: its tokens, the prompt's estimate under
+    # it, and how that was counted (``actors.roles._budget``).
+    max_prompt_tokens: int | None = None
+    prompt_tokens_estimate: int | None = None
+    token_count_method: TokenCountMethod | None = None
 
 
 def attempt_kind_of(purpose: str, call: int) -> AttemptKind:
@@ -104,6 +110,9 @@ def prompt_record(
         cost_usd=call_cost(call.rate_card, usage, answered=call.read is not None),
         outcome=call.outcome,
         finish_reason=call.finish_reason,
+        max_prompt_tokens=call.max_prompt_tokens,
+        prompt_tokens_estimate=call.prompt_tokens_estimate,
+        token_count_method=call.token_count_method,
     )
 
 
@@ -115,9 +124,10 @@ def log_prompt(
     record = prompt_record(bundle, prompt_chars, call)
     bound = logger.bind(role=record.role, request_id=record.request_id, purpose=record.purpose)
     if record.compacted:
+        decided = bundle.projection.budget  # only when the budget left events out
         bound.info(
             "[{}] prompt_context_compacted request_id={} purpose={} total_events={} "
-            "included_events={} omitted_events={} recent_events={} max_events={}",
+            "included_events={} omitted_events={} recent_events={} max_events={}{}",
             record.role,
             record.request_id or "unknown",
             record.purpose,
@@ -126,6 +136,10 @@ def log_prompt(
             record.omitted_events,
             record.recent_events,
             record.max_events,
+            ""
+            if decided is None
+            else f" max_prompt_tokens={decided.max_prompt_tokens}"
+            f" prompt_tokens_estimate={decided.prompt_tokens_estimate}",
         )
     bound.bind(**{RECORD_KEY: encode_prompt_record(record)}).info(RECORD_KEY)
     model_call(record)  # its span and metrics, when OpenTelemetry is on

@@ -25,7 +25,13 @@ from teams_runtime.codecs.config._model_section import (
     StructuredOutput,
 )
 from teams_runtime.codecs.config._openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
-from teams_runtime.codecs.config._prompt_context_section import PromptContextConfig
+from teams_runtime.codecs.config._prompt_context_section import (
+    MOST_PROMPT_TOKENS,
+    BudgetSource,
+    PromptBudget,
+    PromptContextConfig,
+    RolePromptContext,
+)
 from teams_runtime.codecs.config._queue_section import QueueConfig
 from teams_runtime.codecs.config._roles_section import RoleConfig
 from teams_runtime.codecs.config._setting_checks import (
@@ -46,18 +52,22 @@ __all__ = [
     "DEFAULT_REQUESTS_IN_FLIGHT",
     "EVENT_COUNT_LIMIT",
     "INTERNAL_AGENTS",
+    "MOST_PROMPT_TOKENS",
     "RUNTIME_BODY_KEYS",
     "STRUCTURED_OUTPUT_FORMS",
+    "BudgetSource",
     "Cast",
     "DryRunConfig",
     "ModelChoice",
     "ModelConfig",
     "NatsSettings",
     "OpenAIConfig",
+    "PromptBudget",
     "PromptContextConfig",
     "QueueConfig",
     "RateCard",
     "RoleConfig",
+    "RolePromptContext",
     "StorageConfig",
     "StructuredOutput",
     "TeamConfig",

@@ -1,21 +1,52 @@
-"""The ``prompt_context`` section: how much of a request's history goes into prompts."""
+"""The ``prompt_context`` section: how much of a request's history goes into prompts, and the
+token budget of a role's prompt (global, and ``roles.<role>.prompt_context``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
-from teams_runtime.codecs.config._setting_checks import event_count_problem
+from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME, event_count_problem
 from teams_runtime.exceptions import ConfigError
 
-__all__ = ["PromptContextConfig", "prompt_context_from_block"]
+__all__ = [
+    "MOST_PROMPT_TOKENS",
+    "BudgetSource",
+    "PromptBudget",
+    "PromptContextConfig",
+    "RolePromptContext",
+    "budget_problem",
+    "prompt_context_from_block",
+    "role_prompt_context_from_block",
+]
 
-_PREFIX = "team_runtime.yaml prompt_context"
+_PREFIX = f"{CONFIG_FILE_NAME} prompt_context"
+
+# The largest budget a prompt may be given: far beyond any model's window, small enough that a
+# typo of a few digits too many is an error naming the setting.
+MOST_PROMPT_TOKENS = 100_000_000
+
+# A budget: a number of tokens, ``auto`` (the server's own window less the answer's reserve),
+# or ``None``: no budget (today's selection alone).
+MaxPromptTokens = int | Literal["auto"] | None
+
+
+def budget_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a ``max_prompt_tokens`` (``must be ...``), ``None`` if it can."""
+    if value is None or (value == "auto" and isinstance(value, str)):
+        return None
+    if type(value) is not int or value < 1:  # bool is an int subclass: `true` is no budget
+        return "must be a positive integer or auto"
+    if value > MOST_PROMPT_TOKENS:
+        return f"must be at most {MOST_PROMPT_TOKENS}"
+    return None
 
 
 class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """How a request's events are projected into prompts (spec section 3).
+    """How a request's events are projected into prompts (spec section 3), and the token
+    budget of every role's prompt unless the role sets its own (``max_prompt_tokens``).
 
     Constructing one directly is checked like the YAML block, in the same order and with the
     same messages, so a config with ``recent_events > max_events`` can never be used.
@@ -24,6 +55,7 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool = True
     recent_events: int = 8
     max_events: int = 16
+    max_prompt_tokens: MaxPromptTokens = None
 
     def __post_init__(self) -> None:
         if type(self.enabled) is not bool:
@@ -36,6 +68,28 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 f"{_PREFIX}.max_events must be greater than or equal to recent_events."
             )
+        problem = budget_problem(self.max_prompt_tokens)
+        if problem is not None:
+            raise ConfigError(f"{_PREFIX}.max_prompt_tokens {problem}.")
+
+
+class RolePromptContext(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``roles.<role>.prompt_context``: the one ``prompt_context`` setting a role may have of
+    its own (every role gets the same projection; only its budget may differ)."""
+
+    max_prompt_tokens: MaxPromptTokens = None
+
+
+BudgetSource = Literal["global", "role", "none"]
+
+
+class PromptBudget(msgspec.Struct, frozen=True, kw_only=True):
+    """A role's budget in force: ``max_prompt_tokens`` (a number, ``auto`` or ``None``) and
+    where it is written (``role``: ``roles.<role>.prompt_context``, ``global``:
+    ``prompt_context``, ``none``: nowhere, so no budget)."""
+
+    max_prompt_tokens: MaxPromptTokens = None
+    source: BudgetSource = "none"
 
 
 def prompt_context_from_block(block: object) -> PromptContextConfig:
@@ -50,7 +104,23 @@ def prompt_context_from_block(block: object) -> PromptContextConfig:
         return PromptContextConfig()
     if not isinstance(block, Mapping):
         raise ConfigError(f"{_PREFIX} must be a mapping.")
-    # A count left empty takes its default; `enabled` left empty stays an error (the rollback
-    # switch is said out loud).
+    # A count or the budget left empty takes its default; `enabled` left empty stays an error
+    # (the rollback switch is said out loud).
     given = {key: value for key, value in block.items() if value is not None or key == "enabled"}
     return PromptContextConfig(**given)
+
+
+def role_prompt_context_from_block(role: str, block: object) -> RolePromptContext:
+    """Check ``roles.<role>.prompt_context``: only ``max_prompt_tokens`` may be there (any other
+    ``prompt_context`` key is the same for every role, so it is refused naming why); missing or
+    ``null`` gives none of the role's own."""
+    path = f"{CONFIG_FILE_NAME} roles.{role}.prompt_context"
+    if block is None:
+        return RolePromptContext()
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{path} must be a mapping.")
+    value = block.get("max_prompt_tokens")
+    problem = budget_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{path}.max_prompt_tokens {problem}.")
+    return RolePromptContext(max_prompt_tokens=value)

@@ -1,7 +1,8 @@
 """The ``roles`` section, and the model each role ends up with.
 
-``roles.<role>`` is a mapping of that role's own settings; today its one key is ``model``,
-which takes any key of the ``model`` section. A role's model is, from the weakest:
+``roles.<role>`` is a mapping of that role's own settings: above all ``model``, which takes
+any key of the ``model`` section, and ``prompt_context``, which takes only
+``max_prompt_tokens`` (the role's own budget). A role's model is, from the weakest:
 
 1. the ``model`` section;
 2. upstream's ``role_defaults.<role>`` (``internal_agent_defaults.version_controller`` for the
@@ -18,7 +19,8 @@ names where the bad value was written.
 A role setting beside ``model`` (``rules``, ``hands_to``, ``prompt_kind``, ``concurrency``) is
 a field of ``RoleConfig``, whose fields are also the keys ``check_role_keys`` accepts under
 ``roles.<role>`` (and, when the field is a Struct, inside it); its value is read by
-``cast_section.role_settings``. ``config`` prints every field as it is. Which roles there are
+``cast_section.role_settings`` (``prompt_context`` is read here). ``config`` prints every field
+as it is. Which roles there are
 is ``team.roles`` (``cast_section.cast_names``): ``roles.<name>`` may name only those.
 """
 
@@ -33,6 +35,11 @@ import msgspec
 from teams_runtime.codecs.config._cast_section import role_settings
 from teams_runtime.codecs.config._model_choices import ModelChoice
 from teams_runtime.codecs.config._model_section import DryRunConfig, ModelConfig
+from teams_runtime.codecs.config._prompt_context_section import (
+    PromptContextConfig,
+    RolePromptContext,
+    role_prompt_context_from_block,
+)
 from teams_runtime.codecs.config._unknown_keys import check_keys
 from teams_runtime.codecs.config._value_messages import convert_section, nearest
 from teams_runtime.codecs.formats import JsonObject
@@ -67,6 +74,28 @@ class RoleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     hands_to: list[str] | None = None
     prompt_kind: RolePromptKind = "role_task"
     concurrency: int | None = None
+    prompt_context: RolePromptContext = RolePromptContext()
+
+
+# The `prompt_context` keys every role shares (spec section 3): refused under a role, saying so.
+_SHARED = frozenset(
+    field.encode_name
+    for field in msgspec.structs.fields(PromptContextConfig)
+    if field.encode_name != "max_prompt_tokens"
+)
+
+
+def _check_shared_keys(role: str, settings: object) -> None:
+    block = settings.get("prompt_context") if isinstance(settings, Mapping) else None
+    if not isinstance(block, Mapping):
+        return
+    for key in block:
+        if key in _SHARED:
+            raise ConfigError(
+                f"{_FILE} roles.{role}.prompt_context.{key} cannot be set per role: every role "
+                f"gets the same prompt_context (set prompt_context.{key}); only "
+                "max_prompt_tokens may differ per role."
+            )
 
 
 def check_role_keys(block: object, names: Sequence[str]) -> None:
@@ -84,6 +113,7 @@ def check_role_keys(block: object, names: Sequence[str]) -> None:
                 else f"the roles are: {listed} (to add one, list the team in team.roles)."
             )
             raise ConfigError(f"{_FILE} roles.{role} is not a role of the team; {hint}")
+        _check_shared_keys(str(role), settings)
         check_keys(settings, RoleConfig, f"roles.{role}")
 
 
@@ -252,5 +282,6 @@ def roles_from_blocks(
             hands_to=others.hands_to,
             prompt_kind=others.prompt_kind or "role_task",
             concurrency=others.concurrency,
+            prompt_context=role_prompt_context_from_block(role, settings.get("prompt_context")),
         )
     return roles

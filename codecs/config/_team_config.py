@@ -22,6 +22,7 @@ from teams_runtime.codecs.config._model_choices import (
 from teams_runtime.codecs.config._model_notes import role_defaults_note
 from teams_runtime.codecs.config._model_section import ModelConfig
 from teams_runtime.codecs.config._prompt_context_section import (
+    PromptBudget,
     PromptContextConfig,
     prompt_context_from_block,
 )
@@ -90,6 +91,19 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
         without one) the ``model`` section."""
         settings = self.roles.get(role)
         return settings.model if settings is not None else self.model
+
+    def prompt_budget(self, role: str) -> PromptBudget:
+        """The token budget of ``role``'s prompts and where it is written: its own
+        ``roles.<role>.prompt_context.max_prompt_tokens``, else ``prompt_context``'s, else none
+        (docs/compaction.md, the budget)."""
+        settings = self.roles.get(role)
+        own = settings.prompt_context.max_prompt_tokens if settings is not None else None
+        if own is not None:
+            return PromptBudget(max_prompt_tokens=own, source="role")
+        written = self.prompt_context.max_prompt_tokens
+        if written is not None:
+            return PromptBudget(max_prompt_tokens=written, source="global")
+        return PromptBudget()
 
 
 def section_notes(config: TeamConfig) -> list[str]:
@@ -170,6 +184,28 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
         raise ConfigError(source + message[len(CONFIG_FILE_NAME) :]) from None
 
 
+def _check_auto_budgets(config: TeamConfig) -> None:
+    """Refuse ``max_prompt_tokens: auto`` for a role whose model is not an OpenAI-compatible
+    server's: only such a server can say its context size. A person's role sends no prompt."""
+    for role in config.cast.names:
+        budget = config.prompt_budget(role)
+        backend = config.model_for(role).backend
+        if budget.max_prompt_tokens != "auto" or backend in ("openai", "human"):
+            continue
+        if budget.source == "role":
+            raise ConfigError(
+                f"{CONFIG_FILE_NAME} roles.{role}.prompt_context.max_prompt_tokens is auto, "
+                "which only the openai backend can resolve (its server's context size), and "
+                f"the {role} role's model.backend is {backend}: give a number of tokens."
+            )
+        raise ConfigError(
+            f"{CONFIG_FILE_NAME} prompt_context.max_prompt_tokens is auto, which only the "
+            "openai backend can resolve (its server's context size), and the "
+            f"{role} role's model.backend is {backend}: give a number of tokens, or set "
+            f"roles.{role}.prompt_context.max_prompt_tokens."
+        )
+
+
 def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
     """Check every section: keys first, then upstream's sections in upstream's order
     (spec section 3b), then this runtime's own."""
@@ -193,7 +229,7 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
         blocks=(model_block,),
         names=names,
     )
-    return TeamConfig(
+    config = TeamConfig(
         prompt_context=prompt_context,
         model=model,
         roles=roles_from_blocks(
@@ -216,3 +252,5 @@ def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:
         research_defaults=research_defaults,
         actions=actions,
     )
+    _check_auto_budgets(config)
+    return config

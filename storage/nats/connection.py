@@ -380,5 +380,6 @@ async def _listed_keys(kv: KeyValue) -> list[str]:
         if entry is None:  # the initial values are all in
             break
         keys.append(entry.key)
-    await watcher.stop()
+    # (nats-py leaves the watcher's stop untyped)
+    await watcher.stop()  # type: ignore[no-untyped-call]
     return keys

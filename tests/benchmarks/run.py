@@ -33,7 +33,8 @@ from startup import TARGET as STARTUP_TARGET
 from startup import startup_medians
 
 from teams_runtime import ContextHandle, PromptContextConfig, open_context
-from teams_runtime.codecs.config import NatsSettings
+from teams_runtime.actors.roles._budget import PromptBudgeter
+from teams_runtime.codecs.config import ModelConfig, NatsSettings, PromptBudget
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.request_records import encode_record
@@ -290,6 +291,52 @@ async def prompt_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
         ratio = naive_time / ours_time
         rows.append(Row(f"prompt build (warm, streamed), {size:,} events", _fmt(ours_time),
                         _fmt(naive_time), f"{ratio:.0f}x", "", None))  # fmt: skip
+    return rows
+
+
+BUDGET = 3_000  # tokens: binds on the sample records (about 4,000 tokens unbudgeted)
+
+
+async def budget_rows(workspace: Workspace, sizes: list[int]) -> list[Row]:
+    """A role's warm ask and prompt build under a binding token budget, against the same
+    without one (docs/compaction.md, a token budget per role): within 2x, flat in history."""
+    envelope = MessageEnvelope(request_id="x", sender="planner", target="qa", scope="bench")
+    budget = PromptBudget(max_prompt_tokens=BUDGET, source="global")
+    rows: list[Row] = []
+    built: dict[int, float] = {}
+    for size in sizes:
+        request_id = f"req-{size}"
+        budgeter = PromptBudgeter("qa", budget, ModelConfig(), "dry_run/dry_run")
+        async with open_context(workspace.root, CONFIG) as ctx:
+
+            async def ask(fit: bool, stream: bool, ctx: ContextHandle = ctx,
+                          request_id: str = request_id, budgeter: PromptBudgeter = budgeter,
+                          ) -> None:  # fmt: skip
+                projection = await ctx.project(request_id)
+                bundle = build_prompt("task", role="qa", projection=projection, envelope=envelope)
+                if fit:
+                    bundle, _ = await budgeter.fit(bundle)
+                if stream:
+                    async for _ in bundle.chunks():
+                        pass
+
+            await ask(True, True)
+            times = {
+                (fit, stream): await _atime(lambda f=fit, s=stream: ask(f, s), 300)
+                for fit in (False, True)
+                for stream in (False, True)
+            }
+        built[size] = times[True, True]
+        for stream, what in ((False, "warm ask + prompt"), (True, "prompt build (warm, streamed)")):
+            ratio = times[True, stream] / times[False, stream]
+            rows.append(Row(f"budgeted {what}, {size:,} events", _fmt(times[True, stream]),
+                            _fmt(times[False, stream]) + " (no budget)", f"{ratio:.2f}x",
+                            "<= 2x unbudgeted", ratio <= 2))  # fmt: skip
+    largest, smallest = max(sizes), min(sizes)
+    flat = built[largest] / built[smallest]
+    rows.append(Row(f"budgeted prompt build at {largest:,} vs at {smallest:,} events",
+                    _fmt(built[largest]), _fmt(built[smallest]), f"{flat:.2f}x",
+                    "<= 3x (flat in history length)", flat <= 3))  # fmt: skip
     return rows
 
 
@@ -691,6 +738,7 @@ async def main(quick: bool, check: bool) -> int:
         rows = await projection_rows(workspace, sizes)
         rows.append(await actor_start_row())
         rows += await prompt_rows(workspace, [100, 10_000])
+        rows += await budget_rows(workspace, [min(sizes), max(sizes)])
         rows.append(await append_row(workspace, 10_000))
         rows.append(await throughput_row(Path(folder)))
         rows.append(await stuck_row(Path(folder)))

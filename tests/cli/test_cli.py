@@ -390,7 +390,12 @@ def test_config_prints_what_is_in_force(
     status, out, _ = run_cli(capsys, "config", "--workspace", str(workspace))
     assert status == 0
     config = json.loads(out)
-    assert config["prompt_context"] == {"enabled": True, "recent_events": 8, "max_events": 20}
+    assert config["prompt_context"] == {
+        "enabled": True,
+        "recent_events": 8,
+        "max_events": 20,
+        "max_prompt_tokens": None,
+    }
     assert config["model"]["backend"] == "dry_run"
     (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 0}\n")
     status, out, err = run_cli(capsys, "config", "--workspace", str(workspace))
@@ -399,6 +404,24 @@ def test_config_prints_what_is_in_force(
         f"teams-runtime: error: {workspace}/team_runtime.yaml prompt_context.max_events must be "
         "a positive integer.\n"
     )
+
+
+def test_config_shows_each_roles_budget_and_where_it_is_written(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "team_runtime.yaml").write_text(
+        "prompt_context: {max_prompt_tokens: 6000}\n"
+        "roles: {qa: {prompt_context: {max_prompt_tokens: 3000}}}\n"
+    )
+    status, out, _ = run_cli(capsys, "config", "--workspace", str(workspace))
+    roles = json.loads(out)["roles"]
+    assert status == 0
+    assert roles["qa"]["prompt_context"] == {"max_prompt_tokens": 3000, "from": "role"}
+    assert roles["planner"]["prompt_context"] == {"max_prompt_tokens": 6000, "from": "global"}
+    (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 20}\n")
+    status, out, _ = run_cli(capsys, "config", "--workspace", str(workspace))
+    shown = json.loads(out)["roles"]["qa"]["prompt_context"]
+    assert shown == {"max_prompt_tokens": None, "from": "none"}
 
 
 def test_config_never_prints_the_password_of_the_nats_url(

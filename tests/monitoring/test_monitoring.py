@@ -483,3 +483,29 @@ def test_control_characters_of_a_log_line_are_not_printed_in_text(
     assert "qa[2J]0;pwned" in out
     status, out, _ = _metrics(capsys, logs, "--by", "role", "--json")
     assert hostile in [group["role"] for group in json.loads(out)["groups"]]  # JSON: exact
+
+
+def test_metrics_shows_how_far_the_budgets_estimates_were_from_the_servers(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    plain = [_record(model="local/qwen", prompt_tokens=100) for _ in range(3)]
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(r) for r in plain])
+    without = aggregate(log_files(logs), Filters(), ["role"])
+    assert "estimates" not in without.as_json()  # no estimate: the report as before
+    assert "Token estimates" not in render_report(without)
+    estimated = [
+        _record(model="local/qwen", prompt_tokens=counted, prompt_tokens_estimate=estimate,
+                max_prompt_tokens=4000, token_count_method="learned")
+        for estimate, counted in [(105, 100), (102, 100), (98, 100), (130, 100)]
+    ]  # fmt: skip
+    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(r) for r in plain + estimated])
+    report = aggregate(log_files(logs), Filters(), ["role"])
+    assert report.as_json()["estimates"] == [
+        {"model": "local/qwen", "calls": 4, "error_p50_pct": 5.0, "error_p95_pct": 30.0,
+         "under": 1}
+    ]  # fmt: skip
+    assert (
+        "  local/qwen: 4 calls, off by 5% (p50), 30% (p95); 1 under the count"
+        in render_report(report).splitlines()
+    )

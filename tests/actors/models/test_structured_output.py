@@ -215,8 +215,10 @@ async def test_a_prompt_past_the_context_is_named_and_not_sent_again(
     assert failed["payload"]["reason"] == (
         f"the prompt does not fit the model server's context: {how}. The prompt has "
         f"{prompt.prompt_chars} characters ({prompt.included_events} of {prompt.total_events} "
-        "events; prompt_context.max_events 16); lower prompt_context.max_events or start the "
-        "server with a larger context (llama.cpp: --ctx-size; llama-cpp-python: --n_ctx)"
+        "events; prompt_context.max_events 16); give the role a token budget "
+        "(prompt_context.max_prompt_tokens, a number or auto) so events are left out until the "
+        "prompt fits, lower prompt_context.max_events, or start the server with a larger "
+        "context (llama.cpp: --ctx-size; llama-cpp-python: --n_ctx)"
     )
     assert sum(FileWorkQueue(workspace).counts().values()) == 0
 

@@ -109,3 +109,25 @@ def test_logs_hold_no_prompt_text(prompt_bundle: MakeBundle, log_messages: list[
     logged = "".join(f"{m.record['message']} {m.record['extra']}" for m in log_messages)
     assert "Current request" not in logged and "step 39" not in logged
     assert "You are the" not in logged
+
+
+def test_a_prompt_the_budget_decided_says_so_at_the_end_of_the_line(
+    prompt_bundle: MakeBundle, log_messages: list[Any]
+) -> None:
+    from teams_runtime.actors.telemetry._prompt_log import CallFacts
+    from teams_runtime.policy.budget import Budget, fit_prompt, rate_tokens
+    from teams_runtime.policy.token_counts import DEFAULT_RATE
+
+    bundle = prompt_bundle("task", role="qa", events=40, config=SMALL)
+    fitted = fit_prompt(bundle, Budget(tokens=3_000), rate_tokens(bundle, DEFAULT_RATE))
+    decided = fitted.bundle.projection.budget
+    assert decided is not None
+    facts = CallFacts(max_prompt_tokens=3_000, prompt_tokens_estimate=fitted.estimate,
+                      token_count_method="default")  # fmt: skip
+    record = log_prompt(fitted.bundle, fitted.bundle.chars(), facts)
+    line = log_messages[0].record["message"]
+    assert line.startswith("[qa] prompt_context_compacted request_id=req-1 purpose=role_task ")
+    assert line.endswith(
+        f"max_events=7 max_prompt_tokens=3000 prompt_tokens_estimate={fitted.estimate}"
+    )
+    assert (record.max_prompt_tokens, record.token_count_method) == (3_000, "default")

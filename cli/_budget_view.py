@@ -1,0 +1,180 @@
+"""The token budget as ``prompt``, ``project`` and ``explain`` show it: the budget in force
+(``--max-prompt-tokens``, else the role's or the config's), each event's tokens at the rate a
+run would count them (the model's learned from the workspace's prompt log, else the default),
+and the prompt as the budget leaves it. Nothing is sent, nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+
+from teams_runtime.cli._flags import team_role
+from teams_runtime.cli._output import UserError
+from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.projection_reply import Projection
+from teams_runtime.codecs.request_records import (
+    EVENT_SEPARATOR,
+    encode_json,
+    format_event,
+    pretty_event_size,
+)
+from teams_runtime.exceptions import PromptTooLarge
+from teams_runtime.monitoring import PROMPT_LOG_NAME, Skipped, read_records
+from teams_runtime.policy.budget import Budget, FittedPrompt, fit_prompt, rate_tokens
+from teams_runtime.policy.pricing import rate_key
+from teams_runtime.policy.projection import notice_text
+from teams_runtime.policy.prompts import PromptBundle, build_prompt
+from teams_runtime.policy.token_counts import LearnedRatios, TokenRate
+from teams_runtime.storage import Workspace
+
+__all__ = [
+    "budget_of",
+    "budget_rows",
+    "budget_shown",
+    "budgeted",
+    "envelope_from",
+    "fit_shown",
+    "pretty_sizes",
+    "rate_of",
+]
+
+
+def budget_of(config: TeamConfig, role: str | None, args: argparse.Namespace) -> Budget | None:
+    """The budget to show: the flag's, else ``role``'s in force (or, without a role, the
+    config's), else none. ``auto`` is resolved by a run from its server: said, not guessed."""
+    if args.max_prompt_tokens is not None:
+        return Budget(tokens=args.max_prompt_tokens, setting="--max-prompt-tokens")
+    written = config.prompt_budget(role) if role else None
+    value = written.max_prompt_tokens if written else config.prompt_context.max_prompt_tokens
+    if value == "auto":
+        print(
+            "teams-runtime: note: max_prompt_tokens is auto, resolved from the model server "
+            "when a run starts; give --max-prompt-tokens N to see a budget here",
+            file=sys.stderr,
+        )
+        return None
+    if not isinstance(value, int):
+        return None
+    where = "role" if written and written.source == "role" else "global"
+    setting = f"roles.{role}." if where == "role" else ""
+    return Budget(tokens=value, setting=f"{setting}prompt_context.max_prompt_tokens")
+
+
+def rate_of(workspace: Workspace, config: TeamConfig, role: str | None) -> TokenRate:
+    """The rate a run would count ``role``'s prompts at without a tokenizer: its model's
+    ratio learned from the workspace's prompt log, else the default."""
+    model = rate_key(config.model_for(role) if role else config.model)
+    ratios = LearnedRatios()
+    log = workspace.logs_dir / PROMPT_LOG_NAME
+    for record in read_records([log] if log.is_file() else [], Skipped()):
+        if record.model == model and record.prompt_tokens is not None:
+            ratios.observe(model, record.prompt_tokens, record.prompt_chars)
+    return ratios.rate(model)
+
+
+def fit_shown(bundle: PromptBundle, budget: Budget | None, rate: TokenRate) -> FittedPrompt:
+    """``bundle`` as ``budget`` leaves it (itself without one; its estimate then 0); a prompt
+    that cannot fit is the user's error, with the reason a run would fail with."""
+    if budget is None:
+        return FittedPrompt(bundle, 0)
+    try:
+        return fit_prompt(bundle, budget, rate_tokens(bundle, rate))
+    except PromptTooLarge as exc:
+        raise UserError(str(exc)) from None
+
+
+def budget_rows(
+    whole: Projection, fitted: Projection, sizes: list[int], rate: TokenRate
+) -> tuple[list[int], dict[int, str]]:
+    """Each event's tokens (``sizes``: every event's pretty size) and, for the events the
+    selection kept and the budget did not, why (``omitted: budget``, or too large alone)."""
+    separator = len(EVENT_SEPARATOR)
+    tokens = [rate.tokens(size + separator) for size in sizes]
+    oversized = {item.index for item in fitted.budget.oversized} if fitted.budget else set()
+    kept = set(fitted.selected_indices)
+    decided = {
+        index: "omitted: budget (too large alone)" if index in oversized else "omitted: budget"
+        for index in whole.selected_indices
+        if index not in kept
+    }
+    return tokens, decided
+
+
+def pretty_sizes(events: list[Any]) -> list[int]:
+    """Every event's size as a prompt lays it out."""
+    return [
+        pretty_event_size(event)
+        if isinstance(event, msgspec.Raw)
+        else len(format_event(encode_json(event)))
+        for event in events
+    ]
+
+
+def _record_bundle(projection: Projection) -> PromptBundle:
+    """The record alone as a prompt carries it (no brief, no envelope): what ``project`` and
+    ``explain`` fit to a budget without ``--role``."""
+    return PromptBundle(
+        role="",
+        request_id=projection.request_id,
+        kind="task",
+        reply_kind="task",
+        projection=projection,
+        notice=notice_text(projection),
+        head="",
+        envelope=None,
+    )
+
+
+def budgeted(
+    args: argparse.Namespace, team: TeamConfig, projection: Projection
+) -> tuple[Projection, int]:
+    """``projection`` as the budget in force for ``--role`` (or the record alone) leaves it,
+    and the prompt's estimate (0 without a budget)."""
+    role = team_role(team.cast, args.role) if args.role else None
+    budget = budget_of(team, role, args)
+    if budget is None:
+        return projection, 0
+    if role is None:
+        bundle = _record_bundle(projection)
+    else:
+        envelope = envelope_from(projection, projection.request_id, role)
+        kind = team.cast.prompt_kind_of(role)
+        bundle = build_prompt(
+            kind, role=role, projection=projection, envelope=envelope, cast=team.cast
+        )
+    fitted = fit_shown(bundle, budget, rate_of(Workspace(args.workspace), team, role))
+    return fitted.bundle.projection, fitted.estimate
+
+
+def budget_shown(fitted: Projection, estimate: int) -> dict[str, int]:
+    """The budget's figures ``explain`` adds (none without a budget)."""
+    if not estimate:
+        return {}
+    budget = fitted.budget.max_prompt_tokens if fitted.budget else None
+    shown = {"prompt_tokens_estimate": estimate}
+    return {"max_prompt_tokens": budget, **shown} if budget else shown
+
+
+def envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
+    """The envelope a role would most likely get, rebuilt from the record's own fields."""
+
+    def field(key: str, kind: type, default: Any) -> Any:
+        value = projection.value(key)
+        return value if isinstance(value, kind) else default
+
+    return MessageEnvelope(
+        request_id=request_id,
+        sender=field("current_role", str, "orchestrator") or "orchestrator",
+        target=role,
+        intent=field("intent", str, ""),
+        urgency=field("urgency", str, "normal"),
+        scope=field("scope", str, ""),
+        artifacts=[str(item) for item in field("artifacts", list, [])],
+        params=field("params", dict, {}),
+        body=field("body", str, ""),
+    )
