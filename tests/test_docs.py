@@ -286,3 +286,24 @@ def test_the_file_map_is_what_the_modules_say() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     # `just docs` writes it anew; a module added, moved or redescribed changes it.
     assert page == page_with_map(page), "docs/architecture.md's file map is stale: run just docs"
+
+
+def test_the_python_pages_first_example_prints_what_the_page_says(tmp_path: Path) -> None:
+    """python.md's submit-run-wait example, in a workspace as `init` makes it, prints the
+    lines the page shows under it."""
+    example = _fenced("python.md", "python", "## Submit, run, wait, read")
+    shown = _fenced("python.md", "", "It prints:")
+    init = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", "init", "app-ws"], cwd=tmp_path, check=False
+    )
+    assert init.returncode == 0
+    run = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == shown + "\n"
