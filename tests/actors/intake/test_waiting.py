@@ -60,7 +60,10 @@ async def test_a_queued_request_is_waited_for_until_it_settles(root: Path) -> No
             record = sample_record(3, submitted.request_id)
             record.update(status="failed", current_role="qa", result={})
             path = root / ".teams_runtime" / "requests" / f"{submitted.request_id}.json"
-            await anyio.Path(path).write_bytes(encode_record(record))
+            # Written as the runtime writes: whole, then renamed over (a poll never reads half).
+            temp = anyio.Path(path.with_suffix(".tmp"))
+            await temp.write_bytes(encode_record(record))
+            await temp.replace(path)
     assert outcome is not None
     assert (outcome.status, outcome.current_role, outcome.result) == ("failed", "qa", {})
 
