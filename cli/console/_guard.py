@@ -1,10 +1,14 @@
 """The console's guard: the Host header checked, the login (a token entered once, then an
-HttpOnly cookie), the CSRF check of every POST, and the headers that keep a page to itself."""
+HttpOnly cookie of a session, until logout; a few tries a minute per client), the CSRF check
+of every POST, and the headers that keep a page to itself."""
 
 from __future__ import annotations
 
 import hmac
 import secrets
+import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "FORM_BYTES", "Guard", "GuardMiddleware", "checked_form"]
+__all__ = ["COOKIE", "FORM_BYTES", "Guard", "GuardMiddleware", "LoginTries", "checked_form"]
 
 COOKIE = "teams_runtime_console"
 # The most a form may send: an answer's whole result (as `answer --from`) and its fields.
@@ -32,6 +36,43 @@ HEADERS = {
 }
 
 
+# A few tries a minute per client: a token of 16 characters or more is out of reach of them.
+LOGIN_TRIES = 5
+LOGIN_WINDOW = 60.0
+# The sessions kept open at once: the oldest is logged out past this (a bound on memory).
+MOST_SESSIONS = 1000
+
+
+class LoginTries:
+    """The login tries of each client within the last ``window`` seconds: ``most`` of them,
+    then the next refused until the oldest is ``window`` seconds old."""
+
+    def __init__(
+        self,
+        most: int = LOGIN_TRIES,
+        window: float = LOGIN_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.most = most
+        self.window = window
+        self.clock = clock
+        self._tries: dict[str, deque[float]] = {}
+
+    def wait_for(self, client: str) -> float:
+        """Count a try of ``client``: ``0.0`` when it may go on, else the seconds until it
+        may try again (this try not counted)."""
+        now = self.clock()
+        for name in [name for name, tries in self._tries.items() if tries[-1] <= now - self.window]:
+            del self._tries[name]  # clients quiet for a whole window are forgotten
+        tries = self._tries.setdefault(client, deque())
+        while tries and tries[0] <= now - self.window:
+            tries.popleft()
+        if len(tries) >= self.most:
+            return tries[0] + self.window - now
+        tries.append(now)
+        return 0.0
+
+
 def _same(given: str, wanted: str) -> bool:
     """Compared in constant time, so the time taken tells nothing of ``wanted``."""
     return hmac.compare_digest(given.encode(), wanted.encode())
@@ -40,12 +81,15 @@ def _same(given: str, wanted: str) -> bool:
 @dataclass(frozen=True)
 class Guard:
     """What the console checks: the Host names it answers to, its login token (``None``: no
-    login, on loopback only) and this process's secrets (a restart logs everyone out)."""
+    login, on loopback only), the sessions logged in and the login tries, and this process's
+    CSRF secret (all in memory: a restart logs everyone out)."""
 
     host: str
     token: str | None
-    session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    tries: LoginTries = field(default_factory=LoginTries)
+    # A dict as an ordered set: the oldest session first, dropped past MOST_SESSIONS.
+    _sessions: dict[str, None] = field(default_factory=dict)
 
     def host_ok(self, header: str) -> bool:
         """Whether a Host header names this console (no DNS rebinding: a page of another site
@@ -60,9 +104,25 @@ class Guard:
         """Whether ``given`` is the login token."""
         return self.token is not None and _same(given, self.token)
 
+    def open_session(self) -> str:
+        """A new session, for the cookie of one who gave the token (a random value, not the
+        token: the cookie tells nothing of it)."""
+        session = secrets.token_urlsafe(32)
+        self._sessions[session] = None
+        while len(self._sessions) > MOST_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        return session
+
+    def close_session(self, cookie: str | None) -> None:
+        """Log ``cookie``'s session out: the cookie opens nothing any more."""
+        if cookie is not None:
+            self._sessions.pop(cookie, None)
+
     def signed_in(self, cookie: str | None) -> bool:
         """Whether a request with ``cookie`` may see the console."""
-        return self.token is None or (cookie is not None and _same(cookie, self.session))
+        # A lookup by hash: its time tells nothing of a session's characters, as a
+        # character-by-character comparison would.
+        return self.token is None or (cookie is not None and cookie in self._sessions)
 
     def csrf_ok(self, given: str) -> bool:
         """Whether a form's CSRF field is the one this console put in its pages."""

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 
 from starlette.responses import HTMLResponse
 
+from teams_runtime.cli.console._guard import Guard
+
 __all__ = ["Html", "bar", "esc", "options", "page", "table"]
 
 NAV = (("/", "Team"), ("/requests", "Requests"), ("/inbox", "Inbox"), ("/metrics", "Metrics"))
@@ -57,12 +59,28 @@ def bar(value: float, most: float, label: str) -> Html:
     )
 
 
-def page(title: str, body: Html, *, csrf: str, here: str, status: int = 200) -> HTMLResponse:
-    """A whole page: the navigation, ``title`` and ``body`` (``here``: its nav entry)."""
+def page(
+    title: str,
+    body: Html,
+    *,
+    guard: Guard,
+    here: str,
+    status: int = 200,
+    signed_in: bool = True,
+) -> HTMLResponse:
+    """A whole page: the navigation, ``title`` and ``body`` (``here``: its nav entry); behind
+    a login, a logout button for one ``signed_in``."""
     nav = "".join(
         f'<a href="{href}"{" class=here" if href == here else ""}>{esc(name)}</a>'
         for href, name in NAV
     )
+    if guard.token is not None and signed_in:
+        nav += (
+            '<form method="post" action="/logout" class="logout">'
+            f'<input type="hidden" name="csrf" value="{esc(guard.csrf)}">'
+            "<button>Log out</button></form>"
+        )
+    csrf = guard.csrf
     document = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)} · teams-runtime</title>"

@@ -40,7 +40,7 @@ async def inbox_page(request: Request) -> Response:
         for r in looked["ran_out"]
     )
     listing = table(["request", "role", "from", "since", "due", ""], rows, empty="No answer waits.")
-    return page("Inbox", Html(ran_out + listing), csrf=console.guard.csrf, here="/inbox")
+    return page("Inbox", Html(ran_out + listing), guard=console.guard, here="/inbox")
 
 
 def _form(console: Console, item: Any, role: str, given: dict[str, str]) -> Html:
@@ -90,7 +90,7 @@ async def waiting_page(
         "</section>"
     )
     title = f"Waiting: {shown['request_id']} for {shown['role']}"
-    return page(title, body, csrf=console.guard.csrf, here="/inbox", status=status)
+    return page(title, body, guard=console.guard, here="/inbox", status=status)
 
 
 def _given(form: dict[str, str]) -> dict[str, Any]:
@@ -124,10 +124,10 @@ async def answer_post(request: Request) -> Response:
         except TeamsRuntimeError:  # nothing waits any more: say why on a page of its own
             body = Html(f'<p class="error" role="alert">{esc(exc)}</p>'
                         f'<p><a href="/requests/{esc(wanted)}">the request</a></p>')  # fmt: skip
-            return page("Not answered", body, csrf=console.guard.csrf, here="/inbox", status=409)
+            return page("Not answered", body, guard=console.guard, here="/inbox", status=409)
     body = Html(
         f'<p class="done" role="status">{esc(answered_text(done))}</p>'
         f'<p><a href="/requests/{esc(done.request_id)}">the request</a> · '
         '<a href="/inbox">the inbox</a></p>'
     )
-    return page("Answered", body, csrf=console.guard.csrf, here="/inbox")
+    return page("Answered", body, guard=console.guard, here="/inbox")

@@ -44,7 +44,7 @@ async def metrics_page(request: Request) -> Response:
     groups: list[JsonObject] = report["groups"]
     if report["no_data"]:
         body = Html('<p class="note">No prompt records yet: run the team, then look again.</p>')
-        return page("Metrics", body, csrf=console.guard.csrf, here="/metrics")
+        return page("Metrics", body, guard=console.guard, here="/metrics")
     charts = []
     for title, value_of, shape in _CHARTS:
         values = [value_of(group) for group in groups]
@@ -54,4 +54,4 @@ async def metrics_page(request: Request) -> Response:
             for group, value in zip(groups, values, strict=True)
         ]
         charts.append(f"<section><h2>{esc(title)}</h2>{table(['group', ''], rows)}</section>")
-    return page("Metrics", Html("".join(charts)), csrf=console.guard.csrf, here="/metrics")
+    return page("Metrics", Html("".join(charts)), guard=console.guard, here="/metrics")

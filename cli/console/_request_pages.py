@@ -46,7 +46,7 @@ async def requests_page(request: Request) -> Response:
          for row in rows],
         empty="No request matches.",
     )  # fmt: skip
-    return page("Requests", Html(filters + listing), csrf=console.guard.csrf, here="/requests")
+    return page("Requests", Html(filters + listing), guard=console.guard, here="/requests")
 
 
 def _receipt(explained: JsonObject, prompt: JsonObject | None) -> Html:
@@ -107,4 +107,4 @@ async def request_page(request: Request) -> Response:
         f"{_receipt(explained, prompt)}</div></section>"
         f'<p><a href="/api/requests/{esc(request_id)}">the record as JSON</a></p>'
     )  # fmt: skip
-    return page(f"Request {request_id}", body, csrf=console.guard.csrf, here="/requests")
+    return page(f"Request {request_id}", body, guard=console.guard, here="/requests")

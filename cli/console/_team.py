@@ -89,7 +89,7 @@ async def team_page(request: Request) -> Response:
     """``/``: the team now; the page's script then follows ``/events/team``."""
     console = console_of(request)
     body = Html(f'<div id="team" data-live="/events/team">{await _fragment(console)}</div>')
-    return page("Team", body, csrf=console.guard.csrf, here="/")
+    return page("Team", body, guard=console.guard, here="/")
 
 
 def _event(fragment: str) -> str:

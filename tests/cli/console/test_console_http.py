@@ -149,7 +149,7 @@ async def test_a_post_from_another_origin_is_refused(console: httpx.AsyncClient)
 async def test_every_post_route_checks_the_csrf_field(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
     posts = [r.path for r in app.routes if "POST" in (getattr(r, "methods", None) or ())]
-    assert posts == ["/inbox/{request_id}/answer", "/login"]
+    assert posts == ["/inbox/{request_id}/answer", "/login", "/logout"]
     async with _client(team, TOKEN) as client:
         for path in posts:
             answer = await client.post(path.replace("{request_id}", "req-1"), data={"x": "1"})
