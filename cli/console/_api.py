@@ -1,5 +1,6 @@
 """The console's JSON, under ``/api/...``: each the ``--json`` of its command, made by the same
-code (``status``, ``inbox``, ``inbox show``, ``export``, ``prompt``, ``explain``, ``metrics``)."""
+code (``status``, ``inbox``, ``inbox show``, ``export``, ``prompt``, ``explain``, ``metrics``);
+a GET writes nothing (the inbox's tidy, which ``inbox`` does as it looks, is a POST)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from teams_runtime.cli.console._guard import checked_form
 from teams_runtime.cli.console._metrics_page import BY
 from teams_runtime.cli.console._state import console_of
 from teams_runtime.codecs.request_ids import check_request_id
@@ -24,6 +26,14 @@ async def _status(request: Request) -> Response:
 
 async def _inbox(request: Request) -> Response:
     return JSONResponse(await console_of(request).reads.inbox())
+
+
+async def _tidy(request: Request) -> Response:
+    """``POST /api/inbox``: the inbox tidied (overdue answers' ``on_failure`` applied), as
+    ``inbox --json`` tidies it; a write, so a POST with the CSRF field."""
+    console = console_of(request)
+    await checked_form(request, console.guard)
+    return JSONResponse(await console.reads.tidy_inbox())
 
 
 async def _waiting(request: Request) -> Response:
@@ -56,6 +66,7 @@ async def _metrics(request: Request) -> Response:
 API_ROUTES = [
     Route("/api/status", _status),
     Route("/api/inbox", _inbox),
+    Route("/api/inbox", _tidy, methods=["POST"]),
     Route("/api/inbox/{request_id}", _waiting),
     Route("/api/requests/{request_id}", _record),
     Route("/api/requests/{request_id}/prompt", _prompt),

@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 from teams_runtime.cli.console._api import API_ROUTES
 from teams_runtime.cli.console._guard import Guard, GuardMiddleware
 from teams_runtime.cli.console._html import Html, esc, page
-from teams_runtime.cli.console._inbox_pages import answer_post, inbox_page, waiting_page
+from teams_runtime.cli.console._inbox_pages import answer_post, inbox_page, tidy_post, waiting_page
 from teams_runtime.cli.console._login import LOGIN_ROUTES
 from teams_runtime.cli.console._metrics_page import metrics_page
 from teams_runtime.cli.console._reads import Reads
@@ -64,6 +64,7 @@ def console_app(
             Route("/requests", requests_page),
             Route("/requests/{request_id}", request_page),
             Route("/inbox", inbox_page),
+            Route("/inbox", tidy_post, methods=["POST"]),
             Route("/inbox/{request_id}", waiting_page),
             Route("/inbox/{request_id}/answer", answer_post, methods=["POST"]),
             Route("/metrics", metrics_page),

@@ -14,18 +14,15 @@ from teams_runtime.cli._output import UserError
 from teams_runtime.cli.console._guard import checked_form
 from teams_runtime.cli.console._html import Html, esc, options, page, table
 from teams_runtime.cli.console._state import Console, console_of
-from teams_runtime.codecs.formats import pretty_json
+from teams_runtime.codecs.formats import JsonObject, count_of, pretty_json
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.statuses import RESULT_STATUSES
 from teams_runtime.exceptions import TeamsRuntimeError
 
-__all__ = ["answer_post", "inbox_page", "waiting_page"]
+__all__ = ["answer_post", "inbox_page", "tidy_post", "waiting_page"]
 
 
-async def inbox_page(request: Request) -> Response:
-    """``/inbox``: every answer waiting, oldest first."""
-    console = console_of(request)
-    looked = await console.reads.inbox()
+def _inbox_body(console: Console, looked: JsonObject) -> Html:
     rows = [
         [Html(f'<a href="/inbox/{esc(w["request_id"])}?role={esc(w["role"])}">'
               f'{esc(w["request_id"])}</a>'),
@@ -39,8 +36,34 @@ async def inbox_page(request: Request) -> Response:
         ".</p>"
         for r in looked["ran_out"]
     )
+    overdue = sum(1 for w in looked["waiting"] if w["overdue"])
+    tidy = (
+        f'<form method="post" action="/inbox" class="filters"><p class="note">'
+        f"{esc(count_of(overdue, 'answer'))} waited past answer_within: the role's on_failure "
+        "applies when a worker or <code>inbox</code> next looks, or now:</p>"
+        f'<input type="hidden" name="csrf" value="{esc(console.guard.csrf)}">'
+        "<button>Apply on_failure</button></form>"
+        if overdue
+        else ""
+    )
     listing = table(["request", "role", "from", "since", "due", ""], rows, empty="No answer waits.")
-    return page("Inbox", Html(ran_out + listing), guard=console.guard, here="/inbox")
+    return Html(ran_out + tidy + listing)
+
+
+async def inbox_page(request: Request) -> Response:
+    """``/inbox``: every answer waiting, oldest first; looking writes nothing."""
+    console = console_of(request)
+    body = _inbox_body(console, await console.reads.inbox())
+    return page("Inbox", body, guard=console.guard, here="/inbox")
+
+
+async def tidy_post(request: Request) -> Response:
+    """``POST /inbox``: the inbox tidied as ``inbox`` tidies it (the overdue answers' role's
+    ``on_failure`` applied), then shown with what ran out."""
+    console = console_of(request)
+    await checked_form(request, console.guard)
+    body = _inbox_body(console, await console.reads.tidy_inbox())
+    return page("Inbox", body, guard=console.guard, here="/inbox")
 
 
 def _form(console: Console, item: Any, role: str, given: dict[str, str]) -> Html:

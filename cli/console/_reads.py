@@ -78,7 +78,15 @@ class Reads:
         return await _in_thread(status_report, self.workspace)
 
     async def inbox(self) -> JsonObject:
-        """``inbox --json`` (reading the inbox tidies it, as the command does)."""
+        """``inbox --json``'s shape, read only: what waits as ``status`` sees it (an overdue
+        answer shown overdue, its ``on_failure`` not applied), and so nothing ran out."""
+        report = await self.status()
+        return {"workspace": report["workspace"], "waiting": report["waiting_answers"],
+                "ran_out": []}  # fmt: skip
+
+    async def tidy_inbox(self) -> JsonObject:
+        """``inbox --json``, the inbox tidied as the command tidies it: answered and ended
+        answers finished, overdue ones handled by their role's ``on_failure`` (a write)."""
         looked = await read_inbox(self.workspace, self.config())
         return inbox_json(self.workspace, looked, time.time())
 

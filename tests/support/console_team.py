@@ -5,6 +5,7 @@ approver's inbox, and one whose scope holds a script tag."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import sys
@@ -36,14 +37,16 @@ def cli(root: Path, *argv: str) -> str:
     return out.buffer.getvalue().decode()
 
 
-def console_team(root: Path, fake_model: Path) -> Path:
-    """The team's workspace at ``root``: ``req-1`` waits for the approver, ``req-2`` (a scope
-    with a script tag) for the writer."""
+def console_team(root: Path, fake_model: Path, *, answer_within: float | None = None) -> Path:
+    """The team's workspace at ``root``: ``req-1`` waits for the approver (``answer_within``
+    seconds, if given), ``req-2`` (a scope with a script tag) for the writer."""
     assert main(["init", str(root)]) == 0
     config = yaml.safe_load((root / "team_runtime.yaml").read_text())
     (root / "script.json").write_text(json.dumps(SCRIPT))
     config["team"] = {"roles": list(TEAM)}
-    config["roles"] = TEAM
+    config["roles"] = copy.deepcopy(TEAM)
+    if answer_within is not None:
+        config["roles"]["approver"]["model"]["answer_within"] = answer_within
     config["model"] = {
         "backend": "command",
         "command": [sys.executable, str(fake_model), f"script:{root / 'script.json'}",

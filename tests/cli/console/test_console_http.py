@@ -20,6 +20,7 @@ from teams_runtime.cli.console import console_app
 from teams_runtime.storage import Workspace
 
 from ...support.console_team import SCRIPT_TAG, cli, console_team
+from ...support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 BASE = "http://127.0.0.1:8765"
@@ -149,11 +150,53 @@ async def test_a_post_from_another_origin_is_refused(console: httpx.AsyncClient)
 async def test_every_post_route_checks_the_csrf_field(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
     posts = [r.path for r in app.routes if "POST" in (getattr(r, "methods", None) or ())]
-    assert posts == ["/inbox/{request_id}/answer", "/login", "/logout"]
+    assert posts == ["/inbox", "/inbox/{request_id}/answer", "/login", "/logout", "/api/inbox"]
     async with _client(team, TOKEN) as client:
         for path in posts:
             answer = await client.post(path.replace("{request_id}", "req-1"), data={"x": "1"})
-            assert answer.status_code in (303, 403), path  # 303: to the login first
+            assert answer.status_code in (303, 401, 403), path  # 303, 401: the login first
+    async with _client(team) as client:  # without a login: the CSRF check itself
+        for path in posts:
+            if path != "/login":
+                answer = await client.post(path.replace("{request_id}", "req-1"), data={})
+                assert answer.status_code == 403, path
+
+
+@pytest.fixture
+def overdue_team(tmp_path: Path, fake_model: Path) -> Path:
+    """The team, its approver given a second to answer."""
+    return console_team(tmp_path / "ws", fake_model, answer_within=1)
+
+
+async def test_looking_at_the_inbox_writes_nothing_and_its_tidy_is_a_post(
+    overdue_team: Path,
+) -> None:
+    root = overdue_team
+    async with _client(root) as console:
+
+        async def overdue() -> bool:
+            return bool((await console.get("/api/inbox")).json()["waiting"][0]["overdue"])
+
+        await eventually(overdue, "req-1's answer_within to run out", 30)
+        before = await _cli(root, "export", "req-1")
+        for path in ("/api/inbox", "/inbox", "/", "/api/status", "/inbox/req-1"):
+            assert (await console.get(path)).status_code == 200, path
+        assert await _cli(root, "export", "req-1") == before  # no look applied on_failure
+        looked = (await console.get("/api/inbox")).json()
+        assert [(w["request_id"], w["overdue"]) for w in looked["waiting"]] == [("req-1", True)]
+        assert looked["ran_out"] == []
+        inbox = await console.get("/inbox")
+        assert "1 answer waited past answer_within" in inbox.text
+        refused = await console.post("/api/inbox", data={})
+        assert refused.status_code == 403
+        assert await _cli(root, "export", "req-1") == before
+        tidied = await console.post("/api/inbox", data={"csrf": _csrf(inbox.text)})
+        assert tidied.status_code == 200
+        assert tidied.json()["waiting"] == []
+        assert [(r["request_id"], r["outcome"]) for r in tidied.json()["ran_out"]] == [
+            ("req-1", "failed")
+        ]
+    assert json.loads(await _cli(root, "export", "req-1"))["status"] == "failed"
 
 
 async def test_another_host_name_is_refused(console: httpx.AsyncClient) -> None:
