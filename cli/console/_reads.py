@@ -23,9 +23,10 @@ from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import JsonObject
+from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import decode_any
-from teams_runtime.monitoring import Filters, log_files
+from teams_runtime.monitoring import Filters, Skipped, log_files, matching_records
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage
 
@@ -131,6 +132,13 @@ class Reads:
         wanted = check_request_id(request_id)
         fields, _ = await _in_thread(read_whole, self.workspace, self.config(), wanted)
         return fields
+
+    async def calls(self, request_id: str) -> list[PromptRecord]:
+        """The prompt log's records of ``request_id``'s model calls, oldest first (counts and
+        sizes only: the tokens a server reported, the latency, the cost)."""
+        wanted = Filters(request_id=check_request_id(request_id))
+        files = log_files(self.workspace.logs_dir)
+        return await _in_thread(lambda: list(matching_records(files, wanted, Skipped())))
 
     async def metrics(self, by: list[str]) -> JsonObject:
         """``metrics --json --by ...`` over this workspace's logs."""

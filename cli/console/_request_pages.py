@@ -1,5 +1,6 @@
 """The requests pages: the list (status, hops, last role; filtered), and one request: its
-timeline, its result, and any role's prompt with the projection's receipt beside it."""
+timeline, its model calls (tokens where known, from the prompt log), its result, and any
+role's prompt with the projection's receipt beside it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from teams_runtime.cli.console._html import Html, esc, options, page, table
 from teams_runtime.cli.console._reads import field_json, timeline
 from teams_runtime.cli.console._state import console_of
 from teams_runtime.codecs.formats import JsonObject, pretty_json
+from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.request_ids import check_request_id
 
 __all__ = ["request_page", "requests_page"]
@@ -67,6 +69,24 @@ def _receipt(explained: JsonObject, prompt: JsonObject | None) -> Html:
     )
 
 
+def _calls(records: list[PromptRecord]) -> Html:
+    """The request's model calls from the prompt log: the tokens where the server reported
+    them ("-" where it did not: a command, the dry run, a failed call)."""
+
+    def known(value: float | None, shape: str = "{:,}") -> str:
+        return "-" if value is None else shape.format(value)
+
+    return table(
+        ["time", "role", "purpose", "attempt", "outcome", "prompt chars", "input tokens",
+         "output tokens", "latency", "cost"],
+        [[r.timestamp, r.role, r.purpose, r.attempt_kind or "-", r.outcome or "-",
+          f"{r.prompt_chars:,}", known(r.prompt_tokens), known(r.completion_tokens),
+          known(r.latency_ms, "{:,.0f} ms"), known(r.cost_usd, "${:,.4f}")]
+         for r in records],
+        empty="No model call in the prompt log for this request.",
+    )  # fmt: skip
+
+
 async def request_page(request: Request) -> Response:
     """``/requests/ID?role=R``: one request; the prompt shown is ``R``'s (default: its last
     role's, or the team's first)."""
@@ -97,8 +117,10 @@ async def request_page(request: Request) -> Response:
         f"{options([(name, name) for name in config.cast.names], role)}</select></label>"
         "<button>Show</button></form>"
     )
+    calls = _calls(await console.reads.calls(request_id))
     body = Html(
         f"{head}<section><h2>Timeline</h2>{events}</section>"
+        f"<section><h2>Model calls</h2>{calls}</section>"
         "<section><h2>Result</h2>"
         + (f"<pre>{esc(pretty_json(result))}</pre>" if result is not None else
            '<p class="note">No result yet.</p>')

@@ -13,10 +13,13 @@ from typing import Any
 
 import anyio.to_thread
 import httpx
+import msgspec
 import pytest
 
 from teams_runtime.cli import main
 from teams_runtime.cli.console import console_app
+from teams_runtime.codecs.prompt_records import decode_prompt_record, encode_prompt_record
+from teams_runtime.monitoring import PROMPT_LOG_NAME
 from teams_runtime.storage import Workspace
 
 from ...support.console_team import SCRIPT_TAG, cli, console_team
@@ -233,6 +236,28 @@ async def test_what_a_record_holds_shows_as_text(console: httpx.AsyncClient) -> 
     assert "Quote &lt;script&gt;alert(1)&lt;/script&gt; as text" in page.text
     assert page.headers["content-security-policy"].startswith("default-src 'self'")
     assert page.headers["x-frame-options"] == "DENY"
+
+
+async def test_the_request_page_shows_its_calls_tokens_where_known(
+    team: Path, console: httpx.AsyncClient
+) -> None:
+    logs = Workspace(team).logs_dir / PROMPT_LOG_NAME
+    lines = logs.read_text().splitlines()
+    assert lines  # the fake model's calls for req-1: no tokens reported (a command)
+    reported = {"prompt_tokens": 1234, "completion_tokens": 56, "latency_ms": 812.0}
+    for request_id, tokens in (("req-1", reported), ("req-2", {"prompt_tokens": 9999})):
+        record = msgspec.structs.replace(
+            decode_prompt_record(lines[0].encode()), request_id=request_id, **tokens
+        )
+        lines.append(encode_prompt_record(record))
+    logs.write_text("\n".join(lines) + "\n")
+    page = await console.get("/requests/req-1")
+    assert "<h2>Model calls</h2>" in page.text
+    assert "<td>1,234</td><td>56</td><td>812 ms</td>" in page.text
+    assert "<td>-</td><td>-</td>" in page.text  # the fake model's calls: tokens unknown
+    assert "9,999" not in page.text  # another request's call
+    other = await console.get("/requests/req-2?role=writer")
+    assert "9,999" in other.text
 
 
 async def test_a_bad_id_or_role_is_refused_with_the_commands_message(
