@@ -11,6 +11,11 @@ default:
 test *args:
     python -P -m pytest -n auto "$@"
 
+# the console in a real browser: Debian's chromium, headless, by Playwright (tests/browser/;
+# `apt-get install -y chromium`; $TEAMS_RUNTIME_CHROMIUM names another); fails without one
+test-browser *args:
+    python -P -m pytest --browser tests/browser -n 0 "$@"
+
 # ruff, mypy (strict) and the import contract (layers) over the package
 lint:
     #!/usr/bin/env bash

@@ -488,3 +488,22 @@ def start_nats_server(tmp_path: Path) -> Iterator[Callable[..., NatsServer]]:
     finally:
         for server in started:
             server.stop()
+
+
+# The browser tests (tests/browser/, `just test-browser`) need a browser: only `--browser`
+# collects them, so that `just test` passes on a machine without one.
+BROWSER_TESTS = Path(__file__).parent / "browser"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--browser",
+        action="store_true",
+        help="collect the browser tests (tests/browser/), as `just test-browser` does",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path == BROWSER_TESTS and not config.getoption("--browser"):
+        return True
+    return None

@@ -81,8 +81,8 @@ def _form(console: Console, item: Any, role: str, given: dict[str, str]) -> Html
         "</textarea></label>"
         f'<label>next role <select name="next_role">'
         f"{options(hands_to, given.get('next_role', ''))}</select></label>"
-        "<label>more of the result (optional: a JSON object, as <code>answer --from</code> takes; "
-        f'the fields above override it) <textarea name="result" rows="4">'
+        "<label><span>more of the result (optional: a JSON object, as <code>answer --from</code> "
+        f'takes; the fields above override it)</span> <textarea name="result" rows="4">'
         f"{esc(given.get('result', ''))}</textarea></label>"
         "<button>Answer</button></form>"
     )

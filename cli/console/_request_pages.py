@@ -60,12 +60,11 @@ def _receipt(explained: JsonObject, prompt: JsonObject | None) -> Html:
     for key in ("max_prompt_tokens", "prompt_tokens_estimate"):
         if key in explained:
             counts += f"; {key}={explained[key]}"
-    notice = (
-        prompt["notice"] if prompt is not None and prompt["notice"] else "none: nothing omitted"
-    )
+    notice = prompt["notice"] if prompt is not None else None
+    # The notice is an object (``prompt --json``'s): shown as that JSON, not as Python's repr.
+    shown = f"<pre>{esc(pretty_json(notice))}</pre>" if notice else "<p>none: nothing omitted</p>"
     return Html(
-        f'<div class="receipt"><h3>Receipt</h3><p>{esc(counts)}</p>'
-        f"<p>Notice: {esc(notice)}</p></div>"
+        f'<div class="receipt"><h3>Receipt</h3><p>{esc(counts)}</p><p>Notice:</p>{shown}</div>'
     )
 
 

@@ -60,3 +60,19 @@ def console_team(root: Path, fake_model: Path, *, answer_within: float | None = 
     cli(root, "submit", "--role", "writer", "--scope", f"Quote {SCRIPT_TAG} as text",
         "--request-id", "req-2")  # fmt: skip
     return root
+
+
+def compacted_request(root: Path, request_id: str = "req-3", events: int = 24) -> str:
+    """A request of ``events`` notes (past ``max_events``: its prompts are compacted), the
+    last one's payload holding a script tag; its id."""
+    cli(root, "submit", "--role", "writer", "--scope", "Draft the long history",
+        "--request-id", request_id)  # fmt: skip
+    notes = root / f"{request_id}-notes.jsonl"
+    lines = [
+        {"type": "note", "actor": "reviewer", "summary": f"Review round {number}",
+         "payload": {"round": number, "quote": SCRIPT_TAG if number == events else "fine"}}
+        for number in range(1, events + 1)
+    ]  # fmt: skip
+    notes.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cli(root, "append", request_id, "--from", str(notes))
+    return request_id
