@@ -8,11 +8,10 @@ Read only, like ``status``: the store alone, no actor, no queue.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from teams_runtime.cli._output import write_json
 from teams_runtime.cli._status_report import _request_row
-from teams_runtime.codecs.formats import count_of, pretty_json
+from teams_runtime.codecs.formats import JsonObject, count_of, pretty_json
 from teams_runtime.codecs.model import OUTPUT_KEY, has_output
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.storage import Workspace, load_team_config
@@ -21,12 +20,12 @@ from teams_runtime.storage.opening import blocking_storage
 __all__ = ["cmd_request_status", "request_status"]
 
 
-def _text(fields: dict[str, Any], key: str) -> str:
+def _text(fields: JsonObject, key: str) -> str:
     value = fields.get(key)
     return value if isinstance(value, str) else ""
 
 
-def request_status(workspace: Workspace, request_id: str) -> dict[str, Any]:
+def request_status(workspace: Workspace, request_id: str) -> JsonObject:
     """The request's row as ``status`` reports it (with its failure's reason, when it failed),
     the role that gave its latest result (``last_role``), that result's summary, and its
     deliverable (``output``: ``None`` when it has none). ``UnknownRequestError`` when there is
@@ -47,7 +46,7 @@ def request_status(workspace: Workspace, request_id: str) -> dict[str, Any]:
     }
 
 
-def report_text(report: dict[str, Any]) -> str:
+def report_text(report: JsonObject) -> str:
     """What ``status REQUEST_ID`` prints: a few lines about the request, then its output whole."""
     request_id = report["request_id"]
     hops, events = report.get("hops", 0), report.get("events", 0)

@@ -181,3 +181,26 @@ def test_status_and_export_say_when_a_request_has_no_output(
     )
     status, out, err = run_cli(capsys, "status", "req-9", *ws)
     assert status != 0 and "req-9" in err
+
+
+def test_status_of_a_failed_request_says_why_and_keeps_its_output(
+    tmp_path: Path, fake_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _workspace(tmp_path, fake_model)
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        return run_cli(capsys, *argv, "--workspace", str(root))
+
+    capsys.readouterr()
+    assert cli("submit", "--role", "writer", "--scope", "s", "--request-id", "req-1")[0] == 0
+    assert cli("run", "--once")[0] == 0
+    assert cli("answer", "req-1", "--status", "failed", "--summary", "Not usable.")[0] == 0
+    status, out, err = cli("status", "req-1", "--json")
+    shown = json.loads(out)
+    assert (shown["status"], shown["output"]) == ("failed", DRAFT)
+    assert shown["failure"]["reason"] == "approver reported failed: Not usable."
+    status, out, err = cli("status", "req-1")
+    assert (
+        "\nfailed: approver reported failed: Not usable.\n"
+        "`teams-runtime retry req-1` queues its last step again\noutput:\n" in out
+    )
