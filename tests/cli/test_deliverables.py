@@ -200,6 +200,7 @@ def test_status_of_a_failed_request_says_why_and_keeps_its_output(
     assert (shown["status"], shown["output"]) == ("failed", DRAFT)
     assert shown["failure"]["reason"] == "approver reported failed: Not usable."
     status, out, err = cli("status", "req-1")
+    assert status == 0, err
     assert (
         "\nfailed: approver reported failed: Not usable.\n"
         "`teams-runtime retry req-1` queues its last step again\noutput:\n" in out
