@@ -171,8 +171,10 @@ def overdue_team(tmp_path: Path, fake_model: Path) -> Path:
     return console_team(tmp_path / "ws", fake_model, answer_within=1)
 
 
+@pytest.mark.parametrize("path", [pytest.param("/api/inbox", id="api"),
+                                  pytest.param("/inbox", id="page")])  # fmt: skip
 async def test_looking_at_the_inbox_writes_nothing_and_its_tidy_is_a_post(
-    overdue_team: Path,
+    overdue_team: Path, path: str
 ) -> None:
     root = overdue_team
     async with _client(root) as console:
@@ -182,23 +184,27 @@ async def test_looking_at_the_inbox_writes_nothing_and_its_tidy_is_a_post(
 
         await eventually(overdue, "req-1's answer_within to run out", 30)
         before = await _cli(root, "export", "req-1")
-        for path in ("/api/inbox", "/inbox", "/", "/api/status", "/inbox/req-1"):
-            assert (await console.get(path)).status_code == 200, path
+        for looking in ("/api/inbox", "/inbox", "/", "/api/status", "/inbox/req-1"):
+            assert (await console.get(looking)).status_code == 200, looking
         assert await _cli(root, "export", "req-1") == before  # no look applied on_failure
         looked = (await console.get("/api/inbox")).json()
         assert [(w["request_id"], w["overdue"]) for w in looked["waiting"]] == [("req-1", True)]
         assert looked["ran_out"] == []
         inbox = await console.get("/inbox")
         assert "1 answer waited past answer_within" in inbox.text
-        refused = await console.post("/api/inbox", data={})
+        refused = await console.post(path, data={})
         assert refused.status_code == 403
         assert await _cli(root, "export", "req-1") == before
-        tidied = await console.post("/api/inbox", data={"csrf": _csrf(inbox.text)})
+        tidied = await console.post(path, data={"csrf": _csrf(inbox.text)})
         assert tidied.status_code == 200
-        assert tidied.json()["waiting"] == []
-        assert [(r["request_id"], r["outcome"]) for r in tidied.json()["ran_out"]] == [
-            ("req-1", "failed")
-        ]
+        if path == "/api/inbox":
+            assert tidied.json()["waiting"] == []
+            assert [(r["request_id"], r["outcome"]) for r in tidied.json()["ran_out"]] == [
+                ("req-1", "failed")
+            ]
+        else:  # the page's button
+            said = "No answer to req-1 (approver) within its answer_within: the request failed."
+            assert said in tidied.text and "No answer waits." in tidied.text
     assert json.loads(await _cli(root, "export", "req-1"))["status"] == "failed"
 
 
