@@ -35,7 +35,7 @@ from teams_runtime.codecs.config import (
     section_notes,
 )
 from teams_runtime.exceptions import ConfigError
-from teams_runtime.policy.pricing import rate_card_notes
+from teams_runtime.policy.pricing import rate_card_notes, unusable_card_warnings
 from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_config", "cmd_init", "declare_config", "declare_init"]
@@ -150,10 +150,17 @@ def cmd_config(args: argparse.Namespace) -> int:
     notes = [*section_notes(config), *rate_card_notes(config, roles), *graph_warnings(config.cast)]
     for note in notes:  # on stderr: stdout stays the JSON alone
         print(f"{PROG}: note: {note}", file=sys.stderr)
+    if not args.probe:  # (which says it with what each server reported)
+        _warn(unusable_card_warnings(config, roles))  # a model command never reports usage
     if args.probe:
         return probe_servers(config, as_json=args.json)
     write_json(shown_config(config))
     return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:  # on stderr: stdout stays the JSON alone
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
 
 
 def shown_config(config: TeamConfig) -> dict[str, Any]:
@@ -367,6 +374,8 @@ def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     when one gave no reply."""
     servers = servers_of(config)
     results = anyio.run(probe_all, servers) if servers else []
+    silent = [role for result in results if result.usage is False for role in result.roles]
+    _warn(unusable_card_warnings(config, config.cast.names, silent))
     budgets = [probe_budgets(config, result) for result in results]
     if as_json:  # `budgets` only where a role has one: other configs' output stays as it was
         shown = [msgspec.to_builtins(result) for result in results]

@@ -35,7 +35,7 @@ from anyio.lowlevel import checkpoint
 from teams_runtime._logs import logger
 from teams_runtime.actors.models._checks import command_argv
 from teams_runtime.actors.models._openai import OpenAIBackend
-from teams_runtime.actors.models._schema_files import schema_file
+from teams_runtime.actors.models._schema_files import clear_dead_workers, schema_file
 from teams_runtime.actors.models._servers import ModelServers
 from teams_runtime.actors.models.spawn import GRACE_SECONDS, ModelStarter, end_group, start_model
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
@@ -179,6 +179,8 @@ class CommandBackend:
         self._root = Path(os.path.abspath(workspace_root))
         self._starter = starter  # the worker's, if it has one: models start without a fork
         self._command = command_argv(config, self._root)
+        if config.structured_output != "off":  # its calls write schema files: as it starts,
+            clear_dead_workers()  # those of workers killed before they could remove theirs
 
     def _environment(self, bundle: PromptBundle, schema: str) -> dict[str, str]:
         schema_env = {"TEAMS_RUNTIME_RESULT_SCHEMA": schema} if schema else {}

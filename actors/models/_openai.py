@@ -10,12 +10,16 @@ held whole). The answer is read as a server-sent-event stream (``actors.models._
 - A 429 or 5xx reply is tried again (``max_retries`` times, waiting as ``Retry-After`` says
   or with exponential backoff).
 - A server whose error answer names ``response_format`` is asked again with the next form
-  (json_schema, json_object with the schema, none); the form that worked is kept per server.
+  (json_schema, json_object with the schema, none); the form that worked, and those it
+  refused, are kept per server for the worker's run: a known refusal is not sent again.
 - A server that is away (refused or reset before any answer byte, a name that does not
   resolve, 429/502/503/504 after the retries) is not the request's fault: the call waits for
   it (``model_servers``) and is sent again when it is back; it is not an attempt. A 429 that
   limits the call's model (``limits_the_model``) holds back that model only, not the
   server's others.
+- At most ``max_concurrent`` calls of a worker run at one server at once (``_pace``); a stream
+  cut short or empty while other calls ran there is the server busy with them: the call is
+  sent again once one of them ends, and it is not an attempt.
 - A prompt that does not fit the server's context fails with ``PromptTooLarge``.
 - The answer's ``finish_reason`` travels up on the reply (the prompt record, the trace); an
   answer the server stopped at its token limit (``length``) is worth a warning.
@@ -32,7 +36,7 @@ anything else the server said beyond its status code: reasons are content-free.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import httpx
@@ -44,6 +48,7 @@ from teams_runtime.actors.models._openai_reading import (
     ContextExceeded,
     FormRefused,
     Retry,
+    ServerBusy,
     ServerReply,
     answered,
     read_response,
@@ -109,7 +114,10 @@ class OpenAIBackend:
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._max_output_bytes = max_output_bytes
         self._forms = forms_to_try(structured_output)
-        self._server: ModelServer = (servers or ModelServers()).server(config.base_url)
+        servers = servers or ModelServers()
+        self._facts = servers.facts
+        self._server: ModelServer = servers.server(config.base_url)
+        self._server.pace.write(config.max_concurrent)
         self._model: Availability = self._server.for_model(config.model)
         _, problem = self._key()
         if problem:
@@ -160,14 +168,31 @@ class OpenAIBackend:
 
     async def _complete_when_there(self, bundle: PromptBundle, key: str) -> ModelReply:
         """The call, sent again each time it found the server (or its model) away, once it
-        is back."""
+        is back, or the server busy with other calls, once one of them ended."""
+        pace = self._server.pace
+        resends = 0  # after a busy server's answers
         while True:
             sending = await self._server.turn_for(self._model)
             probing = sending.probing is not None
             try:
-                reply = await self._complete(bundle, key, probing=probing)
+                async with pace.turn(await pace.limit(self._config, self._facts)) as running:
+                    busy = running.busy_check(resends)
+                    reply = await self._complete(bundle, key, probing=probing, busy=busy)
             except _Away as away:
                 await sending.away(away.reason, whole=away.whole)
+                continue
+            except ServerBusy as cut:
+                await sending.answered()  # it answered: there, and busy
+                logger.bind(role=bundle.role, request_id=bundle.request_id).info(
+                    "model server {} was busy with other calls ({}); the call for {} on "
+                    "request {} is sent again when one ends",
+                    self._config.base_url,
+                    cut.how,
+                    bundle.role,
+                    bundle.request_id,
+                )
+                await pace.after_busy(resends)
+                resends += 1
                 continue
             except ModelFailure:
                 await sending.answered()  # it answered: there, whatever it said
@@ -178,7 +203,9 @@ class OpenAIBackend:
             await sending.answered()
             return reply
 
-    async def _complete(self, bundle: PromptBundle, key: str, *, probing: bool) -> ModelReply:
+    async def _complete(
+        self, bundle: PromptBundle, key: str, *, probing: bool, busy: Callable[[], bool]
+    ) -> ModelReply:
         config = self._config
         scrubber = KeyScrubber(key)
         headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
@@ -194,7 +221,7 @@ class OpenAIBackend:
             while True:
                 form = forms[0]
                 try:
-                    reply = await self._request(client, bundle, headers, scrubber, form)
+                    reply = await self._request(client, bundle, headers, scrubber, form, busy)
                 except FormRefused as refused:
                     forms = self._refused(forms, refused.status)
                     continue
@@ -218,9 +245,12 @@ class OpenAIBackend:
                 return reply
 
     def _forms_for_server(self) -> tuple[ResponseFormat, ...]:
-        """The forms still to try: from the one this server took, if it took one."""
+        """The forms still to try: from the one this server took, if it took one; else
+        those it has not refused (a known refusal is not sent again in this worker)."""
         taken = self._server.form
-        return self._forms[self._forms.index(taken) :] if taken in self._forms else self._forms
+        if taken in self._forms:
+            return self._forms[self._forms.index(taken) :]
+        return tuple(f for f in self._forms if f not in self._server.refused) or ("none",)
 
     def _refused(
         self, forms: tuple[ResponseFormat, ...], status: int
@@ -285,6 +315,7 @@ class OpenAIBackend:
         headers: dict[str, str],
         scrubber: KeyScrubber,
         form: ResponseFormat,
+        busy: Callable[[], bool],
     ) -> ModelReply:
         """One request and its whole answer, within ``timeout_seconds``."""
         timeout = self._config.timeout_seconds
@@ -302,6 +333,7 @@ class OpenAIBackend:
                         config=self._config,
                         max_output_bytes=self._max_output_bytes,
                         form_sent=form != "none",
+                        busy=busy,
                     )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Refused, reset while connecting, a name that does not resolve, no route.

@@ -6,12 +6,17 @@ names ``response_format`` (``FormRefused``: the call is sent again with the next
 it says the prompt does not fit the model's context (``ContextExceeded``), its status
 (``Retry`` for 429 and 5xx), and whether a 429 limits the call's model only
 (``limits_the_model``). Every text kept for the attempts folder is scrubbed of the key.
+
+A stream cut short (no finish_reason) or empty, while the call overlapped others to the same
+server, is the server busy with them (``ServerBusy``: sent again, ``actors.models._pace``), not
+an answer, nor a prompt too long for the context.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import anyio
@@ -40,9 +45,11 @@ __all__ = [
     "ContextExceeded",
     "FormRefused",
     "Retry",
+    "ServerBusy",
     "ServerReply",
     "answered",
     "limits_the_model",
+    "on_a_local_network",
     "read_response",
 ]
 
@@ -105,6 +112,20 @@ class ContextExceeded(Exception):
         super().__init__(how)
         self.how = how
         self.said = said
+
+
+class ServerBusy(Exception):
+    """The stream was cut short or empty while other calls to the server ran (``how``:
+    content-free): the server was busy with them (llama-cpp-python cuts a running stream when
+    another request comes): the call is sent again."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+def _never_busy() -> bool:
+    return False
 
 
 class ServerReply:
@@ -175,11 +196,13 @@ async def read_response(
     config: OpenAIConfig,
     max_output_bytes: int,
     form_sent: bool,
+    busy: Callable[[], bool] = _never_busy,
 ) -> None:
     """Read a 2xx answer into ``answer``. Raise ``FormRefused`` for an error reply naming
     ``response_format`` (when one was sent), ``Retry`` for a 429 or 5xx, ``ContextExceeded``
     for a 400 about the context length or an empty stream, and ``ModelFailure`` for any
-    other status or an answer that is not a chat completion."""
+    other status or an answer that is not a chat completion. ``busy`` says, when a stream
+    ends cut short or empty, whether that is the server busy with other calls (``ServerBusy``)."""
     status = response.status_code
     if status == 429 or status >= 400:
         said, more = await _start_of_body(response)
@@ -203,7 +226,7 @@ async def read_response(
     if media_type == "application/json":  # a server that does not stream
         await _read_whole(response, answer, max_output_bytes)
     elif media_type in ("text/event-stream", ""):
-        await _read_stream(response, answer, max_output_bytes)
+        await _read_stream(response, answer, max_output_bytes, busy)
     else:  # an HTML page from a proxy, a server that is not a chat-completions one
         said, more = await _start_of_body(response)
         what = (
@@ -240,23 +263,25 @@ async def _read_whole(response: httpx.Response, answer: ServerReply, max_output_
 
 
 async def _read_stream(
-    response: httpx.Response, answer: ServerReply, max_output_bytes: int
+    response: httpx.Response,
+    answer: ServerReply,
+    max_output_bytes: int,
+    busy: Callable[[], bool],
 ) -> None:
     limit = event_line_limit(max_output_bytes)
-    events = EventStreamDecoder(max_line_bytes=limit)
     try:
-        async for chunk in response.aiter_bytes():
-            for data in events.feed(chunk):
-                if _event(data, answer):
-                    return
-        for data in events.close():
-            if _event(data, answer):
-                return
+        done = await _read_events(response, answer, limit)
     except EventTooLong:
         raise answer.failure(
             f"the model server sent an event stream line longer than {limit} bytes (more "
             "than an answer within max_output_bytes needs)"
         ) from None
+    if answer.finish_reason is None and busy():
+        # llama-cpp-python ends a running stream with [DONE] when another request comes.
+        how = "it answered with an empty stream" if not answer.events else "its stream was cut"
+        raise ServerBusy(f"{how} while other calls to it ran")
+    if done:
+        return
     if not answer.events:
         # What llama-cpp-python's server answers when the prompt is longer than its context:
         # the stream starts, the model refuses the prompt, the stream ends.
@@ -266,6 +291,16 @@ async def _read_stream(
             f"the model server's stream ended before the answer was complete "
             f"(no [DONE], no finish_reason; {answer.size} bytes of answer)"
         )
+
+
+async def _read_events(response: httpx.Response, answer: ServerReply, limit: int) -> bool:
+    """Read the stream's events into ``answer``; whether it ended with ``[DONE]``."""
+    events = EventStreamDecoder(max_line_bytes=limit)
+    async for chunk in response.aiter_bytes():
+        for data in events.feed(chunk):
+            if _event(data, answer):
+                return True
+    return any(_event(data, answer) for data in events.close())
 
 
 def _event(data: bytes, answer: ServerReply) -> bool:
@@ -319,7 +354,7 @@ def limits_the_model(headers: httpx.Headers, said: str, config: OpenAIConfig) ->
     is away, as for a 502, 503 or 504 (docs/models.md)."""
     if any(name.lower().startswith(_PER_MODEL_HEADERS) for name in headers):
         return True
-    return _names_model(said, config.model) or not _on_a_local_network(config.base_url)
+    return _names_model(said, config.model) or not on_a_local_network(config.base_url)
 
 
 def _names_model(said: str, model: str) -> bool:
@@ -329,7 +364,7 @@ def _names_model(said: str, model: str) -> bool:
     return re.search(rf"(?<![\w.:/@-]){name}(?![\w:/@-]|\.\w)", said) is not None
 
 
-def _on_a_local_network(base_url: str) -> bool:
+def on_a_local_network(base_url: str) -> bool:
     """Whether ``base_url``'s host is this machine or on a private network (a URL that cannot
     be read counts as local: its whole server is away, as before per-model limits)."""
     try:

@@ -1,5 +1,6 @@
 """What a worker knows about the model servers its roles call: which are away (a server
-whole, or one model on it), and which ``response_format`` form each takes.
+whole, or one model on it), which ``response_format`` form each takes, how many calls each
+serves at once (``ServerPace``), and each one's window and tokenizer (``ServerFacts``).
 
 A server is *away* when a call cannot reach it or it says it cannot serve now (see
 ``openai_backend``); a *model* on it is away when the server says that model's limits are
@@ -35,6 +36,8 @@ from pathlib import Path
 import anyio
 
 from teams_runtime._logs import logger
+from teams_runtime.actors.models._pace import ServerPace
+from teams_runtime.actors.models.windows import ServerFacts
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.model import ResponseFormat
 from teams_runtime.codecs.server_records import (
@@ -188,10 +191,12 @@ class Availability:
 
 class ModelServer(Availability):
     """One server (one ``base_url``) as this worker sees it: away or there as a whole, each
-    model on it away or there (``for_model``), and the ``response_format`` form it takes."""
+    model on it away or there (``for_model``), the ``response_format`` form it takes, and the
+    calls running there (``pace``)."""
 
     def __init__(self, base_url: str, files: AwayFiles | None) -> None:
         super().__init__(base_url, None, files)
+        self.pace = ServerPace(base_url)
         self.form: ResponseFormat | None = None  # the response_format form it took
         self.refused: set[ResponseFormat] = set()  # forms it refused (each logged once)
         self._models: dict[str, Availability] = {}
@@ -262,11 +267,13 @@ class Sending:
 class ModelServers:
     """The model servers of one worker (a Team), by ``base_url``: shared by every role's
     backend, so a server that one role found away is away for all of them. ``workspace``:
-    where the away files go (``None``: none are written)."""
+    where the away files go (``None``: none are written). ``facts``: the servers' windows and
+    tokenizers, asked once for the worker."""
 
     def __init__(self, workspace: Workspace | None = None) -> None:
         self._files = AwayFiles(workspace) if workspace is not None else None
         self._servers: dict[str, ModelServer] = {}
+        self.facts = ServerFacts()
 
     def server(self, base_url: str) -> ModelServer:
         """The one ``ModelServer`` of ``base_url``."""

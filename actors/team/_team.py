@@ -25,7 +25,6 @@ from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, ope
 from teams_runtime.actors.models import (
     ModelBackend,
     ModelServers,
-    ServerFacts,
     role_backends,
     server_away,
 )
@@ -119,7 +118,7 @@ class Team:
         self.summary = RunSummary()
         # Each model's tokens a character, from its calls (and those ``ratios`` was seeded with).
         self._ratios = ratios if ratios is not None else LearnedRatios()
-        self._facts = ServerFacts()  # each model server's window and tokenizer, asked once
+        self._facts = self.servers.facts  # each model server's window and tokenizer, asked once
 
     @property
     def store(self) -> RecordStore:

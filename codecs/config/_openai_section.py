@@ -30,6 +30,7 @@ _PROVIDER = re.compile(r"[^/\s*]+")
 # prompt, the stream the answer is read from or the model a role was given would be lost.
 RUNTIME_BODY_KEYS = ("model", "messages", "stream", "stream_options")
 MOST_TOKENS = 10_000_000  # model.openai.max_tokens: far beyond any model's context
+MOST_CONCURRENT = 1000  # model.openai.max_concurrent: far beyond any server's slots
 
 
 def _not_a_host() -> ConfigError:
@@ -58,6 +59,9 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # The server's context window in tokens, for a server that does not say it (llama-cpp-
     # python's, a hosted API): what a `max_prompt_tokens: auto` budget is made from. Never sent.
     context_tokens: int | None = None
+    # The most calls a worker sends to this base_url at once (the smallest its roles write);
+    # None: the server's slots, else 1 on a local server, else no limit. Never sent.
+    max_concurrent: int | None = None
     system: str = ""  # a system message sent before the prompt
     extra_body: JsonObject = {}  # merged into the body: a server's own knobs
     # The provider half of the rate card key `provider/model` (telemetry.rate_cards): who
@@ -104,6 +108,12 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 "example: 4096), or left out to let the server decide."
             )
         self._check_window()
+        if self.max_concurrent is not None and not 1 <= self.max_concurrent <= MOST_CONCURRENT:
+            raise ConfigError(
+                f"{_OPENAI}.max_concurrent must be a whole number from 1 to {MOST_CONCURRENT}: "
+                "the most calls a worker sends to this server at once (for example: 1 for "
+                "llama-cpp-python), or left out to ask the server."
+            )
         taken = [key for key in RUNTIME_BODY_KEYS if key in self.extra_body]
         if taken:
             raise ConfigError(

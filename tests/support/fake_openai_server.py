@@ -35,7 +35,11 @@ Every request is kept (headers, body, whether it was chunked, arrival time).
                        gets its 400 ``exceed_context_size_error``
     llama-cpp-python   no usage in streams; 500 naming ``response_format.type`` to a
                        json_schema response_format (only ``{"type": "json_object", "schema"}``
-                       is taken); a prompt past ``n_ctx_chars`` gets an empty stream
+                       is taken); a prompt past ``n_ctx_chars`` gets an empty stream; one
+                       answer at a time, and with ``interrupt_requests`` (True: its default
+                       ``--interrupt_requests``) a request that comes while an answer streams
+                       cuts it: after its next event, ``[DONE]`` and no finish_reason (counted
+                       in ``interrupted``); the cut one's successor then runs
     strict-plain       a 400 naming ``response_format`` to any response_format
 
 Its own endpoints (``/props``, ``/tokenize``, ``/api/show``, ...: ``fake_server_endpoints``)
@@ -46,6 +50,9 @@ answer as the flavour's server does (``vllm``, ``ollama`` and ``lmstudio`` strea
 path with ``stall``, a ``Status`` or a ``Raw`` instead; ``endpoint_requests`` is what they
 received (chat completions stay in ``requests``).
 
+``event_seconds`` is a pause after each event of an answer (0: none; a model that takes its
+time, so that requests overlap). ``running`` is the chat requests being answered now, and
+``most_running`` the most there were at once.
 ``cached_tokens = N`` reports N of each prompt's tokens as cached (``prompt_tokens_details``).
 ``finish_reason`` is what the answer's last delta (or a whole completion) says: ``"stop"`` by
 default, any other string as given (``"length"``: the model hit max_tokens), ``None``: a null
@@ -207,6 +214,13 @@ class FakeOpenAIServer:
         self.endpoint_behaviours: dict[str, Behaviour] = {}
         self.endpoint_requests: list[SeenRequest] = []
         self.hang_ups = 0  # stalled requests whose client closed the connection
+        self.event_seconds = 0.0
+        self.interrupt_requests = True  # llama-cpp-python's --interrupt_requests
+        self.interrupted = 0
+        self.running = 0
+        self.most_running = 0
+        self._waiting = 0  # llama-cpp-python: requests waiting for the model (its outer lock)
+        self._model_lock = threading.Lock()  # llama-cpp-python: one answer at a time
         self._hung_up = threading.Event()
         self._script: deque[Behaviour] = deque()
         self._lock = threading.Lock()
@@ -266,12 +280,55 @@ class FakeOpenAIServer:
         """Wait until a stalled request's client has closed its connection."""
         return self._hung_up.wait(timeout)
 
+    def serving(self) -> _Serving:
+        """One chat request answered: counted in ``running``; on llama-cpp-python, it waits
+        for the model (one answer at a time), its waiting seen by the one that streams."""
+        return _Serving(self)
+
+    def cut_now(self) -> bool:
+        """llama-cpp-python with ``interrupt_requests``: whether another request waits for the
+        model, so the answer streaming now ends (counted in ``interrupted``)."""
+        if self.flavour != "llama-cpp-python" or not self.interrupt_requests:
+            return False
+        with self._lock:
+            if self._waiting:
+                self.interrupted += 1
+                return True
+        return False
+
     def next_behaviour(self, seen: SeenRequest) -> Behaviour:
         with self._lock:
             self.requests.append(seen)
             if self.limited and (limited := self.limited.get(seen.json().get("model"))):
                 return limited
             return self._script.popleft() if self._script else "answer"
+
+
+class _Serving:
+    """The context of one chat request's answer (``FakeOpenAIServer.serving``)."""
+
+    def __init__(self, server: FakeOpenAIServer) -> None:
+        self.server = server
+        self.one_at_a_time = server.flavour == "llama-cpp-python"
+
+    def __enter__(self) -> None:
+        server = self.server
+        with server._lock:
+            server.running += 1
+            server.most_running = max(server.most_running, server.running)
+        if self.one_at_a_time:
+            with server._lock:
+                server._waiting += 1
+            server._model_lock.acquire()
+            with server._lock:
+                server._waiting -= 1
+
+    def __exit__(self, *exc: object) -> None:
+        server = self.server
+        if self.one_at_a_time:
+            server._model_lock.release()
+        with server._lock:
+            server.running -= 1
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -437,6 +494,24 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             seen = self._seen()
             if self._endpoint(seen):
                 return
+            with server.serving():
+                self._answer(seen)
+
+        def _stream_answer(self, text: str, prompt: str) -> None:
+            """The answer's events then [DONE]; on llama-cpp-python, cut after any event when
+            another request waits (its [DONE] then, without a finish_reason)."""
+            self._start_stream()
+            events = self._answer_events(text, prompt)
+            for number, event in enumerate(events, 1):
+                self._chunk(event)
+                if server.event_seconds:
+                    time.sleep(server.event_seconds)
+                if number < len(events) and server.cut_now():  # not once it is all sent
+                    break
+            self._chunk(b"data: [DONE]\n\n")
+            self._end_stream()
+
+        def _answer(self, seen: SeenRequest) -> None:
             behaviour = server.next_behaviour(seen)
             if behaviour == "answer" and self._as_the_flavour(seen):
                 return
@@ -446,11 +521,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             match behaviour:
                 case "answer" | Text():
                     text = behaviour.text if isinstance(behaviour, Text) else valid
-                    self._start_stream()
-                    for event in self._answer_events(text, prompt):
-                        self._chunk(event)
-                    self._chunk(b"data: [DONE]\n\n")
-                    self._end_stream()
+                    self._stream_answer(text, prompt)
                 case "no_done":
                     self._start_stream()
                     for event in self._answer_events(valid, prompt)[:-2]:  # no finish, usage

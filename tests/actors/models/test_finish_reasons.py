@@ -72,12 +72,17 @@ async def test_each_servers_stream_is_read_beside_its_own_endpoints(
     """The fake answers these flavours' own endpoints (/props, /api/show, ...), and its chat
     completions still as a stream (llama-cpp-python's without usage)."""
     openai_server.flavour = flavour
+    backend = _backend(openai_server)
     with anyio.fail_after(30):
-        reply = await _backend(openai_server).complete(prompt_bundle())
-    assert json.loads(reply.text) == answer_for("qa", "req-1")
+        reply = await backend.complete(prompt_bundle())
+        # Its window's endpoints were asked once, for its slots (max_concurrent's default).
+        asked = len(openai_server.endpoint_requests)
+        again = await backend.complete(prompt_bundle())
+    assert json.loads(reply.text) == answer_for("qa", "req-1") == json.loads(again.text)
     assert reply.finish_reason == "stop"
     assert (reply.usage is None) == (flavour == "llama-cpp-python")
-    assert openai_server.endpoint_requests == []
+    assert len(openai_server.endpoint_requests) == asked
+    assert all("/chat/completions" not in seen.path for seen in openai_server.endpoint_requests)
 
 
 async def test_a_whole_completion_carries_its_finish_reason(

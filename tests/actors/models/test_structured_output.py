@@ -6,7 +6,10 @@ response_format at all; the command backend gets the schema as a file."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,12 +22,12 @@ from teams_runtime.actors.models._openai import OpenAIBackend
 from teams_runtime.actors.team._team import RunSummary
 from teams_runtime.codecs.config import ModelConfig, OpenAIConfig
 from teams_runtime.codecs.model._result_schema import generation_schema
-from teams_runtime.exceptions import PromptTooLarge
+from teams_runtime.exceptions import ModelFailure, PromptTooLarge
 from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import FileWorkQueue, Workspace
 
 from ...support.fake_model import answer_for
-from ...support.fake_openai_server import FakeOpenAIServer
+from ...support.fake_openai_server import FakeOpenAIServer, Status
 
 pytestmark = pytest.mark.anyio
 
@@ -265,3 +268,52 @@ async def test_the_command_backend_gets_the_schema_as_a_file(
         structured_output="off",
     )
     assert (await CommandBackend(off, tmp_path).complete(bundle)).text.strip() == "unset"
+
+
+async def test_a_refused_form_is_not_sent_again_after_a_call_that_failed(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle
+) -> None:
+    """Issue 33: a server's refusal of json_schema is remembered for the worker's run even
+    when the call that learned it failed for another reason before a form was taken."""
+    openai_server.flavour = "llama-cpp-python"
+    openai_server.then("answer", Status(400, body='{"error": "bad request"}'))
+    backend = _backend(openai_server)
+    with pytest.raises(ModelFailure):
+        await backend.complete(prompt_bundle())
+    await backend.complete(prompt_bundle())
+    kinds = [seen.response_format["type"] for seen in openai_server.requests]
+    assert kinds == ["json_schema", "json_object", "json_object"]  # refused once, never again
+
+
+_HOLD_SCHEMA = """
+import time
+from teams_runtime.actors.models._schema_files import _write
+print(_write(b"{}"), flush=True)  # what schema_file writes for a call, then the call runs
+time.sleep(600)
+"""
+
+
+def test_schema_files_of_a_worker_killed_with_kill_9_go_when_a_worker_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: a worker killed with kill -9 leaves its call's schema file; the next worker
+    to start on the host removes it (each worker writes in a folder of its own)."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCHEMA], env=dict(os.environ), stdout=subprocess.PIPE,
+        text=True,
+    ) as worker:  # fmt: skip
+        try:
+            assert worker.stdout is not None
+            left = Path(worker.stdout.readline().strip())
+            assert left.is_file() and left.is_relative_to(temp)
+        finally:
+            worker.kill()  # kill -9: nothing of it runs to remove its file
+    assert left.is_file()  # nothing of the killed worker removed it
+    config = ModelConfig(backend="command", command=[sys.executable, "-c", "print()"])
+    CommandBackend(config, tmp_path)  # a worker starts
+    assert not left.exists() and not left.parent.exists()
+    assert list(left.parent.parent.iterdir()) == []
