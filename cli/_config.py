@@ -17,12 +17,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from teams_runtime.actors.models import ServerProbe, auto_budget, probe_all, start_problem
+from teams_runtime.actors.models import ServerProbe, probe_all, start_problem
 from teams_runtime.actors.roles import is_person
 from teams_runtime.actors.telemetry import check_otel
 from teams_runtime.cli._flags import add_json, add_workspace
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
+from teams_runtime.cli._probe_budgets import budget_lines, probe_budgets
 from teams_runtime.codecs.config import (
     BACKEND_KINDS,
     CONFIG_FILE_NAME,
@@ -317,57 +318,6 @@ def _window_words(result: ServerProbe) -> str:
     return f"{window}; " + (f"tokenizer {tokenizer}" if tokenizer else "no tokenizer endpoint")
 
 
-def probe_budgets(config: TeamConfig, result: ServerProbe) -> dict[str, dict[str, Any]]:
-    """The budget of each of ``result``'s roles that has one, as a run would resolve it:
-    ``auto`` is the window (the server's, else ``model.openai.context_tokens``) less the
-    answer's reserve (``model.openai.max_tokens``, else the default), sent as ``max_tokens``."""
-    budgets = {}
-    for role in result.roles:
-        written = config.prompt_budget(role)
-        if written.max_prompt_tokens is None:
-            continue
-        shown: dict[str, Any] = {"max_prompt_tokens": written.max_prompt_tokens}
-        shown["from"] = written.source
-        openai = config.model_for(role).openai
-        if written.max_prompt_tokens == "auto" and openai is not None:
-            window = result.context_tokens if result.context_tokens else openai.context_tokens
-            shown |= {"window": window, "prompt_tokens": None, "max_tokens": None}
-            shown["reserve"] = "default" if openai.max_tokens is None else "model.openai.max_tokens"
-            try:
-                auto = auto_budget(window, openai.max_tokens) if window else None
-            except ConfigError as exc:
-                shown["problem"] = str(exc)
-            else:
-                if auto is not None:
-                    shown |= {"prompt_tokens": auto.prompt_tokens, "max_tokens": auto.max_tokens}
-        budgets[role] = shown
-    return budgets
-
-
-def _budget_words(budget: dict[str, Any]) -> str:
-    """One role's budget as ``config --probe`` says it."""
-    head = f"max_prompt_tokens {budget['max_prompt_tokens']} ({budget['from']})"
-    if "window" not in budget:
-        return head
-    if "problem" in budget:
-        return f"{head}: {budget['problem']}"
-    if budget["window"] is None:
-        return f"{head}: no budget, the window is unknown (set model.openai.context_tokens)"
-    reserve = "the default reserve" if budget["reserve"] == "default" else budget["reserve"]
-    return (
-        f"{head}: {budget['prompt_tokens']} prompt tokens, the window {budget['window']} less "
-        f"max_tokens {budget['max_tokens']} ({reserve}) sent with each prompt"
-    )
-
-
-def _budget_lines(budgets: dict[str, dict[str, Any]]) -> list[str]:
-    """A line for each budget said, naming the roles whose budget it is."""
-    said: dict[str, list[str]] = {}
-    for role, budget in budgets.items():
-        said.setdefault(_budget_words(budget), []).append(role)
-    return [f"  {', '.join(roles)}: {words}" for words, roles in said.items()]
-
-
 def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     """Probe the servers of ``config``'s roles, once per model each is asked for, and print
     what they answered, with each role's budget as a run would resolve it; exit status 1
@@ -380,9 +330,9 @@ def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     if as_json:  # `budgets` only where a role has one: other configs' output stays as it was
         shown = [msgspec.to_builtins(result) for result in results]
         pairs = zip(shown, budgets, strict=True)
-        write_json([item | ({"budgets": budget} if budget else {}) for item, budget in pairs])
+        write_json([item | ({"budgets": msgspec.to_builtins(b)} if b else {}) for item, b in pairs])
     elif not results:
         print("No role uses an OpenAI-compatible server (model.backend openai): nothing to probe.")
     for result, budget in [] if as_json else zip(results, budgets, strict=True):
-        print("\n".join([_line(result), *_budget_lines(budget)]))
+        print("\n".join([_line(result), *budget_lines(budget)]))
     return 1 if any(result.problem is not None for result in results) else 0
