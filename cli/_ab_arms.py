@@ -32,6 +32,7 @@ from teams_runtime import demo
 from teams_runtime.actors.models import DryRunBackend
 from teams_runtime.actors.team import Team
 from teams_runtime.actors.telemetry import NO_TRACING
+from teams_runtime.cli._budget_view import run_ratios
 from teams_runtime.cli._requests import new_work_role
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
@@ -97,7 +98,14 @@ def fingerprint(config: TeamConfig) -> str:
 
 
 def _run_arm(
-    name: str, root: Path, text: str, *, dry_run: bool, role: str, requests: int
+    name: str,
+    root: Path,
+    text: str,
+    *,
+    source: Workspace,
+    dry_run: bool,
+    role: str,
+    requests: int,
 ) -> ArmResult:
     workspace = Workspace(root)
     workspace.requests_dir.mkdir(parents=True)
@@ -109,7 +117,9 @@ def _run_arm(
         config = msgspec.structs.replace(config, telemetry=TelemetryConfig(enabled=False))
     # No spans or metrics, whatever telemetry.otel says: the arms are measurements, not the
     # team's work (and their requests exist only in the arms' folders).
-    team = Team(root, config, backend=backend, tracing=NO_TRACING)  # checks each role's model
+    # Each arm starts from the same ratios, learned from the source workspace's prompt log.
+    ratios = run_ratios(source, config, config.cast.names)
+    team = Team(root, config, backend=backend, tracing=NO_TRACING, ratios=ratios)  # checks models
     seeds = {f"ab-backfill-{n}": (BACKFILL_EVENTS, role) for n in range(1, requests + 1)}
     anyio.run(partial(demo.seed_requests, workspace, seeds, label="A/B"))
     configure_logging(workspace, console_level="WARNING", roles=team.served)
@@ -176,7 +186,13 @@ def run_ab(
     with _arms_folder(keep) as folder:
         return [
             _run_arm(
-                name, folder / name, texts[name], dry_run=dry_run, role=role, requests=requests
+                name,
+                folder / name,
+                texts[name],
+                source=source,
+                dry_run=dry_run,
+                role=role,
+                requests=requests,
             )
             for name in ARMS
         ]

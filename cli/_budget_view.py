@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ from teams_runtime.codecs.request_records import (
     pretty_event_size,
 )
 from teams_runtime.exceptions import PromptTooLarge
-from teams_runtime.monitoring import PROMPT_LOG_NAME, Skipped, read_records
+from teams_runtime.monitoring import seeded_ratios
 from teams_runtime.policy.budget import Budget, FittedPrompt, fit_prompt, rate_tokens
 from teams_runtime.policy.pricing import rate_key
 from teams_runtime.policy.projection import notice_text
@@ -41,6 +42,7 @@ __all__ = [
     "fit_shown",
     "pretty_sizes",
     "rate_of",
+    "run_ratios",
 ]
 
 
@@ -67,14 +69,24 @@ def budget_of(config: TeamConfig, role: str | None, args: argparse.Namespace) ->
 
 def rate_of(workspace: Workspace, config: TeamConfig, role: str | None) -> TokenRate:
     """The rate a run would count ``role``'s prompts at without a tokenizer: its model's
-    ratio learned from the workspace's prompt log, else the default."""
+    ratio learned from the workspace's prompt log (as ``run_ratios`` seeds it), else the
+    default."""
     model = rate_key(config.model_for(role) if role else config.model)
-    ratios = LearnedRatios()
-    log = workspace.logs_dir / PROMPT_LOG_NAME
-    for record in read_records([log] if log.is_file() else [], Skipped()):
-        if record.model == model and record.prompt_tokens is not None:
-            ratios.observe(model, record.prompt_tokens, record.prompt_chars)
-    return ratios.rate(model)
+    return seeded_ratios(workspace.logs_dir, {model}).rate(model)
+
+
+def run_ratios(
+    workspace: Workspace, config: TeamConfig, roles: Iterable[str]
+) -> LearnedRatios | None:
+    """The learned ratios a run of ``roles`` starts with: those of the models of the roles
+    with a budget, seeded from the newest of the workspace's prompt records; ``None`` (and
+    nothing read) when none of them has a budget."""
+    models = {
+        rate_key(config.model_for(role))
+        for role in roles
+        if config.prompt_budget(role).max_prompt_tokens is not None
+    }
+    return seeded_ratios(workspace.logs_dir, models) if models else None
 
 
 def fit_shown(bundle: PromptBundle, budget: Budget | None, rate: TokenRate) -> FittedPrompt:

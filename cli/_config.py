@@ -23,6 +23,7 @@ from teams_runtime.actors.telemetry import check_otel
 from teams_runtime.cli._flags import add_json, add_workspace
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
+from teams_runtime.cli._probe_budgets import budget_lines, probe_budgets
 from teams_runtime.codecs.config import (
     BACKEND_KINDS,
     CONFIG_FILE_NAME,
@@ -319,15 +320,19 @@ def _window_words(result: ServerProbe) -> str:
 
 def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     """Probe the servers of ``config``'s roles, once per model each is asked for, and print
-    what they answered; exit status 1 when one gave no reply."""
+    what they answered, with each role's budget as a run would resolve it; exit status 1
+    when one gave no reply."""
     servers = servers_of(config)
     results = anyio.run(probe_all, servers) if servers else []
     silent = [role for result in results if result.usage is False for role in result.roles]
     _warn(unusable_card_warnings(config, config.cast.names, silent))
-    if as_json:
-        write_json([msgspec.to_builtins(result) for result in results])
+    budgets = [probe_budgets(config, result) for result in results]
+    if as_json:  # `budgets` only where a role has one: other configs' output stays as it was
+        shown = [msgspec.to_builtins(result) for result in results]
+        pairs = zip(shown, budgets, strict=True)
+        write_json([item | ({"budgets": msgspec.to_builtins(b)} if b else {}) for item, b in pairs])
     elif not results:
         print("No role uses an OpenAI-compatible server (model.backend openai): nothing to probe.")
-    for result in [] if as_json else results:
-        print(_line(result))
+    for result, budget in [] if as_json else zip(results, budgets, strict=True):
+        print("\n".join([_line(result), *budget_lines(budget)]))
     return 1 if any(result.problem is not None for result in results) else 0

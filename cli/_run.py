@@ -21,6 +21,7 @@ import anyio
 from teams_runtime import demo
 from teams_runtime._logs import logger
 from teams_runtime.actors.team import RunSummary, Team
+from teams_runtime.cli._budget_view import run_ratios
 from teams_runtime.cli._flags import add_json, add_workspace, role_list, team_roles
 from teams_runtime.cli._live_view import LiveView, wants_live_view
 from teams_runtime.cli._output import write_json
@@ -65,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)
     roles = team_roles(config.cast, args.roles) if args.roles else None
-    team = Team(workspace.root, config, roles=roles)
+    served = roles if roles is not None else config.cast.names
+    team = Team(workspace.root, config, roles=roles, ratios=run_ratios(workspace, config, served))
     view = LiveView() if wants_live_view(args.plain) else None
     sinks = partial(
         configure_logging,

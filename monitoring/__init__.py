@@ -1,11 +1,13 @@
 """Monitoring: the CLI's log sinks (``log_sinks``), and ``teams-runtime metrics`` over the
 prompt records (``metrics_report`` reads and groups them, ``call_groups`` sums a group,
-``estimates`` measures a token budget's estimates, ``report_table`` draws the table)."""
+``estimates`` measures a token budget's estimates, ``learned`` seeds a run's token ratios from
+them, ``report_table`` draws the table)."""
 
 from __future__ import annotations
 
 from teams_runtime.codecs.prompt_names import GROUP_KEYS
 from teams_runtime.monitoring._call_groups import full_history_tokens
+from teams_runtime.monitoring._learned import SEED_BYTES, seeded_ratios
 from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME, configure_logging, stop_logging
 from teams_runtime.monitoring._metrics_report import (
     Filters,
@@ -23,6 +25,7 @@ from teams_runtime.monitoring._workspace_facts import rate_cards_of, statuses_of
 __all__ = [
     "GROUP_KEYS",
     "PROMPT_LOG_NAME",
+    "SEED_BYTES",
     "Filters",
     "MetricsReport",
     "Skipped",
@@ -35,6 +38,7 @@ __all__ = [
     "rate_cards_of",
     "read_records",
     "render_report",
+    "seeded_ratios",
     "statuses_of",
     "stop_logging",
 ]

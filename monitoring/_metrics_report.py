@@ -81,12 +81,16 @@ class Skipped:
     lines: int = 0
 
 
-def read_records(files: Iterable[Path], skipped: Skipped) -> Iterator[PromptRecord]:
+def read_records(
+    files: Iterable[Path], skipped: Skipped, *, tail: int | None = None
+) -> Iterator[PromptRecord]:
     """Stream the records of ``files``; bad lines (torn, not JSON, wrong shape, longer than
     ``MAX_LINE_BYTES``) are counted. A file gone, or no longer a regular file, by the time it
-    is opened is passed over."""
-    for path in files:
-        for line in _lines(path, skipped):
+    is opened is passed over. With ``tail``, only the records in the last ``tail`` bytes of
+    the files taken together (the newest), from the first whole line there."""
+    spans = [(path, 0) for path in files] if tail is None else _tail_spans(list(files), tail)
+    for path, start in spans:
+        for line in _lines(path, skipped, start):
             try:
                 record = decode_prompt_record(line)
             except (msgspec.DecodeError, RecursionError):  # ValidationError included
@@ -95,9 +99,26 @@ def read_records(files: Iterable[Path], skipped: Skipped) -> Iterator[PromptReco
             yield record
 
 
-def _lines(path: Path, skipped: Skipped) -> Iterator[bytes]:
+def _tail_spans(files: list[Path], tail: int) -> list[tuple[Path, int]]:
+    """Where to start reading each of ``files`` (oldest first) so that only their last
+    ``tail`` bytes together are read; the files wholly before those are left out."""
+    spans: list[tuple[Path, int]] = []
+    for path in reversed(files):
+        if tail <= 0:
+            break
+        try:
+            size = os.lstat(path).st_size
+        except OSError:
+            continue
+        spans.append((path, max(0, size - tail)))
+        tail -= size
+    return spans[::-1]
+
+
+def _lines(path: Path, skipped: Skipped, start: int = 0) -> Iterator[bytes]:
     """The non-blank lines of a regular file, each at most ``MAX_LINE_BYTES`` (longer ones
-    are counted in ``skipped`` and read past in pieces, never held whole)."""
+    are counted in ``skipped`` and read past in pieces, never held whole); from ``start``
+    on, the line it falls inside passed over."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -107,6 +128,11 @@ def _lines(path: Path, skipped: Skipped) -> Iterator[bytes]:
     with open(descriptor, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             return
+        if start > 0:  # begin after the line the offset falls in (its end is at start - 1)
+            handle.seek(start - 1)
+            line = handle.readline(MAX_LINE_BYTES)
+            while line and not line.endswith(b"\n"):
+                line = handle.readline(MAX_LINE_BYTES)
         while line := handle.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
                 skipped.lines += 1

@@ -79,6 +79,7 @@ class Team:
         roles: Sequence[str] | None = None,
         deferred_wait: float | None = None,
         tracing: Tracing | None = None,
+        ratios: LearnedRatios | None = None,
     ) -> None:
         self.workspace = Workspace(workspace)
         self.config = config if config is not None else load_team_config(self.workspace.root)
@@ -115,7 +116,8 @@ class Team:
         self._chores: TeamChores | None = None  # the run's (it needs the run's ContextActor)
         self.people = tuple(role for role in self.served if is_person(self.config.model_for(role)))
         self.summary = RunSummary()
-        self._ratios = LearnedRatios()  # each model's tokens a character, from its calls
+        # Each model's tokens a character, from its calls (and those ``ratios`` was seeded with).
+        self._ratios = ratios if ratios is not None else LearnedRatios()
         self._facts = self.servers.facts  # each model server's window and tokenizer, asked once
 
     @property

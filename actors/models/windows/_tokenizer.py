@@ -92,16 +92,22 @@ class ServerTokenizer:
         return self.endpoint.source
 
     async def count(self, text: str) -> int:
-        """The tokens of ``text`` by the server's count; waits at most ``timeout_seconds``
-        (never over ``MOST_SECONDS``). Raises ``TokenizerGone`` when the server gives none."""
-        counted = await _ask(self.settings, self.endpoint, text)
+        """The tokens of ``text`` by the server's count; waits at most ``timeout_seconds``,
+        as the call it counts for would: a server busy with another call may count only after
+        it (llama-cpp-python's does), and the prompt would wait for it all the same. Raises
+        ``TokenizerGone`` when the server gives none."""
+        counted = await _ask(self.settings, self.endpoint, text, self.settings.timeout_seconds)
         if counted is None:
             raise TokenizerGone(f"{self.source} at {self.settings.base_url} gave no count")
         return max(counted - self.offset, 0)
 
 
-async def _ask(settings: OpenAIConfig, endpoint: _Endpoint, text: str) -> int | None:
-    seconds = min(settings.timeout_seconds, MOST_SECONDS)
+async def _ask(
+    settings: OpenAIConfig, endpoint: _Endpoint, text: str, seconds: float | None = None
+) -> int | None:
+    """The endpoint's count of ``text``, waiting at most ``seconds`` (by default
+    ``timeout_seconds``, never over ``MOST_SECONDS``: a look-up, not a count for a call)."""
+    seconds = min(settings.timeout_seconds, MOST_SECONDS) if seconds is None else seconds
     url = server_root(settings) + endpoint.path
     with anyio.move_on_after(seconds):
         async with server_client(settings, seconds) as client:

@@ -116,6 +116,61 @@ def test_probe_says_each_servers_window_and_tokenizer(
     assert (result["tokenizer"] is None) == ("no tokenizer" in words)
 
 
+def test_probe_says_each_roles_budget_as_a_run_resolves_it(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    openai_server.flavour = "llama.cpp"  # its window: 4096 tokens (/props n_ctx)
+    openai = {"base_url": openai_server.base_url, "model": openai_server.model_name}
+    config = {
+        "team": {"roles": ["planner", "developer", "qa", "research"]},
+        "model": {"backend": "openai", "openai": openai},
+        "prompt_context": {"max_prompt_tokens": "auto"},
+        "roles": {
+            "developer": {"model": {"openai": {"max_tokens": 512}}},
+            "qa": {"prompt_context": {"max_prompt_tokens": 1500}},
+        },
+    }
+    (tmp_path / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    openai_server.then(_stream("served", usage=True))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert status == 0
+    assert out.splitlines()[1:] == [
+        "  planner, research: max_prompt_tokens auto (global): 3072 prompt tokens, the window "
+        "4096 less max_tokens 1024 (the default reserve) sent with each prompt",
+        "  developer: max_prompt_tokens auto (global): 3584 prompt tokens, the window 4096 less "
+        "max_tokens 512 (model.openai.max_tokens) sent with each prompt",
+        "  qa: max_prompt_tokens 1500 (role)",
+    ]
+    openai_server.then(_stream("served", usage=True))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
+    (result,) = json.loads(out)
+    assert result["budgets"]["planner"] == {
+        "max_prompt_tokens": "auto",
+        "from": "global",
+        "window": 4096,
+        "prompt_tokens": 3072,
+        "max_tokens": 1024,
+        "reserve": "default",
+    }
+    assert result["budgets"]["qa"] == {"max_prompt_tokens": 1500, "from": "role"}
+
+
+def test_an_auto_budget_without_a_window_is_said_to_be_none(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    openai = {"base_url": openai_server.base_url, "model": "asked-for"}
+    config = {"team": {"roles": ["qa"]}, "model": {"backend": "openai", "openai": openai}}
+    config["prompt_context"] = {"max_prompt_tokens": "auto"}
+    (tmp_path / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    openai_server.then(_stream("served", usage=True))
+    status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
+    assert status == 0
+    assert out.splitlines()[1] == (
+        "  qa: max_prompt_tokens auto (global): no budget, the window is unknown (set "
+        "model.openai.context_tokens)"
+    )
+
+
 def test_a_server_that_refuses_json_schema_is_asked_with_the_next_form(
     tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

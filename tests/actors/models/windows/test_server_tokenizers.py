@@ -16,6 +16,7 @@ from teams_runtime.actors.models import (
     default_reserve,
     find_tokenizer,
 )
+from teams_runtime.actors.models.windows import _tokenizer as _tokenizer_module
 from teams_runtime.codecs.config import OpenAIConfig
 from teams_runtime.exceptions import ConfigError
 
@@ -95,6 +96,23 @@ async def test_a_stalled_tokenizer_is_none_within_the_timeout(
     started = anyio.current_time()
     assert await _tokenizer(openai_server, timeout_seconds=0.3) is None
     assert anyio.current_time() - started < 10
+
+
+async def test_a_count_waits_for_a_busy_server_as_long_as_its_call_would(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama-cpp-python counts only after the completion it is busy with: a count that gave up
+    # at the look-ups' bound (30 s) fell back to the default rate for a prompt that would
+    # have waited for that server anyway.
+    openai_server.flavour = "llama.cpp"
+    tokenizer = await _tokenizer(openai_server, timeout_seconds=1.0)
+    assert tokenizer is not None
+    monkeypatch.setattr(_tokenizer_module, "MOST_SECONDS", 0.05)
+    openai_server.endpoint_behaviours["/tokenize"] = "stall"
+    started = anyio.current_time()
+    with anyio.fail_after(20), pytest.raises(TokenizerGone):
+        await tokenizer.count("hello")
+    assert anyio.current_time() - started >= 0.9  # timeout_seconds, not the look-ups' bound
 
 
 async def test_a_count_the_server_no_longer_gives_raises_tokenizer_gone(
