@@ -212,7 +212,15 @@ def fit_projection(
             break
         reserve = notice  # grows every round, and no notice is longer than one naming all
     estimate = fixed.total + reserve + fit.used
-    if estimate > budget:  # the names of oversized events took the last of the room
+    if estimate > budget and fit.oversized:
+        # Their names took the last of the room: the events too large alone are left out
+        # unnamed (the counts still say events were omitted) rather than fail a prompt that fits.
+        fit = _Fit(fit.kept, (), fit.used)
+        reserve = notice_tokens(
+            _subset(projection, fit, _note(projection, fit, event_tokens, budget, budget))
+        )
+        estimate = fixed.total + reserve + fit.used
+    if estimate > budget:
         raise PromptTooLarge(prompt_too_large(fixed, reserve, budget, setting, window))
     note = _note(projection, fit, event_tokens, budget, estimate)
     return _subset(projection, fit, note), estimate
