@@ -28,6 +28,7 @@ from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
     Cast,
+    ModelConfig,
     NatsSettings,
     OpenAIConfig,
     TeamConfig,
@@ -160,6 +161,7 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     """``config`` as ``config`` prints it: every default filled in, each role's model as the
     role runs with it, and nothing secret (a NATS URL's user and password are ``***``)."""
     shown: dict[str, Any] = msgspec.to_builtins(config)
+    shown["model"] = _model_shown(config.model)
     shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
     cast = config.cast
     shown["team"]["roles"] = list(cast.names)  # the team in force, written or not
@@ -168,11 +170,20 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
         role: {
             **msgspec.to_builtins(cast.role(role)),
             "concurrency": cast.concurrency_of(role),  # the run's default when not written
-            "model": msgspec.to_builtins(config.model_for(role)),
+            "model": _model_shown(config.model_for(role)),
             "prompt_context": _budget_shown(config, role),
         }
         for role in cast.names
     }
+    return shown
+
+
+def _model_shown(model: ModelConfig) -> dict[str, Any]:
+    """A model section as shown: ``tools`` only for the ``openai`` backend, the one that
+    takes them."""
+    shown: dict[str, Any] = msgspec.to_builtins(model)
+    if model.backend != "openai":
+        del shown["tools"]
     return shown
 
 

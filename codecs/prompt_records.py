@@ -5,7 +5,9 @@ still reads, those fields ``None``. ``finish_reason`` came later within schema 2
 a line without it reads (``None``), and a reader that does not know it ignores it (msgspec
 skips unknown fields). So did the token budget's three fields (``max_prompt_tokens`` ..
 ``token_count_method``), which a record without a budget leaves out of its line altogether:
-such a line is byte for byte what it was before them, and reads them as ``None``.
+such a line is byte for byte what it was before them, and reads them as ``None``. The tool
+counts (``tool_rounds``, ``tool_calls``: ``model.tools`` on the ``openai`` backend) came the
+same way: left out of a line for a call that offered no tools.
 """
 
 from __future__ import annotations
@@ -93,17 +95,25 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     max_prompt_tokens: Count | None = None
     prompt_tokens_estimate: Count | None = None
     token_count_method: TokenCountMethod | None = None
+    # The rounds of tool calls the call ran and the tool calls in them (None: no tools
+    # offered); its tokens and cost then count every request of the call.
+    tool_rounds: Count | None = None
+    tool_calls: Count | None = None
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PromptRecord)
 # The budget's fields as a line without a budget ends: cut, so that line stays as it was.
 _NO_BUDGET = b',"max_prompt_tokens":null,"prompt_tokens_estimate":null,"token_count_method":null}'
+_NO_TOOLS = b',"tool_rounds":null,"tool_calls":null}'
 
 
 def encode_prompt_record(record: PromptRecord) -> str:
-    """One JSON line (without the newline); without a budget, without the budget's fields."""
+    """One JSON line (without the newline); without a budget, without the budget's fields;
+    without tools, without their counts."""
     line = _ENCODER.encode(record)
+    if line.endswith(_NO_TOOLS):
+        line = line[: -len(_NO_TOOLS)] + b"}"
     if line.endswith(_NO_BUDGET):
         line = line[: -len(_NO_BUDGET)] + b"}"
     return line.decode()
