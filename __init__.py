@@ -19,7 +19,7 @@ from teams_runtime.exceptions import *  # noqa: F403 (every error is public: exc
 # from this file to know which module to import when a name is first looked up.
 if TYPE_CHECKING:
     from teams_runtime.actors.context import ContextHandle, open_context
-    from teams_runtime.actors.intake import submit
+    from teams_runtime.actors.intake import RequestOutcome, submit, wait_for_request
     from teams_runtime.actors.team import RunSummary, Team
     from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
     from teams_runtime.codecs.envelopes import MessageEnvelope
@@ -46,6 +46,7 @@ __all__ = [
     "PromptBundle",
     "PromptContextConfig",
     "RecordStore",
+    "RequestOutcome",
     "RunSummary",
     "Team",
     "TeamConfig",
@@ -56,6 +57,7 @@ __all__ = [
     "open_context",
     "project_request",
     "submit",
+    "wait_for_request",
 ]
 __all__ += exceptions.__all__
 

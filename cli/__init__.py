@@ -5,8 +5,8 @@ User errors exit 2 with ``teams-runtime: error: <message>`` on stderr and nothin
 family, imported only when it is given: ``_config`` (init, config), ``_records`` (project,
 explain, prompt), ``_requests`` (submit, append, cancel, retry), ``_run`` (run, demo),
 ``_status`` (status, purge-strays), ``_inbox`` (inbox, answer), ``_metrics``, ``_migrate``
-(export, import) and ``_ab``. ``_flags`` holds what their flags share, ``_output`` the user
-error and JSON output.
+(export, import), ``_ab`` and ``_serve`` (the web console of ``console/``). ``_flags`` holds
+what their flags share, ``_output`` the user error and JSON output.
 """
 
 from __future__ import annotations

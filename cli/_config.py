@@ -35,8 +35,9 @@ from teams_runtime.codecs.config import (
     backend_block_text,
     section_notes,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
-from teams_runtime.policy.pricing import rate_card_notes
+from teams_runtime.policy.pricing import rate_card_notes, unusable_card_warnings
 from teams_runtime.storage import Workspace, load_team_config
 
 __all__ = ["cmd_config", "cmd_init", "declare_config", "declare_init"]
@@ -151,10 +152,17 @@ def cmd_config(args: argparse.Namespace) -> int:
     notes = [*section_notes(config), *rate_card_notes(config, roles), *graph_warnings(config.cast)]
     for note in notes:  # on stderr: stdout stays the JSON alone
         print(f"{PROG}: note: {note}", file=sys.stderr)
+    if not args.probe:  # (which says it with what each server reported)
+        _warn(unusable_card_warnings(config, roles))  # a model command never reports usage
     if args.probe:
         return probe_servers(config, as_json=args.json)
     write_json(shown_config(config))
     return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:  # on stderr: stdout stays the JSON alone
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
 
 
 def shown_config(config: TeamConfig) -> dict[str, Any]:
@@ -178,10 +186,10 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     return shown
 
 
-def _model_shown(model: ModelConfig) -> dict[str, Any]:
+def _model_shown(model: ModelConfig) -> JsonObject:
     """A model section as shown: ``tools`` only for the ``openai`` backend, the one that
     takes them."""
-    shown: dict[str, Any] = msgspec.to_builtins(model)
+    shown: JsonObject = msgspec.to_builtins(model)
     if model.backend != "openai":
         del shown["tools"]
     return shown
@@ -326,6 +334,8 @@ def probe_servers(config: TeamConfig, *, as_json: bool) -> int:
     what they answered; exit status 1 when one gave no reply."""
     servers = servers_of(config)
     results = anyio.run(probe_all, servers) if servers else []
+    silent = [role for result in results if result.usage is False for role in result.roles]
+    _warn(unusable_card_warnings(config, config.cast.names, silent))
     if as_json:
         write_json([msgspec.to_builtins(result) for result in results])
     elif not results:

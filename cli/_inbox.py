@@ -19,20 +19,39 @@ from typing import Any
 import anyio
 import msgspec
 
-from teams_runtime.actors.roles import InboxLook, answer, is_person, read_inbox, waiting_prompt
+from teams_runtime.actors.roles import (
+    Answered,
+    InboxLook,
+    answer,
+    is_person,
+    read_inbox,
+    waiting_prompt,
+)
 from teams_runtime.cli._flags import add_json, add_workspace, not_empty, role_name, team_role
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
 from teams_runtime.cli._status_report import age, due, waiting_rows
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.statuses import RESULT_STATUSES
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
+from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.local_files import open_regular
 
-__all__ = ["cmd_answer", "cmd_inbox", "declare_answer", "declare_inbox"]
+__all__ = [
+    "ANSWER_FILE_BYTES",
+    "answered_text",
+    "cmd_answer",
+    "cmd_inbox",
+    "declare_answer",
+    "declare_inbox",
+    "inbox_json",
+    "person_role",
+    "result_object",
+    "shown_json",
+]
 
 
 def declare_inbox(inbox: argparse.ArgumentParser) -> None:
@@ -73,27 +92,39 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         looked = anyio.run(read_inbox, workspace, config)
         now = time.time()
         if args.json:
-            write_json({"workspace": str(workspace.root.resolve()),
-                        "waiting": waiting_rows(looked.waiting, now),
-                        "ran_out": _ran_out_rows(looked)})  # fmt: skip
+            write_json(inbox_json(workspace, looked, now))
         else:
             _say_ran_out(looked)
             _print_inbox(workspace, looked.waiting, now)
         _say_left_the_team(config, looked.waiting)
         return 0
     wanted = check_request_id(words[1])
-    role = _person_role(config, args.role)
+    role = person_role(config, args.role)
     item, bundle = anyio.run(partial(waiting_prompt, workspace, config, wanted, role))
     if args.json:
-        (row,) = waiting_rows([item], time.time())
-        write_json({**row, "kind": bundle.purpose, "prompt": bundle.text()})
+        write_json(shown_json(item, bundle, time.time()))
         return 0
     for chunk in bundle.iter_chunks():
         sys.stdout.write(chunk)
     return 0
 
 
-def _person_role(config: TeamConfig, given: str | None) -> str | None:
+def inbox_json(workspace: Workspace, looked: InboxLook, now: float) -> JsonObject:
+    """What ``inbox --json`` prints for ``looked``: what waits, and what ran out at this look."""
+    return {
+        "workspace": str(workspace.root.resolve()),
+        "waiting": waiting_rows(looked.waiting, now),
+        "ran_out": _ran_out_rows(looked),
+    }
+
+
+def shown_json(item: WaitingAnswer, bundle: PromptBundle, now: float) -> JsonObject:
+    """What ``inbox show ID --json`` prints: the waiting answer's row, its prompt and kind."""
+    (row,) = waiting_rows([item], now)
+    return {**row, "kind": bundle.purpose, "prompt": bundle.text()}
+
+
+def person_role(config: TeamConfig, given: str | None) -> str | None:
     """``--role``: a role of the team whose answers come from a person (``model.backend:
     human``), the only ones that wait in the inbox."""
     if given is None:
@@ -207,19 +238,23 @@ def cmd_answer(args: argparse.Namespace) -> int:
     workspace = Workspace(args.workspace)
     config = load_team_config(workspace.root)  # a broken config is an error before any write
     wanted = check_request_id(args.item)
-    role = _person_role(config, args.role)
+    role = person_role(config, args.role)
     given = _given(args)
     whole = args.source is not None
     done = anyio.run(partial(answer, workspace, config, wanted, given, role=role, whole=whole))
     if args.json:
         write_json(msgspec.structs.asdict(done))
         return 0
+    print(answered_text(done))
+    return 0
+
+
+def answered_text(done: Answered) -> str:
+    """What ``answer`` says once ``done`` is recorded."""
     said = f"Recorded the {done.role} answer to {done.request_id} ({done.status})"
     if done.handed_to:
-        print(f"{said}; handed to {done.handed_to}: `teams-runtime run` takes it from here.")
-    else:
-        print(f"{said}; the request is {done.request_status}.")
-    return 0
+        return f"{said}; handed to {done.handed_to}: `teams-runtime run` takes it from here."
+    return f"{said}; the request is {done.request_status}."
 
 
 def _result_file(source: str) -> dict[str, Any]:
@@ -241,6 +276,12 @@ def _result_file(source: str) -> dict[str, Any]:
             "model's reply); put the long part in a file of the workspace and name it in "
             "artifacts. Nothing was recorded."
         )
+    return result_object(data, name)
+
+
+def result_object(data: bytes, name: str) -> JsonObject:
+    """The result object ``data`` holds (read from ``name``, which errors name): JSON, each
+    key written once, one object."""
     try:
         result = json.loads(data, object_pairs_hook=_each_key_once)
     except _KeyTwice as exc:

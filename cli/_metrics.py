@@ -25,10 +25,11 @@ from teams_runtime.cli._flags import FOUND_WORKSPACE, add_json, hours, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 from teams_runtime.monitoring import (
     Filters,
+    MetricsReport,
     Skipped,
     aggregate,
     full_history_tokens,
@@ -41,7 +42,14 @@ from teams_runtime.monitoring import (
 )
 from teams_runtime.storage import Workspace
 
-__all__ = ["BAR_WIDTH", "cmd_metrics", "declare_metrics", "render_chart"]
+__all__ = [
+    "BAR_WIDTH",
+    "cmd_metrics",
+    "declare_metrics",
+    "metrics_json",
+    "metrics_report",
+    "render_chart",
+]
 
 BAR_WIDTH = 40  # characters of the longest bar
 
@@ -122,16 +130,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if args.chart:
         print(render_chart(files, filters, args.per or "day"))
         return 0
-    with statuses_of(workspaces) as status_of:
-        report = aggregate(
-            files,
-            filters,
-            args.by or ["role", "purpose"],
-            rate_cards=rate_cards_of(workspaces),
-            status_of=status_of,
-        )
+    report = metrics_report(workspaces, files, filters, args.by or ["role", "purpose"])
     if args.json:
-        write_json({**report.as_json(), "no_data": report.totals.prompts == 0})
+        write_json(metrics_json(report))
     elif report.totals.prompts == 0:
         print(
             f"no data: no prompt records match (read {count_of(len(files), 'log file')} in "
@@ -141,6 +142,22 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     else:
         print(render_report(report))
     return 0
+
+
+def metrics_report(
+    workspaces: list[Workspace], files: list[Path], filters: Filters, by: list[str]
+) -> MetricsReport:
+    """The prompt records of ``files`` (the logs of ``workspaces``) that pass ``filters``, added
+    up per group of ``by``, priced with the workspaces' rate cards."""
+    with statuses_of(workspaces) as status_of:
+        return aggregate(
+            files, filters, by, rate_cards=rate_cards_of(workspaces), status_of=status_of
+        )
+
+
+def metrics_json(report: MetricsReport) -> JsonObject:
+    """What ``metrics --json`` prints for ``report``."""
+    return {**report.as_json(), "no_data": report.totals.prompts == 0}
 
 
 def _distinct_workspaces(folders: list[Path]) -> list[Workspace]:

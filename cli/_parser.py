@@ -93,6 +93,7 @@ COMMANDS = (
     Command(
         "ab", "_ab", "run the same long-history requests with compaction off, then on; compare"
     ),
+    Command("serve", "_serve", "serve the web console: the team, requests, inbox and metrics"),
 )
 
 

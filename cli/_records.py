@@ -40,7 +40,7 @@ from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
@@ -63,6 +63,9 @@ __all__ = [
     "declare_explain",
     "declare_project",
     "declare_prompt",
+    "explain_json",
+    "prompt_json",
+    "read_whole",
 ]
 
 
@@ -171,6 +174,25 @@ def declare_explain(explain: argparse.ArgumentParser) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    report = explain_json(args)
+    if args.json:
+        write_json(report)
+        return 0
+    _print_explain(report)
+    return 0
+
+
+def read_whole(workspace: Workspace, team: TeamConfig, request_id: str) -> tuple[JsonObject, str]:
+    """A stored request's fields, every event with them (``tail=None``), and where it is."""
+    with blocking_storage(workspace, team) as storage:  # NATS connects, then closes
+        read = storage.store.read(request_id, tail=None)
+    return read.fields, read.source
+
+
+def explain_json(args: argparse.Namespace) -> JsonObject:
+    """What ``explain`` given ``args`` prints with ``--json``: the counts, the config used, the
+    budget's figures when one is in force, and every event's decision (``events`` is ``None``
+    when the record's ``events`` is not a list)."""
     team = _team_config(args)
     config = _with_overrides(team.prompt_context, args)
     if args.record is not None:
@@ -178,13 +200,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _, fields = read_record_file(Path(args.record))
     else:
         # Every event is needed, so the record is read whole (tail=None).
-        with blocking_storage(Workspace(args.workspace), team) as storage:
-            read = storage.store.read(args.request_id, tail=None)
-        fields, source = read.fields, read.source
+        fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
     projection = project_fields(fields, config)
     fitted, estimate = budgeted(args, team, projection)
     events = fields.get("events")
-    rows: list[dict[str, Any]] | None = None
+    rows: list[JsonObject] | None = None
     if isinstance(events, list):
         roles = [role_of_raw(raw) for raw in events]
         decisions = explain_decisions(projection, roles)
@@ -201,43 +221,35 @@ def cmd_explain(args: argparse.Namespace) -> int:
             for row, count in zip(rows, tokens, strict=True):
                 row["tokens"] = count
                 row["decision"] = decided.get(row["index"], row["decision"])
-    budget = budget_shown(fitted, estimate)
-    if args.json:
-        write_json(
-            {
-                "record": source,
-                "total_events": fitted.total_events,
-                "included_events": fitted.included_events,
-                "omitted_events": fitted.omitted_events,
-                "compacted": fitted.compacted,
-                "recent_events": config.recent_events,
-                "max_events": config.max_events,
-                "enabled": config.enabled,
-                **budget,
-                "events": rows,
-            }
-        )
-        return 0
-    _print_explain(source, fitted, config, budget, rows)
-    return 0
+    return {
+        "record": source,
+        "total_events": fitted.total_events,
+        "included_events": fitted.included_events,
+        "omitted_events": fitted.omitted_events,
+        "compacted": fitted.compacted,
+        "recent_events": config.recent_events,
+        "max_events": config.max_events,
+        "enabled": config.enabled,
+        **budget_shown(fitted, estimate),
+        "events": rows,
+    }
 
 
-def _print_explain(
-    source: str,
-    projection: Projection,
-    config: PromptContextConfig,
-    budget: dict[str, int],
-    rows: list[dict[str, Any]] | None,
-) -> None:
+_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate")  # as budget_shown orders them
+
+
+def _print_explain(report: JsonObject) -> None:
+    source, rows = report["record"], report["events"]
     if rows is None:
         print(f"{source}: `events` is not a list; the record passes through unchanged.")
         return
+    budget = {key: report[key] for key in _BUDGET_FIGURES if key in report}
     figures = "".join(f", {key}={value}" for key, value in budget.items())
     print(
-        f"{source}: {count_of(projection.total_events, 'event')}, "
-        f"{projection.included_events} included, {projection.omitted_events} omitted "
-        f"(recent_events={config.recent_events}, max_events={config.max_events}, "
-        f"enabled={str(config.enabled).lower()}{figures})"
+        f"{source}: {count_of(report['total_events'], 'event')}, "
+        f"{report['included_events']} included, {report['omitted_events']} omitted "
+        f"(recent_events={report['recent_events']}, max_events={report['max_events']}, "
+        f"enabled={str(report['enabled']).lower()}{figures})"
     )
     tokens = bool(budget)
     print(f"{'index':>5}  {'type':<26}  {'role':<20}  {'tokens  ' if tokens else ''}decision")
@@ -290,6 +302,18 @@ def _checked_kind(cast: Cast, role: str, kind: PromptKind | None) -> PromptKind:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
+    bundle, output = prompt_json(args)
+    if args.json:
+        write_json(output)
+        return 0
+    for chunk in bundle.iter_chunks():
+        sys.stdout.write(chunk)
+    return 0
+
+
+def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
+    """The prompt ``prompt`` given ``args`` shows, and what it prints with ``--json``: the
+    prompt, its notice, its counts, and the budget's figures when one is in force."""
     workspace = Workspace(args.workspace)
     team = load_team_config(workspace.root)
     cast = team.cast
@@ -304,28 +328,23 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     rate = rate_of(workspace, team, args.role)
     fitted = fit_shown(bundle, budget, rate)
     bundle = fitted.bundle
-    if args.json:
-        projection = bundle.projection
-        output = {
-            "role": bundle.role,
-            "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
-            "purpose": bundle.purpose,
-            "notice": projection.notice,
-            "total_events": projection.total_events,
-            "included_events": projection.included_events,
-            "omitted_events": projection.omitted_events,
-            "compacted": projection.compacted,
-            "prompt": bundle.text(),
-        }
-        if budget is not None:
-            output["max_prompt_tokens"] = budget.tokens
-            output["prompt_tokens_estimate"] = fitted.estimate
-            output["token_count_method"] = rate.method
-        write_json(output)
-        return 0
-    for chunk in bundle.iter_chunks():
-        sys.stdout.write(chunk)
-    return 0
+    projection = bundle.projection
+    output: JsonObject = {
+        "role": bundle.role,
+        "kind": bundle.purpose,  # one vocabulary: the name --kind takes and the logs use
+        "purpose": bundle.purpose,
+        "notice": projection.notice,
+        "total_events": projection.total_events,
+        "included_events": projection.included_events,
+        "omitted_events": projection.omitted_events,
+        "compacted": projection.compacted,
+        "prompt": bundle.text(),
+    }
+    if budget is not None:
+        output["max_prompt_tokens"] = budget.tokens
+        output["prompt_tokens_estimate"] = fitted.estimate
+        output["token_count_method"] = rate.method
+    return bundle, output
 
 
 async def _preview_prompt(

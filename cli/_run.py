@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -25,7 +26,7 @@ from teams_runtime.cli._live_view import LiveView, wants_live_view
 from teams_runtime.cli._output import write_json
 from teams_runtime.codecs.formats import count_of, iso_of
 from teams_runtime.monitoring import configure_logging, stop_logging
-from teams_runtime.storage import Workspace, load_team_config
+from teams_runtime.storage import DeferredEnvelope, Workspace, load_team_config
 
 __all__ = ["cmd_demo", "cmd_run", "declare_demo", "declare_run", "due_words"]
 
@@ -144,30 +145,74 @@ def due_words(next_attempt: float, now: float) -> str:
     return f"due now (it was due at {iso_of(next_attempt)})"
 
 
+_NAMED = 3  # deferred envelopes named on a summary line; `status` lists them all
+
+
+def _named(envelopes: list[DeferredEnvelope]) -> str:
+    """``role:request_id`` of the first few ``envelopes``, then how many more."""
+    named = ", ".join(f"{e.role}:{e.request_id}" for e in envelopes[:_NAMED])
+    more = len(envelopes) - _NAMED
+    return named + (f" +{more} more" if more > 0 else "")
+
+
+def _summary_json(summary: RunSummary, *, stopped: bool, queued: int | None) -> dict[str, Any]:
+    """The run's summary as ``run --json`` prints it."""
+    next_attempt = None if summary.next_attempt is None else iso_of(summary.next_attempt)
+    return {
+        "finished": summary.finished,
+        "done": summary.done,
+        "failed": summary.failed,
+        "rejected": summary.rejected,
+        "deferred": summary.deferred,
+        "waiting": summary.waiting,
+        "answers_timed_out": summary.answers_timed_out,
+        "answers_renewed": summary.answers_renewed,
+        "model_calls": summary.model_calls,
+        "answered": summary.answered,
+        "stopped": stopped,
+        "queued": queued,
+        "left_deferred": summary.left_deferred,
+        "next_attempt_at": next_attempt,
+        "deferred_envelopes": [
+            {
+                "role": envelope.role,
+                "request_id": envelope.request_id,
+                "envelope_id": envelope.envelope_id,
+                "next_attempt_at": iso_of(envelope.next_attempt),
+                "this_run": this_run,
+            }
+            for this_run, left in ((True, summary.left_envelopes), (False, summary.not_due))
+            for envelope in left
+        ],
+    }
+
+
+def _deferred_lines(summary: RunSummary) -> list[str]:
+    """What a ``--once`` run left deferred: its own envelopes, and an earlier run's not due."""
+    lines = []
+    if summary.left_deferred and summary.next_attempt is not None:
+        lines.append(
+            f"Left {count_of(summary.left_deferred, 'deferred envelope')} "
+            f"({_named(summary.left_envelopes)}); the next is "
+            f"{due_words(summary.next_attempt, time.time())}, when any running worker takes it "
+            "(`status` lists them)."
+        )
+    if summary.not_due:  # deferred before this run and not due: it did not take them
+        lines.append(
+            f"Not due yet: {count_of(len(summary.not_due), 'envelope')} an earlier run "
+            f"deferred ({_named(summary.not_due)}); the next is "
+            f"{due_words(summary.not_due[0].next_attempt, time.time())}, when any running "
+            "worker takes it (`status` lists them)."
+        )
+    return lines
+
+
 def _print_summary(
     team: Team, *, once: bool, stopped: bool, queued: int | None, as_json: bool
 ) -> None:
     summary = team.summary
-    next_attempt = None if summary.next_attempt is None else iso_of(summary.next_attempt)
     if as_json:
-        write_json(
-            {
-                "finished": summary.finished,
-                "done": summary.done,
-                "failed": summary.failed,
-                "rejected": summary.rejected,
-                "deferred": summary.deferred,
-                "waiting": summary.waiting,
-                "answers_timed_out": summary.answers_timed_out,
-                "answers_renewed": summary.answers_renewed,
-                "model_calls": summary.model_calls,
-                "answered": summary.answered,
-                "stopped": stopped or not once,
-                "queued": queued,
-                "left_deferred": summary.left_deferred,
-                "next_attempt_at": next_attempt,
-            }
-        )
+        write_json(_summary_json(summary, stopped=stopped or not once, queued=queued))
         return
     if once:
         # Each count says what it counts: the breakdown adds up to the envelopes finished,
@@ -193,12 +238,8 @@ def _print_summary(
             f"{count_of(summary.answers_renewed, 'waiting answer')} ran out of time "
             "(answer_within) and waits again (on_failure: requeue)."
         )
-    if summary.left_deferred and summary.next_attempt is not None:
-        print(
-            f"Left {count_of(summary.left_deferred, 'deferred envelope')}; the next is "
-            f"{due_words(summary.next_attempt, time.time())}, when any running worker takes it "
-            "(`status` lists them)."
-        )
+    for line in _deferred_lines(summary):
+        print(line)
     if queued is not None:
         print(f"Stopped; {count_of(queued, 'envelope')} queued for the next run.")
 

@@ -132,6 +132,10 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 _REASON_SHOWN = 200  # characters of a reason on its line (--json has it whole)
 
 
+def _shortened(reason: str) -> str:
+    return reason if len(reason) <= _REASON_SHOWN else reason[: _REASON_SHOWN - 3] + "..."
+
+
 def _failed_line(row: dict[str, Any], max_hops: int) -> str:
     request_id = row["request_id"]
     said = f"failed {request_id} ({row.get('current_role') or 'no role'})"
@@ -142,7 +146,12 @@ def _failed_line(row: dict[str, Any], max_hops: int) -> str:
             f"{max_hops}): "
             f"raise team.max_hops in team_runtime.yaml, then {retry} queues its last step again"
         )
-    return f"{said}: {retry} queues its last step again"
+    failure = row.get("failure")
+    if failure is not None:  # why, in one line (--json has the reason whole)
+        said += f": {_shortened(failure['reason'])};"
+    else:
+        said += ":"
+    return f"{said} {retry} queues its last step again"
 
 
 def hint_lines(report: dict[str, Any], max_hops: int) -> list[str]:
@@ -152,9 +161,7 @@ def hint_lines(report: dict[str, Any], max_hops: int) -> list[str]:
     lines = [_failed_line(row, max_hops) for row in report["requests"] if row["status"] == "failed"]
     for rejected in report["rejected"]:
         request_id = rejected["request_id"]
-        reason = rejected["reason"] or "no reason kept"
-        if len(reason) > _REASON_SHOWN:
-            reason = reason[: _REASON_SHOWN - 3] + "..."
+        reason = _shortened(rejected["reason"] or "no reason kept")
         if rejected["stray"]:  # put back, it would wait again where no role reads it
             lines.append(
                 f"set aside stray{f' of {request_id}' if request_id else ''} ({reason}): no "

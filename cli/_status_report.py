@@ -114,15 +114,79 @@ def _request_row(store: BlockingRecordStore, request_id: str) -> tuple[dict[str,
         count, last = len(history), history[-1:]
     last_event = decode_any(last[0]) if last else None
     hops = read.fields.get("hops")
+    status = _text(read.fields, "status")
     row = {
         "request_id": request_id,
-        "status": _text(read.fields, "status"),
+        "status": status,
         "current_role": _text(read.fields, "current_role"),
         "hops": hops if type(hops) is int else 0,
         "events": count,
         "last_event_at": _text(last_event, "timestamp") if isinstance(last_event, dict) else "",
+        "failure": None,
     }
+    if status == "failed":
+        row["failure"] = failure_of(last_event) or _failure_further_back(store, request_id)
     return row, read.fields.get("epoch")
+
+
+# How far back from a failed request's newest event its failing event is looked for: past the
+# few a person or a late outcome may add after it (``append``, ``stale_outcome``).
+_FAILURE_SCAN = 32
+
+
+def _failure_further_back(store: BlockingRecordStore, request_id: str) -> dict[str, Any] | None:
+    """The failure of a failed request whose newest event is not the failing one."""
+    try:
+        read = store.read(request_id, tail=_FAILURE_SCAN)
+    except TeamsRuntimeError:
+        return None
+    if isinstance(read, IndexedParts):
+        tail = read.tail
+    else:
+        events = read.fields.get(EVENTS_KEY)
+        tail = events[-_FAILURE_SCAN:] if isinstance(events, list) else []
+    for raw in reversed(tail):
+        failure = failure_of(decode_any(raw))
+        if failure is not None:
+            return failure
+    return None
+
+
+def failure_of(event: Any) -> dict[str, Any] | None:
+    """Why a request failed, if ``event`` is a failing one: its ``event`` type, the ``role``
+    it concerns and the ``reason`` in one line; ``None`` for any other event."""
+    if not isinstance(event, dict):
+        return None
+    kind = event.get("type")
+    payload = event.get("payload")
+    fields = payload if isinstance(payload, dict) else {}
+    role = _text(fields, "from_role") or _text(event, "actor")
+    if kind == "model_failed":
+        reason = f"every call of {role}'s model failed: {_text(fields, 'reason') or 'no reason'}"
+    elif kind == "hop_limit":
+        reason = (
+            f"the hand-off {_text(fields, 'from_role')} -> {_text(fields, 'to_role')} would "
+            f"pass team.max_hops ({fields.get('max_hops')})"
+        )
+    elif kind == "answer_timed_out":
+        within = fields.get("answer_within_seconds")
+        limit = f"within {within:g} s" if _is_number(within) else "in time"
+        reason = f"{role} gave no answer {limit}"
+    elif kind in ("role_report", "version_control_completed") and fields.get("status") == "failed":
+        role = _text(fields, "role") or role
+        error = _text(fields, "error")
+        reason = f"{role} reported failed: {_text(fields, 'summary') or 'no summary'}" + (
+            f" ({error})" if error else ""
+        )
+    elif kind == "retry_not_queued":
+        reason = "its retry could not be queued"
+    else:
+        return None
+    return {"event": kind, "role": role, "reason": " ".join(reason.split())}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _servers_away(

@@ -5,9 +5,11 @@ still reads, those fields ``None``. ``finish_reason`` came later within schema 2
 a line without it reads (``None``), and a reader that does not know it ignores it (msgspec
 skips unknown fields). So did the token budget's three fields (``max_prompt_tokens`` ..
 ``token_count_method``), which a record without a budget leaves out of its line altogether:
-such a line is byte for byte what it was before them, and reads them as ``None``. The tool
-counts (``tool_rounds``, ``tool_calls``: ``model.tools`` on the ``openai`` backend) came the
-same way: left out of a line for a call that offered no tools.
+such a line is byte for byte what it was before them, and reads them as ``None``. Schema 3
+adds one ``outcome`` value, ``stopped`` (a call cut by the run stopping): a schema-2 reader
+does not know it, so the version says a reader may meet it. The tool counts (``tool_rounds``,
+``tool_calls``: ``model.tools`` on the ``openai`` backend) came as the budget's fields did:
+left out of a line for a call that offered no tools.
 """
 
 from __future__ import annotations
@@ -33,16 +35,23 @@ __all__ = [
     "encode_prompt_record",
 ]
 
-PROMPT_RECORD_SCHEMA = 2
+PROMPT_RECORD_SCHEMA = 3
 
 # Why the call was sent: the first call of a prompt, a call sent again after a failed one
 # (model.attempts), or the first call of a contract-repair prompt.
 AttemptKind = Literal["primary", "retry", "contract_repair"]
 ATTEMPT_KINDS: tuple[AttemptKind, ...] = ("primary", "retry", "contract_repair")
-# How it ended: an answer the contract took, one it rejected, a failed call, or a call given
-# up (the run stopped) while its model server was away.
-CallOutcome = Literal["completed", "invalid", "failed", "server_away"]
-CALL_OUTCOMES: tuple[CallOutcome, ...] = ("completed", "invalid", "failed", "server_away")
+# How it ended: an answer the contract took, one it rejected, a failed call, a call given up
+# (the run stopped) while its model server was away, or a call cut by the run stopping
+# (schema 3; not the model's failure).
+CallOutcome = Literal["completed", "invalid", "failed", "server_away", "stopped"]
+CALL_OUTCOMES: tuple[CallOutcome, ...] = (
+    "completed",
+    "invalid",
+    "failed",
+    "server_away",
+    "stopped",
+)
 
 # A count or size: what a log line holds beyond this range is not a record we wrote.
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]

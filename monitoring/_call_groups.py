@@ -74,6 +74,7 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
     invalid: int
     failures: int
     server_away: int
+    stopped: int  # calls cut by their run stopping: not failures
     truncated: int  # answers a server stopped at its token limit
     finish_reasons: dict[str, int]
     estimated_calls: int
@@ -111,6 +112,7 @@ class CallGroup:
     invalid: int = 0
     failures: int = 0  # failed calls and calls given up while their server was away
     server_away: int = 0
+    stopped: int = 0  # cut by the run stopping (SIGTERM, Ctrl-C): not the model's failure
     # Calls by the finish reason their server gave (records without one are not counted).
     finish_reasons: dict[str, int] = field(default_factory=dict)
     # What the prompts would have taken with their full history, estimated per call from its
@@ -141,6 +143,7 @@ class CallGroup:
         self.invalid += record.outcome == "invalid"
         self.failures += record.outcome in ("failed", "server_away")
         self.server_away += record.outcome == "server_away"
+        self.stopped += record.outcome == "stopped"
         if record.finish_reason is not None:
             reasons = self.finish_reasons
             reasons[record.finish_reason] = reasons.get(record.finish_reason, 0) + 1
@@ -224,6 +227,7 @@ class CallGroup:
             invalid=self.invalid,
             failures=self.failures,
             server_away=self.server_away,
+            stopped=self.stopped,
             truncated=self.finish_reasons.get("length", 0),
             finish_reasons=dict(sorted(self.finish_reasons.items())),
             estimated_calls=self.estimated_calls,

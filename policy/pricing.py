@@ -11,12 +11,19 @@ The key is ``<provider>/<model>``, exactly as a rate card is keyed:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from teams_runtime.codecs.config import ModelConfig, RateCard, TeamConfig, TelemetryConfig
 from teams_runtime.codecs.model import TokenUsage
 
-__all__ = ["call_cost", "card_for", "input_cost", "rate_card_notes", "rate_key"]
+__all__ = [
+    "call_cost",
+    "card_for",
+    "input_cost",
+    "rate_card_notes",
+    "rate_key",
+    "unusable_card_warnings",
+]
 
 _DRY_RUN_KEY = "dry_run/dry_run"  # needs no card: it costs nothing
 _CARDS = "team_runtime.yaml telemetry.rate_cards"
@@ -92,6 +99,33 @@ def rate_card_notes(config: TeamConfig, roles: Sequence[str]) -> list[str]:
     if not config.telemetry.enabled:
         notes.append("team_runtime.yaml telemetry.enabled is false: the rate cards price nothing.")
     return notes
+
+
+def unusable_card_warnings(
+    config: TeamConfig, roles: Sequence[str], silent: Collection[str] = ()
+) -> list[str]:
+    """One line for each token rate card that can price none of ``roles``' calls: they report
+    no token usage, as a model command never does, and as the roles in ``silent`` do (their
+    server sent none in the stream ``config --probe`` asked for). A token card prices a call
+    by the usage it reports: without it, the call's ``cost_usd`` is null, not the card's."""
+    if not config.telemetry.enabled:
+        return []  # rate_card_notes says that nothing is priced
+    cards = config.telemetry.rate_cards
+    unpriced: dict[tuple[str, bool], list[str]] = {}  # (key, a command's?) -> roles
+    for role in roles:
+        model = config.model_for(role)
+        card = cards.get(rate_key(model))
+        if card is None or card.per_invocation_usd is not None:
+            continue
+        if model.backend == "command" or role in silent:
+            unpriced.setdefault((rate_key(model), model.backend == "command"), []).append(role)
+    return [
+        f"{_CARDS} {key} prices tokens, but "
+        + ("a model command reports" if command else "its server reported")
+        + f" no token usage: the calls of {_which(names, roles)} are never priced by it "
+        "(cost_usd null); give the card per_invocation_usd to price each call."
+        for (key, command), names in unpriced.items()
+    ]
 
 
 def _which(names: list[str], roles: Sequence[str]) -> str:

@@ -1,10 +1,11 @@
-"""The shell blocks of README.md and docs/*.md run as a reader would paste them.
+"""The shell and Python blocks of README.md and docs/*.md run as a reader would paste them.
 
-Every fenced ``sh``, ``bash`` or ``console`` block of a page runs, in order, in one bash session
-that starts in an empty temporary folder (so ``cd my-ws`` in one block holds for the next, as in
-the reader's terminal); the session fails at the first command that fails. In a ``console``
-block, lines starting with ``$ `` are commands and the lines after one are its expected output,
-compared exactly (trailing spaces aside).
+Every fenced ``sh``, ``bash``, ``console`` or ``python`` block of a page runs, in order, in one
+bash session that starts in an empty temporary folder (so ``cd my-ws`` in one block holds for
+the next, as in the reader's terminal); the session fails at the first command that fails. In a
+``console`` block, lines starting with ``$ `` are commands and the lines after one are its
+expected output, compared exactly (trailing spaces aside). A ``python`` block is a program of
+its own, run by this interpreter in the session's folder (as ``python example.py`` there).
 
 A block that needs something the test cannot have (a real model, a NATS server, a ``run``
 that serves until Ctrl-C, a package install) is marked on the line just before its fence::
@@ -37,7 +38,7 @@ from .support.file_map import page_with_map
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN_LANGUAGES = {"sh", "bash", "console"}
+RUN_LANGUAGES = {"sh", "bash", "console", "python"}
 SKIP_MARKER = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->")
 _FENCE = re.compile(r"^```(?P<language>[\w-]*)\s*$")
 
@@ -108,6 +109,12 @@ def _console_script(block: Block) -> str:
     return "\n".join(script)
 
 
+def _python_script(block: Block) -> str:
+    """A python block as bash: the block, as it is, run as a program by this interpreter."""
+    end = "__DOCS_TEST_PYTHON__"
+    return f"{shlex.quote(sys.executable)} - <<'{end}'\n{block.text}\n{end}"
+
+
 def session_script(page: Path) -> str:
     """The bash session that runs a page's blocks; a failure names the block's line."""
     parts = [
@@ -117,7 +124,11 @@ def session_script(page: Path) -> str:
     for block in blocks_of(page.read_text(encoding="utf-8")):
         if block.language not in RUN_LANGUAGES or block.skip:
             continue
-        body = _console_script(block) if block.language == "console" else block.text
+        body = block.text
+        if block.language == "console":
+            body = _console_script(block)
+        elif block.language == "python":
+            body = _python_script(block)
         parts += [f"DOCS_TEST_LINE={block.line}", body]
     return "\n".join(parts) + "\n"
 
@@ -182,6 +193,34 @@ def test_a_console_block_compares_what_the_command_printed(
     assert "docs-test: page.md: the block at line 1 failed" in run.stderr
 
 
+def test_a_python_block_runs_as_a_program_in_the_session(
+    tmp_path: Path, reader_path: dict[str, str]
+) -> None:
+    """In the session's folder (a file an earlier block made is there), by this interpreter;
+    its failure fails the session, naming its line."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```sh\nmkdir ws && cd ws && echo 7 > n\n```\n\n"
+        "```python\nimport sys\nfrom pathlib import Path\n\n"
+        "assert sys.executable == " + repr(sys.executable) + "\n"
+        "Path('m').write_text(str(int(Path('n').read_text()) * 6))\n```\n\n"
+        "```console\n$ cat m\n42\n```\n\n"
+        "```python\nraise SystemExit(3)\n```\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    run = subprocess.run(
+        ["bash", "-c", session_script(page)],
+        cwd=work,
+        env=reader_path,
+        capture_output=True,
+        text=True,
+    )
+    assert (work / "ws" / "m").read_text() == "42"
+    assert run.returncode == 3
+    assert "docs-test: page.md: the block at line 18 failed" in run.stderr
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("page", [pytest.param(page, id=page.name) for page in PAGES])
 def test_shell_blocks_run_as_written(
@@ -198,7 +237,7 @@ def test_shell_blocks_run_as_written(
         timeout=300,
     )
     assert run.returncode == 0, (
-        f"{page.relative_to(ROOT)}: a shell block failed (exit {run.returncode})\n"
+        f"{page.relative_to(ROOT)}: a block failed (exit {run.returncode})\n"
         f"--- stdout\n{run.stdout[-4000:]}\n--- stderr\n{run.stderr[-4000:]}"
     )
 
@@ -247,3 +286,24 @@ def test_the_file_map_is_what_the_modules_say() -> None:
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     # `just docs` writes it anew; a module added, moved or redescribed changes it.
     assert page == page_with_map(page), "docs/architecture.md's file map is stale: run just docs"
+
+
+def test_the_python_pages_first_example_prints_what_the_page_says(tmp_path: Path) -> None:
+    """python.md's submit-run-wait example, in a workspace as `init` makes it, prints the
+    lines the page shows under it."""
+    example = _fenced("python.md", "python", "## Submit, run, wait, read")
+    shown = _fenced("python.md", "", "It prints:")
+    init = subprocess.run(
+        [sys.executable, "-m", "teams_runtime", "init", "app-ws"], cwd=tmp_path, check=False
+    )
+    assert init.returncode == 0
+    run = subprocess.run(
+        [sys.executable, "-c", example],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == shown + "\n"

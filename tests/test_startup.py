@@ -86,10 +86,16 @@ def test_version_loads_no_command_nor_what_commands_need() -> None:
     assert "importlib.metadata" not in loaded
 
 
+def test_other_commands_load_no_web_server() -> None:
+    # The console's Starlette and uvicorn come with `serve` only (and the web extra).
+    loaded = _modules_after(_RUN_TO_EXIT, "serve", "--help")
+    assert [name for name in loaded if name.split(".")[0] in ("starlette", "uvicorn")] == []
+
+
 def test_every_command_is_declared_by_its_family_with_its_handler() -> None:
     parsers = command_parsers()
     assert list(parsers) == [command.name for command in COMMANDS]
-    assert len(parsers) == 19  # with retry, purge-strays, inbox and answer
+    assert len(parsers) == 20  # with retry, purge-strays, inbox, answer and serve
     for command in COMMANDS:  # the code that runs it sits beside its flags
         handler = parsers[command.name].get_default("handler")
         assert inspect.isfunction(handler), command.name

@@ -291,8 +291,8 @@ class RoleCalls:
                     bundle.request_id,
                     exc,
                 )
-            except BaseException:  # stopped or cancelled: while its server was away?
-                outcome = "server_away" if server_away(self._backend) else "failed"
+            except BaseException as exc:  # stopped (cancelled): while its server was away?
+                outcome = _outcome_cut_by(exc, away=server_away(self._backend))
                 raise
             else:
                 reading = read_reply(reply.text)
@@ -351,3 +351,14 @@ class RoleCalls:
             self.budgeter.observe(record.prompt_tokens, record.prompt_chars)
         if self._on_prompt is not None:
             self._on_prompt(record)
+
+
+def _outcome_cut_by(exc: BaseException, *, away: bool) -> CallOutcome:
+    """How a call that raised ``exc`` (not a ``ModelFailure``) ended: a call waiting for its
+    away server stays ``server_away``; one cut by the run stopping (the Team cancelled on
+    SIGTERM or Ctrl-C) is ``stopped``, not the model's failure; anything else failed."""
+    if away:
+        return "server_away"
+    if isinstance(exc, (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
+        return "stopped"
+    return "failed"

@@ -47,14 +47,18 @@ class OnceWait:
             if notice is not None:
                 logger.warning(notice)
             return 0.0
-        mine = [e for e in snapshot.deferred_envelopes if e.envelope_id in self._mine_deferred]
+        deferred = sorted(snapshot.deferred_envelopes, key=lambda e: e.next_attempt)
+        mine = [e for e in deferred if e.envelope_id in self._mine_deferred]
         if not mine:
+            summary.not_due = deferred  # an earlier run's: named, so "0 envelopes" is not all
             return None
         now = time.time()
         if self._wait_until is None:
             self._wait_until = now + self._deferred_wait
-        due = min(envelope.next_attempt for envelope in mine)
+        due = mine[0].next_attempt
         if due > self._wait_until:
             summary.left_deferred, summary.next_attempt = len(mine), due
+            summary.left_envelopes = mine
+            summary.not_due = [e for e in deferred if e.envelope_id not in self._mine_deferred]
             return None
         return max(due - now, 0.0) + 0.01  # then restored (a file's mtime may round up)

@@ -14,7 +14,7 @@ from teams_runtime.actors.models import ModelBackend
 from teams_runtime.actors.roles import Working
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord
-from teams_runtime.storage import WorkQueue
+from teams_runtime.storage import DeferredEnvelope, WorkQueue
 
 __all__ = ["RoleStatus", "RunSummary", "log_lease_difference", "log_start"]
 
@@ -42,6 +42,11 @@ class RunSummary(msgspec.Struct, kw_only=True):
     # first of them is due (Unix time); any worker takes them then.
     left_deferred: int = 0
     next_attempt: float | None = None
+    # `once`: the deferred envelopes it left, by when they are due: those it deferred itself
+    # (``left_deferred`` counts them), and those an earlier run deferred that were not due
+    # yet (it neither took nor waited for them).
+    left_envelopes: list[DeferredEnvelope] = msgspec.field(default_factory=list)
+    not_due: list[DeferredEnvelope] = msgspec.field(default_factory=list)
     # The records themselves only when the Team is asked to keep them (a service that runs
     # for weeks must not grow); they are in the logs either way.
     prompts: list[PromptRecord] = msgspec.field(default_factory=list)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -35,6 +36,10 @@ __all__ = ["QueuedIds"]
 
 _LOOKS = 3
 _OPEN_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _NoMarker(Exception):
+    """Something that is no marker file stands at a marker's name."""
 
 
 class _EnvelopeId(msgspec.Struct):
@@ -61,12 +66,19 @@ class QueuedIds:
     def first(self, envelope_id: str, role: str, name: str) -> Iterator[Path | None]:
         """Hold ``envelope_id``'s marker: yields where its first envelope is when one may still
         exist (the put is refused), else ``None``, and the marker then names ``role/name``,
-        which the caller writes before leaving the block."""
+        which the caller writes before leaving the block. Where another program left something
+        that is no file at the marker's name (a link, a folder, a pipe: a stray ``status``
+        names), the put goes on unguarded rather than stop the request."""
         key = _key(envelope_id, role)
         with folder(self._markers, self._runtime) as dfd:
-            fd = self._hold(dfd, key)
             try:
-                existing = self._existing(os.pread(fd, 4096, 0).decode(errors="replace"))
+                fd = self._hold(dfd, key)
+            except _NoMarker:
+                yield None
+                return
+            try:
+                content = os.pread(fd, 4096, 0).decode(errors="replace")
+                existing = self._existing(content, envelope_id)
                 if existing is None:
                     _rewrite(fd, f"{role}/{name}")  # taken over (or just made)
                 yield existing
@@ -77,7 +89,7 @@ class QueuedIds:
         """Remove ``envelope_id``'s marker if it names ``role/name`` (the envelope removed)."""
         key = _key(envelope_id, role)
         with (
-            contextlib.suppress(FileNotFoundError),
+            contextlib.suppress(FileNotFoundError, _NoMarker),
             folder(self._markers, self._runtime, create=False) as dfd,
         ):
             fd = self._locked(dfd, key)
@@ -127,6 +139,11 @@ class QueuedIds:
                 fd = os.open(key, _OPEN_FLAGS, dir_fd=dfd)
             except FileNotFoundError:
                 return None
+            except OSError as exc:  # a link (ELOOP), a folder (EISDIR), a socket (ENXIO)
+                raise _NoMarker from exc
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a pipe, a device
+                os.close(fd)
+                raise _NoMarker
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 same = os.stat(key, dir_fd=dfd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
@@ -136,15 +153,17 @@ class QueuedIds:
                 return fd
             os.close(fd)  # removed, or removed and made again, while its lock was awaited
 
-    def _existing(self, content: str) -> Path | None:
-        """Where the envelope a marker names is now; ``None`` when it is nowhere."""
+    def _existing(self, content: str, envelope_id: str) -> Path | None:
+        """Where the envelope ``envelope_id`` a marker names is now; ``None`` when it is
+        nowhere (or the file there is another envelope: a marker not the queue's)."""
         role, _, name = content.partition("/")
         if role not in self._roles or QUEUED_NAME.fullmatch(name) is None:
             return None  # an empty marker (made just now) or not one the queue wrote
         for _ in range(_LOOKS):
             for place in self._places(role, name):
                 if os.path.lexists(place):
-                    return place
+                    with contextlib.suppress(OSError):  # moved on meanwhile: look again
+                        return place if self.id_in(place) == envelope_id else None
         return None
 
     def _places(self, role: str, name: str) -> Iterator[Path]:

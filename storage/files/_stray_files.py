@@ -4,8 +4,9 @@ folder no role reads, set aside by ``purge-strays`` (docs/operations.md, "Strays
 
 What the runtime writes: ``requests/<id>.json`` and its ``.lock`` (a safe id in NFC form);
 ``queue/<role>/``, ``queue/deferred/<role>/`` and ``queue/claimed/<worker>/<role>/`` holding
-``*.json`` envelope files; ``queue/workers/<worker>.lease``; temp files of its atomic writes
-(``.<name>~<pid>.<hex>.tmp``, there for milliseconds) anywhere. ``queue/rejected/`` is for a
+``*.json`` envelope files; ``queue/workers/<worker>.lease``; ``queued/<32 hex>``, the markers
+of queued envelope ids; temp files of its atomic writes (``.<name>~<pid>.<hex>.tmp``, there for
+milliseconds) anywhere. ``queue/rejected/`` is for a
 person and not looked at. Every folder is listed without following links.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -24,11 +26,12 @@ from teams_runtime.storage.local_files import folder, is_temp_name, write_atomic
 from teams_runtime.storage.protocols import Stray
 from teams_runtime.storage.workspace import Workspace
 
-__all__ = ["is_record_name", "queue_strays", "record_strays", "set_aside_unread"]
+__all__ = ["is_record_name", "marker_strays", "queue_strays", "record_strays", "set_aside_unread"]
 
 _KEPT_FOR_PEOPLE = frozenset({"rejected"})
 _QUEUE_FOLDERS = frozenset({"claimed", "deferred", "rejected", "workers"})
 _SKIPPED = "skipped"
+_MARKER_NAME = re.compile(r"[0-9a-f]{32}")  # a digest of a role and an envelope id
 
 
 def _listing(place: Path, runtime: Path) -> list[os.DirEntry[str]]:
@@ -108,6 +111,19 @@ def queue_strays(workspace: Workspace, roles: Collection[str]) -> list[Stray]:
         else:
             strays += _unread(place, runtime)
     return strays
+
+
+def marker_strays(workspace: Workspace) -> list[Stray]:
+    """What ``queued/`` holds that is no marker of a queued envelope id (``_queued_ids``): a
+    put of that id goes on unguarded while it is there."""
+    place = workspace.runtime_dir / "queued"
+    return [
+        Stray(where=str(place / entry.name), reason=f"not a queued-id marker; {_SKIPPED}")
+        for entry in _listing(place, workspace.runtime_dir)
+        if not (
+            _is_file(entry) and (_MARKER_NAME.fullmatch(entry.name) or is_temp_name(entry.name))
+        )
+    ]
 
 
 def _not_a_folder(place: Path, what: str) -> Stray:

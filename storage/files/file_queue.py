@@ -41,7 +41,11 @@ from teams_runtime.storage._deferrals import RetrySchedule, deferral_view, with_
 from teams_runtime.storage.files._envelope_names import queued_request_id
 from teams_runtime.storage.files._lease_files import LeaseFiles
 from teams_runtime.storage.files._queued_ids import QueuedIds
-from teams_runtime.storage.files._stray_files import queue_strays, set_aside_unread
+from teams_runtime.storage.files._stray_files import (
+    marker_strays,
+    queue_strays,
+    set_aside_unread,
+)
 from teams_runtime.storage.local_files import folder, read_file, write_atomic
 from teams_runtime.storage.protocols import (
     Claim,
@@ -380,7 +384,7 @@ class FileWorkQueue:
         return {role: len(self._names(self.workspace.role_queue(role))) for role in self.roles}
 
     def strays(self) -> list[Stray]:
-        return queue_strays(self.workspace, self.roles)
+        return queue_strays(self.workspace, self.roles) + marker_strays(self.workspace)
 
     def set_aside_strays(self) -> int:
         return set_aside_unread(self.workspace, self.roles)

@@ -642,7 +642,8 @@ def test_run_json_summary_in_plain_mode(tmp_path: Path, capsys: pytest.CaptureFi
                                "deferred": 0, "waiting": 0, "answers_timed_out": 0,
                                "answers_renewed": 0, "model_calls": 1, "answered": 1,
                                "stopped": False, "queued": None,
-                               "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
+                               "left_deferred": 0, "next_attempt_at": None,
+                               "deferred_envelopes": []}  # fmt: skip
     assert "INFO" in err and "│" not in err  # stderr is not a terminal: plain lines
 
 

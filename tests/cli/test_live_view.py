@@ -148,12 +148,13 @@ def test_run_json_prints_the_summary_and_still_draws_the_view(
     assert list(summary) == [
         "finished", "done", "failed", "rejected", "deferred", "waiting", "answers_timed_out",
         "answers_renewed", "model_calls", "answered", "stopped", "queued", "left_deferred",
-        "next_attempt_at",
+        "next_attempt_at", "deferred_envelopes",
     ]  # fmt: skip
     assert summary == {"finished": 1, "done": 1, "failed": 0, "rejected": 0, "deferred": 0,
                        "waiting": 0, "answers_timed_out": 0, "answers_renewed": 0,
                        "model_calls": 1, "answered": 1, "stopped": False, "queued": None,
-                       "left_deferred": 0, "next_attempt_at": None}  # fmt: skip
+                       "left_deferred": 0, "next_attempt_at": None,
+                       "deferred_envelopes": []}  # fmt: skip
     assert _row(screen, "qa")[-1] == ["qa", "idle", "1", "0", "0"]
 
 

@@ -15,8 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.storage import Claim, FileWorkQueue, WorkQueue, Workspace
+from teams_runtime.storage.files._queued_ids import _key as _file_key
 from teams_runtime.storage.nats._names import token_of
 from teams_runtime.storage.nats._queued_ids import QueuedIds
 from teams_runtime.storage.nats.blocking_faces import blocking_queue
@@ -219,3 +222,36 @@ def test_nats_refuses_a_second_put_past_the_servers_duplicate_window(
     assert _copies(queue) == 1
     queue.done(claim)
     assert _copies(queue) == 0
+
+
+@pytest.mark.parametrize("planted", ["link", "folder", "pipe"])
+def test_something_planted_at_a_marker_leaves_the_put_unguarded_not_stuck(
+    tmp_path: Path, planted: str
+) -> None:
+    queue = FileWorkQueue(Workspace(tmp_path))
+    markers = tmp_path / ".teams_runtime" / "queued"
+    markers.mkdir(parents=True)
+    marker = markers / _file_key("env-dup", "qa")
+    if planted == "link":
+        marker.symlink_to(tmp_path / "elsewhere")
+    elif planted == "folder":
+        marker.mkdir()
+    else:
+        os.mkfifo(marker)
+    queue.put(_envelope())  # no traceback, nothing stuck: queued as if there were no marker
+    assert _copies(queue) == 1
+    assert [stray.where for stray in queue.strays()] == [str(marker)]  # `status` names it
+    queue.done(_claim(queue))
+    assert _copies(queue) == 0 and os.path.lexists(marker)  # another program's: left alone
+
+
+def test_a_marker_naming_another_envelope_does_not_refuse_the_put(tmp_path: Path) -> None:
+    queue = FileWorkQueue(Workspace(tmp_path))
+    queue.put(_envelope("env-other", request_id="req-2"))
+    (other,) = Workspace(tmp_path).role_queue("qa").iterdir()
+    marker = tmp_path / ".teams_runtime" / "queued" / _file_key("env-dup", "qa")
+    marker.write_text(f"qa/{other.name}")  # names a real envelope, but not env-dup
+    queue.put(_envelope())
+    assert _copies(queue) == 2  # env-dup is queued: the envelope named is another's
+    queue.put(_envelope())
+    assert _copies(queue) == 2  # and now the marker is its own

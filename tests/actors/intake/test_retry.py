@@ -88,7 +88,10 @@ def test_a_failed_request_is_retried_and_completes(
     kept = failed["failed_envelope"]  # the envelope whose step failed, for retry
     assert (kept["target"], kept["scope"], kept["body"]) == ("qa", "Check the export", "CSV only")
     _, text = _status(capsys, host)
-    assert "failed req-1 (qa): `teams-runtime retry req-1` queues its last step again" in text
+    assert (
+        "failed req-1 (qa): every call of qa's model failed: the model command exited with "
+        "status 1 (15 bytes on stderr); `teams-runtime retry req-1` queues its last step again"
+    ) in text
 
     _model(host, "valid")  # the model is fixed
     status, out, err = _cli(capsys, host, "retry", "req-1", "--json")

@@ -7,18 +7,21 @@ import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
-from teams_runtime.actors.team._team import RunSummary
+from teams_runtime.actors.team._team import RunSummary, Team
 from teams_runtime.codecs.config import ModelConfig, OpenAIConfig, RateCard, TelemetryConfig
 from teams_runtime.codecs.model._openai_wire import decode_chunk
 from teams_runtime.codecs.model._replies import TokenUsage
 from teams_runtime.codecs.prompt_records import PROMPT_RECORD_SCHEMA, decode_prompt_record
 from teams_runtime.policy.pricing import call_cost, card_for, rate_key
 from teams_runtime.storage import Workspace
+from teams_runtime.storage.server_files import servers_away
 
 from ...support.cli_in_process import run_cli
 from ...support.fake_openai_server import PROMPT_TOKENS_PER_CHAR, FakeOpenAIServer, Status, Text
+from ...support.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +125,7 @@ async def test_records_carry_model_timings_cached_tokens_cost_and_outcome(
         ("contract_repair", "completed"),
     ]
     for record in records:
-        assert record.schema_version == PROMPT_RECORD_SCHEMA == 2
+        assert record.schema_version == PROMPT_RECORD_SCHEMA == 3
         assert record.latency_ms is not None and record.latency_ms > 0
     failed, invalid, repaired = developer
     assert failed.prompt_tokens is None and failed.cost_usd is None
@@ -246,3 +249,20 @@ def test_without_rate_cards_config_says_nothing_of_them(
     (tmp_path / "team_runtime.yaml").write_text(_config(openai_server))
     status, _, err = run_cli(capsys, "config", "--workspace", str(tmp_path))
     assert status == 0 and _notes(err) == []
+
+
+async def test_a_call_waiting_for_an_away_server_when_the_run_stops_stays_server_away(
+    openai_workspace: Callable[..., Workspace], openai_server: FakeOpenAIServer, seed: Seed
+) -> None:
+    """Stopped while it waits for its server: the server's absence is what held it, so the
+    record says ``server_away`` (a call cut mid-answer is ``stopped``: test_stopped_calls)."""
+    workspace = openai_workspace()
+    seed(workspace, "req-1", "qa", events=3)
+    openai_server.down()
+    team = Team(workspace.root, keep_prompt_records=True)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            await group.start(team.run)
+            await eventually(lambda: bool(servers_away(workspace)), "the server away", 30)
+            group.cancel_scope.cancel()
+    assert [record.outcome for record in team.summary.prompts] == ["server_away"]

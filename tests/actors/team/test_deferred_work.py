@@ -270,10 +270,17 @@ def test_run_once_says_what_it_left_deferred(
     assert out.startswith(
         "Finished 0 envelopes: 0 done, 0 failed, 0 rejected; 1 model call, 0 answered.\n"
     )
-    assert "Left 1 deferred envelope; the next is due at " in out
+    assert "Left 1 deferred envelope (qa:req-1); the next is due at " in out
+    # req-1 is not due yet: a run finds nothing to do, and says what waits, and until when.
+    status, out, _ = run_cli(capsys, "run", "--workspace", root, "--once", "--plain")
+    assert status == 0
+    assert out.startswith("Finished 0 envelopes: 0 done, 0 failed, 0 rejected; 0 model calls")
+    assert "Not due yet: 1 envelope an earlier run deferred (qa:req-1); the next is due at " in out
     seed(workspace, "req-2", "qa", events=3)  # req-1 is not due yet: this run leaves req-2
     status, out, _ = run_cli(capsys, "run", "--workspace", root, "--once", "--json", "--plain")
     summary = msgspec.json.decode(out)
     assert (status, summary["finished"], summary["left_deferred"]) == (0, 0, 1)
     assert datetime.fromisoformat(summary["next_attempt_at"]).timestamp() > time.time()
+    named = [(e["request_id"], e["this_run"]) for e in summary["deferred_envelopes"]]
+    assert sorted(named) == [("req-1", False), ("req-2", True)]
     assert FileWorkQueue(workspace).counts()["qa"] == 2
