@@ -172,7 +172,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
                 "team_runtime.yaml model.openai must be set when model.backend is openai "
                 "(at least base_url and model); see docs/models.md."
             )
-        if self.tools.enabled and self.backend != "openai":
+        # A person's role and the dry run take none and ignore them (a team's global tools
+        # with a person approving); a command's CLI would silently never see them.
+        if self.tools.enabled and self.backend == "command":
             raise ConfigError(
                 "team_runtime.yaml model.tools is for the openai backend (a command's CLI "
                 "opens files itself); remove it or set model.backend to openai."

@@ -68,8 +68,16 @@ class McpServers:
 
     def toolbox_for(self, model: ModelConfig) -> Toolbox | None:
         """The tools of the servers a role's ``model.tools.mcp`` names."""
+        if not _takes_tools(model):
+            return None
         boxes: list[Toolbox] = [_ServerTools(self._servers[c.name]) for c in model.tools.mcp]
         return combined(boxes) if boxes else None
+
+
+def _takes_tools(model: ModelConfig) -> bool:
+    """Whether a role of this model calls tools (the ``openai`` backend; a person's role
+    and the dry run ignore a team's tools)."""
+    return model.backend == "openai"
 
 
 @asynccontextmanager
@@ -78,7 +86,7 @@ async def open_mcp_servers(models: list[ModelConfig]) -> AsyncIterator[McpServer
     twice with different settings is a ``ConfigError``), and stop them all on leaving. Raises
     ``TeamsRuntimeError`` for a server that cannot start (content-free: its type only)."""
     servers = McpServers()
-    for config in (server for model in models for server in model.tools.mcp):
+    for config in (server for model in models if _takes_tools(model) for server in model.tools.mcp):
         known = servers._servers.get(config.name)
         if known is not None and known.config != config:
             raise ConfigError(

@@ -51,3 +51,8 @@ def test_tools_are_for_the_openai_backend() -> None:
     text = "model:\n  backend: command\n  command: [x]\n  tools: {read_events: true}\n"
     with pytest.raises(ConfigError, match=r"model\.tools is for the openai backend"):
         _tools(text)
+
+
+def test_a_persons_role_ignores_the_teams_tools() -> None:
+    text = _OPENAI + "  tools: {read_events: true}\nroles:\n  qa:\n    model: {backend: human}\n"
+    assert _tools(text, "qa").read_events  # taken, and unused: a person calls no tool
