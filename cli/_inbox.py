@@ -33,6 +33,7 @@ from teams_runtime.cli._parser import PROG
 from teams_runtime.cli._status_report import age, due, waiting_rows
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import JsonObject, count_of
+from teams_runtime.codecs.model import MAX_OUTPUT_BYTES, OUTPUT_KEY
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.statuses import RESULT_STATUSES
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
@@ -211,6 +212,18 @@ def declare_answer(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--summary", type=not_empty, metavar="TEXT", help="one or two sentences: the answer"
     )
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument(
+        "--output",
+        type=not_empty,
+        metavar="TEXT",
+        help="the work itself (a draft, a decision), kept as the request's result.output",
+    )
+    given.add_argument(
+        "--output-file",
+        metavar="FILE",
+        help="--output read from a UTF-8 text file ('-' for stdin)",
+    )
     parser.add_argument(
         "--next-role",
         metavar="R",
@@ -322,8 +335,33 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError('answer needs --status and --summary (or a whole result with --from '
                         'FILE), e.g. --status completed --summary "Looks right".')  # fmt: skip
     given = _result_file(args.source) if args.source is not None else {}
+    output = args.output if args.output_file is None else _output_file(args)
     for key, value in (("status", args.status), ("summary", args.summary),
-                       ("next_role", args.next_role)):  # fmt: skip
+                       ("next_role", args.next_role), (OUTPUT_KEY, output)):  # fmt: skip
         if value is not None:
             given[key] = value
     return given
+
+
+def _output_file(args: argparse.Namespace) -> str:
+    """The text of ``--output-file`` (``-``: stdin), read whole: at most ``ANSWER_FILE_BYTES``
+    (the contract then holds it to its own limit on an output's size)."""
+    source: str = args.output_file
+    if source == "-" and args.source == "-":
+        raise UserError("--from - and --output-file - cannot both read stdin; name a file.")
+    name = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(ANSWER_FILE_BYTES + 1)
+        else:
+            with open(open_regular(Path(source), follow_links=True), "rb") as handle:
+                data = handle.read(ANSWER_FILE_BYTES + 1)
+        text = data[:ANSWER_FILE_BYTES].decode("utf-8")
+    except OSError as exc:
+        raise UserError(f"{name}: cannot be read ({exc.strerror or exc}).") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{name}: not UTF-8 text; nothing was recorded.") from None
+    if len(data) > ANSWER_FILE_BYTES or not text.strip():
+        raise UserError(f"{name}: an output must be text with something in it, at most "
+                        f"{MAX_OUTPUT_BYTES:,} bytes; nothing was recorded.")  # fmt: skip
+    return text

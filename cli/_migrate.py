@@ -1,7 +1,8 @@
 """``teams-runtime export`` and ``import``: requests moved between storages, as their canonical
 record files (docs/scaling.md, migration).
 
-``export`` writes a request as the bytes the file storage holds; ``import`` checks record files
+``export`` writes a request as the bytes the file storage holds (or, ``--output-only``, its
+deliverable alone); ``import`` checks record files
 (each ``<request id>.json``) and loads them into the workspace's storage. A record file the
 user names is read here too for ``project`` and ``explain --record``.
 """
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from teams_runtime.cli._flags import add_workspace
 from teams_runtime.cli._output import UserError
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import count_of, pretty_json
+from teams_runtime.codecs.model import OUTPUT_KEY, has_output
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import EVENTS_KEY, RecordFields, decode_record
 from teams_runtime.exceptions import RecordError, TeamsRuntimeError, UnknownRequestError
@@ -40,6 +42,12 @@ def declare_export(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--out", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
     )
+    export.add_argument(
+        "--output-only",
+        action="store_true",
+        help="write the request's deliverable (result.output) instead of its record: text as "
+        "it is, an object as JSON",
+    )
     add_workspace(export)
     export.set_defaults(handler=cmd_export)
 
@@ -47,6 +55,8 @@ def declare_export(export: argparse.ArgumentParser) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     with blocking_storage(Workspace(args.workspace)) as storage:
         data = storage.store.load(args.request_id)
+    if args.output_only:
+        data = _deliverable(args.request_id, data)
     if args.out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -61,6 +71,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: cannot be written ({exc.strerror or exc}).") from None
     print(f"Exported {args.request_id} to {out} ({len(data)} bytes).", file=sys.stderr)
     return 0
+
+
+def _deliverable(request_id: str, data: bytes) -> bytes:
+    """The ``result.output`` of the record ``data``: text as it is, anything else as JSON (a
+    ``UserError`` when it has none)."""
+    result = decode_record(data, f"request {request_id}").get("result")
+    output = result.get(OUTPUT_KEY) if isinstance(result, dict) else None
+    if not has_output(output):
+        raise UserError(f"request {request_id} has no output (result.output) yet.")
+    text = output if isinstance(output, str) else pretty_json(output)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
 
 
 def declare_import(load: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from teams_runtime.cli._flags import add_json, add_workspace, positive_count, seconds
 from teams_runtime.cli._output import UserError, write_json
+from teams_runtime.cli._request_status import cmd_request_status
 from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace, load_team_config
@@ -44,6 +45,12 @@ def declare_status(status: argparse.ArgumentParser) -> None:
         "role: envelopes waiting, claimed and deferred; per worker: its lease and what it "
         "holds. See docs/cli.md for the --json shape."
     )
+    status.add_argument(
+        "request_id",
+        nargs="?",
+        metavar="REQUEST_ID",
+        help="one request alone: its status, hand-offs, last role, why it failed, its output",
+    )
     add_workspace(status)
     add_json(status, "print one JSON object")
     status.add_argument(
@@ -64,6 +71,10 @@ def declare_status(status: argparse.ArgumentParser) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.request_id is not None and (args.watch or args.count or args.interval):
+        raise UserError("--watch redraws the whole team: give it without REQUEST_ID.")
+    if args.request_id is not None:
+        return cmd_request_status(args)
     if args.watch and args.json:
         raise UserError("--watch redraws text: give it without --json.")
     if not args.watch and (args.count is not None or args.interval is not None):

@@ -30,6 +30,7 @@ from teams_runtime.codecs.model import ContractFailure, ResearchDecision, RoleRe
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.statuses import ENDED, EndedStatus, ended_status
 from teams_runtime.policy import events
+from teams_runtime.policy.deliverables import keep_output
 
 __all__ = [
     "FAILED_ENVELOPE",
@@ -223,9 +224,11 @@ def plan_outcome(
     hops: int = 0,
     max_hops: int = 40,
     cast: Cast = DEFAULT_CAST,
+    carried: Any = None,
 ) -> OutcomePlan:
     """The role's report event plus ``result``/``status``/``current_role``; a ``next_role``
-    adds a hand-off event and the envelope for that role.
+    adds a hand-off event and the envelope for that role. The record's ``result`` keeps
+    ``carried`` (the deliverable it held) when ``result`` gives no ``output`` of its own.
 
     ``hops`` is how many hand-offs the request has had: one more than ``max_hops`` fails it
     with a ``hop_limit`` event instead. (A request that ended meanwhile: ``plan_for``.)
@@ -233,19 +236,22 @@ def plan_outcome(
     report is a ``version_control_completed`` event.
     """
     if result.next_role and hops + 1 > max_hops:
-        return _hop_limit(role, envelope, result, now, hops, max_hops, cast)
-    if result.next_role:
-        return _hand_off(role, envelope, result, now, hops, cast)
-    updates = RecordUpdates(
-        result=result,
-        updated_at=now,
-        status=result.status,  # the request ends as its last role's result did
-        current_role=role,
-        next_role="",
-    )
-    if result.status == "failed":  # kept for `retry`: this step is what it asks again
-        updates[FAILED_ENVELOPE] = envelope
-    return OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
+        plan = _hop_limit(role, envelope, result, now, hops, max_hops, cast)
+    elif result.next_role:
+        plan = _hand_off(role, envelope, result, now, hops, cast)
+    else:
+        updates = RecordUpdates(
+            result=result,
+            updated_at=now,
+            status=result.status,  # the request ends as its last role's result did
+            current_role=role,
+            next_role="",
+        )
+        if result.status == "failed":  # kept for `retry`: this step is what it asks again
+            updates[FAILED_ENVELOPE] = envelope
+        plan = OutcomePlan(events=[_report(role, result, now, cast)], updates=updates)
+    plan.updates["result"] = keep_output(result, carried)  # the report keeps the answer as given
+    return plan
 
 
 def _hop_limit(

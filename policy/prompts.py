@@ -119,6 +119,13 @@ def _next_role_rule(next_roles: NextRoles) -> str:
     )
 
 
+# The role task's rule on the deliverable, for a role whose team asks for it (``output``).
+_OUTPUT_RULE = (
+    "\n- Put your work itself (the draft, the plan, the answer) in `output`, whole; `summary` "
+    "only says what you did. The latest `result.output` holds the work so far."
+)
+
+
 def reply_kind_of(kind: PromptKind, repairing: PromptKind | None = None) -> ReplyKind:
     """The contract an answer to a prompt of ``kind`` must meet."""
     target = repairing if kind == "repair" else kind
@@ -165,6 +172,8 @@ class PromptBundle:
     # The answer's tokens to ask for instead of the model's `max_tokens`: the reserve an `auto`
     # budget leaves when the model sets none (None: as the model says).
     max_tokens: int | None = None
+    # Whether the contract names `output` (the role's team asks for its deliverable).
+    output: bool = False
 
     @property
     def answer_kind(self) -> ReplyKind:
@@ -229,6 +238,7 @@ class PromptBundle:
             envelope=self.envelope,
             next_roles=self.next_roles,
             max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+            output=self.output,
         )
 
     def envelope_text(self) -> str:
@@ -294,14 +304,15 @@ def build_prompt(
     request_id = envelope.request_id if envelope is not None else projection.request_id
     known = role in cast.roles  # a role outside the team (a direct caller's) has no rules
     next_roles = next_roles_of(role, cast)
-    shape = pretty_json(contract_shape(reply_kind, request_id, role, next_roles))
+    output = cast.asks_output(role) and reply_kind != "research_decision"
+    shape = pretty_json(contract_shape(reply_kind, request_id, role, next_roles, output=output))
     values = {
         "role": role,
         "request_id": request_id,
         "shape": shape,
         "sprint": _sprint(projection),
         "role_rules": _bullets(cast.rules_of(role) if known else ()),
-        "next_role_rule": _next_role_rule(next_roles),
+        "next_role_rule": _next_role_rule(next_roles) + (_OUTPUT_RULE if output else ""),
     }
     if kind == "task":
         head = ROLE_TASK_TEMPLATE.format(**values)
@@ -324,4 +335,5 @@ def build_prompt(
         head=head,
         envelope=envelope,
         next_roles=next_roles,
+        output=output,
     )

@@ -39,6 +39,7 @@ from teams_runtime.actors.models._servers import ModelServers
 from teams_runtime.actors.models.spawn import GRACE_SECONDS, ModelStarter, end_group, start_model
 from teams_runtime.codecs.config import DryRunConfig, ModelConfig
 from teams_runtime.codecs.model import (
+    OUTPUT_KEY,
     CheckedReply,
     ModelReply,
     ResearchDecision,
@@ -304,14 +305,14 @@ class DryRunBackend:
             )
         else:
             summary = f"Dry run: the {role} role handled the request (no model was called)."
+            work = {OUTPUT_KEY: f"Dry run: the {role} role's work."} if bundle.output else {}
             answer = RoleResult(
                 request_id=request_id, role=role, status="completed", summary=summary,
-                next_role=next_role,
+                next_role=next_role, extra=work,  # a deliverable, when the team asks for one
             )  # fmt: skip
             if bundle.reply_kind == "version_control":
                 answer = VersionControlResult(
-                    **msgspec.structs.asdict(answer), commit_status="no_repo"
-                )
+                    **msgspec.structs.asdict(answer), commit_status="no_repo")  # fmt: skip
         return ModelReply(text=msgspec.json.encode(reply_json(answer)).decode())
 
 

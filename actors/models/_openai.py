@@ -388,6 +388,7 @@ class OpenAIBackend:
                 request_id=bundle.request_id,
                 role=bundle.role,
                 next_roles=bundle.next_roles,
+                output=bundle.output,
             )
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
         if bundle.max_tokens is not None:  # an auto budget's reserve for the answer

@@ -105,6 +105,7 @@ async def schema_file(bundle: PromptBundle) -> AsyncIterator[str]:
         request_id=bundle.request_id,
         role=bundle.role,
         next_roles=bundle.next_roles,
+        output=bundle.output,
     )
     path = await anyio.to_thread.run_sync(_write, msgspec.json.encode(schema))
     try:

@@ -45,6 +45,7 @@ from teams_runtime.exceptions import (
     StorageError,
     TeamsRuntimeError,
 )
+from teams_runtime.policy.deliverables import carried_output
 from teams_runtime.policy.outcomes import (
     OutcomePlan,
     RequestState,
@@ -302,11 +303,13 @@ class RoleActor:
                 hops=state.count,
                 max_hops=self._max_hops,
                 cast=self._cast,
+                carried=carried,
             )
             return plan_for(state, plan, envelope)
 
         # Decided from the state now (handed on meanwhile?); the write expects it unchanged.
-        state = state_of(await self._context.project(request_id))
+        projection = await self._context.project(request_id)
+        state, carried = state_of(projection), carried_output(projection)
         recorded = await self._writer.persist(envelope, claim, decide, state)
         plan = recorded.plan
         log = self._log.bind(request_id=request_id)

@@ -33,6 +33,7 @@ from teams_runtime.codecs.model import ResearchDecision, RoleResult, validate_re
 from teams_runtime.codecs.statuses import ResultStatus
 from teams_runtime.codecs.waiting_answers import WaitingAnswer
 from teams_runtime.exceptions import AnswerRefused, UnknownRequestError
+from teams_runtime.policy.deliverables import carried_output
 from teams_runtime.policy.outcomes import (
     OutcomePlan,
     RequestState,
@@ -175,7 +176,7 @@ def person_result(
 
 
 def _answer_plan(
-    item: WaitingAnswer, result: RoleResult, now: str, *, max_hops: int, cast: Cast
+    item: WaitingAnswer, result: RoleResult, now: str, *, max_hops: int, cast: Cast, carried: Any
 ) -> Callable[[RequestState], OutcomePlan]:
     """How ``item``'s answer is decided from the request's state: ``AnswerRefused`` when the
     request ended, or moved on to a later epoch (cancelled, failed, reopened, retried) since
@@ -194,7 +195,14 @@ def _answer_plan(
                 "what waits now)."
             )
         plan = plan_outcome(
-            item.role, item.envelope, result, now, hops=state.count, max_hops=max_hops, cast=cast
+            item.role,
+            item.envelope,
+            result,
+            now,
+            hops=state.count,
+            max_hops=max_hops,
+            cast=cast,
+            carried=carried,
         )
         return in_epoch(state, plan)
 
@@ -223,9 +231,17 @@ async def record_answer(
             await inbox.remove(item)
             raise AnswerRefused(f"request {request_id}: the {role} answer is recorded already; "
                                 "this one was not.")  # fmt: skip
-        decide = _answer_plan(item, result, now_iso(), max_hops=max_hops, cast=cast)
+        projection = await context.project(request_id)
+        state = state_of(projection)
+        decide = _answer_plan(
+            item,
+            result,
+            now_iso(),
+            max_hops=max_hops,
+            cast=cast,
+            carried=carried_output(projection),
+        )
         writer = OutcomeWriter(role, context=context, queue=queue)
-        state = state_of(await context.project(request_id))
         try:
             written = await writer.record(item.envelope, decide, state)
         except AnswerRefused:

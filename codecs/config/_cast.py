@@ -107,6 +107,12 @@ class Cast(msgspec.Struct, frozen=True):
             limited=True,
         )
 
+    def asks_output(self, name: str) -> bool:
+        """Whether role ``name``'s contract asks for its deliverable (``roles.<name>.output``):
+        its prompts then name ``output`` (a role outside the team: no)."""
+        role = self.roles.get(name)
+        return role is not None and role.output
+
     def concurrency_of(self, name: str, default: int = DEFAULT_CONCURRENCY) -> int:
         """How many envelopes of role ``name`` one worker handles at once (``default``: the
         Team's, unless the role sets its own)."""

@@ -1,6 +1,6 @@
 """The team's cast as ``team_runtime.yaml`` declares it: ``team.roles`` (who is in the team)
 and each role's settings beside its model (``rules``, ``hands_to``, ``prompt_kind``,
-``concurrency``), checked with messages that name where the bad value was written.
+``concurrency``, ``output``), checked with messages that name where the bad value was written.
 
 Without ``team.roles`` the team is the eight built-in roles (``codecs.roles.ROLES``); a
 built-in role keeps its rules and prompt kind unless its own settings say otherwise, and a
@@ -39,6 +39,7 @@ class RoleSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     hands_to: list[str] | None = None
     prompt_kind: RolePromptKind | None = None
     concurrency: int | None = None
+    output: bool | None = None
 
 
 _SETTINGS = frozenset(field.encode_name for field in msgspec.structs.fields(RoleSettings))
@@ -146,5 +147,9 @@ def role_settings(role: str, settings: Mapping[str, Any], names: Sequence[str]) 
         )
     kind = own.prompt_kind or BUILT_IN_PROMPT_KINDS.get(role, "role_task")
     return RoleSettings(
-        rules=rules, hands_to=own.hands_to, prompt_kind=kind, concurrency=own.concurrency
+        rules=rules,
+        hands_to=own.hands_to,
+        prompt_kind=kind,
+        concurrency=own.concurrency,
+        output=bool(own.output),
     )

@@ -16,7 +16,8 @@ Each is laid over the one before it key by key, mappings (``openai``, ``env``,
 one below it. The result is checked as a whole ``model`` section would be, and an error
 names where the bad value was written.
 
-A role setting beside ``model`` (``rules``, ``hands_to``, ``prompt_kind``, ``concurrency``) is
+A role setting beside ``model`` (``rules``, ``hands_to``, ``prompt_kind``, ``concurrency``,
+``output``) is
 a field of ``RoleConfig``, whose fields are also the keys ``check_role_keys`` accepts under
 ``roles.<role>`` (and, when the field is a Struct, inside it); its value is read by
 ``cast_section.role_settings`` (``prompt_context`` is read here). ``config`` prints every field
@@ -67,7 +68,8 @@ class RoleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     ``rules`` are its "Role rules" lines; ``hands_to`` the roles it may name as ``next_role``
     (``""``: it may finish the request; ``None``: any role of the team, or none);
     ``prompt_kind`` the prompt it gets for new work; ``concurrency`` how many of its
-    envelopes one worker handles at once (``None``: the Team's, 4 by default)."""
+    envelopes one worker handles at once (``None``: the Team's, 4 by default); ``output``
+    whether its contract asks for its deliverable (the ``output`` field)."""
 
     model: ModelConfig = ModelConfig()
     rules: list[str] = []
@@ -75,6 +77,7 @@ class RoleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     prompt_kind: RolePromptKind = "role_task"
     concurrency: int | None = None
     prompt_context: RolePromptContext = RolePromptContext()
+    output: bool = False
 
 
 # The `prompt_context` keys every role shares (spec section 3): refused under a role, saying so.
@@ -282,6 +285,7 @@ def roles_from_blocks(
             hands_to=others.hands_to,
             prompt_kind=others.prompt_kind or "role_task",
             concurrency=others.concurrency,
+            output=bool(others.output),
             prompt_context=role_prompt_context_from_block(role, settings.get("prompt_context")),
         )
     return roles

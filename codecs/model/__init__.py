@@ -21,6 +21,7 @@ from teams_runtime.codecs.model._contract import (
     validate_reading,
     validate_reply,
 )
+from teams_runtime.codecs.model._deliverable import MAX_OUTPUT_BYTES, OUTPUT_KEY, has_output
 from teams_runtime.codecs.model._openai_wire import (
     DONE,
     REQUEST_TAIL,
@@ -59,6 +60,8 @@ from teams_runtime.codecs.model._tool_wire import (
 
 __all__ = [
     "DONE",
+    "MAX_OUTPUT_BYTES",
+    "OUTPUT_KEY",
     "REQUEST_TAIL",
     "SCHEMA_NAMES",
     "CheckedReply",
@@ -87,6 +90,7 @@ __all__ = [
     "finish_reason_of",
     "forms_to_try",
     "generation_schema",
+    "has_output",
     "header_safe",
     "json_string_fragment",
     "names_context_limit",

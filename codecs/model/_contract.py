@@ -15,6 +15,13 @@ from typing import Any, Literal, get_args, get_origin
 import msgspec
 
 from teams_runtime.codecs.formats import JsonObject
+from teams_runtime.codecs.model._deliverable import (
+    EXAMPLES,
+    OUTPUT_KEY,
+    RESEARCH_EXAMPLES,
+    echo_issues,
+    output_issues,
+)
 from teams_runtime.codecs.model._reply_json import ReplyRead, ReplyReading, read_reply
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 from teams_runtime.codecs.statuses import (
@@ -68,6 +75,14 @@ class RoleResult(msgspec.Struct, kw_only=True):
     extra: JsonObject = {}
     key_order: tuple[str, ...] = ()  # empty: the fields' order, then ``extra``
 
+    @property
+    def output(self) -> Any:
+        """The role's deliverable (``output``: text or an object), ``None`` when it gave none.
+
+        Kept with the keys the contract does not type (``extra``), so a result without one
+        is written as before (``codecs.model._deliverable``)."""
+        return self.extra.get(OUTPUT_KEY)
+
 
 class VersionControlResult(RoleResult, kw_only=True):
     """What the version_controller answers: a role result plus the commit it made."""
@@ -107,20 +122,6 @@ CONTRACTS: dict[ReplyKind, type[CheckedReply]] = {
 }
 # A role result's fields that carry its JSON's layout rather than the contract's values.
 _CARRIED = frozenset({"extra", "key_order"})
-
-# What the prompt's example shape says for a field; a Literal field lists its values.
-_EXAMPLES: dict[str, str | list[str]] = {
-    "summary": "one or two sentences on what you did and found",
-    "insights": ["facts the next role needs"],
-    "artifacts": ["paths you created or changed"],
-    "subject": "what would be researched",
-    "research_query": "the query to run, or empty when not needed",
-    "reason_code": "local_context_sufficient | missing_facts | outdated_facts",
-}
-_RESEARCH_EXAMPLES = {
-    "needed": False,
-    "summary": "one sentence on the decision",
-}
 
 # How an issue names the JSON type a field must have.
 _TYPE_LABELS: dict[type, str] = {
@@ -199,12 +200,18 @@ def _next_role_example(next_roles: NextRoles, research: bool) -> str:
 
 
 def contract_shape(
-    kind: ReplyKind, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
+    *,
+    output: bool = False,
 ) -> JsonObject:
     """An example answer of the right shape, shown to the model in every prompt; its
-    ``next_role`` names what ``next_roles`` allows (by default any built-in role)."""
+    ``next_role`` names what ``next_roles`` allows (by default any built-in role); with
+    ``output`` (the role's team asks for its deliverable) ``output`` follows ``summary``."""
     research = kind == "research_decision"
-    examples = {**_EXAMPLES, **(_RESEARCH_EXAMPLES if research else {})}
+    examples = {**EXAMPLES, **(RESEARCH_EXAMPLES if research else {})}
     examples["next_role"] = _next_role_example(next_roles, research)
     shape: JsonObject = {}
     for field in contract_fields(kind):
@@ -216,6 +223,8 @@ def contract_shape(
             shape[field.name] = " | ".join(get_args(field.type))
         else:
             shape[field.name] = examples.get(field.name, _default(field))
+        if field.name == "summary" and output and not research:
+            shape[OUTPUT_KEY] = examples[OUTPUT_KEY]
     return shape
 
 
@@ -275,7 +284,14 @@ def _kind_issues(answer: JsonObject, kind: ReplyKind) -> list[str]:
         issues.append("`summary` is missing or empty.")
     if kind == "version_control" and answer.get("commit_status") not in COMMIT_STATUSES:
         issues.append(f"`commit_status` must be one of: {', '.join(COMMIT_STATUSES)}.")
-    return issues
+    return issues + output_issues(answer)
+
+
+@functools.cache
+def _echo_fields(kind: ReplyKind) -> tuple[str, ...]:
+    """The fields of ``kind`` whose example is a placeholder an answer must not give back."""
+    names = [field.name for field in contract_fields(kind) if field.name in EXAMPLES]
+    return (*names, OUTPUT_KEY) if kind != "research_decision" else tuple(names)
 
 
 class Validated(msgspec.Struct, frozen=True, kw_only=True):
@@ -357,6 +373,7 @@ def validate_reading(
         issues.append(_next_role_issue(next_roles, role))
     issues += _kind_issues(answer, kind)
     issues += _type_issues(answer, kind)
+    issues += echo_issues(answer, _echo_fields(kind))
     if issues:
         return Validated(answer=None, issues=issues, read=reading.how)
     answer = {key: value for key, value in answer.items() if value is not None or key != "error"}

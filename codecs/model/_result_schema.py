@@ -5,7 +5,9 @@ rules (``contract``), so the schema and the validator cannot drift.
 examples both ways): ``request_id`` and ``role`` fixed to the call's values, ``next_role`` one
 of the roles the answering role may hand to, or ``""`` (or null) when it may finish, the
 statuses as enums, every typed field typed, the required fields required, and any other key
-allowed (the contract keeps unknown keys).
+allowed (the contract keeps unknown keys). With ``output`` (the role's team asks for its
+deliverable) the schema names ``output`` too, text or an object: a grammar-constrained server
+writes only the keys a schema names.
 
 ``generation_schema`` is what a model server is sent to hold its model to the contract. It is
 the same schema with one change: "a string with more than whitespace in it" is the regular
@@ -22,6 +24,7 @@ import msgspec
 
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model._contract import NON_EMPTY, NULLABLE, ReplyKind, contract_fields
+from teams_runtime.codecs.model._deliverable import OUTPUT_KEY
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
 
 __all__ = ["SCHEMA_NAMES", "contract_schema", "generation_schema"]
@@ -64,16 +67,25 @@ def _field_schema(
 
 
 def contract_schema(
-    kind: ReplyKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind,
+    *,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
+    output: bool = False,
 ) -> JsonObject:
     """The JSON schema of an answer of ``kind`` from ``role`` for ``request_id``, whose
-    ``next_role`` is one of ``next_roles`` (by default any built-in role, or none)."""
+    ``next_role`` is one of ``next_roles`` (by default any built-in role, or none); with
+    ``output``, naming the role's deliverable."""
     fields = contract_fields(kind)
+    properties = {
+        field.name: _field_schema(field, request_id, role, next_roles) for field in fields
+    }
+    if output and kind != "research_decision":
+        properties[OUTPUT_KEY] = {"type": ["string", "object"]}
     return {
         "type": "object",
-        "properties": {
-            field.name: _field_schema(field, request_id, role, next_roles) for field in fields
-        },
+        "properties": properties,
         # A role that may not finish must name its next role (left out, it reads as "").
         "required": [
             field.name
@@ -84,10 +96,17 @@ def contract_schema(
 
 
 def generation_schema(
-    kind: ReplyKind, *, request_id: str, role: str, next_roles: NextRoles = DEFAULT_NEXT_ROLES
+    kind: ReplyKind,
+    *,
+    request_id: str,
+    role: str,
+    next_roles: NextRoles = DEFAULT_NEXT_ROLES,
+    output: bool = False,
 ) -> JsonObject:
     """``contract_schema`` as model servers can take it (see the module's doc)."""
-    schema = contract_schema(kind, request_id=request_id, role=role, next_roles=next_roles)
+    schema = contract_schema(
+        kind, request_id=request_id, role=role, next_roles=next_roles, output=output
+    )
     for value in schema["properties"].values():
         if value.pop("pattern", None) is not None:
             value["minLength"] = 1

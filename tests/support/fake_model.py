@@ -8,7 +8,8 @@ it when what must happen during the call has) | empty | garbage | huge | slow_va
 long_summary:<characters> (a valid reply whose summary is that long) |
 script:<file> (a valid reply whose next_role is the script's: the file is a JSON object of
 role -> the next_role of its 1st, 2nd, ... call on a request, the last one repeated; each
-prompt is kept as STATE_DIR/prompt-<request>-<role>-<call>.txt).
+prompt is kept as STATE_DIR/prompt-<request>-<role>-<call>.txt; a key "<role>:fields" holds
+a list of objects laid over that role's answer of its 1st, 2nd, ... call the same way).
 STATE_DIR keeps per-call state and a log of calls (content-free).
 """
 
@@ -65,8 +66,10 @@ def main() -> int:
         return 3
     answer = answer_for(role, request_id)
     if mode.startswith("script:"):
-        script = json.loads(Path(mode.split(":", 1)[1]).read_text())[role]
+        scripts = json.loads(Path(mode.split(":", 1)[1]).read_text())
+        script, fields = scripts[role], scripts.get(f"{role}:fields", [{}])
         answer["next_role"] = script[min(count, len(script)) - 1]
+        answer |= fields[min(count, len(fields)) - 1]
         (state / f"prompt-{request_id}-{role}-{count}.txt").write_text(prompt)
     if mode == "exit_1":
         print("model exploded", file=sys.stderr)
