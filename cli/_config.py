@@ -29,12 +29,14 @@ from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_CONFIG_TEXT,
     Cast,
+    ModelConfig,
     NatsSettings,
     OpenAIConfig,
     TeamConfig,
     backend_block_text,
     section_notes,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.pricing import rate_card_notes, unusable_card_warnings
 from teams_runtime.storage import Workspace, load_team_config
@@ -168,6 +170,7 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
     """``config`` as ``config`` prints it: every default filled in, each role's model as the
     role runs with it, and nothing secret (a NATS URL's user and password are ``***``)."""
     shown: dict[str, Any] = msgspec.to_builtins(config)
+    shown["model"] = _model_shown(config.model)
     shown["backend"]["nats"]["url"] = config.backend.nats.shown_url
     cast = config.cast
     shown["team"]["roles"] = list(cast.names)  # the team in force, written or not
@@ -176,11 +179,20 @@ def shown_config(config: TeamConfig) -> dict[str, Any]:
         role: {
             **msgspec.to_builtins(cast.role(role)),
             "concurrency": cast.concurrency_of(role),  # the run's default when not written
-            "model": msgspec.to_builtins(config.model_for(role)),
+            "model": _model_shown(config.model_for(role)),
             "prompt_context": _budget_shown(config, role),
         }
         for role in cast.names
     }
+    return shown
+
+
+def _model_shown(model: ModelConfig) -> JsonObject:
+    """A model section as shown: ``tools`` only for the ``openai`` backend, the one that
+    takes them."""
+    shown: JsonObject = msgspec.to_builtins(model)
+    if model.backend != "openai":
+        del shown["tools"]
     return shown
 
 

@@ -13,7 +13,7 @@ import msgspec
 from teams_runtime.codecs.formats import pretty_json_bytes
 from teams_runtime.codecs.model import ReplyRead
 
-__all__ = ["AttemptRecord", "encode_attempt"]
+__all__ = ["AttemptRecord", "ToolCallRecord", "ToolCallsRecord", "encode_attempt"]
 
 
 def _utc_now() -> str:
@@ -38,6 +38,30 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True):
     answer_read: ReplyRead | None = None
 
 
-def encode_attempt(attempt: AttemptRecord) -> bytes:
+class ToolCallRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call a model made in a call, and what the tool answered."""
+
+    round: int  # the round of tool calls it was in: 1 up to model.tools.max_rounds
+    id: str
+    name: str
+    arguments: str  # as the model wrote them
+    result: str  # what the model was sent back
+    failed: bool = False  # the result is an error the model was told of
+
+
+class ToolCallsRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The tool calls of one model call (``openai`` backend, ``model.tools``), kept beside
+    its attempts whether or not the call succeeded."""
+
+    time: str = msgspec.field(default_factory=_utc_now)  # ISO-8601, UTC
+    request_id: str
+    role: str
+    purpose: str
+    call: int
+    rounds: int
+    tool_calls: list[ToolCallRecord]
+
+
+def encode_attempt(attempt: AttemptRecord | ToolCallsRecord) -> bytes:
     """The attempt as a 2-space-indented JSON object with a final newline."""
     return pretty_json_bytes(attempt) + b"\n"

@@ -7,7 +7,9 @@ skips unknown fields). So did the token budget's three fields (``max_prompt_toke
 ``token_count_method``), which a record without a budget leaves out of its line altogether:
 such a line is byte for byte what it was before them, and reads them as ``None``. Schema 3
 adds one ``outcome`` value, ``stopped`` (a call cut by the run stopping): a schema-2 reader
-does not know it, so the version says a reader may meet it.
+does not know it, so the version says a reader may meet it. The tool counts (``tool_rounds``,
+``tool_calls``: ``model.tools`` on the ``openai`` backend) came as the budget's fields did:
+left out of a line for a call that offered no tools.
 """
 
 from __future__ import annotations
@@ -102,17 +104,25 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     max_prompt_tokens: Count | None = None
     prompt_tokens_estimate: Count | None = None
     token_count_method: TokenCountMethod | None = None
+    # The rounds of tool calls the call ran and the tool calls in them (None: no tools
+    # offered); its tokens and cost then count every request of the call.
+    tool_rounds: Count | None = None
+    tool_calls: Count | None = None
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(PromptRecord)
 # The budget's fields as a line without a budget ends: cut, so that line stays as it was.
 _NO_BUDGET = b',"max_prompt_tokens":null,"prompt_tokens_estimate":null,"token_count_method":null}'
+_NO_TOOLS = b',"tool_rounds":null,"tool_calls":null}'
 
 
 def encode_prompt_record(record: PromptRecord) -> str:
-    """One JSON line (without the newline); without a budget, without the budget's fields."""
+    """One JSON line (without the newline); without a budget, without the budget's fields;
+    without tools, without their counts."""
     line = _ENCODER.encode(record)
+    if line.endswith(_NO_TOOLS):
+        line = line[: -len(_NO_TOOLS)] + b"}"
     if line.endswith(_NO_BUDGET):
         line = line[: -len(_NO_BUDGET)] + b"}"
     return line.decode()

@@ -7,13 +7,20 @@ from teams_runtime.actors.models._backends import (
     DryRunBackend,
     ModelBackend,
     ModelReply,
-    complete_reporting,
     server_away,
 )
 from teams_runtime.actors.models._checks import start_problem
 from teams_runtime.actors.models._probe import ServerProbe, probe_all
+from teams_runtime.actors.models._reporting import complete_reporting
 from teams_runtime.actors.models._role_backends import role_backends
 from teams_runtime.actors.models._servers import ModelServers
+from teams_runtime.actors.models.tools import (
+    McpServers,
+    Toolbox,
+    ToolSession,
+    combined,
+    open_mcp_servers,
+)
 from teams_runtime.actors.models.windows import (
     MOST_DEFAULT_RESERVE,
     AutoBudget,
@@ -31,6 +38,7 @@ __all__ = [
     "MOST_DEFAULT_RESERVE",
     "AutoBudget",
     "DryRunBackend",
+    "McpServers",
     "ModelBackend",
     "ModelReply",
     "ModelServers",
@@ -39,10 +47,14 @@ __all__ = [
     "ServerTokenizer",
     "ServerWindow",
     "TokenizerGone",
+    "ToolSession",
+    "Toolbox",
     "auto_budget",
+    "combined",
     "complete_reporting",
     "default_reserve",
     "find_tokenizer",
+    "open_mcp_servers",
     "probe_all",
     "probe_window",
     "role_backends",

@@ -32,7 +32,6 @@ import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.lowlevel import checkpoint
 
-from teams_runtime._logs import logger
 from teams_runtime.actors.models._checks import command_argv
 from teams_runtime.actors.models._openai import OpenAIBackend
 from teams_runtime.actors.models._schema_files import clear_dead_workers, schema_file
@@ -55,7 +54,6 @@ from teams_runtime.policy.prompts import PromptBundle
 __all__ = [
     "DRAIN_SECONDS",
     "GRACE_SECONDS",
-    "PROGRESS_SECONDS",
     "STDERR_TAIL_BYTES",
     "CommandBackend",
     "DryRunBackend",
@@ -63,7 +61,6 @@ __all__ = [
     "ModelReply",
     "OpenAIBackend",
     "PersonBackend",
-    "complete_reporting",
     "make_backend",
     "server_away",
 ]
@@ -74,9 +71,6 @@ __all__ = [
 DRAIN_SECONDS = 0.3
 # How much of the model's stderr is kept (its end: where errors are).
 STDERR_TAIL_BYTES = 8 * 1024
-
-
-PROGRESS_SECONDS = 10.0  # how often a running model call is reported (--verbose)
 
 
 class ModelBackend(Protocol):
@@ -330,41 +324,6 @@ class PersonBackend:
     async def complete(self, bundle: PromptBundle) -> ModelReply:
         """Never called: a person's role puts its envelopes in the inbox instead."""
         raise ModelFailure("a person's role is answered with `teams-runtime answer`, not called")
-
-
-async def _report_running(bundle: PromptBundle) -> None:
-    started = anyio.current_time()
-    log = logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose)
-    while True:
-        await anyio.sleep(PROGRESS_SECONDS)
-        log.debug(
-            "model call running: {} for {}, {} s",
-            bundle.role,
-            bundle.request_id,
-            round(anyio.current_time() - started),
-        )
-
-
-async def complete_reporting(backend: ModelBackend, bundle: PromptBundle) -> ModelReply:
-    """One call of ``backend``, reported at DEBUG (content-free) when it starts and every
-    ``PROGRESS_SECONDS`` while it runs. Raises what the backend raises."""
-    logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose).debug(
-        "model call started: {} for {} ({})", bundle.role, bundle.request_id, bundle.purpose
-    )
-    failure: Exception | None = None
-    reply: ModelReply | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(_report_running, bundle)
-        try:
-            reply = await backend.complete(bundle)
-        except Exception as exc:  # raised below, outside the group: itself, not a group
-            failure = exc
-        finally:
-            group.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    assert reply is not None
-    return reply
 
 
 def make_backend(

@@ -43,6 +43,7 @@ import httpx
 import msgspec
 
 from teams_runtime._logs import logger
+from teams_runtime.actors.models._openai_failures import say_cut, too_large
 from teams_runtime.actors.models._openai_reading import (
     KEPT_CHARS,
     ContextExceeded,
@@ -54,9 +55,9 @@ from teams_runtime.actors.models._openai_reading import (
     read_response,
 )
 from teams_runtime.actors.models._servers import Availability, ModelServer, ModelServers
+from teams_runtime.actors.models.tools import PLAIN, ToolSession, Turn, run_rounds
 from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
 from teams_runtime.codecs.model import (
-    REQUEST_TAIL,
     SCHEMA_NAMES,
     KeyScrubber,
     ModelReply,
@@ -69,9 +70,8 @@ from teams_runtime.codecs.model import (
     request_head,
     response_format,
 )
-from teams_runtime.exceptions import ConfigError, ModelFailure, PromptTooLarge
+from teams_runtime.exceptions import ConfigError, ModelFailure
 from teams_runtime.policy.backoff import backoff_delay
-from teams_runtime.policy.budget import exceeded_advice
 from teams_runtime.policy.prompts import PromptBundle
 
 __all__ = ["BACKOFF_FIRST_SECONDS", "BACKOFF_MAX_SECONDS", "KEPT_CHARS", "OpenAIBackend"]
@@ -146,10 +146,11 @@ class OpenAIBackend:
             )
         return key, ""
 
-    async def complete(self, bundle: PromptBundle) -> ModelReply:
+    async def complete(self, bundle: PromptBundle, tools: ToolSession | None = None) -> ModelReply:
         """Ask the server, plus up to ``max_retries`` more requests after a 429 or 5xx, and as
         long as it takes while the server is away. Each request may take ``timeout_seconds``
-        (connecting, sending the prompt and reading the whole reply). Raises
+        (connecting, sending the prompt and reading the whole reply); with ``tools``, each
+        round of tool calls is one more request (``tools.run_rounds``). Raises
         ``ModelFailure`` (``PromptTooLarge`` for a prompt beyond the server's context) for
         whatever goes wrong in the call; cancellation closes the connection."""
         key, problem = self._key()
@@ -157,7 +158,11 @@ class OpenAIBackend:
             raise ModelFailure(problem)
         unexpected = ""
         try:
-            return await self._complete_when_there(bundle, key)
+            if tools is None:
+                return await self._complete_when_there(bundle, key, PLAIN)
+            return await run_rounds(
+                lambda turn: self._complete_when_there(bundle, key, turn), tools
+            )
         except ModelFailure:
             raise
         except Exception as exc:  # a bug, ours or a library's: it fails this call, not the run
@@ -166,7 +171,7 @@ class OpenAIBackend:
         # key) is not even its context: the type alone is content-free.
         raise ModelFailure(f"the call to the model server failed unexpectedly ({unexpected})")
 
-    async def _complete_when_there(self, bundle: PromptBundle, key: str) -> ModelReply:
+    async def _complete_when_there(self, bundle: PromptBundle, key: str, turn: Turn) -> ModelReply:
         """The call, sent again each time it found the server (or its model) away, once it
         is back, or the server busy with other calls, once one of them ended."""
         pace = self._server.pace
@@ -177,7 +182,7 @@ class OpenAIBackend:
             try:
                 async with pace.turn(await pace.limit(self._config, self._facts)) as running:
                     busy = running.busy_check(resends)
-                    reply = await self._complete(bundle, key, probing=probing, busy=busy)
+                    reply = await self._complete(bundle, key, turn, probing=probing, busy=busy)
             except _Away as away:
                 await sending.away(away.reason, whole=away.whole)
                 continue
@@ -204,7 +209,7 @@ class OpenAIBackend:
             return reply
 
     async def _complete(
-        self, bundle: PromptBundle, key: str, *, probing: bool, busy: Callable[[], bool]
+        self, bundle: PromptBundle, key: str, turn: Turn, *, probing: bool, busy: Callable[[], bool]
     ) -> ModelReply:
         config = self._config
         scrubber = KeyScrubber(key)
@@ -219,11 +224,15 @@ class OpenAIBackend:
         async with httpx.AsyncClient(timeout=config.timeout_seconds) as client:
             retry = 0
             while True:
-                form = forms[0]
+                tools = turn.offers_tools(self._server.tools_refused)
+                form = "none" if tools else forms[0]  # no schema with tools: see tools._loop
                 try:
-                    reply = await self._request(client, bundle, headers, scrubber, form, busy)
+                    reply = await self._request(client, bundle, headers, scrubber, form, turn, busy)
                 except FormRefused as refused:
-                    forms = self._refused(forms, refused.status)
+                    if refused.tools:
+                        self._tools_refused(refused.status)
+                    else:
+                        forms = self._refused(forms, refused.status)
                     continue
                 except Retry as answer:
                     wait = self._wait(answer, retry, retries)
@@ -240,8 +249,9 @@ class OpenAIBackend:
                     await anyio.sleep(wait)
                     continue
                 except ContextExceeded as exceeded:
-                    raise _too_large(bundle, exceeded) from None
-                self._settle(form)
+                    raise too_large(bundle, exceeded) from None
+                if not tools:
+                    self._settle(form)
                 return reply
 
     def _forms_for_server(self) -> tuple[ResponseFormat, ...]:
@@ -265,6 +275,18 @@ class OpenAIBackend:
                 forms[1] if len(forms) > 1 else "none",
             )
         return forms[1:] if len(forms) > 1 else ("none",)
+
+    def _tools_refused(self, status: int) -> None:
+        """The server refused a request offering tools: none are offered to it again in this
+        worker (its calls are answered without them), said once."""
+        if not self._server.tools_refused:
+            self._server.tools_refused = True
+            logger.warning(
+                "model server {} answered {} to a request offering tools; its calls go without "
+                "tools in this run (llama-server needs --jinja; docs/models.md)",
+                self._config.base_url,
+                status,
+            )
 
     def _settle(self, form: ResponseFormat) -> None:
         """The server answered a request sent with ``form``: keep it for the server, and say
@@ -315,6 +337,7 @@ class OpenAIBackend:
         headers: dict[str, str],
         scrubber: KeyScrubber,
         form: ResponseFormat,
+        turn: Turn,
         busy: Callable[[], bool],
     ) -> ModelReply:
         """One request and its whole answer, within ``timeout_seconds``."""
@@ -324,7 +347,7 @@ class OpenAIBackend:
         try:
             with anyio.fail_after(timeout):
                 async with client.stream(
-                    "POST", self._url, content=self._body(bundle, form), headers=headers
+                    "POST", self._url, content=self._body(bundle, form, turn), headers=headers
                 ) as response:
                     heard = True
                     await read_response(
@@ -334,6 +357,7 @@ class OpenAIBackend:
                         max_output_bytes=self._max_output_bytes,
                         form_sent=form != "none",
                         busy=busy,
+                        tools_sent=bool(turn.fields(self._server.tools_refused)),
                     )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Refused, reset while connecting, a name that does not resolve, no route.
@@ -349,23 +373,12 @@ class OpenAIBackend:
                 f"{answer.size} bytes of answer"
             ) from None
         if answer.cut():
-            self._say_cut(bundle, answer.size)
+            say_cut(bundle, answer.size, self._config.max_tokens)
         return answer.reply()
 
-    def _say_cut(self, bundle: PromptBundle, size: int) -> None:
-        """Warn that the server stopped an answer at its token limit: the answer is most
-        likely incomplete (an object the contract rejects, or nothing at all)."""
-        limit = self._config.max_tokens
-        logger.bind(role=bundle.role, request_id=bundle.request_id, purpose=bundle.purpose).warning(
-            "model server stopped the answer for {} on request {} at its token limit "
-            "(finish_reason length, {} bytes of answer; model.openai.max_tokens {})",
-            bundle.role,
-            bundle.request_id,
-            size,
-            limit if limit is not None else "not set: the server's own limit",
-        )
-
-    async def _body(self, bundle: PromptBundle, form: ResponseFormat) -> AsyncIterator[bytes]:
+    async def _body(
+        self, bundle: PromptBundle, form: ResponseFormat, turn: Turn
+    ) -> AsyncIterator[bytes]:
         config = self._config
         format_: dict[str, object] = {}
         if form != "none":
@@ -380,21 +393,8 @@ class OpenAIBackend:
             format_ = response_format(form, SCHEMA_NAMES[kind], schema)
         if bundle.max_tokens is not None:  # an auto budget's reserve for the answer
             config = msgspec.structs.replace(config, max_tokens=bundle.max_tokens)
-        yield request_head(config.model, request_fields(config, format_), config.system)
+        fields = request_fields(config, format_) | turn.fields(self._server.tools_refused)
+        yield request_head(config.model, fields, config.system)
         async for chunk in bundle.chunks():
             yield json_string_fragment(chunk)
-        yield REQUEST_TAIL
-
-
-def _too_large(bundle: PromptBundle, exceeded: ContextExceeded) -> PromptTooLarge:
-    """The failure of a prompt beyond the server's context, naming its size and what bounds
-    it, so a person knows what to change (``max_events`` only when it bounded the events); it
-    is not sent again unchanged."""
-    projection = bundle.projection
-    return PromptTooLarge(
-        f"the prompt does not fit the model server's context: {exceeded.how}. The prompt has "
-        f"{bundle.chars()} characters ({projection.included_events} of "
-        f"{projection.total_events} events; prompt_context.max_events "
-        f"{projection.config.max_events}); {exceeded_advice(projection)}",
-        output=exceeded.said,
-    )
+        yield turn.tail()

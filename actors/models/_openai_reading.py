@@ -32,10 +32,13 @@ from teams_runtime.codecs.model import (
     KeyScrubber,
     ModelReply,
     TokenUsage,
+    ToolCallDelta,
+    ToolCallParts,
     decode_chunk,
     event_line_limit,
     names_context_limit,
     names_response_format,
+    names_tools,
     retry_after_seconds,
 )
 from teams_runtime.exceptions import ModelFailure
@@ -96,12 +99,13 @@ class Retry(Exception):
 
 
 class FormRefused(Exception):
-    """An error reply (any status) that names ``response_format``: the server does not take
-    the form sent."""
+    """An error reply (any status) that names ``response_format`` (``tools``: the tools, when
+    some were offered): the server does not take the form sent."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, tools: bool = False) -> None:
         super().__init__(status)
         self.status = status
+        self.tools = tools
 
 
 class ContextExceeded(Exception):
@@ -143,15 +147,17 @@ class ServerReply:
         self.finished = False  # a finish_reason or [DONE] came
         self.finish_reason: FinishReason | None = None  # the one the server sent, if any
         self.first_token_at: float | None = None  # anyio.current_time() of the first text
+        self.calls = ToolCallParts()  # the tool calls it asked for, if any
 
-    def add(self, text: str) -> None:
-        """Keep ``text``; raises ``ModelFailure`` past ``max_output_bytes``."""
-        if not text:
+    def add(self, text: str, calls: list[ToolCallDelta] | None = None) -> None:
+        """Keep ``text`` and pieces of tool ``calls``; raises ``ModelFailure`` past
+        ``max_output_bytes``."""
+        if not text and not calls:
             return
         if self.first_token_at is None:
             self.first_token_at = anyio.current_time()
         self.parts.append(text)
-        self.size += len(text.encode("utf-8"))
+        self.size += len(text.encode("utf-8")) + self.calls.take(calls or [])
         if self.size > self.limit:
             raise self.failure(
                 f"the model answered more than {self.limit} bytes (max_output_bytes)"
@@ -160,7 +166,7 @@ class ServerReply:
     def reply(self) -> ModelReply:
         """The whole answer, scrubbed; raises ``ModelFailure`` if it is empty."""
         text = self.scrubber.scrub("".join(self.parts))
-        if not text.strip():
+        if not text.strip() and not self.calls:
             # What a reasoning model does when its thinking takes every token it may use.
             cut = " before its token limit (finish_reason length)" if self.cut() else ""
             raise self.failure(f"the model answered nothing{cut}")
@@ -169,6 +175,7 @@ class ServerReply:
             usage=self.usage,
             first_token_at=self.first_token_at,
             finish_reason=self.finish_reason,
+            tool_calls=self.calls.assembled(),
         )
 
     def cut(self) -> bool:
@@ -197,6 +204,7 @@ async def read_response(
     max_output_bytes: int,
     form_sent: bool,
     busy: Callable[[], bool] = _never_busy,
+    tools_sent: bool = False,
 ) -> None:
     """Read a 2xx answer into ``answer``. Raise ``FormRefused`` for an error reply naming
     ``response_format`` (when one was sent), ``Retry`` for a 429 or 5xx, ``ContextExceeded``
@@ -206,8 +214,8 @@ async def read_response(
     status = response.status_code
     if status == 429 or status >= 400:
         said, more = await _start_of_body(response)
-        if form_sent and names_response_format(said):
-            raise FormRefused(status)
+        if (form_sent and names_response_format(said)) or (tools_sent and names_tools(said)):
+            raise FormRefused(status, tools=tools_sent and names_tools(said))
         if status == 429 or status >= 500:
             wait = retry_after_seconds(response.headers.get("retry-after"), datetime.now(UTC))
             kept = answer.scrubber.scrub(said, limit=KEPT_CHARS, more=more)
@@ -256,7 +264,7 @@ async def _read_whole(response: httpx.Response, answer: ServerReply, max_output_
             f"the model server's answer is not a chat completion ({len(body)} bytes)",
             body.decode("utf-8", "replace"),
         ) from None
-    answer.add(completion.text())
+    answer.add(completion.text(), completion.tool_calls())
     answer.usage = completion.token_usage()
     answer.finish_reason = completion.finish_reason()
     answer.finished = True
@@ -320,7 +328,7 @@ def _event(data: bytes, answer: ServerReply) -> bool:
     error = chunk.error_text()
     if error is not None:
         raise answer.failure("the model server reported an error in the stream", error)
-    answer.add(chunk.text())
+    answer.add(chunk.text(), chunk.tool_calls())
     answer.usage = chunk.token_usage() or answer.usage
     reason = chunk.finish_reason()
     if reason is not None:  # llama.cpp sends it in the last delta, OpenAI in its own chunk

@@ -199,6 +199,7 @@ class ModelServer(Availability):
         self.pace = ServerPace(base_url)
         self.form: ResponseFormat | None = None  # the response_format form it took
         self.refused: set[ResponseFormat] = set()  # forms it refused (each logged once)
+        self.tools_refused = False  # it refused a request that offered tools (logged once)
         self._models: dict[str, Availability] = {}
 
     def for_model(self, name: str) -> Availability:

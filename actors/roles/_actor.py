@@ -23,7 +23,7 @@ from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors._mailbox import Mailbox, MailboxStatistics
 from teams_runtime.actors.context import ContextHandle
-from teams_runtime.actors.models import ModelBackend, ServerFacts
+from teams_runtime.actors.models import ModelBackend, ServerFacts, Toolbox
 from teams_runtime.actors.roles._calls import RequestEnded, RoleCalls
 from teams_runtime.actors.roles._outcome_writes import (
     NotSaved,
@@ -96,6 +96,7 @@ class RoleActor:
         budget: PromptBudget | None = None,
         ratios: LearnedRatios | None = None,
         facts: ServerFacts | None = None,
+        mcp: Toolbox | None = None,
     ) -> None:
         if is_person(model) and inbox is None:
             raise ValueError(f"the {role} role is a person's (model.backend: human): give an inbox")
@@ -119,6 +120,7 @@ class RoleActor:
             budget=budget,
             ratios=ratios,
             facts=facts,
+            mcp=mcp,
         )
         self._writer = OutcomeWriter(role, context=context, queue=queue)
         self._inbox = inbox  # where a person's role puts its envelopes

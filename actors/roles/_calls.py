@@ -20,10 +20,13 @@ from teams_runtime.actors.models import (
     ModelBackend,
     ModelReply,
     ServerFacts,
+    Toolbox,
+    ToolSession,
     complete_reporting,
     server_away,
 )
 from teams_runtime.actors.roles._budget import BudgetFacts, PromptBudgeter
+from teams_runtime.actors.roles._call_tools import call_tools, keep_tool_calls
 from teams_runtime.actors.telemetry import CallFacts, attempt_kind_of, log_prompt
 from teams_runtime.codecs.attempt_records import AttemptRecord
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, PromptBudget, RateCard
@@ -68,6 +71,20 @@ def _still_over(said: str, facts: BudgetFacts, less: int, setting: str) -> str:
     )
 
 
+def _failed_call(bundle: PromptBundle, call: int, exc: ModelFailure) -> AttemptRecord:
+    """The attempt file of a failed call: why, and what the model printed."""
+    return AttemptRecord(
+        request_id=bundle.request_id,
+        role=bundle.role,
+        purpose=bundle.purpose,
+        call=call,
+        reason=str(exc),
+        exit_status=exc.exit_status,
+        stderr_tail=exc.stderr_tail,
+        answer=exc.output,
+    )
+
+
 class RequestEnded(Exception):
     """The request was cancelled or failed before a model call: the call is not made."""
 
@@ -106,8 +123,12 @@ class RoleCalls:
         budget: PromptBudget | None = None,
         ratios: LearnedRatios | None = None,
         facts: ServerFacts | None = None,
+        mcp: Toolbox | None = None,
     ) -> None:
+        """``mcp``: the tools of the MCP servers the role's ``model.tools.mcp`` names, started
+        with the team."""
         self.role = role
+        self._mcp = mcp
         self._cast = cast  # the team: the role's prompt kind, rules and hand-offs
         self._kind = cast.prompt_kind_of(role)
         self._model = model
@@ -254,22 +275,12 @@ class RoleCalls:
             outcome: CallOutcome = "failed"
             finish: FinishReason | None = None  # of a failed call (a reply carries its own)
             started = anyio.current_time()
+            tools = call_tools(self._model, self._context, bundle, budget, self._mcp, self.budgeter)
             try:
-                reply = await complete_reporting(self._backend, bundle)
+                reply = await complete_reporting(self._backend, bundle, tools)
             except ModelFailure as exc:
                 finish = finish_reason_of(exc.finish_reason)
-                await self.keep_attempt(
-                    AttemptRecord(
-                        request_id=bundle.request_id,
-                        role=self.role,
-                        purpose=bundle.purpose,
-                        call=call,
-                        reason=str(exc),
-                        exit_status=exc.exit_status,
-                        stderr_tail=exc.stderr_tail,
-                        answer=exc.output,
-                    )
-                )
+                await self.keep_attempt(_failed_call(bundle, call, exc))
                 if call == self._model.attempts or isinstance(exc, PromptTooLarge):
                     raise  # (a prompt beyond the server's context is not sent unchanged again)
                 self._log.bind(request_id=bundle.request_id).warning(
@@ -297,7 +308,10 @@ class RoleCalls:
                     reply=reply, reading=reading, checked=checked, purpose=bundle.purpose, call=call
                 )
             finally:
-                self._log_call(bundle, call, started, reply, reading, outcome, finish, budget)
+                await keep_tool_calls(self._workspace, bundle, call, tools)
+                self._log_call(
+                    bundle, call, started, reply, reading, outcome, finish, budget, tools
+                )
         raise AssertionError("unreachable")
 
     def _log_call(
@@ -310,6 +324,7 @@ class RoleCalls:
         outcome: CallOutcome,
         finish: FinishReason | None,
         budget: BudgetFacts,
+        tools: ToolSession | None = None,
     ) -> None:
         """Log the prompt record of one call (``prompt_log.log_prompt``) and hand it on; the
         server's count of the prompt's tokens teaches the budget the model's ratio."""
@@ -328,9 +343,12 @@ class RoleCalls:
             max_prompt_tokens=budget.max_prompt_tokens,
             prompt_tokens_estimate=budget.prompt_tokens_estimate,
             token_count_method=budget.token_count_method,
+            tool_rounds=tools.rounds if tools is not None else None,
+            tool_calls=tools.calls if tools is not None else None,
         )
         record = log_prompt(bundle, bundle.chars(), facts)
-        self.budgeter.observe(record.prompt_tokens, record.prompt_chars)
+        if not record.tool_rounds:  # the tokens of tool rounds are not the prompt's
+            self.budgeter.observe(record.prompt_tokens, record.prompt_chars)
         if self._on_prompt is not None:
             self._on_prompt(record)
 

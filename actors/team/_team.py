@@ -23,8 +23,10 @@ from teams_runtime._logs import logger
 from teams_runtime.actors._locks import RequestLocks
 from teams_runtime.actors.context import DEFAULT_ASK_TIMEOUT, ContextHandle, open_context
 from teams_runtime.actors.models import (
+    McpServers,
     ModelBackend,
     ModelServers,
+    open_mcp_servers,
     role_backends,
     server_away,
 )
@@ -87,6 +89,7 @@ class Team:
         self.served = tuple(self.cast.check(role) for role in roles) if roles else self.cast.names
         self.servers = ModelServers(self.workspace)  # which model servers are away, and since
         self.starter = ModelStarter()  # starts model commands; its process is the run's
+        self.mcp = McpServers()  # the roles' MCP servers (model.tools.mcp), while it runs
         self.backends = role_backends(
             self.config, self.served, self.workspace.root, self.servers, self.starter, backend
         )
@@ -273,6 +276,7 @@ class Team:
                 budget=self.config.prompt_budget(role),
                 ratios=self._ratios,
                 facts=self._facts,
+                mcp=self.mcp.toolbox_for(self.config.model_for(role)),
             )
             self.roles[role] = actor
             await group.start(actor.serve)
@@ -355,9 +359,11 @@ class Team:
                     ask_timeout=self._ask_timeout,
                     requests_in_flight=self.config.team.requests_in_flight,
                 ) as context,
+                open_mcp_servers([self.config.model_for(r) for r in self.served]) as mcp,
                 anyio.create_task_group() as group,
             ):
                 try:
+                    self.mcp = mcp
                     await self._start(group, context, locks, lease)
                     task_status.started()
                     await self._feed_roles(once)

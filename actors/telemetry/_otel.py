@@ -263,6 +263,8 @@ def _call_attributes(record: PromptRecord, model: str, replied: bool) -> dict[st
         ("teams_runtime.attempt_kind", record.attempt_kind),
         ("teams_runtime.outcome", record.outcome),
         ("teams_runtime.cost_usd", record.cost_usd),
+        ("teams_runtime.tool_rounds", record.tool_rounds),
+        ("teams_runtime.tool_calls", record.tool_calls),
     )
     attributes.update((key, value) for key, value in optional if value is not None)
     return attributes

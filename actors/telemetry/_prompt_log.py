@@ -49,6 +49,9 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     max_prompt_tokens: int | None = None
     prompt_tokens_estimate: int | None = None
     token_count_method: TokenCountMethod | None = None
+    # With tools offered (``model.tools``): the rounds of tool calls and the calls in them.
+    tool_rounds: int | None = None
+    tool_calls: int | None = None
 
 
 def attempt_kind_of(purpose: str, call: int) -> AttemptKind:
@@ -113,6 +116,8 @@ def prompt_record(
         max_prompt_tokens=call.max_prompt_tokens,
         prompt_tokens_estimate=call.prompt_tokens_estimate,
         token_count_method=call.token_count_method,
+        tool_rounds=call.tool_rounds,
+        tool_calls=call.tool_calls,
     )
 
 

@@ -21,8 +21,10 @@ from teams_runtime.codecs.config._model_choices import INTERNAL_AGENTS, ModelCho
 from teams_runtime.codecs.config._model_section import (
     STRUCTURED_OUTPUT_FORMS,
     DryRunConfig,
+    McpServerConfig,
     ModelConfig,
     StructuredOutput,
+    ToolsConfig,
 )
 from teams_runtime.codecs.config._openai_section import RUNTIME_BODY_KEYS, OpenAIConfig
 from teams_runtime.codecs.config._prompt_context_section import (
@@ -58,6 +60,7 @@ __all__ = [
     "BudgetSource",
     "Cast",
     "DryRunConfig",
+    "McpServerConfig",
     "ModelChoice",
     "ModelConfig",
     "NatsSettings",
@@ -73,6 +76,7 @@ __all__ = [
     "TeamConfig",
     "TeamSection",
     "TelemetryConfig",
+    "ToolsConfig",
     "backend_block_text",
     "event_count_problem",
     "load_yaml",

@@ -47,6 +47,16 @@ from teams_runtime.codecs.model._replies import (
 )
 from teams_runtime.codecs.model._reply_json import ReplyRead, ReplyReading, read_reply
 from teams_runtime.codecs.model._result_schema import SCHEMA_NAMES, generation_schema
+from teams_runtime.codecs.model._tool_wire import (
+    ToolCall,
+    ToolCallDelta,
+    ToolCallParts,
+    assistant_message,
+    names_tools,
+    request_tail,
+    tool_message,
+    tool_spec,
+)
 
 __all__ = [
     "DONE",
@@ -68,8 +78,12 @@ __all__ = [
     "ResponseFormat",
     "RoleResult",
     "TokenUsage",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallParts",
     "Validated",
     "VersionControlResult",
+    "assistant_message",
     "contract_shape",
     "decode_chunk",
     "event_line_limit",
@@ -81,13 +95,17 @@ __all__ = [
     "json_string_fragment",
     "names_context_limit",
     "names_response_format",
+    "names_tools",
     "read_reply",
     "reply_json",
     "request_fields",
     "request_head",
+    "request_tail",
     "response_format",
     "result_json",
     "retry_after_seconds",
+    "tool_message",
+    "tool_spec",
     "validate_reading",
     "validate_reply",
 ]

@@ -3,10 +3,11 @@ the ``response_format`` forms), the server-sent-event stream of the answer and i
 ``Retry-After``, and what an error reply is about. Shapes only: the HTTP calls are
 ``actors.models._openai``.
 
-Only the fields the runtime uses are decoded (``choices[].delta.content``, ``finish_reason``,
-``usage``, ``error``); servers add many others, which are ignored. ``usage`` is only counted,
-so a usage that cannot be counted is no usage, never a reason to throw an answer away; a
-``finish_reason`` is reduced to the fixed names of ``model_replies.FinishReason``.
+Only the fields the runtime uses are decoded (``choices[].delta.content``, its ``tool_calls``
+(``_tool_wire``), ``finish_reason``, ``usage``, ``error``); servers add many others, which are
+ignored. ``usage`` is only counted, so a usage that cannot be counted is no usage, never a
+reason to throw an answer away; a ``finish_reason`` is reduced to the fixed names of
+``model_replies.FinishReason``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import msgspec
 from teams_runtime.codecs.config import OpenAIConfig, StructuredOutput
 from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.model._replies import FinishReason, TokenUsage, finish_reason_of
+from teams_runtime.codecs.model._tool_wire import ToolCallDelta
 
 __all__ = [
     "DONE",
@@ -58,6 +60,7 @@ def _count(value: object) -> int | None:
 
 class _Text(msgspec.Struct, frozen=True):
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class _Choice(msgspec.Struct, frozen=True):
@@ -83,6 +86,16 @@ class ChatChunk(msgspec.Struct, frozen=True):
             if carrier is not None and carrier.content:
                 parts.append(carrier.content)
         return "".join(parts)
+
+    def tool_calls(self) -> list[ToolCallDelta]:
+        """The pieces of tool calls this chunk carries."""
+        return [
+            delta
+            for choice in self.choices or ()
+            for carrier in (choice.delta or choice.message,)
+            if carrier is not None
+            for delta in carrier.tool_calls or ()
+        ]
 
     def error_text(self) -> str | None:
         """The ``error`` the server put in this chunk, as its JSON text; ``None`` if none."""

@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from teams_runtime.codecs.model._tool_wire import ToolCall
+
 __all__ = ["FINISH_REASONS", "FinishReason", "ModelReply", "TokenUsage", "finish_reason_of"]
 
 # Why a model server says the answer ended (``finish_reason``): a natural stop, its token
@@ -59,3 +61,5 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
     # Why the server says the answer ended; None when it did not say (a command, the dry run,
     # a stream that ended with [DONE] alone).
     finish_reason: FinishReason | None = None
+    # The tools the model asked to call instead of answering (``openai`` backend, tools on).
+    tool_calls: tuple[ToolCall, ...] = ()

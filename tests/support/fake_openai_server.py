@@ -15,6 +15,11 @@ script is empty):
                            (with Content-Length), under that content type and status line
     Cut(text)              ``text`` streamed as events without a finish, then the connection
                            is cut (an answer that breaks off anywhere, even inside a key)
+    ToolCalls(calls)       the model calling tools, as OpenAI streams it: per call a first
+                           delta with its ``index``, ``id``, name and empty arguments, then its
+                           arguments in pieces, then ``finish_reason: tool_calls``; ``calls``
+                           are (name, arguments JSON text) pairs. ``whole=True``: each call
+                           whole in one delta without ``index`` (older Ollama)
     stall                  read the request, then say nothing until the client hangs up
                            (counted in ``hang_ups``) or the server stops
     drop                   two events of the answer, then the connection is cut
@@ -144,7 +149,13 @@ class Cut:
     text: str
 
 
-Behaviour = str | Text | Whole | Status | Raw | Cut
+@dataclass(frozen=True)
+class ToolCalls:
+    calls: tuple[tuple[str, str], ...]
+    whole: bool = False
+
+
+Behaviour = str | Text | Whole | Status | Raw | Cut | ToolCalls
 
 
 Flavour = str  # "openai" | "llama.cpp" | "llama-cpp-python" | "vllm" | "ollama" | "lmstudio"
@@ -164,8 +175,14 @@ class SeenRequest:
 
     @property
     def prompt(self) -> str:
-        content: str = self.json()["messages"][-1]["content"]  # after the system message
+        users = [m for m in self.json()["messages"] if m["role"] == "user"]
+        content: str = users[0]["content"]  # after the system message, before tool rounds
         return content
+
+    @property
+    def messages(self) -> list[Any]:
+        found: list[Any] = self.json()["messages"]
+        return found
 
     @property
     def response_format(self) -> Any:
@@ -181,6 +198,28 @@ def _role_and_request(prompt: str) -> tuple[str, str]:
 
 def _event(data: Any) -> bytes:
     return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def _tool_call_events(calls: tuple[tuple[str, str], ...], *, whole: bool) -> list[bytes]:
+    """The events of an answer that calls tools (``ToolCalls``)."""
+    events = [_event({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})]
+    for index, (name, arguments) in enumerate(calls):
+        call_id = f"call_{index}_{name}"
+        if whole:
+            call = {"id": call_id, "type": "function"}
+            call["function"] = {"name": name, "arguments": arguments}  # type: ignore[assignment]
+            deltas = [{"tool_calls": [call]}]
+        else:
+            first = {"index": index, "id": call_id, "type": "function"}
+            first["function"] = {"name": name, "arguments": ""}  # type: ignore[assignment]
+            deltas = [{"tool_calls": [first]}] + [
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                for piece in _pieces(arguments, 3)
+                if piece
+            ]
+        events += [_event({"choices": [{"index": 0, "delta": delta}]}) for delta in deltas]
+    finish = {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+    return [*events, _event({"choices": [finish]})]
 
 
 def _pieces(text: str, count: int = 4) -> list[str]:
@@ -554,6 +593,12 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
+                case ToolCalls(calls=calls, whole=whole):
+                    self._start_stream()
+                    for event in _tool_call_events(calls, whole=whole):
+                        self._chunk(event)
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._end_stream()
                 case Cut(text=text):
                     self._start_stream()
                     for piece in _pieces(text):

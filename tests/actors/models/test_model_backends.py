@@ -20,7 +20,7 @@ import pytest
 from loguru import logger
 
 from teams_runtime import PromptContextConfig, project_request
-from teams_runtime.actors.models import _backends as model_backends
+from teams_runtime.actors.models import _reporting as model_reporting
 from teams_runtime.actors.models._backends import (
     STDERR_TAIL_BYTES,
     CommandBackend,
@@ -463,7 +463,7 @@ async def test_verbose_progress_names_the_call_and_nothing_else(
     seed: Callable[..., None],
     run_once: Callable[..., Any],
 ) -> None:
-    monkeypatch.setattr(model_backends, "PROGRESS_SECONDS", 0.2)
+    monkeypatch.setattr(model_reporting, "PROGRESS_SECONDS", 0.2)
     workspace = team_workspace("slow:0.9")
     seed(workspace, "req-1", "qa")
     lines: list[str] = []

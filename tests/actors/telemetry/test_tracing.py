@@ -31,7 +31,7 @@ from teams_runtime.codecs.roles import ROLES
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.storage import Workspace, load_team_config
 
-from ...support.fake_openai_server import FakeOpenAIServer, Status, Text
+from ...support.fake_openai_server import FakeOpenAIServer, Status, Text, ToolCalls
 
 pytestmark = pytest.mark.anyio
 
@@ -336,3 +336,23 @@ def test_a_run_without_otel_never_imports_opentelemetry(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+async def test_the_call_span_counts_its_tool_rounds_and_calls_and_holds_no_result(
+    openai_workspace: Callable[..., Workspace],
+    openai_server: FakeOpenAIServer,
+    seed: Callable[..., None],
+    run_once: RunOnce,
+) -> None:
+    workspace = openai_workspace(model={"tools": {"read_events": True}})
+    seed(workspace, "req-otel", "qa", events=30)
+    openai_server.then(ToolCalls((("read_events", '{"index": 2}'), ("read_record", "{}"))))
+    caught = _Caught(workspace)
+    await run_once(workspace, tracing=caught.tracing)
+    (call,) = [span for span in caught.finished() if span.name.startswith("chat ")]
+    attributes = dict(call.attributes or {})
+    assert (attributes["teams_runtime.tool_rounds"], attributes["teams_runtime.tool_calls"]) == (
+        1,
+        2,
+    )
+    assert '"timestamp"' not in _all_text(caught.finished())  # no event's text in any span
