@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .support.paths import package_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 MAX_MODULES_PER_FOLDER = 20
 MAX_MODULE_LINES = 400
@@ -20,11 +22,7 @@ MAX_UNTYPED_DICTS = 40
 
 
 def _package_modules() -> list[Path]:
-    return sorted(
-        path
-        for path in ROOT.rglob("*.py")
-        if path.relative_to(ROOT).parts[0] not in {"tests", "build", ".git"}
-    )
+    return package_modules()
 
 
 def _dotted(path: Path) -> str:

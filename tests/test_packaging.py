@@ -9,6 +9,8 @@ from pathlib import Path
 
 import teams_runtime.codecs
 
+from .support.paths import package_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -32,11 +34,7 @@ def test_wheel_ships_the_package_without_tests(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("teams_runtime-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     # Every module of the package ships (a sub-package missing from pyproject's list would not).
-    modules = {
-        f"teams_runtime/{path.relative_to(ROOT).as_posix()}"
-        for path in ROOT.rglob("*.py")
-        if path.relative_to(ROOT).parts[0] not in {"tests", "build", ".git"}
-    }
+    modules = {f"teams_runtime/{path.relative_to(ROOT).as_posix()}" for path in package_modules()}
     assert modules - set(names) == set()
     assert "teams_runtime/py.typed" in names
     # The license as PEP 639 has it: an SPDX expression, and the file itself in the wheel.
