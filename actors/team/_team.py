@@ -1,11 +1,11 @@
 """The Team supervisor: the ContextActor and one role actor per role, in one task group.
 
-It loads ``team_runtime.yaml`` once (a restart picks up changes) for every actor, and feeds
-queued envelopes to their roles. Deferred envelopes (``storage._deferrals``) come back by themselves: every ``RESTORE_SECONDS`` the Team
-queues again those whose next attempt is due, whichever worker deferred them (``team_chores``,
-which also looks at the waiting answers of the people's roles it serves); ``run --once``
-waits for the ones it deferred itself, at most ``DEFERRED_WAIT_SECONDS`` in all.
-"""
+It loads ``team_runtime.yaml`` once for every actor (a restart picks up changes) and feeds
+queued envelopes to their roles. Deferred envelopes (``storage._deferrals``) come back by
+themselves: every ``RESTORE_SECONDS`` the Team queues again those whose next attempt is due,
+whichever worker deferred them (``team_chores``, which also looks at the waiting answers of the
+people's roles it serves); ``run --once`` waits for the ones it deferred itself, at most
+``DEFERRED_WAIT_SECONDS`` in all."""
 
 from __future__ import annotations
 
