@@ -16,7 +16,6 @@ import msgspec
 from teams_runtime.cli._flags import team_role
 from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_records import (
     EVENT_SEPARATOR,
@@ -26,6 +25,7 @@ from teams_runtime.codecs.request_records import (
 )
 from teams_runtime.exceptions import PromptTooLarge
 from teams_runtime.monitoring import seeded_ratios
+from teams_runtime.monitoring.replay import envelope_from
 from teams_runtime.policy.budget import Budget, FittedPrompt, fit_prompt, rate_tokens
 from teams_runtime.policy.pricing import rate_key
 from teams_runtime.policy.projection import notice_text
@@ -170,23 +170,3 @@ def budget_shown(fitted: Projection, estimate: int) -> dict[str, int]:
     budget = fitted.budget.max_prompt_tokens if fitted.budget else None
     shown = {"prompt_tokens_estimate": estimate}
     return {"max_prompt_tokens": budget, **shown} if budget else shown
-
-
-def envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
-    """The envelope a role would most likely get, rebuilt from the record's own fields."""
-
-    def field(key: str, kind: type, default: Any) -> Any:
-        value = projection.value(key)
-        return value if isinstance(value, kind) else default
-
-    return MessageEnvelope(
-        request_id=request_id,
-        sender=field("current_role", str, "orchestrator") or "orchestrator",
-        target=role,
-        intent=field("intent", str, ""),
-        urgency=field("urgency", str, "normal"),
-        scope=field("scope", str, ""),
-        artifacts=[str(item) for item in field("artifacts", list, [])],
-        params=field("params", dict, {}),
-        body=field("body", str, ""),
-    )
