@@ -18,12 +18,7 @@ import msgspec
 from teams_runtime._logs import logger
 from teams_runtime.actors.models import ServerFacts, ServerTokenizer, auto_budget
 from teams_runtime.codecs.config import ModelConfig, PromptBudget
-from teams_runtime.codecs.request_records import (
-    EVENTS_KEY,
-    format_event,
-    iter_pretty_record,
-    split_raw_list,
-)
+from teams_runtime.codecs.request_records import EVENTS_KEY, format_event, split_raw_list
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.budget import (
     Budget,
@@ -231,13 +226,9 @@ class PromptBudgeter:
         self, bundle: PromptBundle, tokenizer: ServerTokenizer
     ) -> PromptTokens:
         projection = bundle.projection
-        frame = dict(projection.fields)
-        if EVENTS_KEY in frame and bytes(frame[EVENTS_KEY][:1]) == b"[":
-            frame[EVENTS_KEY] = b"[]"
-        record = b"".join(iter_pretty_record(frame)).decode("utf-8")
         fixed = FixedTokens(
-            brief=await self._text_tokens(tokenizer, bundle.head) + SERVER_ALLOWANCE,
-            record=await self._text_tokens(tokenizer, record),
+            brief=await self._text_tokens(tokenizer, bundle.brief_text()) + SERVER_ALLOWANCE,
+            record=await self._text_tokens(tokenizer, bundle.record_frame_text()),
             envelope=await self._text_tokens(tokenizer, bundle.envelope_text()),
         )
         keys = [
