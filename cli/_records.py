@@ -18,15 +18,16 @@ import msgspec
 
 from teams_runtime.actors.context import open_context
 from teams_runtime.cli._budget_view import (
+    budget_figures,
     budget_of,
     budget_rows,
-    budget_shown,
     budgeted,
     envelope_from,
     fit_shown,
     layout_shown,
     pretty_sizes,
     rate_of,
+    with_layout,
 )
 from teams_runtime.cli._flags import (
     add_json,
@@ -36,7 +37,6 @@ from teams_runtime.cli._flags import (
     prompt_kind,
     role_name,
     team_role,
-    with_layout,
 )
 from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json
@@ -141,7 +141,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
-    projection, _ = budgeted(args, team, projection)
+    projection, figures = budgeted(args, team, projection)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -149,6 +149,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             "included_events": projection.included_events,
             "omitted_events": projection.omitted_events,
             "compacted": projection.compacted,
+            **figures,
             "selected_indices": projection.selected_indices,
             "backfilled": projection.backfilled,
             "request": projection.raw_fields(),
@@ -207,7 +208,7 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         # Every event is needed, so the record is read whole (tail=None).
         fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
     projection = project_fields(fields, config)
-    fitted, estimate = budgeted(args, team, projection)
+    fitted, figures = budgeted(args, team, projection)
     events = fields.get("events")
     rows: list[JsonObject] | None = None
     if isinstance(events, list):
@@ -219,7 +220,7 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
                 zip(events, roles, decisions, strict=True)
             )
         ]
-        if estimate:  # a budget is in force: each event's tokens, and what it decided
+        if figures:  # a budget is in force: each event's tokens, and what it decided
             role = team_role(team.cast, args.role) if args.role else None
             rate = rate_of(Workspace(args.workspace), team, role)
             tokens, decided = budget_rows(projection, fitted, pretty_sizes(events), rate)
@@ -236,12 +237,12 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         "max_events": config.max_events,
         "enabled": config.enabled,
         **layout_shown(config),
-        **budget_shown(fitted, estimate),
+        **figures,
         "events": rows,
     }
 
 
-_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate")  # as budget_shown orders them
+_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate", "token_count_method")
 _LAYOUT_FIGURES = ("layout", "step")
 
 
@@ -348,10 +349,7 @@ def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
         **layout_shown(projection.config),
         "prompt": bundle.text(),
     }
-    if budget is not None:
-        output["max_prompt_tokens"] = budget.tokens
-        output["prompt_tokens_estimate"] = fitted.estimate
-        output["token_count_method"] = rate.method
+    output.update(budget_figures(budget, fitted.estimate, rate))
     return bundle, output
 
 
