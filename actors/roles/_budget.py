@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+import anyio
 import msgspec
 
 from teams_runtime._logs import logger
@@ -79,6 +80,9 @@ class PromptBudgeter:
         self._answer_tokens: int | None = None  # an auto budget's reserve, to send
         self._budget: Budget | None = None
         self._resolved = budget.max_prompt_tokens is None
+        # Concurrent first prompts wait for one resolution of `auto` (none goes out unbudgeted
+        # while the server is asked its window).
+        self._resolving = anyio.Lock()
         if isinstance(budget.max_prompt_tokens, int):
             self._budget = Budget(tokens=budget.max_prompt_tokens, setting=self._setting())
             self._resolved = True
@@ -102,8 +106,11 @@ class PromptBudgeter:
 
     async def _resolve(self) -> None:
         """``auto``: the server's window less the answer's reserve (``auto_budget``), once;
-        without a window known, no budget (said once)."""
+        without a window known, no budget (said once). Resolved only once it is known."""
+        await self._resolve_auto()  # a resolution cut short (a stop) is made again next time
         self._resolved = True
+
+    async def _resolve_auto(self) -> None:
         openai = self._model.openai
         window = None
         if self._facts is not None and openai is not None:
@@ -144,7 +151,9 @@ class PromptBudgeter:
         server said it was over). Raises ``PromptTooLarge`` when it cannot fit; without a
         budget, ``bundle`` itself and empty facts."""
         if not self._resolved:
-            await self._resolve()
+            async with self._resolving:
+                if not self._resolved:
+                    await self._resolve()
         budget = self._budget
         if budget is None:
             return bundle, BudgetFacts()

@@ -62,6 +62,8 @@ def budget_problem(value: object, *, none: bool = False) -> str | None:
         return None
     if type(value) is not int or value < 1:  # bool is an int subclass: `true` is no budget
         hint = whole_number_hint(value, MOST_PROMPT_TOKENS)
+        if not none and value == "none":
+            hint = " (none is a role's word: leave the key out for no budget)"
         return (
             f"must be a positive integer, auto or none{hint}"
             if none
