@@ -19,7 +19,7 @@ from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run
 from teams_runtime.cli._flags import add_json, add_workspace, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.storage import Workspace
 
 __all__ = ["cmd_ab", "declare_ab"]
@@ -200,7 +200,7 @@ def _change(before: Any, after: Any) -> str:
 def _print(
     arms: list[ArmResult],
     figures: dict[str, dict[str, Any]],
-    proof: dict[str, Any],
+    proof: JsonObject,
     *,
     kept: bool,
     layout: bool = False,

@@ -15,8 +15,6 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-import msgspec
-
 from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
@@ -24,7 +22,6 @@ from teams_runtime.codecs.config import (
     LAYOUTS,
     MOST_PROMPT_TOKENS,
     Cast,
-    PromptContextConfig,
     event_count_problem,
 )
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PURPOSES, PromptKind
@@ -309,20 +306,6 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
 
 
 # --- what they mean once a command runs -----------------------------------------------------------
-
-
-def with_layout(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
-    """``base`` with --layout and --step (only with the shared_prefix layout, as the config's)."""
-    layout = args.layout or base.layout
-    if args.step is not None and layout != "shared_prefix":
-        raise UserError(
-            "--step applies only with the shared_prefix layout: add --layout shared_prefix "
-            "(or set prompt_context.layout: shared_prefix)."
-        )
-    step = base.step if args.step is None else args.step
-    if (layout, step) == (base.layout, base.step):
-        return base
-    return msgspec.structs.replace(base, layout=layout, step=step)
 
 
 def settle(args: argparse.Namespace) -> None:

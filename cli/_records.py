@@ -27,6 +27,7 @@ from teams_runtime.cli._budget_view import (
     layout_shown,
     pretty_sizes,
     rate_of,
+    with_layout,
 )
 from teams_runtime.cli._flags import (
     add_json,
@@ -36,7 +37,6 @@ from teams_runtime.cli._flags import (
     prompt_kind,
     role_name,
     team_role,
-    with_layout,
 )
 from teams_runtime.cli._migrate import read_record_file
 from teams_runtime.cli._output import UserError, write_json

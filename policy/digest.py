@@ -121,7 +121,7 @@ class RequestDigest:
     def complete(self) -> bool:
         """Whether this summary can answer (only a stepped tail may need evidence older than
         an index's tail: the ContextActor then summarises the whole record)."""
-        if self._cached is not None:
+        if not self._stepped or self._cached is not None:
             return True
         try:
             self._cached = self._project()
