@@ -43,17 +43,14 @@ from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import JsonObject, count_of
-from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
+from teams_runtime.policy.prompt_previews import preview_prompt
 from teams_runtime.policy.prompts import (
     PURPOSES,
     PromptBundle,
     PromptKind,
-    build_prompt,
-    next_roles_of,
-    reply_kind_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage, workspace_config
@@ -367,21 +364,4 @@ async def _preview_prompt(
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = envelope_from(projection, request_id, role)
-    repairing = cast.prompt_kind_of(role)
-    errors: list[str] = []
-    if kind == "repair":
-        reply_kind = reply_kind_of(kind, repairing)
-        contract = next_roles_of(role, cast)
-        errors = validate_reply(
-            "{}", kind=reply_kind, request_id=request_id, role=role, next_roles=contract
-        ).issues
-    return build_prompt(
-        kind,
-        role=role,
-        projection=projection,
-        envelope=envelope,
-        repairing=repairing,
-        errors=errors,
-        previous="{}",
-        cast=cast,
-    )
+    return preview_prompt(kind, role=role, projection=projection, envelope=envelope, cast=cast)

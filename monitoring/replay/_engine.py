@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import NamedTuple
 
 from teams_runtime.codecs.config import PromptContextConfig, RateCard, TeamConfig
-from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PromptKind
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import PromptTooLarge, RecordError
@@ -26,7 +25,8 @@ from teams_runtime.monitoring.replay._request_views import RequestView, envelope
 from teams_runtime.monitoring.replay._rows import ReplayRow, RowSums
 from teams_runtime.policy.budget import fit_prompt, rate_tokens
 from teams_runtime.policy.pricing import input_cost, rate_key
-from teams_runtime.policy.prompts import PromptBundle, build_prompt, next_roles_of, reply_kind_of
+from teams_runtime.policy.prompt_previews import preview_prompt
+from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.policy.token_counts import LearnedRatios, TokenRate
 
 __all__ = [
@@ -149,26 +149,7 @@ def _base_bundle(call: _Call, config: TeamConfig) -> PromptBundle:
     role, cast = call.record.role, config.cast
     request_id = projection.request_id or call.record.request_id
     envelope = envelope_from(projection, request_id, role)
-    repairing = cast.prompt_kind_of(role) if role in cast.roles else "task"
-    errors: list[str] = []
-    if call.kind == "repair":  # the errors an empty reply gets, as `prompt --kind repair`
-        errors = validate_reply(
-            "{}",
-            kind=reply_kind_of("repair", repairing),
-            request_id=request_id,
-            role=role,
-            next_roles=next_roles_of(role, cast),
-        ).issues
-    return build_prompt(
-        call.kind,
-        role=role,
-        projection=projection,
-        envelope=envelope,
-        repairing=repairing,
-        errors=errors,
-        previous="{}",
-        cast=cast,
-    )
+    return preview_prompt(call.kind, role=role, projection=projection, envelope=envelope, cast=cast)
 
 
 def _estimate(bundle: PromptBundle, rate: TokenRate) -> int:
