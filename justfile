@@ -48,6 +48,10 @@ docs:
 real-model-check *args:
     python tests/real/real_model_check.py "$@"
 
+# the prompt layouts side by side on a real server: first token, cached tokens (`--python PY`)
+real-layout-check *args:
+    python tests/real/real_layout_check.py "$@"
+
 # a soak of request epochs with real processes and kill -9 (`just soak --backend nats --seconds 300`)
 soak *args:
     python tests/soak/epoch_soak.py {{args}}
