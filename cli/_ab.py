@@ -1,7 +1,9 @@
 """``teams-runtime ab``: the same long-history requests run with compaction off, then on, on the
-workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them).
+workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them);
+``--layout``: compaction on in both, the ``upstream`` layout then ``shared_prefix``.
 
-Exit status 1 when the after arm did not compact: a token drop alone proves nothing.
+Exit status 1 when the after arm did not compact: a token drop alone proves nothing (with
+``--layout``, 0 once both arms ran: both compact alike, the layout is what differs).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run
 from teams_runtime.cli._flags import add_json, add_workspace, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.storage import Workspace
 
 __all__ = ["cmd_ab", "declare_ab"]
@@ -70,6 +72,12 @@ def declare_ab(ab: argparse.ArgumentParser) -> None:
         help="the role of the team the requests are queued for (default planner, or the "
         "team's first role that takes new work when it has no planner)",
     )
+    ab.add_argument(
+        "--layout",
+        action="store_true",
+        help="compaction on in both arms: prompt_context.layout upstream (before), then "
+        "shared_prefix (after), to compare what a prompt cache serves (docs/compaction.md)",
+    )
     add_json(ab, "print both arms as JSON")
     ab.set_defaults(handler=cmd_ab)
 
@@ -82,7 +90,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
             "holding it with --workspace DIR."
         )
     arms = run_ab(
-        source, dry_run=args.dry_run, keep=args.keep, role=args.role, requests=args.requests
+        source,
+        dry_run=args.dry_run,
+        keep=args.keep,
+        role=args.role,
+        requests=args.requests,
+        layout=args.layout,
     )
     figures = {arm.name: _figures(arm) for arm in arms}
     proof = evidence(arms[1])
@@ -96,6 +109,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 "arms": {
                     arm.name: {
                         "enabled": arm.enabled,
+                        **({"layout": arm.layout} if args.layout else {}),
                         "workspace": arm.workspace if args.keep else None,
                         "fingerprint": arm.fingerprint,
                         **figures[arm.name],
@@ -110,8 +124,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print(arms, figures, proof, kept=args.keep is not None)
-    return 0 if proof["compacted"] else 1
+        _print(arms, figures, proof, kept=args.keep is not None, layout=args.layout)
+    return 0 if proof["compacted"] or args.layout else 1
 
 
 def _figures(arm: ArmResult) -> dict[str, Any]:
@@ -140,6 +154,19 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "truncated": totals.truncated if totals.finish_reasons else None,
         "latency_p95_ms": totals.latency_p95_ms,
     }
+
+
+def _compared(layout: bool) -> tuple[str, tuple[str, str]]:
+    """What the arms compare, and each arm's setting, as the table's head says them."""
+    if layout:
+        return "compaction on, the upstream layout (before) then shared_prefix (after)", (
+            "prompt_context.layout upstream     ",
+            "prompt_context.layout shared_prefix",
+        )
+    return "compaction off (before) then on (after)", (
+        "prompt_context.enabled false",
+        "prompt_context.enabled true ",
+    )
 
 
 def _shown(value: Any, how: Callable[[Any], str]) -> str:
@@ -171,15 +198,19 @@ def _change(before: Any, after: Any) -> str:
 
 
 def _print(
-    arms: list[ArmResult], figures: dict[str, dict[str, Any]], proof: dict[str, Any], *, kept: bool
+    arms: list[ArmResult],
+    figures: dict[str, dict[str, Any]],
+    proof: JsonObject,
+    *,
+    kept: bool,
+    layout: bool = False,
 ) -> None:
     before, after = figures["before"], figures["after"]
+    what, settings = _compared(layout)
     lines = [
-        f"A/B: {BACKFILL_EVENTS}-event histories, compaction off (before) then on (after)",
-        f"  before: {arms[0].workspace}  prompt_context.enabled false  "
-        f"config fingerprint {arms[0].fingerprint}",
-        f"  after:  {arms[1].workspace}  prompt_context.enabled true   "
-        f"config fingerprint {arms[1].fingerprint}",
+        f"A/B: {BACKFILL_EVENTS}-event histories, {what}",
+        f"  before: {arms[0].workspace}  {settings[0]}  config fingerprint {arms[0].fingerprint}",
+        f"  after:  {arms[1].workspace}  {settings[1]}  config fingerprint {arms[1].fingerprint}",
         "",
     ]
     rows = [["", "before", "after", "change"]]
@@ -200,11 +231,12 @@ def _print(
         ]
         lines.append("  " + "  ".join(cells).rstrip())
     same = arms[0].fingerprint == arms[1].fingerprint
+    key = "prompt_context.layout" if layout else "prompt_context.enabled"
     lines += [
         "",
-        "Configs: identical but for prompt_context.enabled."
+        f"Configs: identical but for {key}."
         if same
-        else "Configs: DIFFER beyond prompt_context.enabled; the comparison proves nothing.",
+        else f"Configs: DIFFER beyond {key}; the comparison proves nothing.",
         (
             f"Compaction in the after arm: yes ({proof['compacted_calls']:,} of "
             f"{count_of(proof['calls'], 'call')} compacted, "

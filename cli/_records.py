@@ -24,8 +24,10 @@ from teams_runtime.cli._budget_view import (
     budgeted,
     envelope_from,
     fit_shown,
+    layout_shown,
     pretty_sizes,
     rate_of,
+    with_layout,
 )
 from teams_runtime.cli._flags import (
     add_json,
@@ -79,8 +81,10 @@ def _team_config(args: argparse.Namespace) -> TeamConfig:
 
 
 def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
-    """``base`` with --recent-events, --max-events and --disable applied. With --disable the
-    counts do not matter (the full history is shown), so they are not applied or checked."""
+    """``base`` with --layout, --step, --recent-events, --max-events and --disable applied.
+    With --disable the counts do not matter (the full history is shown), so they are not
+    applied or checked."""
+    base = with_layout(base, args)
     if args.disable:
         return msgspec.structs.replace(base, enabled=False)
     overrides: dict[str, Any] = {}
@@ -153,11 +157,12 @@ def cmd_project(args: argparse.Namespace) -> int:
         write_json(output)
         return 0
     notice = notice_text(projection)
-    if notice:
+    after = projection.config.layout == "shared_prefix"  # its notice follows the events
+    if notice and not after:
         sys.stdout.write(notice + "\n\n")
     sys.stdout.write("Current request:\n")
     sys.stdout.write(b"".join(projection.iter_record_json()).decode())
-    sys.stdout.write("\n")
+    sys.stdout.write("\n" + (f"\n{notice}\n" if notice and after else ""))
     return 0
 
 
@@ -231,12 +236,14 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         "recent_events": config.recent_events,
         "max_events": config.max_events,
         "enabled": config.enabled,
+        **layout_shown(config),
         **figures,
         "events": rows,
     }
 
 
 _BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate", "token_count_method")
+_LAYOUT_FIGURES = ("layout", "step")
 
 
 def _print_explain(report: JsonObject) -> None:
@@ -244,7 +251,7 @@ def _print_explain(report: JsonObject) -> None:
     if rows is None:
         print(f"{source}: `events` is not a list; the record passes through unchanged.")
         return
-    budget = {key: report[key] for key in _BUDGET_FIGURES if key in report}
+    budget = {key: report[key] for key in (*_LAYOUT_FIGURES, *_BUDGET_FIGURES) if key in report}
     figures = "".join(f", {key}={value}" for key, value in budget.items())
     print(
         f"{source}: {count_of(report['total_events'], 'event')}, "
@@ -252,7 +259,7 @@ def _print_explain(report: JsonObject) -> None:
         f"(recent_events={report['recent_events']}, max_events={report['max_events']}, "
         f"enabled={str(report['enabled']).lower()}{figures})"
     )
-    tokens = bool(budget)
+    tokens = any(key in report for key in _BUDGET_FIGURES)
     print(f"{'index':>5}  {'type':<26}  {'role':<20}  {'tokens  ' if tokens else ''}decision")
     for row in rows:
         count = f"{row['tokens']:>6}  " if tokens else ""
@@ -339,6 +346,7 @@ def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
         "included_events": projection.included_events,
         "omitted_events": projection.omitted_events,
         "compacted": projection.compacted,
+        **layout_shown(projection.config),
         "prompt": bundle.text(),
     }
     output.update(budget_figures(budget, fitted.estimate, rate))
