@@ -10,20 +10,40 @@ the commands' code), ``_api`` (the JSON), the pages (``_team``, ``_request_pages
 
 from __future__ import annotations
 
+import logging
+import socket
+from collections.abc import Sequence
+
 from teams_runtime.cli.console._app import console_app
 from teams_runtime.storage import Workspace
 
 __all__ = ["console_app", "serve"]
 
 
-def serve(workspace: Workspace, *, host: str, port: int, token: str | None) -> None:
-    """Serve ``workspace``'s console on ``host``:``port`` until Ctrl-C or SIGTERM."""
+def serve(
+    workspace: Workspace,
+    *,
+    host: str,
+    listening: socket.socket,
+    token: str | None,
+    public_urls: Sequence[str] = (),
+) -> None:
+    """Serve ``workspace``'s console on ``listening`` (a socket bound to ``host``, so a port
+    in use was said before anything started) until Ctrl-C or SIGTERM."""
     import uvicorn
 
-    app = console_app(workspace, host=host, token=token)
+    app = console_app(workspace, host=host, token=token, public_urls=public_urls)
     # The access log names paths only (ids and roles; a token never travels in a URL), and no
     # request body or prompt is logged. Open live pages are closed after a second at the end.
+    port = listening.getsockname()[1]
     config = uvicorn.Config(
         app, host=host, port=port, server_header=False, timeout_graceful_shutdown=1
     )
-    uvicorn.Server(config).run()
+    # Given its socket, uvicorn does not say where it listens: said here as it says it (the
+    # socket listens already, so a browser's connection waits for the server, never refused).
+    listening.listen(2048)
+    shown = f"[{host}]" if ":" in host else host
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
+    )
+    uvicorn.Server(config).run(sockets=[listening])

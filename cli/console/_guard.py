@@ -5,12 +5,13 @@ of every POST, and the headers that keep a page to itself."""
 from __future__ import annotations
 
 import hmac
+import math
 import secrets
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -18,13 +19,28 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "FORM_BYTES", "Guard", "GuardMiddleware", "LoginTries", "checked_form"]
+__all__ = [
+    "COOKIE",
+    "FORM_BYTES",
+    "Guard",
+    "GuardMiddleware",
+    "LoginTries",
+    "checked_form",
+    "login_url",
+    "same_site_path",
+]
 
 COOKIE = "teams_runtime_console"
+BEARER = "teams_runtime_bearer"  # the request's state: its token came as a bearer
+LOG_IN_FIRST = (
+    "log in first: the console asks for its token (a script: send it as `Authorization: Bearer "
+    "TOKEN`)"
+)
 # The most a form may send: an answer's whole result (as `answer --from`) and its fields.
 FORM_BYTES = 1_048_576 + 65_536
-OPEN_PATHS = ("/login", "/static/")  # what is served before the login
+OPEN_PATHS = ("/login", "/static/", "/favicon.ico")  # what is served before the login
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARDS = frozenset({"0.0.0.0", "::"})  # every address: only --public-url names a host
 # Scripts and styles from the console only: a `<script>` that slipped through the escaping
 # would not run either.
 HEADERS = {
@@ -63,16 +79,24 @@ class LoginTries:
     def wait_for(self, client: str) -> float:
         """Count a try of ``client``: ``0.0`` when it may go on, else the seconds until it
         may try again (this try not counted)."""
+        wait = self.waiting(client)
+        if wait == 0.0:
+            self.count(client)
+        return wait
+
+    def waiting(self, client: str) -> float:
+        """The seconds until ``client`` may try again (``0.0``: now), counting nothing."""
         now = self.clock()
         for name in [name for name, tries in self._tries.items() if tries[-1] <= now - self.window]:
             del self._tries[name]  # clients quiet for a whole window are forgotten
-        tries = self._tries.setdefault(client, deque())
+        tries = self._tries.get(client, deque())
         while tries and tries[0] <= now - self.window:
             tries.popleft()
-        if len(tries) >= self.most:
-            return tries[0] + self.window - now
-        tries.append(now)
-        return 0.0
+        return tries[0] + self.window - now if len(tries) >= self.most else 0.0
+
+    def count(self, client: str) -> None:
+        """Count a try of ``client`` (one ``waiting`` let go on)."""
+        self._tries.setdefault(client, deque()).append(self.clock())
 
 
 def _same(given: str, wanted: str) -> bool:
@@ -88,19 +112,51 @@ class Guard:
 
     host: str
     token: str | None
+    # The origins browsers reach the console at behind a proxy or a published port
+    # (``serve --public-url``): their names are taken in the Host and Origin headers too.
+    public_urls: tuple[str, ...] = ()
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     tries: LoginTries = field(default_factory=LoginTries)
     # A dict as an ordered set: the oldest session first, dropped past MOST_SESSIONS.
     _sessions: dict[str, None] = field(default_factory=dict)
 
+    def names(self) -> list[str]:
+        """The names a Host header may say: the bound address (with loopback's other names;
+        not a wildcard, which names no one host) and the ``public_urls``'."""
+        bound = self.host.lower().strip("[]")
+        wanted = [] if bound in WILDCARDS else [bound]
+        if bound in LOOPBACK_NAMES:
+            wanted += sorted(LOOPBACK_NAMES - {bound})
+        for url in self.public_urls:
+            name = (urlsplit(url).hostname or "").lower()
+            if name not in wanted:
+                wanted.append(name)
+        return wanted
+
     def host_ok(self, header: str) -> bool:
         """Whether a Host header names this console (no DNS rebinding: a page of another site
         whose name was pointed at this address sends its own name)."""
-        name = _host_name(header)
-        wanted = {self.host.lower().strip("[]")}
-        if wanted & LOOPBACK_NAMES:
-            wanted |= LOOPBACK_NAMES
-        return name in wanted
+        return _host_name(header) in self.names()
+
+    def host_refused(self, header: str) -> str:
+        """Why a request whose Host header says ``header`` was refused, and what mends it."""
+        said = f"names {_clipped(header)}" if header else "is missing"
+        return (
+            f"The Host header {said}, not this console: it answers to "
+            f"{', '.join(self.names())}. Open it at one of those, or, behind a proxy (or a "
+            "container's published port), start it with `teams-runtime serve --public-url "
+            "URL` naming the address browsers use (docs/console.md, behind a proxy)."
+        )
+
+    def origin_refused(self, origin: str) -> str:
+        """Why a form from ``origin`` (another site's, as far as this console knows) was
+        refused, and what mends it when it is this console's own, behind a proxy."""
+        return (
+            f"This form came from {_clipped(origin)} (its Origin), not from this console "
+            f"({', '.join(self.names())}), so nothing was changed. If that is the address "
+            "browsers reach the console at (a proxy), start it with `teams-runtime serve "
+            f"--public-url {_clipped(origin)}`."
+        )
 
     def token_ok(self, given: str) -> bool:
         """Whether ``given`` is the login token."""
@@ -131,6 +187,40 @@ class Guard:
         return _same(given, self.csrf)
 
 
+def _clipped(text: str, most: int = 100) -> str:
+    """A header's value as a message repeats it: printable, and not past ``most``."""
+    shown = "".join(char if char.isprintable() else "?" for char in text[:most])
+    return shown + ("..." if len(text) > most else "")
+
+
+def _bearer(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header (``None``: no bearer)."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+def login_url(path: str, query: str = "") -> str:
+    """The login page, sending its visitor back to ``path`` (with ``query``) once in."""
+    wanted = path + (f"?{query}" if query else "")
+    return "/login" if wanted in ("/", "") else f"/login?{urlencode({'next': wanted})}"
+
+
+def same_site_path(wanted: str) -> str:
+    """``wanted`` (a login's ``next``) if it is a path of this console, else ``/``: never
+    another site (``//evil.example``, ``https://...``), so no open redirect."""
+    parts = urlsplit(wanted)
+    if (
+        not wanted.startswith("/")
+        or wanted.startswith(("//", "/\\"))
+        or parts.scheme
+        or parts.netloc
+        or any(char in wanted for char in "\\\r\n\t")
+        or parts.path in ("/login", "/logout")
+    ):
+        return "/"
+    return wanted
+
+
 def _host_name(header: str) -> str:
     """The name of a Host header, without its port (``[::1]:8765`` -> ``::1``)."""
     header = header.strip().lower()
@@ -158,14 +248,36 @@ class GuardMiddleware:
         await self.app(scope, receive, self._with_headers(send))
 
     def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
-        if not self.guard.host_ok(headers.get("host", "")):
-            return PlainTextResponse("The Host header names no address of this console.", 400)
+        host = headers.get("host", "")
+        if not self.guard.host_ok(host):
+            return PlainTextResponse(self.guard.host_refused(host), 400)
         path: str = scope["path"]
-        if path.startswith(OPEN_PATHS) or self.guard.signed_in(Request(scope).cookies.get(COOKIE)):
+        request = Request(scope)
+        if path.startswith(OPEN_PATHS) or self.guard.signed_in(request.cookies.get(COOKIE)):
             return None
-        if path.startswith("/api/") or path.startswith("/events/"):
-            return JSONResponse({"error": "log in first: the console asks for its token"}, 401)
-        return RedirectResponse("/login", 303)
+        bearer = _bearer(headers.get("authorization", ""))
+        if path.startswith("/api/") and bearer is not None:
+            return self._bearer_refusal(scope, request, bearer)
+        if path.startswith(("/api/", "/events/")):
+            return JSONResponse({"error": LOG_IN_FIRST}, 401)
+        return RedirectResponse(login_url(path, scope.get("query_string", b"").decode()), 303)
+
+    def _bearer_refusal(self, scope: Scope, request: Request, bearer: str) -> Response | None:
+        """``Authorization: Bearer TOKEN`` on ``/api/``: the token, compared in constant
+        time. Only a wrong one counts as a login try, so a script polling with the right
+        token never uses up its client's tries; once they are used up, every bearer waits
+        (the right one too: its answer would tell a guess from the token)."""
+        client = request.client.host if request.client is not None else ""
+        wait = self.guard.tries.waiting(client)
+        if wait > 0:
+            seconds = math.ceil(wait)
+            said = f"Too many wrong tokens: try again in {seconds} s."
+            return JSONResponse({"error": said}, 429, headers={"retry-after": str(seconds)})
+        if not self.guard.token_ok(bearer):
+            self.guard.tries.count(client)
+            return JSONResponse({"error": "That bearer token is not the console's token."}, 401)
+        scope.setdefault("state", {})[BEARER] = True  # a script's: no cookie, so no CSRF
+        return None
 
     @staticmethod
     def _with_headers(send: Send) -> Send:
@@ -191,7 +303,7 @@ async def checked_form(request: Request, guard: Guard) -> dict[str, str]:
     413 past ``FORM_BYTES``. Every handler of a POST calls this before anything else."""
     origin = request.headers.get("origin")
     if origin is not None and not guard.host_ok(urlsplit(origin).netloc):
-        raise HTTPException(403, CSRF_REFUSED)
+        raise HTTPException(403, guard.origin_refused(origin))
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
@@ -202,6 +314,8 @@ async def checked_form(request: Request, guard: Guard) -> dict[str, str]:
     except (UnicodeDecodeError, ValueError):
         raise HTTPException(403, CSRF_REFUSED) from None
     form = {name: values[-1] for name, values in fields.items()}
-    if not guard.csrf_ok(form.pop("csrf", "")):
+    # A browser sends its cookie to any site's form; a bearer only a script puts there.
+    bearer = request.scope.get("state", {}).get(BEARER, False)
+    if not guard.csrf_ok(form.pop("csrf", "")) and not bearer:
         raise HTTPException(403, CSRF_REFUSED)
     return form

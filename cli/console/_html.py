@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from starlette.responses import HTMLResponse
 
+from teams_runtime.cli._status_report import age
 from teams_runtime.cli.console._guard import Guard
 
-__all__ = ["Html", "bar", "esc", "options", "page", "table"]
+__all__ = ["Html", "bar", "due_in", "esc", "options", "page", "table", "when"]
 
 NAV = (("/", "Team"), ("/requests", "Requests"), ("/inbox", "Inbox"), ("/metrics", "Metrics"))
 
@@ -50,6 +52,29 @@ def options(values: Iterable[tuple[str, str]], chosen: str) -> Html:
     )
 
 
+def when(iso: object, now: float, past: str = "{} ago") -> Html:
+    """A time as the commands say it, relative (``3m05s ago``, or ``past`` around the span;
+    ``in 7h59m`` ahead), the time itself in its title; ``-`` when there is none."""
+    if not isinstance(iso, str) or not iso:
+        return Html("-")
+    try:
+        moment = datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return esc(iso)
+    said = past.format(age(now - moment)) if moment <= now else f"in {age(moment - now)}"
+    return Html(f'<time datetime="{esc(iso)}" title="{esc(iso)}">{esc(said)}</time>')
+
+
+def due_in(iso: object, now: float) -> Html:
+    """When an answer is due, as ``inbox`` says it: ``in 7h59m``, ``overdue`` or ``-``."""
+    if not isinstance(iso, str) or not iso:
+        return Html("-")
+    if datetime.fromisoformat(iso).timestamp() <= now:
+        return Html(f'<time datetime="{esc(iso)}" title="{esc(iso)}" class="overdue">'
+                    "overdue</time>")  # fmt: skip
+    return when(iso, now)
+
+
 def bar(value: float, most: float, label: str) -> Html:
     """A bar, ``value`` against ``most``, with its label (a ``<meter>``: no inline style, which
     the page's Content-Security-Policy refuses)."""
@@ -86,6 +111,7 @@ def page(
         f"<title>{esc(title)} · teams-runtime</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="csrf" content="{esc(csrf)}">'
+        '<link rel="icon" href="/favicon.ico" type="image/svg+xml">'
         '<link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head>'
         f"<body><header><strong>teams-runtime</strong><nav>{nav}</nav></header>"

@@ -3,8 +3,6 @@ bars (``metrics --by role --by model``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -17,41 +15,55 @@ __all__ = ["BY", "metrics_page"]
 BY = ["role", "model"]
 
 
-def _number(group: JsonObject, *path: str) -> float:
+def _number(group: JsonObject, *path: str) -> float | None:
+    """A figure of ``group``: ``None`` where the report says ``null`` (unknown, not zero:
+    no server reported tokens, no rate card priced the calls; docs/monitoring.md)."""
     value: object = group
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, int | float) else None
 
 
-# Each chart: its title, and a group's value and label.
-_CHARTS: tuple[tuple[str, Callable[[JsonObject], float], str], ...] = (
-    ("Prompt characters sent", lambda g: _number(g, "prompt_chars"), "{:,.0f}"),
-    ("Full-history characters (compaction off)", lambda g: _number(g, "full_history_chars"),
-     "{:,.0f}"),
-    ("Saved by compaction (%)", lambda g: _number(g, "saving_percent"), "{:.1f} %"),
-    ("Input tokens (where the server reported them)", lambda g: _number(g, "prompt_tokens"),
-     "{:,.0f}"),
-    ("Cost (USD, where priced)", lambda g: _number(g, "cost_usd"), "{:,.4f}"),
-    ("Latency p50 (ms)", lambda g: _number(g, "latency_p50_ms"), "{:,.0f}"),
-)  # fmt: skip
+# Each chart: its title, a group's value and its label's shape, and the charts it shares a
+# scale with (sent and full-history characters are drawn against each other).
+_CHARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("Prompt characters sent", "prompt_chars", "{:,.0f}", "chars"),
+    ("Full-history characters (compaction off)", "full_history_chars", "{:,.0f}", "chars"),
+    ("Saved by compaction (%)", "saving_percent", "{:.1f} %", ""),
+    ("Input tokens (where the server reported them)", "prompt_tokens", "{:,.0f}", ""),
+    ("Cost (USD, where priced)", "cost_usd", "{:,.4f}", ""),
+    ("Latency p50 (ms)", "latency_p50_ms", "{:,.0f}", ""),
+)
+
+
+def _most(groups: list[JsonObject], key: str, scale: str) -> float:
+    """The longest bar's value: of this chart, or of every chart on its ``scale``."""
+    keys = [other for _, other, _, on in _CHARTS if on == scale] if scale else [key]
+    values = [_number(group, other) for group in groups for other in keys]
+    return max((value for value in values if value is not None), default=0.0)
+
+
+def _chart(groups: list[JsonObject], title: str, key: str, shape: str, scale: str) -> Html:
+    most = _most(groups, key, scale)
+    rows = []
+    for group in groups:
+        value = _number(group, key)
+        shown = (bar(value, most, shape.format(value)) if value is not None else
+                 Html('<em class="note">unknown</em>'))  # fmt: skip
+        rows.append([f"{group.get('role')} · {group.get('model')}", shown])
+    note = (' <small class="note">(on one scale with the other characters chart)</small>'
+            if scale else "")  # fmt: skip
+    return Html(f"<section><h2>{esc(title)}{note}</h2>{table(['group', ''], rows)}</section>")
 
 
 async def metrics_page(request: Request) -> Response:
-    """``/metrics``: a chart per figure, a bar per (role, model) group."""
+    """``/metrics``: a chart per figure, a bar per (role, model) group ("unknown" where the
+    report says ``null``, as ``metrics`` leaves those columns out)."""
     console = console_of(request)
     report = await console.reads.metrics(BY)
     groups: list[JsonObject] = report["groups"]
     if report["no_data"]:
         body = Html('<p class="note">No prompt records yet: run the team, then look again.</p>')
         return page("Metrics", body, guard=console.guard, here="/metrics")
-    charts = []
-    for title, value_of, shape in _CHARTS:
-        values = [value_of(group) for group in groups]
-        most = max(values, default=0.0)
-        rows = [
-            [f"{group.get('role')} · {group.get('model')}", bar(value, most, shape.format(value))]
-            for group, value in zip(groups, values, strict=True)
-        ]
-        charts.append(f"<section><h2>{esc(title)}</h2>{table(['group', ''], rows)}</section>")
+    charts = [_chart(groups, *chart) for chart in _CHARTS]
     return page("Metrics", Html("".join(charts)), guard=console.guard, here="/metrics")

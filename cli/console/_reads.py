@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import anyio.to_thread
 import msgspec
+from starlette.exceptions import HTTPException
 
 from teams_runtime.actors.roles import read_inbox, waiting_prompt
 from teams_runtime.cli._flags import role_name, team_role
@@ -26,6 +27,7 @@ from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import decode_any
+from teams_runtime.exceptions import AnswerRefused
 from teams_runtime.monitoring import Filters, Skipped, log_files, matching_records
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage
@@ -92,11 +94,19 @@ class Reads:
         return inbox_json(self.workspace, looked, time.time())
 
     async def waiting(self, wanted: str, role: str | None) -> tuple[JsonObject, Any]:
-        """``inbox show ID --json``, and the waiting envelope itself."""
+        """``inbox show ID --json``, and the waiting envelope itself; 404 (``HTTPException``
+        or ``UnknownRequestError``) when nothing waits under ``wanted``."""
         config = self.config()
         request_id = check_request_id(wanted)
         chosen = person_role(config, role) if role else None
-        item, bundle = await waiting_prompt(self.workspace, config, request_id, chosen)
+        try:
+            item, bundle = await waiting_prompt(self.workspace, config, request_id, chosen)
+        except AnswerRefused as exc:
+            waiting = (await self.status())["waiting_answers"]
+            if any(request_id in (w["request_id"], w["envelope_id"]) for w in waiting):
+                raise  # several wait, or its role left the team: a refusal (400)
+            await self.export(request_id)  # no such request: UnknownRequestError (404)
+            raise HTTPException(404, str(exc)) from None  # answered, ended: nothing here
         return shown_json(item, bundle, time.time()), item
 
     async def export(self, request_id: str) -> bytes:

@@ -4,17 +4,23 @@ role's prompt with the projection's receipt beside it."""
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import Response
 
-from teams_runtime.cli.console._html import Html, esc, options, page, table
+from teams_runtime.cli._output import UserError
+from teams_runtime.cli.console._html import Html, esc, options, page, table, when
 from teams_runtime.cli.console._reads import field_json, timeline
-from teams_runtime.cli.console._state import console_of
+from teams_runtime.cli.console._state import Console, console_of
 from teams_runtime.codecs.formats import JsonObject, pretty_json
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.request_ids import check_request_id
 
 __all__ = ["request_page", "requests_page"]
+
+SUMMARY_SHOWN = 240  # a timeline's summary, clipped past this many characters
+GOING = ("queued", "in_progress")  # a request whose result is its latest, not its last
 
 
 def _link(request_id: str) -> Html:
@@ -41,10 +47,11 @@ async def requests_page(request: Request) -> Response:
         f'<label>id has <input name="q" value="{esc(text)}"></label>'
         "<button>Filter</button></form>"
     )
+    now = time.time()
     listing = table(
         ["request", "status", "last role", "hops", "events", "last event"],
         [[_link(row["request_id"]), row["status"], row.get("current_role", ""),
-          row.get("hops", 0), row.get("events", 0), row.get("last_event_at", "")]
+          row.get("hops", 0), row.get("events", 0), when(row.get("last_event_at"), now)]
          for row in rows],
         empty="No request matches.",
     )  # fmt: skip
@@ -86,6 +93,50 @@ def _calls(records: list[PromptRecord]) -> Html:
     )  # fmt: skip
 
 
+def _clip(summary: str, request_id: str) -> Html:
+    """A timeline's summary, clipped past ``SUMMARY_SHOWN`` characters: the record has it
+    whole (a link to it)."""
+    if len(summary) <= SUMMARY_SHOWN:
+        return esc(summary)
+    return Html(
+        f'{esc(summary[:SUMMARY_SHOWN])}… <a class="clipped" href="/api/requests/'
+        f'{esc(request_id)}">({len(summary):,} characters: the record has it whole)</a>'
+    )
+
+
+def _result(fields: JsonObject) -> Html:
+    """The request's result: its last one while it runs (whose it is), the final one once
+    it ended."""
+    result = field_json(fields, "result")
+    status = field_json(fields, "status")
+    heading = "Result"
+    if status in GOING and isinstance(result, dict):
+        heading = f"Latest result ({result.get('role') or 'no role'})"
+    shown = (f"<pre>{esc(pretty_json(result))}</pre>" if result is not None else
+             '<p class="note">No result yet.</p>')  # fmt: skip
+    return Html(f"<section><h2>{esc(heading)}</h2>{shown}</section>")
+
+
+async def _prompt_section(console: Console, request_id: str, role: str, names: list[str]) -> Html:
+    """The prompt ``role`` gets, with the receipt; a role the team lacks is refused here
+    alone (the rest of the page still shows), naming the team's roles."""
+    chooser = Html(
+        f'<form method="get" action="/requests/{esc(request_id)}#prompt-of" class="filters">'
+        f'<label>prompt of <select name="role">'
+        f"{options([(name, name) for name in names], role)}</select></label>"
+        "<button>Show</button></form>"
+    )
+    try:
+        explained = await console.reads.explained(request_id, role)
+        prompt = await console.reads.prompt(request_id, role)
+    except UserError as exc:
+        shown = Html(f'<p class="error" role="alert">{esc(exc)}</p>')  # it names the roles
+    else:
+        shown = Html(f'<div class="prompt"><pre id="prompt">{esc(prompt["prompt"])}</pre>'
+                     f"{_receipt(explained, prompt)}</div>")  # fmt: skip
+    return Html(f'<section id="prompt-of"><h2>Prompt</h2>{chooser}{shown}</section>')
+
+
 async def request_page(request: Request) -> Response:
     """``/requests/ID?role=R``: one request; the prompt shown is ``R``'s (default: its last
     role's, or the team's first)."""
@@ -96,8 +147,7 @@ async def request_page(request: Request) -> Response:
     last = field_json(fields, "current_role")
     default = last if isinstance(last, str) and last in config.cast.roles else config.cast.names[0]
     role = request.query_params.get("role") or default
-    explained = await console.reads.explained(request_id, role)
-    prompt = await console.reads.prompt(request_id, role)
+    explained = await console.reads.explained(request_id)
     head = table(
         ["status", "last role", "hops", "events"],
         [[field_json(fields, "status"), last, field_json(fields, "hops"),
@@ -106,26 +156,24 @@ async def request_page(request: Request) -> Response:
     events = table(
         ["#", "time", "role", "type", "bytes", "tokens", "summary", "projection"],
         [[r.index, r.timestamp, r.role or "-", r.type, r.size,
-          "-" if r.tokens is None else r.tokens, r.summary, r.decision]
-         for r in timeline(fields, explained)],
+          "-" if r.tokens is None else r.tokens, _clip(r.summary, request_id), r.decision]
+         for r in timeline(fields, await _decided(console, request_id, role, explained))],
         empty="No events.",
     )  # fmt: skip
-    result = field_json(fields, "result")
-    chooser = Html(
-        '<form method="get" class="filters"><label>prompt of <select name="role">'
-        f"{options([(name, name) for name in config.cast.names], role)}</select></label>"
-        "<button>Show</button></form>"
-    )
     calls = _calls(await console.reads.calls(request_id))
+    prompt = await _prompt_section(console, request_id, role, list(config.cast.names))
     body = Html(
         f"{head}<section><h2>Timeline</h2>{events}</section>"
-        f"<section><h2>Model calls</h2>{calls}</section>"
-        "<section><h2>Result</h2>"
-        + (f"<pre>{esc(pretty_json(result))}</pre>" if result is not None else
-           '<p class="note">No result yet.</p>')
-        + f"</section><section><h2>Prompt</h2>{chooser}"
-        f'<div class="prompt"><pre id="prompt">{esc(prompt["prompt"])}</pre>'
-        f"{_receipt(explained, prompt)}</div></section>"
+        f"<section><h2>Model calls</h2>{calls}</section>{_result(fields)}{prompt}"
         f'<p><a href="/api/requests/{esc(request_id)}">the record as JSON</a></p>'
-    )  # fmt: skip
+    )
     return page(f"Request {request_id}", body, guard=console.guard, here="/requests")
+
+
+async def _decided(console: Console, request_id: str, role: str, plain: JsonObject) -> JsonObject:
+    """``explain``'s decisions for ``role``'s prompt (the timeline's projection column), or
+    the request's own without a role when the team has none of that name."""
+    try:
+        return await console.reads.explained(request_id, role)
+    except UserError:
+        return plain

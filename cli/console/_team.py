@@ -5,15 +5,15 @@ or deferred, the workers, the answers waiting; redrawn live through server-sent 
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
-from collections.abc import AsyncIterator
 
-import anyio
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from teams_runtime.cli._status import hint_lines, stray_lines
-from teams_runtime.cli.console._html import Html, esc, page, table
+from teams_runtime.cli.console._html import Html, due_in, esc, page, table, when
+from teams_runtime.cli.console._live import drawn_note, live_attributes, live_events
 from teams_runtime.cli.console._state import Console, console_of
 from teams_runtime.codecs.config import TeamConfig
 from teams_runtime.codecs.formats import JsonObject, count_of
@@ -35,11 +35,18 @@ def _model_of(config: TeamConfig, role: str) -> str:
 def team_fragment(report: JsonObject, config: TeamConfig) -> Html:
     """The team's state in ``report`` (``status --json``) as the page shows it."""
     away = {role: s for s in report["model_servers_away"] for role in s["roles"]}
+    now = time.time()
+
+    def server(role: str) -> object:
+        if role in away:
+            return Html(f"away since {when(away[role]['away_since'], now, '{}')}")
+        # Only the openai backend has a model server: a command, the dry run, a person: none.
+        return "up" if config.model_for(role).backend == "openai" else "-"
+
     roles = table(
         ["role", "model", "server", "waiting", "claimed", "deferred"],
         [
-            [role, _model_of(config, role),
-             f"away since {away[role]['away_since']}" if role in away else "up",
+            [role, _model_of(config, role), server(role),
              counts["waiting"], counts["claimed"], counts["deferred"]]
             for role, counts in report["roles"].items()
         ],
@@ -47,19 +54,18 @@ def team_fragment(report: JsonObject, config: TeamConfig) -> Html:
     statuses = Counter(row["status"] for row in report["requests"])
     summary = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     waiting = table(
-        ["request", "role", "from", "since", "due"],
+        ["request", "role", "from", "waiting", "due"],
         [
             [Html(f'<a href="/inbox/{esc(w["request_id"])}?role={esc(w["role"])}">'
                   f'{esc(w["request_id"])}</a>'),
-             w["role"], w["from_role"], w["since"],
-             ("overdue " if w["overdue"] else "") + (w["due_at"] or "-")]
+             w["role"], w["from_role"], when(w["since"], now, "{}"), due_in(w["due_at"], now)]
             for w in report["waiting_answers"]
         ],
         empty="No answer waits for a person.",
     )  # fmt: skip
     deferred = table(
         ["role", "request", "deferrals", "next attempt"],
-        [[d["role"], d["request_id"], d["deferrals"], d["next_attempt_at"]]
+        [[d["role"], d["request_id"], d["deferrals"], when(d["next_attempt_at"], now)]
          for d in report["deferred"]],
         empty="Nothing deferred.",
     )  # fmt: skip
@@ -88,26 +94,11 @@ async def _fragment(console: Console) -> Html:
 async def team_page(request: Request) -> Response:
     """``/``: the team now; the page's script then follows ``/events/team``."""
     console = console_of(request)
-    body = Html(f'<div id="team" data-live="/events/team">{await _fragment(console)}</div>')
+    fragment = await _fragment(console)
+    body = Html(f'<div id="team" {live_attributes("team")}>{fragment}</div>{drawn_note()}')
     return page("Team", body, guard=console.guard, here="/")
 
 
-def _event(fragment: str) -> str:
-    data = "".join(f"data: {line}\n" for line in fragment.splitlines() or [""])
-    return f"event: team\n{data}\n"
-
-
 async def team_events(request: Request) -> Response:
-    """``/events/team``: the team's fragment each time it changes (checked every interval),
-    as server-sent events; a comment line otherwise, so a gone browser is noticed."""
-    console = console_of(request)
-
-    async def stream() -> AsyncIterator[str]:
-        shown = None
-        while True:
-            fragment = await _fragment(console)
-            yield _event(fragment) if fragment != shown else ": unchanged\n\n"
-            shown = fragment
-            await anyio.sleep(console.interval)
-
-    return StreamingResponse(stream(), media_type="text/event-stream")
+    """``/events/team``: the team's fragment each time it changes (``status --watch``)."""
+    return live_events(request, "team", _fragment)

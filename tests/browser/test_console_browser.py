@@ -1,6 +1,8 @@
 """The web console in a real browser (Debian's chromium, headless, driven by Playwright): a
-person answers the waiting draft from the inbox's form, a compacted request shows a prompt
-and its receipt, and a payload holding a script tag shows as text, no dialog opened.
+person answers the waiting draft from the inbox's form (choosing its status: none is chosen
+for them), a compacted request shows a prompt and its receipt, a payload holding a script tag
+shows as text, no dialog opened; an overdue answer shows its state and the button that
+applies it; a login lands where it was going, and a restart says "logged out" on an open page.
 
 Run by ``just test-browser`` (``pytest --browser``), never by ``just test``: a machine without
 a browser still passes the suite. Here a browser that cannot start is a failure, never a skip.
@@ -8,6 +10,7 @@ a browser still passes the suite. Here a browser that cannot start is a failure,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -25,6 +28,8 @@ from ..support.processes import stderr_until
 
 # Where the browser is: $TEAMS_RUNTIME_CHROMIUM, else Debian's chromium on the PATH.
 CHROMIUM_ENV = "TEAMS_RUNTIME_CHROMIUM"
+TOKEN_ENV = "TEAMS_RUNTIME_CONSOLE_TOKEN"
+TOKEN = "a-console-token-long-enough"
 # The page the docs show, written where this names when set (docs/console.md).
 SCREENSHOT_ENV = "TEAMS_RUNTIME_CONSOLE_SCREENSHOT"
 
@@ -39,30 +44,51 @@ def _chromium() -> str:
     return found
 
 
+def _serve(
+    root: Path, port: int = 0, token: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``teams-runtime serve`` on ``root`` as a real process on a loopback port (``0``: a free
+    one), behind a login when ``token`` is given: the process and its URL."""
+    env = (
+        {**os.environ, TOKEN_ENV: token}
+        if token
+        else {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "serve", "--workspace", str(root),
+         "--port", str(port)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    try:
+        said = stderr_until(server, "Uvicorn running on http://127.0.0.1:", 30)
+    except BaseException:
+        _stop(server)
+        raise
+    found = re.search(r"http://127\.0\.0\.1:(\d+)", said)
+    assert found is not None, said
+    return server, f"http://127.0.0.1:{found.group(1)}"
+
+
+def _stop(server: subprocess.Popen[str]) -> None:
+    server.send_signal(signal.SIGINT)
+    server.communicate(timeout=30)
+
+
 @pytest.fixture
 def console(tmp_path: Path, fake_model: Path) -> Iterator[str]:
     """``teams-runtime serve`` on the writer/reviewer/approver team (and a compacted
     ``req-3``), as a real process on a free loopback port: its URL."""
     root = console_team(tmp_path / "ws", fake_model)
     compacted_request(root)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "teams_runtime", "serve", "--workspace", str(root), "--port", "0"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    server, url = _serve(root)
     try:
-        said = stderr_until(server, "Uvicorn running on http://127.0.0.1:", 30)
-        found = re.search(r"http://127\.0\.0\.1:(\d+)", said)
-        assert found is not None, said
-        yield f"http://127.0.0.1:{found.group(1)}"
+        yield url
     finally:
-        server.send_signal(signal.SIGINT)
-        server.communicate(timeout=30)
+        _stop(server)
 
 
-@pytest.fixture
-def page(console: str) -> Iterator[Page]:
+@contextlib.contextmanager
+def _chromium_page() -> Iterator[Page]:
     """A headless chromium's page, failing (never skipping) when the browser cannot start;
     any dialog (an ``alert``) it opens fails the test. Started once the workspace is made:
     Playwright's loop then holds this thread, where the commands run their own."""
@@ -83,6 +109,13 @@ def page(console: str) -> Iterator[Page]:
     assert dialogs == [], f"the page opened a dialog: {dialogs}"
 
 
+@pytest.fixture
+def page(console: str) -> Iterator[Page]:
+    """A page for ``console``'s tests."""
+    with _chromium_page() as opened:
+        yield opened
+
+
 def test_a_person_answers_the_waiting_draft_from_the_inbox(console: str, page: Page) -> None:
     page.goto(f"{console}/inbox")
     row = page.locator("tbody tr", has_text="req-1")
@@ -92,11 +125,19 @@ def test_a_person_answers_the_waiting_draft_from_the_inbox(console: str, page: P
     expect(page.locator("h1")).to_have_text("Waiting: req-1 for approver")
     expect(page.locator("pre").last).to_contain_text("Approve the reviewed draft")
     form = page.locator("form.answer")
-    form.locator("select[name=status]").select_option("completed")
+    # Nothing is chosen for the person: the browser holds the form back until they choose.
+    expect(form.locator("select[name=status]")).to_have_value("")
     form.locator("textarea[name=summary]").fill("Approved: ship the launch note.")
-    form.locator("select[name=next_role]").select_option("")  # nobody: it ends with the status
+    page.get_by_role("button", name="Answer").click()
+    expect(page.locator("h1")).to_have_text("Waiting: req-1 for approver")
+    assert form.locator("select[name=status]").evaluate("node => !node.validity.valid")
+    form.locator("select[name=status]").select_option("completed")
+    form.locator("select[name=next_role]").select_option(
+        label="nobody: the request ends with the status"
+    )
     screenshot = os.environ.get(SCREENSHOT_ENV)
     if screenshot:
+        page.evaluate("window.scrollTo(0, 0)")  # the held-back click scrolled to the status
         page.screenshot(path=screenshot)
     page.get_by_role("button", name="Answer").click()
     expect(page.get_by_role("status")).to_have_text(
@@ -115,7 +156,7 @@ def test_a_compacted_request_shows_a_prompt_and_its_receipt(console: str, page: 
     page.goto(f"{console}/requests/req-3")
     page.locator("select[name=role]").select_option("reviewer")
     page.get_by_role("button", name="Show").click()
-    expect(page).to_have_url(f"{console}/requests/req-3?role=reviewer")
+    expect(page).to_have_url(f"{console}/requests/req-3?role=reviewer#prompt-of")
     receipt = page.locator(".receipt")
     expect(receipt).to_contain_text("26 events: 8 included, 18 omitted")
     expect(receipt).to_contain_text('"omitted_events": 18')  # the notice, as prompt --json
@@ -141,3 +182,64 @@ def test_a_payload_holding_a_script_tag_shows_as_text(console: str, page: Page) 
         assert all(src.endswith("/static/console.js") for src in sources), path
     page.goto(f"{console}/requests")
     expect(page.locator("tbody tr")).to_have_count(3)
+
+
+@pytest.fixture
+def overdue_team(tmp_path: Path, fake_model: Path) -> Path:
+    """The team whose approver has a second to answer."""
+    return console_team(tmp_path / "ws", fake_model, answer_within=1)
+
+
+def test_an_overdue_answer_shows_its_state_and_the_button_applies_it(overdue_team: Path) -> None:
+    server, url = _serve(overdue_team)
+    try:
+        with _chromium_page() as page:
+            page.goto(f"{url}/inbox/req-1")
+            for _ in range(30):  # its second to answer runs out
+                if page.get_by_text("Overdue:").count():
+                    break
+                page.wait_for_timeout(500)
+                page.reload()
+            alert = page.get_by_role("alert")
+            expect(alert).to_contain_text("Overdue: no answer came within its answer_within")
+            expect(alert).to_contain_text("an answer now is refused")
+            expect(page.locator("form.answer")).to_have_count(0)
+            page.get_by_role("button", name="Apply on_failure").click()
+            expect(page.locator("main")).to_contain_text(
+                "No answer to req-1 (approver) within its answer_within: the request failed."
+            )
+            expect(page.locator("main")).to_contain_text("No answer waits.")
+    finally:
+        _stop(server)
+
+
+@pytest.fixture
+def team(tmp_path: Path, fake_model: Path) -> Path:
+    return console_team(tmp_path / "ws", fake_model)
+
+
+def test_a_login_lands_where_it_was_going_and_a_restart_says_logged_out(team: Path) -> None:
+    server, url = _serve(team, token=TOKEN)
+    try:
+        with _chromium_page() as page:
+            page.goto(f"{url}/inbox/req-1?role=approver")
+            expect(page.locator("h1")).to_have_text("Log in")
+            page.locator("input[name=token]").fill(TOKEN)
+            page.get_by_role("button", name="Log in").click()
+            expect(page).to_have_url(f"{url}/inbox/req-1?role=approver")
+            page.goto(f"{url}/")
+            expect(page.locator("#team")).to_contain_text("approver")
+            _stop(server)  # a restart logs everyone out: the open page says so
+            server, _ = _serve(team, int(url.rsplit(":", 1)[1]), token=TOKEN)
+            notice = page.locator("#live-notice")
+            expect(notice).to_contain_text(
+                "Logged out: this page is no longer updated", timeout=20_000
+            )
+            notice.get_by_role("link", name="Log in again").click()
+            page.locator("input[name=token]").fill(TOKEN)
+            page.get_by_role("button", name="Log in").click()
+            expect(page).to_have_url(f"{url}/")
+            page.get_by_role("button", name="Log out").click()
+            expect(page.get_by_role("status")).to_have_text("Logged out.")
+    finally:
+        _stop(server)

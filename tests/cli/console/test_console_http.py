@@ -101,8 +101,14 @@ async def test_a_person_answers_from_the_form_once(team: Path, console: httpx.As
     assert 'href="/inbox/req-1?role=approver"' in inbox.text
     form = await console.get("/inbox/req-1?role=approver")
     assert "Role rules (approver):\n- Approve the reviewed draft" in form.text  # its prompt
+    # Nothing is chosen for the person: `answer` asks for --status too, so no silent ending.
+    assert '<option value="" selected>choose...</option>' in form.text
     fields = {"csrf": _csrf(form.text), "role": "approver", "status": "completed",
-              "summary": "Approved.", "next_role": ""}  # fmt: skip
+              "summary": "Approved.", "next_role": "(nobody)"}  # fmt: skip
+    for unchosen, said in (("status", "choose a status: completed, blocked, failed."),
+                           ("next_role", "choose the next role, or nobody")):  # fmt: skip
+        refused = await console.post("/inbox/req-1/answer", data={**fields, unchosen: ""})
+        assert refused.status_code == 400 and said in refused.text
     # The approver hands only to the writer: the reviewer is refused, as `answer` refuses it.
     wrong = await console.post("/inbox/req-1/answer", data={**fields, "next_role": "reviewer"})
     assert wrong.status_code == 409
@@ -148,6 +154,9 @@ async def test_a_post_from_another_origin_is_refused(console: httpx.AsyncClient)
         headers={"origin": "http://evil.example"},
     )
     assert refused.status_code == 403
+    said = ("This form came from http://evil.example (its Origin), not from this console "
+            "(127.0.0.1, ::1, localhost), so nothing was changed.")  # fmt: skip
+    assert said in refused.text and "--public-url http://evil.example" in refused.text
 
 
 async def test_every_post_route_checks_the_csrf_field(team: Path) -> None:
@@ -211,6 +220,11 @@ async def test_looking_at_the_inbox_writes_nothing_and_its_tidy_is_a_post(
 async def test_another_host_name_is_refused(console: httpx.AsyncClient) -> None:
     refused = await console.get("/api/status", headers={"host": "rebound.example:8765"})
     assert refused.status_code == 400
+    assert refused.text.startswith(
+        "The Host header names rebound.example:8765, not this console: it answers to "
+        "127.0.0.1, ::1, localhost. Open it at one of those, or, behind a proxy"
+    )
+    assert "teams-runtime serve --public-url URL" in refused.text
     for name in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765"):
         assert (await console.get("/api/status", headers={"host": name})).status_code == 200
 
@@ -275,13 +289,73 @@ async def test_a_bad_id_or_role_is_refused_with_the_commands_message(
     assert role.status_code == 400 and "is not a role name" in role.json()["error"]
     other = await console.get("/api/requests/req-1/prompt?role=qa")
     assert other.status_code == 400 and "unknown role 'qa'" in other.json()["error"]
+    # A request that does not exist is a 404 everywhere: pages, the inbox, its JSON.
+    for path in ("/requests/nope", "/inbox/nope", "/api/inbox/nope", "/api/requests/nope/explain",
+                 "/api/requests/nope/prompt?role=writer"):  # fmt: skip
+        missing = await console.get(path)
+        assert missing.status_code == 404, path
+        assert "no request 'nope'" in missing.text.replace("&#x27;", "'"), path
+    # One that exists with nothing waiting for a person: nothing at its inbox address either.
+    nothing = await console.get("/api/inbox/req-2")
+    assert nothing.status_code == 404
+    assert nothing.json()["error"].startswith("no answer waits for request req-2")
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        pytest.param("/api/requests/req-1/prompt", "role is required (?role=ROLE)", id="no-role"),
+        pytest.param(
+            "/api/metrics?by=bogus",
+            "by: invalid choice: 'bogus' (choose from role, purpose, enabled, model, day, hour).",
+            id="metrics-by",
+        ),
+        pytest.param(
+            "/api/metrics?group=role",
+            "unknown query parameter 'group' for /api/metrics: it takes by.",
+            id="unknown-parameter",
+        ),
+        pytest.param(
+            "/api/requests/req-1/explain?role=writer&role=reviewer",
+            "role is given 2 times; give it once.",
+            id="twice",
+        ),
+        pytest.param("/api/status?watch=1", "it takes none", id="status-takes-none"),
+    ],
+)
+async def test_the_api_checks_its_query_as_the_commands_check_their_flags(
+    console: httpx.AsyncClient, path: str, said: str
+) -> None:
+    refused = await console.get(path)
+    assert refused.status_code == 400
+    assert said in refused.json()["error"]
+
+
+async def test_metrics_group_by_what_is_asked(console: httpx.AsyncClient) -> None:
+    grouped = (await console.get("/api/metrics?by=purpose")).json()["groups"]
+    assert grouped and all("purpose" in group and "role" not in group for group in grouped)
 
 
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
         pytest.param(["--host", "192.0.2.7"], "needs a token there", id="another-host"),
-        pytest.param(["--host", "0.0.0.0"], "listens on every address", id="every-address"),
+        pytest.param(
+            ["--host", "0.0.0.0"],
+            "name the address browsers use with --public-url",
+            id="every-address",
+        ),
+        pytest.param(
+            ["--host", "0.0.0.0", "--public-url", "http://localhost:8765"],
+            "--host 0.0.0.0 is not a loopback address: the console needs a token",
+            id="every-address-named-no-token",
+        ),
+        pytest.param(
+            ["--public-url", "https://console.example.com"],
+            "--public-url https://console.example.com is reached from other hosts: "
+            "the console needs a token",
+            id="public-url-no-token",
+        ),
         pytest.param(["--token-env", "NO_SUCH_VAR_HERE"], "is not set", id="unset-variable"),
     ],
 )
@@ -293,6 +367,13 @@ def test_serve_refuses_to_start_unsafely(
     assert main(["serve", "--workspace", str(team), *argv]) == 2
     out, err = capsys.readouterr()
     assert out == "" and said in err
+
+
+def test_a_public_url_is_an_origin_only(team: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--workspace", str(team), "--public-url", "https://example.com/app"])
+    assert exited.value.code == 2
+    assert "'https://example.com/app' is not an origin" in capsys.readouterr().err
 
 
 def test_a_short_token_is_refused(

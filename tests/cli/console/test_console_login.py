@@ -54,7 +54,8 @@ async def test_a_logout_closes_the_session_its_cookie_holds(team: Path) -> None:
         assert refused.status_code == 403
         assert (await client.get("/api/status")).status_code == 200  # still logged in
         done = await client.post("/logout", data={"csrf": _csrf(page.text)})
-        assert (done.status_code, done.headers["location"]) == (303, "/login")
+        assert (done.status_code, done.headers["location"]) == (303, "/login?out=1")
+        assert "Logged out." in (await client.get(done.headers["location"])).text
         assert 'teams_runtime_console=""' in done.headers["set-cookie"]
         assert (await client.get("/api/status")).status_code == 401
         # The cookie kept (copied elsewhere, say) opens nothing any more...

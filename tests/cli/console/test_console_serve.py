@@ -1,5 +1,6 @@
-"""``teams-runtime serve`` as a real process: it listens on loopback, and the team page's live
-events come as server-sent events, each the team's state (``status --watch`` in a browser)."""
+"""``teams-runtime serve`` as a real process: it listens on loopback, and the live pages' events
+come as server-sent events, each the team's (``status --watch`` in a browser) or the inbox's
+state."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def test_serve_streams_the_team_live_on_loopback(tmp_path: Path, fake_model: Pat
             data = next(lines)
         assert data.startswith("data: ") and "<h2>Roles</h2>" in data
         assert "<td>approver</td><td>human: a person answers (inbox)</td>" in data
+        with httpx.stream("GET", f"{url}/events/inbox", timeout=30) as events:  # the inbox too
+            lines = events.iter_lines()
+            assert next(lines) == "event: inbox"
+            assert 'href="/inbox/req-1?role=approver"' in next(lines)
     finally:
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=30)
