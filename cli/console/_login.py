@@ -60,8 +60,16 @@ async def _login(request: Request) -> Response:
     if not console.guard.token_ok(form.get("token", "")):
         return _login_again(console, "That is not the console's token.", 401, wanted)
     done = RedirectResponse(same_site_path(wanted), 303)
+    # Behind a TLS proxy (the form posted from an https origin) the cookie never goes out on
+    # plain http: Secure. On loopback http it must, so it is not set there.
+    secure = request.headers.get("origin", "").startswith("https://")
     done.set_cookie(
-        COOKIE, console.guard.open_session(), httponly=True, samesite="strict", path="/"
+        COOKIE,
+        console.guard.open_session(),
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=secure,
     )
     return done
 

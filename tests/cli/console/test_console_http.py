@@ -243,6 +243,7 @@ async def test_with_a_token_the_console_asks_for_a_login_once(team: Path) -> Non
         cookie = done.headers["set-cookie"]
         assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
         assert TOKEN not in cookie  # a session of this process, not the token
+        assert "secure" not in cookie.lower()  # plain http on loopback: it must be sent
         assert (await client.get("/api/status")).status_code == 200
         assert (await client.get("/")).status_code == 200
 

@@ -54,6 +54,7 @@ async def test_behind_a_proxy_its_public_url_is_taken_for_host_and_origin(team: 
             "/login", data={"csrf": csrf, "token": TOKEN}, headers={"origin": PUBLIC}
         )
         assert (done.status_code, done.headers["location"]) == (303, "/")
+        assert "secure" in done.headers["set-cookie"].lower()  # never sent on plain http
         assert (await browser.get("/api/status")).status_code == 200
         other = await browser.get("/api/status", headers={"host": "other.example"})
         assert other.status_code == 400
