@@ -16,7 +16,6 @@ import msgspec
 from teams_runtime.cli._flags import team_role
 from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.config import TeamConfig
-from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_records import (
     EVENT_SEPARATOR,
@@ -26,6 +25,7 @@ from teams_runtime.codecs.request_records import (
 )
 from teams_runtime.exceptions import PromptTooLarge
 from teams_runtime.monitoring import seeded_ratios
+from teams_runtime.monitoring.replay import envelope_from
 from teams_runtime.policy.budget import Budget, FittedPrompt, fit_prompt, rate_tokens
 from teams_runtime.policy.pricing import rate_key
 from teams_runtime.policy.projection import notice_text
@@ -34,9 +34,9 @@ from teams_runtime.policy.token_counts import LearnedRatios, TokenRate
 from teams_runtime.storage import Workspace
 
 __all__ = [
+    "budget_figures",
     "budget_of",
     "budget_rows",
-    "budget_shown",
     "budgeted",
     "envelope_from",
     "fit_shown",
@@ -144,13 +144,13 @@ def _record_bundle(projection: Projection) -> PromptBundle:
 
 def budgeted(
     args: argparse.Namespace, team: TeamConfig, projection: Projection
-) -> tuple[Projection, int]:
+) -> tuple[Projection, BudgetFigures]:
     """``projection`` as the budget in force for ``--role`` (or the record alone) leaves it,
-    and the prompt's estimate (0 without a budget)."""
+    and the budget's figures (``budget_figures``; none without a budget)."""
     role = team_role(team.cast, args.role) if args.role else None
     budget = budget_of(team, role, args)
     if budget is None:
-        return projection, 0
+        return projection, {}
     if role is None:
         bundle = _record_bundle(projection)
     else:
@@ -159,34 +159,23 @@ def budgeted(
         bundle = build_prompt(
             kind, role=role, projection=projection, envelope=envelope, cast=team.cast
         )
-    fitted = fit_shown(bundle, budget, rate_of(Workspace(args.workspace), team, role))
-    return fitted.bundle.projection, fitted.estimate
+    rate = rate_of(Workspace(args.workspace), team, role)
+    fitted = fit_shown(bundle, budget, rate)
+    return fitted.bundle.projection, budget_figures(budget, fitted.estimate, rate)
 
 
-def budget_shown(fitted: Projection, estimate: int) -> dict[str, int]:
-    """The budget's figures ``explain`` adds (none without a budget)."""
-    if not estimate:
+# The budget's figures by name: the budget (tokens), the estimate, and how it was counted.
+BudgetFigures = dict[str, int | str]
+
+
+def budget_figures(budget: Budget | None, estimate: int, rate: TokenRate) -> BudgetFigures:
+    """The budget's figures ``prompt``, ``project`` and ``explain`` show alike (keys of
+    ``--json``, as a prompt record names them): the budget in force, the prompt's estimate and
+    how it was counted; none without a budget."""
+    if budget is None:
         return {}
-    budget = fitted.budget.max_prompt_tokens if fitted.budget else None
-    shown = {"prompt_tokens_estimate": estimate}
-    return {"max_prompt_tokens": budget, **shown} if budget else shown
-
-
-def envelope_from(projection: Projection, request_id: str, role: str) -> MessageEnvelope:
-    """The envelope a role would most likely get, rebuilt from the record's own fields."""
-
-    def field(key: str, kind: type, default: Any) -> Any:
-        value = projection.value(key)
-        return value if isinstance(value, kind) else default
-
-    return MessageEnvelope(
-        request_id=request_id,
-        sender=field("current_role", str, "orchestrator") or "orchestrator",
-        target=role,
-        intent=field("intent", str, ""),
-        urgency=field("urgency", str, "normal"),
-        scope=field("scope", str, ""),
-        artifacts=[str(item) for item in field("artifacts", list, [])],
-        params=field("params", dict, {}),
-        body=field("body", str, ""),
-    )
+    return {
+        "max_prompt_tokens": budget.tokens,
+        "prompt_tokens_estimate": estimate,
+        "token_count_method": rate.method,
+    }

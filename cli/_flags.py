@@ -33,6 +33,7 @@ __all__ = [
     "add_overrides",
     "add_selector",
     "add_workspace",
+    "cache_ttl",
     "event_count",
     "hours",
     "not_empty",
@@ -104,6 +105,21 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.1 <= value <= 86_400:
         raise argparse.ArgumentTypeError(f"{text!r} must be from 0.1 to 86400 seconds")
+    return value
+
+
+# --cache-ttl: a month is longer than any prompt cache keeps a prompt.
+_MOST_TTL = 30 * 86_400
+
+
+def cache_ttl(text: str) -> float:
+    """--cache-ttl: how long a prompt cache keeps a prompt, from 0 to a month of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= _MOST_TTL:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 0 to {_MOST_TTL} seconds")
     return value
 
 

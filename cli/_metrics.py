@@ -1,5 +1,6 @@
-"""``teams-runtime metrics``: the prompt records in the logs added up per group (compaction,
-tokens, cost, latency), or drawn as bars with ``--chart``.
+"""``teams-runtime metrics`` and ``replay``: the prompt records in the logs added up per group
+(compaction, tokens, cost, latency), or drawn as bars with ``--chart``; and the calls they show
+replayed under other policies and layouts (``monitoring.replay``, no model called).
 
 The table is ``monitoring``'s. The chart (``--chart``): per day (or hour), the input tokens sent
 with compaction on against what the full history would have cost. Its records are the table's
@@ -21,12 +22,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from teams_runtime.cli._flags import FOUND_WORKSPACE, add_json, hours, role_name, timestamp
+from teams_runtime.cli._flags import (
+    FOUND_WORKSPACE,
+    add_json,
+    add_workspace,
+    cache_ttl,
+    hours,
+    positive_count,
+    role_name,
+    timestamp,
+)
+from teams_runtime.cli._migrate import records_by_id
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
 from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
+from teams_runtime.codecs.request_ids import check_request_id
+from teams_runtime.exceptions import TeamsRuntimeError
 from teams_runtime.monitoring import (
     Filters,
     MetricsReport,
@@ -37,15 +50,34 @@ from teams_runtime.monitoring import (
     log_files,
     matching_records,
     rate_cards_of,
+    read_records,
     render_report,
     statuses_of,
 )
-from teams_runtime.storage import Workspace
+from teams_runtime.monitoring.replay import (
+    DEFAULT_CACHE_TTL,
+    DEFAULT_POLICIES,
+    LAYOUTS,
+    POLICY_FORMS,
+    Layout,
+    Policy,
+    ReplaySetup,
+    parse_policy,
+    render_replay_chart,
+    render_replay_table,
+    replay,
+    replay_json,
+)
+from teams_runtime.policy.token_counts import LearnedRatios
+from teams_runtime.storage import Workspace, load_team_config
+from teams_runtime.storage.opening import blocking_storage
 
 __all__ = [
     "BAR_WIDTH",
     "cmd_metrics",
+    "cmd_replay",
     "declare_metrics",
+    "declare_replay",
     "metrics_json",
     "metrics_report",
     "render_chart",
@@ -241,3 +273,114 @@ def render_chart(files: Iterable[Path], filters: Filters, per: str) -> str:
     if skipped.lines:
         lines.append(f"note: {count_of(skipped.lines, 'skipped line')}.")
     return "\n".join(lines)
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+
+def _policy(text: str) -> Policy:
+    try:
+        return parse_policy(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def declare_replay(replay: argparse.ArgumentParser) -> None:
+    """Declare ``replay``: its description, flags and handler."""
+    replay.description = (
+        "Rebuild, approximately, the prompt of every model call the prompt records show, under "
+        "each policy and layout asked for (no model is called), and compare them: tokens, cost, "
+        "the prefix a prompt cache could serve, evidence kept, budget overflows. See "
+        "docs/monitoring.md, deciding with replay."
+    )
+    replay.add_argument(
+        "--policy",
+        action="append",
+        type=_policy,
+        metavar="P",
+        help=f"a policy to replay, repeatable: {POLICY_FORMS} "
+        f"(default: {', '.join(DEFAULT_POLICIES)})",
+    )
+    replay.add_argument(
+        "--layout",
+        action="append",
+        choices=LAYOUTS,
+        help=f"a prompt layout, repeatable (default: each of {', '.join(LAYOUTS)})",
+    )
+    replay.add_argument(
+        "--step",
+        type=positive_count,
+        metavar="N",
+        help="the step the shared_prefix layout re-anchors its tail by (default: the config's)",
+    )
+    replay.add_argument(
+        "--cache-ttl",
+        type=cache_ttl,
+        default=DEFAULT_CACHE_TTL,
+        metavar="SECONDS",
+        help=f"how long a prompt cache keeps a prompt (default: {DEFAULT_CACHE_TTL:g})",
+    )
+    replay.add_argument(
+        "--request", action="append", metavar="ID", help="only this request, repeatable"
+    )
+    replay.add_argument(
+        "--from",
+        dest="records_from",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="a request record file (teams-runtime export) to replay instead of the stored "
+        "record, repeatable; its calls are read from the workspace's logs",
+    )
+    add_workspace(replay)
+    add_json(replay, 'print {"policies": [a row per policy and layout]} as JSON')
+    replay.add_argument("--chart", action="store_true", help="draw the rows as bars")
+    replay.set_defaults(handler=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if args.chart and args.json:
+        raise UserError("--chart draws bars: give it without --json.")
+    workspace = Workspace(args.workspace)
+    if not workspace.config_path.exists():
+        raise UserError(
+            f"{workspace.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the "
+            "folder holding it with --workspace DIR."
+        )
+    config = load_team_config(workspace.root)
+    given = records_by_id(args.records_from or [], "--from")
+    wanted = {check_request_id(item) for item in args.request or []} | set(given)
+    records = list(read_records(log_files(workspace.logs_dir), Skipped()))
+    ratios = LearnedRatios()
+    for record in records:
+        if record.model is not None and record.prompt_tokens is not None:
+            ratios.observe(record.model, record.prompt_tokens, record.prompt_chars)
+    if wanted:
+        records = [record for record in records if record.request_id in wanted]
+        missing = sorted(wanted - {record.request_id for record in records})
+        if missing:
+            flag = "--from" if missing[0] in given else "--request"
+            raise UserError(
+                f"{flag}: no prompt records of request {missing[0]} in {workspace.logs_dir}."
+            )
+    setup = ReplaySetup(config, config.telemetry.rate_cards, ratios, args.cache_ttl)
+    policies = args.policy or [parse_policy(name) for name in DEFAULT_POLICIES]
+    layouts = [Layout(name, args.step) for name in args.layout or LAYOUTS]
+    with blocking_storage(workspace) as storage:
+
+        def load(request_id: str) -> bytes | None:
+            if request_id in given:
+                return given[request_id]
+            try:
+                return storage.store.load(request_id)
+            except (TeamsRuntimeError, OSError):
+                return None
+
+        report = replay(records, load, policies, layouts, setup)
+    if args.json:
+        write_json(replay_json(report))
+    elif args.chart:
+        print(render_replay_chart(report, args.cache_ttl))
+    else:
+        print(render_replay_table(report, args.cache_ttl))
+    return 0

@@ -29,7 +29,14 @@ from teams_runtime.storage.opening import blocking_storage
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore
 
-__all__ = ["cmd_export", "cmd_import", "declare_export", "declare_import", "read_record_file"]
+__all__ = [
+    "cmd_export",
+    "cmd_import",
+    "declare_export",
+    "declare_import",
+    "read_record_file",
+    "records_by_id",
+]
 
 
 def declare_export(export: argparse.ArgumentParser) -> None:
@@ -192,3 +199,15 @@ def read_record_file(path: Path) -> tuple[bytes, RecordFields]:
     except OSError as exc:
         raise RecordError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
     return data, decode_record(data, str(path))
+
+
+def records_by_id(paths: list[Path], flag: str) -> dict[str, bytes]:
+    """The record files at ``paths`` (given with ``flag``), by their request id."""
+    given: dict[str, bytes] = {}
+    for path in paths:
+        data, fields = read_record_file(path)
+        request_id = fields.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise UserError(f"{flag} {path}: the record has no request_id.")
+        given[request_id] = data
+    return given

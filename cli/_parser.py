@@ -80,6 +80,11 @@ COMMANDS = (
         "aggregate the prompt records in the logs: compaction, tokens, cost, latency",
     ),
     Command(
+        "replay",
+        "_metrics",
+        "replay the recorded model calls under other policies and layouts (no model called)",
+    ),
+    Command(
         "export",
         "_migrate",
         "write a request as its canonical record file (the bytes the file backend holds)",

@@ -24,6 +24,8 @@ class ProbeBudget(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     max_tokens: int | None = None
     reserve: str | None = None
     problem: str | None = None
+    # A number larger than the server's window (less the answer's tokens) can be refused.
+    warning: str | None = None
 
 
 def probe_budgets(config: TeamConfig, result: ServerProbe) -> dict[str, ProbeBudget]:
@@ -37,6 +39,10 @@ def probe_budgets(config: TeamConfig, result: ServerProbe) -> dict[str, ProbeBud
             continue
         budget = ProbeBudget(max_prompt_tokens=written.max_prompt_tokens, source=written.source)
         openai = config.model_for(role).openai
+        if isinstance(written.max_prompt_tokens, int) and openai is not None:
+            window = result.context_tokens or openai.context_tokens
+            warning = _over_window(written.max_prompt_tokens, window, openai.max_tokens)
+            budget = msgspec.structs.replace(budget, window=window, warning=warning)
         if written.max_prompt_tokens == "auto" and openai is not None:
             window = result.context_tokens if result.context_tokens else openai.context_tokens
             reserve = "default" if openai.max_tokens is None else "model.openai.max_tokens"
@@ -54,11 +60,23 @@ def probe_budgets(config: TeamConfig, result: ServerProbe) -> dict[str, ProbeBud
     return budgets
 
 
+def _over_window(budget: int, window: int | None, max_tokens: int | None) -> str | None:
+    """Why a budget written as a number cannot hold on a server of ``window`` tokens, whose
+    answers take ``max_tokens`` of it (``None``: it can, or the window is unknown)."""
+    if window is None or budget + (max_tokens or 0) <= window:
+        return None
+    answer = f" less max_tokens {max_tokens}" if max_tokens else ""
+    return (
+        f"warning: larger than the server's window of {window} tokens{answer}, so a prompt "
+        "within the budget can still be refused; lower it, or write auto"
+    )
+
+
 def _budget_words(budget: ProbeBudget) -> str:
     """One role's budget as ``config --probe`` says it."""
     head = f"max_prompt_tokens {budget.max_prompt_tokens} ({budget.source})"
     if budget.reserve is None:  # a number: as written
-        return head
+        return f"{head}: {budget.warning}" if budget.warning else head
     if budget.problem is not None:
         return f"{head}: {budget.problem}"
     if budget.window is None:

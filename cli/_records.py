@@ -18,9 +18,9 @@ import msgspec
 
 from teams_runtime.actors.context import open_context
 from teams_runtime.cli._budget_view import (
+    budget_figures,
     budget_of,
     budget_rows,
-    budget_shown,
     budgeted,
     envelope_from,
     fit_shown,
@@ -137,7 +137,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             projection = storage.run_with_store(
                 _project_stored, workspace.root, args.request_id, config
             )
-    projection, _ = budgeted(args, team, projection)
+    projection, figures = budgeted(args, team, projection)
     if args.json:
         output = {
             "notice": projection.notice,
@@ -145,6 +145,7 @@ def cmd_project(args: argparse.Namespace) -> int:
             "included_events": projection.included_events,
             "omitted_events": projection.omitted_events,
             "compacted": projection.compacted,
+            **figures,
             "selected_indices": projection.selected_indices,
             "backfilled": projection.backfilled,
             "request": projection.raw_fields(),
@@ -202,7 +203,7 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         # Every event is needed, so the record is read whole (tail=None).
         fields, source = read_whole(Workspace(args.workspace), team, args.request_id)
     projection = project_fields(fields, config)
-    fitted, estimate = budgeted(args, team, projection)
+    fitted, figures = budgeted(args, team, projection)
     events = fields.get("events")
     rows: list[JsonObject] | None = None
     if isinstance(events, list):
@@ -214,7 +215,7 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
                 zip(events, roles, decisions, strict=True)
             )
         ]
-        if estimate:  # a budget is in force: each event's tokens, and what it decided
+        if figures:  # a budget is in force: each event's tokens, and what it decided
             role = team_role(team.cast, args.role) if args.role else None
             rate = rate_of(Workspace(args.workspace), team, role)
             tokens, decided = budget_rows(projection, fitted, pretty_sizes(events), rate)
@@ -230,12 +231,12 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         "recent_events": config.recent_events,
         "max_events": config.max_events,
         "enabled": config.enabled,
-        **budget_shown(fitted, estimate),
+        **figures,
         "events": rows,
     }
 
 
-_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate")  # as budget_shown orders them
+_BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate", "token_count_method")
 
 
 def _print_explain(report: JsonObject) -> None:
@@ -340,10 +341,7 @@ def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
         "compacted": projection.compacted,
         "prompt": bundle.text(),
     }
-    if budget is not None:
-        output["max_prompt_tokens"] = budget.tokens
-        output["prompt_tokens_estimate"] = fitted.estimate
-        output["token_count_method"] = rate.method
+    output.update(budget_figures(budget, fitted.estimate, rate))
     return bundle, output
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from teams_runtime.cli._output import write_json
-from teams_runtime.cli._status_report import _request_row
+from teams_runtime.cli._status_report import _request_row, retry_hint
 from teams_runtime.codecs.formats import JsonObject, count_of, pretty_json
 from teams_runtime.codecs.model import OUTPUT_KEY, has_output
 from teams_runtime.codecs.request_ids import check_request_id
@@ -63,7 +63,7 @@ def report_text(report: JsonObject) -> str:
     if failure is not None:
         lines.append(f"failed: {failure['reason']}")
     if report["status"] == "failed":
-        lines.append(f"`teams-runtime retry {request_id}` queues its last step again")
+        lines.append(retry_hint(request_id, failure))
     output = report[OUTPUT_KEY]
     if output is None:
         lines.append("output: none")

@@ -19,7 +19,7 @@ from typing import Any
 from teams_runtime.cli._flags import add_json, add_workspace, positive_count, seconds
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._request_status import cmd_request_status
-from teams_runtime.cli._status_report import status_report
+from teams_runtime.cli._status_report import retry_hint, status_report
 from teams_runtime.codecs.formats import count_of
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage
@@ -162,7 +162,7 @@ def _failed_line(row: dict[str, Any], max_hops: int) -> str:
         said += f": {_shortened(failure['reason'])};"
     else:
         said += ":"
-    return f"{said} {retry} queues its last step again"
+    return f"{said} {retry_hint(request_id, failure)}"
 
 
 def hint_lines(report: dict[str, Any], max_hops: int) -> list[str]:

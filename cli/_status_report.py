@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.events import PROMPT_TOO_LARGE
 from teams_runtime.codecs.formats import iso_of
 from teams_runtime.codecs.request_records import EVENTS_KEY, decode_any
 from teams_runtime.codecs.statuses import ENDED
@@ -30,7 +31,7 @@ from teams_runtime.storage.server_files import server_strays, servers_away
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore, BlockingRejectedShelf
 
-__all__ = ["age", "due", "status_report", "waiting_rows"]
+__all__ = ["age", "due", "retry_hint", "status_report", "waiting_rows"]
 
 
 def status_report(workspace: Workspace) -> dict[str, Any]:
@@ -161,7 +162,9 @@ def failure_of(event: Any) -> dict[str, Any] | None:
     payload = event.get("payload")
     fields = payload if isinstance(payload, dict) else {}
     role = _text(fields, "from_role") or _text(event, "actor")
-    if kind == "model_failed":
+    if kind == "model_failed" and fields.get("cause") == PROMPT_TOO_LARGE:
+        reason = f"{role}'s prompt does not fit: {_text(fields, 'reason') or 'no reason'}"
+    elif kind == "model_failed":
         reason = f"every call of {role}'s model failed: {_text(fields, 'reason') or 'no reason'}"
     elif kind == "hop_limit":
         reason = (
@@ -182,7 +185,22 @@ def failure_of(event: Any) -> dict[str, Any] | None:
         reason = "its retry could not be queued"
     else:
         return None
-    return {"event": kind, "role": role, "reason": " ".join(reason.split())}
+    failure = {"event": kind, "role": role, "reason": " ".join(reason.split())}
+    if kind == "model_failed" and fields.get("cause"):
+        failure["cause"] = fields["cause"]
+    return failure
+
+
+def retry_hint(request_id: str, failure: dict[str, Any] | None) -> str:
+    """How to try a failed request again: ``retry`` alone, or first what it needs (a prompt
+    that cannot fit fails again until the budget or the window is larger)."""
+    retry = f"`teams-runtime retry {request_id}` queues its last step again"
+    if failure is not None and failure.get("cause") == PROMPT_TOO_LARGE:
+        return (
+            "raise prompt_context.max_prompt_tokens in team_runtime.yaml (or give the model "
+            f"server a larger context), then {retry}"
+        )
+    return retry
 
 
 def _is_number(value: Any) -> bool:

@@ -21,6 +21,7 @@ from teams_runtime.codecs.model import RoleResult, result_json
 from teams_runtime.codecs.statuses import RequestStatus
 
 __all__ = [
+    "PROMPT_TOO_LARGE",
     "AnswerOverdue",
     "AnswerTimedOutEvent",
     "CallFailure",
@@ -70,11 +71,17 @@ class HopLimitReached(msgspec.Struct, frozen=True, kw_only=True):
     to_role: str
 
 
-class CallFailure(msgspec.Struct, frozen=True, kw_only=True):
-    """Whose model failed, and why (content-free)."""
+# ``CallFailure.cause`` of a prompt that cannot fit its budget or its model's window.
+PROMPT_TOO_LARGE = "prompt_too_large"
+
+
+class CallFailure(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Whose model failed, and why (content-free); ``cause`` names a failure no retry mends
+    as it stands (``prompt_too_large``: the prompt cannot fit; absent for any other)."""
 
     from_role: str
     reason: str
+    cause: str = ""
 
 
 class AnswerOverdue(msgspec.Struct, frozen=True, kw_only=True):
@@ -232,7 +239,18 @@ def event_json(event: Event) -> JsonObject:
     if isinstance(payload, RoleResult):
         written["payload"] = result_json(payload)
     elif payload is not None:
-        written["payload"] = msgspec.structs.asdict(payload)
+        written["payload"] = _payload_json(payload)
+    return written
+
+
+def _payload_json(payload: msgspec.Struct) -> JsonObject:
+    """A payload's fields, less those at their default where its struct omits defaults (as
+    encoding it would): a field added with a default leaves older events' bytes as they were."""
+    written = msgspec.structs.asdict(payload)
+    if payload.__struct_config__.omit_defaults:
+        for field in msgspec.structs.fields(payload):
+            if field.default is not msgspec.NODEFAULT and written[field.name] == field.default:
+                del written[field.name]
     return written
 
 

@@ -57,6 +57,9 @@ class FixedTokens(msgspec.Struct, frozen=True, kw_only=True):
     brief: int
     record: int
     envelope: int = 0
+    # Whether the brief is a role's (its instructions and contract), or only the lines around
+    # the record (the record alone, as ``project`` shows it): named so in ``PromptTooLarge``.
+    instructions: bool = True
 
     @property
     def total(self) -> int:
@@ -79,6 +82,7 @@ def rate_tokens(bundle: PromptBundle, rate: TokenRate) -> PromptTokens:
         brief=rate.tokens(sizes.brief),
         record=rate.tokens(sizes.record),
         envelope=rate.tokens(sizes.envelope),
+        instructions=bool(bundle.head),
     )
     return PromptTokens(
         fixed=fixed, events=tuple(rate.tokens(size) for size in sizes.events), notice_rate=rate
@@ -230,16 +234,33 @@ def prompt_too_large(
     fixed: FixedTokens, notice: int, budget: int, setting: str, window: int | None = None
 ) -> str:
     """Why a prompt cannot fit its budget even without events, each part's size, and what
-    would help (content-free: sizes and setting names only)."""
-    total = fixed.total + notice
-    server = f"its window is {window} tokens" if window is not None else "llama.cpp: --ctx-size"
-    return (
-        f"the prompt cannot fit its budget of {budget} tokens ({setting}) even without any "
-        f"event: its brief (the role's instructions and contract) takes about {fixed.brief} "
-        f"tokens, the request's other fields {fixed.record}, the envelope {fixed.envelope}, "
-        f"the notice {notice} ({total} in all). A larger budget would help, or a model server "
-        f"with a larger context ({server}), or a shorter request (its result, scope or body)"
+    would help (content-free: sizes and setting names only). A budget the server's window
+    set (``auto``) grows with the window; one written down grows where it is written."""
+    brief = (
+        f"its brief (the role's instructions and contract) takes about {_tokens(fixed.brief)}"
+        if fixed.instructions
+        else f"the lines around the record take about {_tokens(fixed.brief)}"
     )
+    parts = [brief, f"the request's other fields {fixed.record}"]
+    if fixed.envelope:
+        parts.append(f"the envelope {fixed.envelope}")
+    parts.append(f"the notice {notice}")
+    if window is not None:
+        larger = (
+            f"a model server with a larger context (its window is {_tokens(window)}, less the "
+            "answer's reserve; llama.cpp: --ctx-size, llama-cpp-python: --n_ctx)"
+        )
+    else:
+        larger = f"a larger budget ({setting})"
+    return (
+        f"the prompt cannot fit its budget of {_tokens(budget)} ({setting}) even without any "
+        f"event: {', '.join(parts)} ({fixed.total + notice} in all). What would help: "
+        f"{larger}, or a shorter request (its result, scope or body)."
+    )
+
+
+def _tokens(count: int) -> str:
+    return "1 token" if count == 1 else f"{count} tokens"
 
 
 def exceeded_advice(projection: Projection) -> str:

@@ -90,13 +90,13 @@ def cancelled(now: str, actor: str = "user") -> CancelledEvent:
     return CancelledEvent(timestamp=now, actor=actor, summary="the request was cancelled")
 
 
-def model_failed(now: str, role: str, reason: str) -> ModelFailedEvent:
-    """``role``'s model failed (``reason`` is content-free)."""
+def model_failed(now: str, role: str, reason: str, cause: str = "") -> ModelFailedEvent:
+    """``role``'s model failed (``reason`` is content-free; ``cause``: ``CallFailure``'s)."""
     return ModelFailedEvent(
         timestamp=now,
         actor=role,
         summary=f"the model failed for the {role} role",
-        payload=CallFailure(from_role=role, reason=reason),
+        payload=CallFailure(from_role=role, reason=reason, cause=cause),
     )
 
 

@@ -327,11 +327,12 @@ def plan_cancel(now: str, actor: str = "user") -> OutcomePlan:
 
 
 def plan_model_failure(
-    role: str, reason: str, now: str, envelope: MessageEnvelope | None = None
+    role: str, reason: str, now: str, envelope: MessageEnvelope | None = None, cause: str = ""
 ) -> OutcomePlan:
-    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free), and the
-    ``envelope`` whose call failed, for ``retry`` (``FAILED_ENVELOPE``)."""
-    return _failed_with(events.model_failed(now, role, reason), role, now, envelope)
+    """A ``model_failed`` event and ``status: failed`` (``reason`` is content-free, ``cause``
+    as ``CallFailure`` says), and the ``envelope`` whose call failed, for ``retry``
+    (``FAILED_ENVELOPE``)."""
+    return _failed_with(events.model_failed(now, role, reason, cause), role, now, envelope)
 
 
 def plan_no_answer(

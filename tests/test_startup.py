@@ -95,7 +95,7 @@ def test_other_commands_load_no_web_server() -> None:
 def test_every_command_is_declared_by_its_family_with_its_handler() -> None:
     parsers = command_parsers()
     assert list(parsers) == [command.name for command in COMMANDS]
-    assert len(parsers) == 20  # with retry, purge-strays, inbox, answer and serve
+    assert len(parsers) == 21  # with retry, purge-strays, inbox, answer, replay and serve
     for command in COMMANDS:  # the code that runs it sits beside its flags
         handler = parsers[command.name].get_default("handler")
         assert inspect.isfunction(handler), command.name

@@ -35,6 +35,7 @@ from teams_runtime.actors.roles._person_waits import is_person, wait_for_person
 from teams_runtime.actors.telemetry import traced_envelope
 from teams_runtime.codecs.config import DEFAULT_CAST, Cast, ModelConfig, PromptBudget, RateCard
 from teams_runtime.codecs.envelopes import MessageEnvelope
+from teams_runtime.codecs.events import PROMPT_TOO_LARGE
 from teams_runtime.codecs.formats import now_iso
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import (
@@ -256,7 +257,8 @@ class RoleActor:
         )
         if self._model.on_failure == "requeue" and not final:
             return await self._release(claim)  # on_failure: requeue
-        failure = plan_model_failure(self.role, reason, now_iso(), envelope)
+        cause = PROMPT_TOO_LARGE if final else ""
+        failure = plan_model_failure(self.role, reason, now_iso(), envelope, cause)
         state = state_of(await self._context.project(envelope.request_id))
         try:
             await self._writer.persist(

@@ -13,6 +13,8 @@ DEFAULT_CONFIG_TEXT = """\
 
 # How much of a request's event history goes into each role's prompt.
 # Rollback: set `enabled: false` and restart to put the full history back in prompts.
+# On a model with a small context window, bound each prompt by tokens too: add
+# `max_prompt_tokens: auto` (an openai server's own window) or a number (docs/compaction.md).
 prompt_context:
   enabled: true
   recent_events: 8

@@ -8,7 +8,11 @@ from typing import Literal
 
 import msgspec
 
-from teams_runtime.codecs.config._setting_checks import CONFIG_FILE_NAME, event_count_problem
+from teams_runtime.codecs.config._setting_checks import (
+    CONFIG_FILE_NAME,
+    event_count_problem,
+    whole_number_hint,
+)
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [
@@ -29,16 +33,26 @@ _PREFIX = f"{CONFIG_FILE_NAME} prompt_context"
 MOST_PROMPT_TOKENS = 100_000_000
 
 # A budget: a number of tokens, ``auto`` (the server's own window less the answer's reserve),
-# or ``None``: no budget (today's selection alone).
+# or ``None``: no budget (today's selection alone). A role's ``none`` says so out loud: no
+# budget for that role whatever ``prompt_context`` gives every role.
 MaxPromptTokens = int | Literal["auto"] | None
+RoleMaxPromptTokens = int | Literal["auto", "none"] | None
 
 
-def budget_problem(value: object) -> str | None:
-    """Why ``value`` cannot be a ``max_prompt_tokens`` (``must be ...``), ``None`` if it can."""
+def budget_problem(value: object, *, none: bool = False) -> str | None:
+    """Why ``value`` cannot be a ``max_prompt_tokens`` (``must be ...``), ``None`` if it can;
+    ``none``: a role's, which may also be ``none``."""
     if value is None or (value == "auto" and isinstance(value, str)):
         return None
+    if none and value == "none" and isinstance(value, str):
+        return None
     if type(value) is not int or value < 1:  # bool is an int subclass: `true` is no budget
-        return "must be a positive integer or auto"
+        hint = whole_number_hint(value, MOST_PROMPT_TOKENS)
+        return (
+            f"must be a positive integer, auto or none{hint}"
+            if none
+            else (f"must be a positive integer or auto{hint}")
+        )
     if value > MOST_PROMPT_TOKENS:
         return f"must be at most {MOST_PROMPT_TOKENS}"
     return None
@@ -77,7 +91,7 @@ class RolePromptContext(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     """``roles.<role>.prompt_context``: the one ``prompt_context`` setting a role may have of
     its own (every role gets the same projection; only its budget may differ)."""
 
-    max_prompt_tokens: MaxPromptTokens = None
+    max_prompt_tokens: RoleMaxPromptTokens = None
 
 
 BudgetSource = Literal["global", "role", "none"]
@@ -120,7 +134,7 @@ def role_prompt_context_from_block(role: str, block: object) -> RolePromptContex
     if not isinstance(block, Mapping):
         raise ConfigError(f"{path} must be a mapping.")
     value = block.get("max_prompt_tokens")
-    problem = budget_problem(value)
+    problem = budget_problem(value, none=True)
     if problem is not None:
         raise ConfigError(f"{path}.max_prompt_tokens {problem}.")
     return RolePromptContext(max_prompt_tokens=value)

@@ -28,6 +28,7 @@ __all__ = [
     "duration_seconds",
     "event_count_problem",
     "is_port",
+    "whole_number_hint",
 ]
 
 
@@ -39,6 +40,14 @@ CONFIG_FILE_NAME = "team_runtime.yaml"
 EVENT_COUNT_LIMIT = 1_000_000
 
 
+def whole_number_hint(value: object, most: int) -> str:
+    """`` (write 1000)`` for a decimal number that is a whole one in range (YAML 1.2 reads
+    ``1e3`` as 1000.0, a number but not an integer), else nothing."""
+    if isinstance(value, float) and value.is_integer() and 1 <= value <= most:
+        return f" (write {int(value)})"
+    return ""
+
+
 def event_count_problem(value: object) -> str | None:
     """Why ``value`` cannot be an event count (``must be ...``), or ``None`` when it can.
 
@@ -46,7 +55,7 @@ def event_count_problem(value: object) -> str | None:
     """
     # bool is an int subclass: `true` must not pass as 1.
     if type(value) is not int or value < 1:
-        return "must be a positive integer"
+        return "must be a positive integer"  # the spec's exact words, even for `8.0`
     if value > EVENT_COUNT_LIMIT:
         return f"must be at most {EVENT_COUNT_LIMIT}"
     return None

@@ -5,7 +5,7 @@ Reading the file from a workspace is ``storage.workspace.load_team_config``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -94,10 +94,12 @@ class TeamConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     def prompt_budget(self, role: str) -> PromptBudget:
         """The token budget of ``role``'s prompts and where it is written: its own
-        ``roles.<role>.prompt_context.max_prompt_tokens``, else ``prompt_context``'s, else none
-        (docs/compaction.md, the budget)."""
+        ``roles.<role>.prompt_context.max_prompt_tokens`` (``none``: no budget), else
+        ``prompt_context``'s, else none (docs/compaction.md, the budget)."""
         settings = self.roles.get(role)
         own = settings.prompt_context.max_prompt_tokens if settings is not None else None
+        if own == "none":
+            return PromptBudget(source="role")
         if own is not None:
             return PromptBudget(max_prompt_tokens=own, source="role")
         written = self.prompt_context.max_prompt_tokens
@@ -186,24 +188,45 @@ def parse_team_config(text: str, source: str) -> TeamConfig:
 
 def _check_auto_budgets(config: TeamConfig) -> None:
     """Refuse ``max_prompt_tokens: auto`` for a role whose model is not an OpenAI-compatible
-    server's: only such a server can say its context size. A person's role sends no prompt."""
-    for role in config.cast.names:
-        budget = config.prompt_budget(role)
-        backend = config.model_for(role).backend
-        if budget.max_prompt_tokens != "auto" or backend in ("openai", "human"):
-            continue
-        if budget.source == "role":
-            raise ConfigError(
-                f"{CONFIG_FILE_NAME} roles.{role}.prompt_context.max_prompt_tokens is auto, "
-                "which only the openai backend can resolve (its server's context size), and "
-                f"the {role} role's model.backend is {backend}: give a number of tokens."
-            )
+    server's: only such a server can say its context size. A person's role sends no prompt.
+    Every role refused is named at once, so one edit mends them all."""
+    refused = [
+        (role, config.model_for(role).backend, config.prompt_budget(role).source)
+        for role in config.cast.names
+        if config.prompt_budget(role).max_prompt_tokens == "auto"
+        and config.model_for(role).backend not in ("openai", "human")
+    ]
+    if not refused:
+        return
+    own = [
+        f"roles.{role}.prompt_context.max_prompt_tokens" for role, _, s in refused if s == "role"
+    ]
+    if own:
         raise ConfigError(
-            f"{CONFIG_FILE_NAME} prompt_context.max_prompt_tokens is auto, which only the "
-            "openai backend can resolve (its server's context size), and the "
-            f"{role} role's model.backend is {backend}: give a number of tokens, or set "
-            f"roles.{role}.prompt_context.max_prompt_tokens."
+            f"{CONFIG_FILE_NAME} {', '.join(own)} {'is' if len(own) == 1 else 'are'} auto, "
+            "which only the openai backend can resolve (its server's context size), and "
+            f"{_backends_of([item for item in refused if item[2] == 'role'])}: give a number "
+            "of tokens."
         )
+    names = ", ".join(role for role, _, _ in refused)
+    raise ConfigError(
+        f"{CONFIG_FILE_NAME} prompt_context.max_prompt_tokens is auto, which only the openai "
+        f"backend can resolve (its server's context size), and {_backends_of(refused)}: give "
+        "a number of tokens, or set roles.<role>.prompt_context.max_prompt_tokens (a number, "
+        f"or none for no budget) for {names}."
+    )
+
+
+def _backends_of(refused: Sequence[tuple[str, str, str]]) -> str:
+    """``the qa role's model.backend is command``, or for several roles each backend once."""
+    if len(refused) == 1:
+        role, backend, _ = refused[0]
+        return f"the {role} role's model.backend is {backend}"
+    by_backend: dict[str, list[str]] = {}
+    for role, backend, _ in refused:
+        by_backend.setdefault(backend, []).append(role)
+    said = "; ".join(f"{', '.join(roles)} use {backend}" for backend, roles in by_backend.items())
+    return f"the roles' model.backend is not openai ({said})"
 
 
 def _parse_sections(document: Mapping[str, Any]) -> TeamConfig:

@@ -90,3 +90,17 @@ def test_a_budget_flag_that_is_not_a_budget_is_refused(
         capsys, "project", "req-1", "--max-prompt-tokens", value, "--workspace", str(workspace)
     )
     assert status == 2 and "--max-prompt-tokens" in err
+
+
+def test_the_three_commands_name_the_budget_alike(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figures = ("max_prompt_tokens", "prompt_tokens_estimate", "token_count_method")
+    budget = ["--max-prompt-tokens", "2500", "--json", "--workspace", str(workspace)]
+    for command in (["prompt", "--role", "qa"], ["project"], ["explain"]):
+        status, out, _ = run_cli(capsys, *command, "req-1", *budget)
+        shown = json.loads(out)
+        assert status == 0 and [shown.get(key) is not None for key in figures] == [True] * 3
+        assert (shown["max_prompt_tokens"], shown["token_count_method"]) == (2500, "default")
+        status, out, _ = run_cli(capsys, *command, "req-1", *budget[2:])
+        assert status == 0 and not set(figures) & set(json.loads(out))  # no budget: none

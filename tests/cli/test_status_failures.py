@@ -99,3 +99,33 @@ def test_a_request_that_did_not_fail_has_no_failure(
     assert status == 0, err
     (row,) = json.loads(out)["requests"]
     assert (row["status"], row["failure"]) == ("in_progress", None)
+
+
+def test_a_prompt_that_cannot_fit_is_said_so_with_what_a_retry_needs_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "ws"
+    assert main(["init", str(root)]) == 0
+    capsys.readouterr()
+    record = sample_record(3, "req-1")
+    record.update(status="failed", current_role="qa", hops=3)
+    reason = "the prompt cannot fit its budget of 300 tokens (prompt_context.max_prompt_tokens)"
+    failed = model_failed(NOW, "qa", reason, cause="prompt_too_large")
+    record["events"] = [*record["events"], event_json(failed)]
+    (root / ".teams_runtime" / "requests" / "req-1.json").write_bytes(encode_record(record))
+    status, out, _ = run_cli(capsys, "status", "--json", "--workspace", str(root))
+    (row,) = json.loads(out)["requests"]
+    assert row["failure"] == {
+        "event": "model_failed",
+        "role": "qa",
+        "reason": f"qa's prompt does not fit: {reason}",
+        "cause": "prompt_too_large",
+    }  # no model was called: not "every call of qa's model failed"
+    for argv in (("status",), ("status", "req-1")):
+        status, text, _ = run_cli(capsys, *argv, "--workspace", str(root))
+        assert status == 0
+        assert (
+            "raise prompt_context.max_prompt_tokens in team_runtime.yaml (or give the model "
+            "server a larger context), then `teams-runtime retry req-1` queues its last step "
+            "again"
+        ) in text

@@ -17,7 +17,14 @@ from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.projection_reply import BudgetNote
 from teams_runtime.demo import sample_record
 from teams_runtime.exceptions import PromptTooLarge
-from teams_runtime.policy.budget import Budget, exceeded_advice, fit_prompt, rate_tokens
+from teams_runtime.policy.budget import (
+    Budget,
+    FixedTokens,
+    exceeded_advice,
+    fit_prompt,
+    prompt_too_large,
+    rate_tokens,
+)
 from teams_runtime.policy.prompts import PromptBundle, build_prompt
 from teams_runtime.policy.token_counts import DEFAULT_RATE, TokenRate
 
@@ -158,6 +165,19 @@ def test_no_room_even_without_events_fails_naming_each_part() -> None:
     assert "its window is 512 tokens" in reason
     for part in ("the request's other fields", "the envelope", "the notice"):
         assert part in reason
+    assert reason.endswith("or a shorter request (its result, scope or body).")
+
+
+def test_the_reason_names_only_the_parts_there_are_and_what_helps_this_budget() -> None:
+    fixed = FixedTokens(brief=8, record=290, envelope=0, instructions=False)
+    reason = prompt_too_large(fixed, 1, 1, "--max-prompt-tokens")
+    assert reason == (
+        "the prompt cannot fit its budget of 1 token (--max-prompt-tokens) even without any "
+        "event: the lines around the record take about 8 tokens, the request's other fields "
+        "290, the notice 1 (299 in all). What would help: a larger budget "
+        "(--max-prompt-tokens), or a shorter request (its result, scope or body)."
+    )
+    assert "llama" not in reason  # a written budget is mended where it is written
 
 
 @settings(max_examples=150, deadline=None)

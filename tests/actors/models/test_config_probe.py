@@ -128,6 +128,7 @@ def test_probe_says_each_roles_budget_as_a_run_resolves_it(
         "roles": {
             "developer": {"model": {"openai": {"max_tokens": 512}}},
             "qa": {"prompt_context": {"max_prompt_tokens": 1500}},
+            "research": {"prompt_context": {"max_prompt_tokens": 5000}},
         },
     }
     (tmp_path / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -135,11 +136,14 @@ def test_probe_says_each_roles_budget_as_a_run_resolves_it(
     status, out, _ = run_cli(capsys, "config", "--probe", "--workspace", str(tmp_path))
     assert status == 0
     assert out.splitlines()[1:] == [
-        "  planner, research: max_prompt_tokens auto (global): 3072 prompt tokens, the window "
+        "  planner: max_prompt_tokens auto (global): 3072 prompt tokens, the window "
         "4096 less max_tokens 1024 (the default reserve) sent with each prompt",
         "  developer: max_prompt_tokens auto (global): 3584 prompt tokens, the window 4096 less "
         "max_tokens 512 (model.openai.max_tokens) sent with each prompt",
         "  qa: max_prompt_tokens 1500 (role)",
+        "  research: max_prompt_tokens 5000 (role): warning: larger than the server's window of "
+        "4096 tokens, so a prompt within the budget can still be refused; lower it, or write "
+        "auto",
     ]
     openai_server.then(_stream("served", usage=True))
     status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))
@@ -152,7 +156,8 @@ def test_probe_says_each_roles_budget_as_a_run_resolves_it(
         "max_tokens": 1024,
         "reserve": "default",
     }
-    assert result["budgets"]["qa"] == {"max_prompt_tokens": 1500, "from": "role"}
+    assert result["budgets"]["qa"] == {"max_prompt_tokens": 1500, "from": "role", "window": 4096}
+    assert result["budgets"]["research"]["warning"].startswith("warning: larger than")
 
 
 def test_an_auto_budget_without_a_window_is_said_to_be_none(

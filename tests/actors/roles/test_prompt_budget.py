@@ -100,6 +100,11 @@ async def test_a_prompt_that_cannot_fit_is_never_sent_and_fails_for_good(
         "without any event: its brief"
     )
     assert sum(FileWorkQueue(workspace).counts().values()) == 0  # not requeued: final
+    assert failed["payload"]["cause"] == "prompt_too_large"  # status says so, not "retry"
+    assert failed["payload"]["reason"].endswith(
+        "What would help: a larger budget (prompt_context.max_prompt_tokens), or a shorter "
+        "request (its result, scope or body)."
+    )
 
 
 async def test_a_server_still_over_gets_one_prompt_made_smaller_then_the_failure(

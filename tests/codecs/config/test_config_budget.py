@@ -26,7 +26,9 @@ def _parse(text: str) -> object:
 def test_no_budget_unless_one_is_written_and_init_writes_none() -> None:
     config = parse_team_config(DEFAULT_CONFIG_TEXT, FILE)
     assert config.prompt_context == PromptContextConfig()
-    assert "max_prompt_tokens" not in DEFAULT_CONFIG_TEXT
+    block = DEFAULT_CONFIG_TEXT.split("prompt_context:\n", 1)[1].split("\n\n", 1)[0]
+    assert block == "  enabled: true\n  recent_events: 8\n  max_events: 16"  # the spec's
+    assert "`max_prompt_tokens: auto`" in DEFAULT_CONFIG_TEXT  # said in a comment, not set
     assert config.prompt_budget("qa") == PromptBudget(max_prompt_tokens=None, source="none")
     empty = parse_team_config("prompt_context: {max_prompt_tokens: null}\n", FILE)
     assert empty.prompt_budget("qa").source == "none"
@@ -40,6 +42,23 @@ def test_a_role_budget_wins_over_the_global_one() -> None:
     )
     assert config.prompt_budget("qa") == PromptBudget(max_prompt_tokens=2000, source="role")
     assert config.prompt_budget("planner") == PromptBudget(max_prompt_tokens=8000, source="global")
+
+
+def test_a_role_opts_out_of_the_global_budget_with_none() -> None:
+    config = parse_team_config(
+        "prompt_context: {max_prompt_tokens: 8000}\n"
+        "roles: {qa: {prompt_context: {max_prompt_tokens: none}}}\n",
+        FILE,
+    )
+    assert config.prompt_budget("qa") == PromptBudget(max_prompt_tokens=None, source="role")
+    assert config.prompt_budget("planner") == PromptBudget(max_prompt_tokens=8000, source="global")
+    # A global auto that a role on another backend opts out of is taken.
+    config = parse_team_config(
+        OPENAI + "prompt_context: {max_prompt_tokens: auto}\n"
+        "roles: {qa: {model: {backend: dry_run}, prompt_context: {max_prompt_tokens: none}}}\n",
+        FILE,
+    )
+    assert config.prompt_budget("qa").max_prompt_tokens is None
 
 
 def test_auto_is_taken_for_a_role_on_an_openai_server_and_for_a_person() -> None:
@@ -73,8 +92,20 @@ def test_auto_is_taken_for_a_role_on_an_openai_server_and_for_a_person() -> None
         ),
         pytest.param(
             "prompt_context: {max_prompt_tokens: 4096.0}",
-            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto.",
+            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto "
+            "(write 4096).",
             id="float",
+        ),
+        pytest.param(
+            "prompt_context: {max_prompt_tokens: 2.5e3}",
+            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto "
+            "(write 2500).",
+            id="exponent",
+        ),
+        pytest.param(
+            "prompt_context: {max_prompt_tokens: none}",
+            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto.",
+            id="none-is-a-roles-word",
         ),
         pytest.param(
             "prompt_context: {max_prompt_tokens: Auto}",
@@ -88,7 +119,8 @@ def test_auto_is_taken_for_a_role_on_an_openai_server_and_for_a_person() -> None
         ),
         pytest.param(
             "roles: {qa: {prompt_context: {max_prompt_tokens: -5}}}",
-            f"{FILE} roles.qa.prompt_context.max_prompt_tokens must be a positive integer or auto.",
+            f"{FILE} roles.qa.prompt_context.max_prompt_tokens must be a positive integer, auto "
+            "or none.",
             id="role-negative",
         ),
         pytest.param(
@@ -110,12 +142,22 @@ def test_auto_is_taken_for_a_role_on_an_openai_server_and_for_a_person() -> None
             id="role-typo",
         ),
         pytest.param(
-            "prompt_context: {max_prompt_tokens: auto}",
+            "team: {roles: [planner, qa]}\nprompt_context: {max_prompt_tokens: auto}",
             f"{FILE} prompt_context.max_prompt_tokens is auto, which only the openai backend "
-            "can resolve (its server's context size), and the orchestrator role's "
-            "model.backend is dry_run: give a number of tokens, or set "
-            "roles.orchestrator.prompt_context.max_prompt_tokens.",
-            id="auto-global-on-dry-run",
+            "can resolve (its server's context size), and the roles' model.backend is not "
+            "openai (planner, qa use dry_run): give a number of tokens, or set "
+            "roles.<role>.prompt_context.max_prompt_tokens (a number, or none for no budget) "
+            "for planner, qa.",
+            id="auto-global-on-dry-run-names-every-role",
+        ),
+        pytest.param(
+            OPENAI + "prompt_context: {max_prompt_tokens: auto}\n"
+            "roles: {qa: {model: {backend: command, command: [m]}}}",
+            f"{FILE} prompt_context.max_prompt_tokens is auto, which only the openai backend "
+            "can resolve (its server's context size), and the qa role's model.backend is "
+            "command: give a number of tokens, or set roles.<role>.prompt_context."
+            "max_prompt_tokens (a number, or none for no budget) for qa.",
+            id="auto-global-on-one-command-role",
         ),
         pytest.param(
             OPENAI + "roles: {qa: {model: {backend: dry_run}, "
