@@ -44,6 +44,7 @@ from teams_runtime.codecs.config import (
     load_yaml,
     parse_team_config,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.monitoring import (
     Filters,
@@ -100,7 +101,7 @@ def ran(arm: ArmResult) -> bool:
     return bool(arm.requests) and all(request.status == "completed" for request in arm.requests)
 
 
-def _outcome(row: dict[str, Any], waits: dict[str, str], deferred: dict[str, str]) -> str:
+def _outcome(row: JsonObject, waits: dict[str, str], deferred: dict[str, str]) -> str:
     """How one request of an arm ended, in one line (the words of ``status``)."""
     request_id, status = row["request_id"], row["status"]
     if status == "completed":
