@@ -170,7 +170,7 @@ def test_an_arm_whose_requests_failed_is_named_not_compared(
     assert "The before arm did not run to the end: 2 of 2 requests did not complete." in out
     failed = [line for line in out.splitlines() if line.startswith("  ab-backfill-")]
     assert len(failed) == 2
-    assert all(": failed: every call of planner's model failed: the prompt does not fit" in line
+    assert all(": failed: planner's prompt does not fit: the prompt does not fit" in line
                for line in failed)  # fmt: skip
     assert "The after arm did not run" not in out
     assert "No comparison: an arm that did not run to the end measured what stopped it" in out
@@ -184,7 +184,7 @@ def test_an_arm_whose_requests_failed_is_named_not_compared(
     assert (report["both_ran"], before["ran"], after["ran"]) == (False, False, True)
     [request] = before["requests"]
     assert request["status"] == "failed" and request["role"] == "planner"
-    assert request["outcome"].startswith("failed: every call of planner's model failed: ")
+    assert request["outcome"].startswith("failed: planner's prompt does not fit: ")
     assert [r["status"] for r in after["requests"]] == ["completed"]
 
 
