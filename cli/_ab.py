@@ -1,9 +1,11 @@
 """``teams-runtime ab``: the same long-history requests run with compaction off, then on, on the
-workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them).
+workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them);
+``--layout``: compaction on in both, the ``upstream`` layout then ``shared_prefix``.
 
 Exit status 1 when the comparison proves nothing: an arm whose requests did not all complete
 (failed, stopped at a person: each named, and no change is printed as if it were data), or an
-after arm that did not compact (a token drop alone proves nothing).
+after arm that did not compact (a token drop alone proves nothing; with ``--layout`` both
+compact alike, the layout is what differs: 0 once both arms ran).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, ran
 from teams_runtime.cli._flags import add_json, add_workspace, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
-from teams_runtime.codecs.formats import count_of
+from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.storage import Workspace
 
 __all__ = ["cmd_ab", "declare_ab"]
@@ -73,6 +75,12 @@ def declare_ab(ab: argparse.ArgumentParser) -> None:
         help="the role of the team the requests are queued for (default planner, or the "
         "team's first role that takes new work when it has no planner)",
     )
+    ab.add_argument(
+        "--layout",
+        action="store_true",
+        help="compaction on in both arms: prompt_context.layout upstream (before), then "
+        "shared_prefix (after), to compare what a prompt cache serves (docs/compaction.md)",
+    )
     add_json(ab, "print both arms as JSON")
     ab.set_defaults(handler=cmd_ab)
 
@@ -85,7 +93,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
             "holding it with --workspace DIR."
         )
     arms = run_ab(
-        source, dry_run=args.dry_run, keep=args.keep, role=args.role, requests=args.requests
+        source,
+        dry_run=args.dry_run,
+        keep=args.keep,
+        role=args.role,
+        requests=args.requests,
+        layout=args.layout,
     )
     figures = {arm.name: _figures(arm) for arm in arms}
     proof = evidence(arms[1])
@@ -101,6 +114,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 "arms": {
                     arm.name: {
                         "enabled": arm.enabled,
+                        **({"layout": arm.layout} if args.layout else {}),
                         "workspace": arm.workspace if args.keep else None,
                         "fingerprint": arm.fingerprint,
                         "ran": ran(arm),
@@ -117,8 +131,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _print(arms, figures, proof, kept=args.keep is not None)
-    return 0 if proof["compacted"] and both_ran else 1
+        _print(arms, figures, proof, kept=args.keep is not None, layout=args.layout)
+    return 0 if both_ran and (proof["compacted"] or args.layout) else 1
 
 
 def _figures(arm: ArmResult) -> dict[str, Any]:
@@ -147,6 +161,19 @@ def _figures(arm: ArmResult) -> dict[str, Any]:
         "truncated": totals.truncated if totals.finish_reasons else None,
         "latency_p95_ms": totals.latency_p95_ms,
     }
+
+
+def _compared(layout: bool) -> tuple[str, tuple[str, str]]:
+    """What the arms compare, and each arm's setting, as the table's head says them."""
+    if layout:
+        return "compaction on, the upstream layout (before) then shared_prefix (after)", (
+            "prompt_context.layout upstream     ",
+            "prompt_context.layout shared_prefix",
+        )
+    return "compaction off (before) then on (after)", (
+        "prompt_context.enabled false",
+        "prompt_context.enabled true ",
+    )
 
 
 def _shown(value: Any, how: Callable[[Any], str]) -> str:
@@ -193,22 +220,26 @@ def _not_run(arms: list[ArmResult]) -> list[str]:
         )
         lines += [f"  {request.request_id}: {request.outcome}" for request in stopped]
     lines.append(
-        "No comparison: an arm that did not run to the end measured what stopped it, not "
-        "compaction. The figures below are each arm's own."
+        "No comparison: an arm that did not run to the end measured what stopped it, not what "
+        "the arms compare. The figures below are each arm's own."
     )
     return lines
 
 
 def _print(
-    arms: list[ArmResult], figures: dict[str, dict[str, Any]], proof: dict[str, Any], *, kept: bool
+    arms: list[ArmResult],
+    figures: dict[str, dict[str, Any]],
+    proof: JsonObject,
+    *,
+    kept: bool,
+    layout: bool = False,
 ) -> None:
     before, after = figures["before"], figures["after"]
+    what, settings = _compared(layout)
     lines = [
-        f"A/B: {BACKFILL_EVENTS}-event histories, compaction off (before) then on (after)",
-        f"  before: {arms[0].workspace}  prompt_context.enabled false  "
-        f"config fingerprint {arms[0].fingerprint}",
-        f"  after:  {arms[1].workspace}  prompt_context.enabled true   "
-        f"config fingerprint {arms[1].fingerprint}",
+        f"A/B: {BACKFILL_EVENTS}-event histories, {what}",
+        f"  before: {arms[0].workspace}  {settings[0]}  config fingerprint {arms[0].fingerprint}",
+        f"  after:  {arms[1].workspace}  {settings[1]}  config fingerprint {arms[1].fingerprint}",
         "",
     ]
     both_ran = all(ran(arm) for arm in arms)
@@ -232,11 +263,12 @@ def _print(
         ]
         lines.append("  " + "  ".join(cells).rstrip())
     same = arms[0].fingerprint == arms[1].fingerprint
+    key = "prompt_context.layout" if layout else "prompt_context.enabled"
     lines += [
         "",
-        "Configs: identical but for prompt_context.enabled."
+        f"Configs: identical but for {key}."
         if same
-        else "Configs: DIFFER beyond prompt_context.enabled; the comparison proves nothing.",
+        else f"Configs: DIFFER beyond {key}; the comparison proves nothing.",
         (
             f"Compaction in the after arm: yes ({proof['compacted_calls']:,} of "
             f"{count_of(proof['calls'], 'call')} compacted, "

@@ -1,15 +1,18 @@
 """The arms of ``teams-runtime ab``: the same request shapes run twice on a workspace's configured
-models, compaction off (``before``) then on (``after``), everything else identical.
+models, compaction off (``before``) then on (``after``), everything else identical; with
+``--layout``, compaction on in both, laid out ``upstream`` (``before``) then ``shared_prefix``
+(``after``).
 
 Each arm is a fresh workspace folder (under a temporary folder, or ``--keep DIR``): the
-workspace's ``team_runtime.yaml`` with only ``prompt_context.enabled`` changed and the
-``backend`` section left out (an arm's records and queue are its own files, never the
+workspace's ``team_runtime.yaml`` with only ``prompt_context.enabled`` (or ``layout``) changed
+and the ``backend`` section left out (an arm's records and queue are its own files, never the
 workspace's requests, nor its NATS server's). Each arm is seeded with the same requests, each
 holding upstream's "Backfill" history of 48 events (``demo.sample_record``), queued for the
 same role, and its Team runs once. The prompt records go to the arm's own logs, which
 ``metrics`` aggregates as for any workspace.
 
-The configs' fingerprint (a digest of the whole config as parsed, with ``enabled`` set alike)
+The configs' fingerprint (a digest of the whole config as parsed, with ``enabled``, ``layout``
+and ``step`` set alike)
 proves the arms differ in nothing else; the after arm's projection counts (compacted calls,
 omitted events), not its token drop, prove it compacted. Each arm's requests are read back
 once it ran (``ArmRequest``): an arm whose requests did not all complete (failed, stopped at a
@@ -39,6 +42,8 @@ from teams_runtime.cli._requests import new_work_role
 from teams_runtime.cli._status_report import age, status_report
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
+    DEFAULT_STEP,
+    Layout,
     TeamConfig,
     TelemetryConfig,
     load_yaml,
@@ -60,6 +65,7 @@ from teams_runtime.storage import Workspace
 __all__ = [
     "ARMS",
     "BACKFILL_EVENTS",
+    "LAYOUT_ARMS",
     "ArmRequest",
     "ArmResult",
     "arm_config_text",
@@ -71,6 +77,8 @@ __all__ = [
 
 BACKFILL_EVENTS = 48  # upstream's A/B seed: the history of each request
 ARMS = {"before": False, "after": True}  # arm -> prompt_context.enabled
+# ab --layout: arm -> prompt_context.layout, compaction on in both
+LAYOUT_ARMS: dict[str, Layout] = {"before": "upstream", "after": "shared_prefix"}
 
 
 class ArmRequest(msgspec.Struct, kw_only=True):
@@ -93,11 +101,13 @@ class ArmResult(msgspec.Struct, kw_only=True):
     workspace: str
     fingerprint: str
     report: MetricsReport
+    layout: Layout = "upstream"
     requests: list[ArmRequest] = msgspec.field(default_factory=list)
 
 
 def ran(arm: ArmResult) -> bool:
-    """Whether every request of ``arm`` completed: only then are its figures compaction's."""
+    """Whether every request of ``arm`` completed: only then are its figures what the arms
+    compare."""
     return bool(arm.requests) and all(request.status == "completed" for request in arm.requests)
 
 
@@ -134,22 +144,33 @@ def _requests_of(workspace: Workspace) -> list[ArmRequest]:
     ]
 
 
-def arm_config_text(source: str, enabled: bool) -> str:
+def arm_config_text(source: str, enabled: bool, layout: Layout | None = None) -> str:
     """``source`` (a ``team_runtime.yaml``) with ``prompt_context.enabled`` set to ``enabled``
-    and no ``backend`` section."""
+    (and ``layout``, when given: ``upstream`` drops a written ``step``, which only
+    ``shared_prefix`` takes) and no ``backend`` section."""
     document = load_yaml(source)
     if not isinstance(document, dict):
         raise ConfigError(f"{CONFIG_FILE_NAME} must be a mapping at its top level.")
     document.pop("backend", None)
     block = document.get("prompt_context")
-    document["prompt_context"] = {**(block if isinstance(block, dict) else {}), "enabled": enabled}
+    settings = {**(block if isinstance(block, dict) else {}), "enabled": enabled}
+    if layout is not None:
+        settings["layout"] = layout
+        if layout == "upstream":
+            settings.pop("step", None)
+    document["prompt_context"] = settings
     return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
 def fingerprint(config: TeamConfig) -> str:
-    """A digest of everything in ``config`` but ``prompt_context.enabled``."""
+    """A digest of everything in ``config`` but ``prompt_context.enabled``, ``layout`` and
+    ``step`` (what the arms of ``ab`` and of ``ab --layout`` change)."""
+    context = config.prompt_context
     alike = msgspec.structs.replace(
-        config, prompt_context=msgspec.structs.replace(config.prompt_context, enabled=True)
+        config,
+        prompt_context=msgspec.structs.replace(
+            context, enabled=True, layout="upstream", step=DEFAULT_STEP
+        ),
     )
     return hashlib.blake2b(msgspec.json.encode(alike), digest_size=8).hexdigest()
 
@@ -198,6 +219,7 @@ def _run_arm(
         workspace=str(root),
         fingerprint=fingerprint(config),
         report=report,
+        layout=config.prompt_context.layout,
         requests=_requests_of(workspace),
     )
 
@@ -227,10 +249,11 @@ def run_ab(
     keep: Path | None = None,
     role: str | None = None,
     requests: int = 2,
+    layout: bool = False,
 ) -> list[ArmResult]:
     """Run both arms from ``source``'s config (checked first: a bad config runs no arm), the
     requests queued for ``role`` (default: ``planner``, or the team's first role that takes
-    new work when it has no planner)."""
+    new work when it has no planner); with ``layout``, the arms of ``LAYOUT_ARMS``."""
     try:
         text = source.config_path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -240,7 +263,10 @@ def run_ab(
     if role is None:
         role = choices[0] if choices and "planner" not in choices else "planner"
     role = new_work_role(cast, role)
-    texts = {name: arm_config_text(text, enabled) for name, enabled in ARMS.items()}
+    if layout:
+        texts = {name: arm_config_text(text, True, how) for name, how in LAYOUT_ARMS.items()}
+    else:
+        texts = {name: arm_config_text(text, enabled) for name, enabled in ARMS.items()}
     with _arms_folder(keep) as folder:
         return [
             _run_arm(

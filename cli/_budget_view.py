@@ -1,7 +1,8 @@
 """The token budget as ``prompt``, ``project`` and ``explain`` show it: the budget in force
 (``--max-prompt-tokens``, else the role's or the config's), each event's tokens at the rate a
 run would count them (the model's learned from the workspace's prompt log, else the default),
-and the prompt as the budget leaves it. Nothing is sent, nothing is written.
+and the prompt as the budget leaves it; and the layout (``--layout``, ``--step`` applied), its
+figures beside the budget's. Nothing is sent, nothing is written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import msgspec
 
 from teams_runtime.cli._flags import team_role
 from teams_runtime.cli._output import UserError
-from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.request_records import (
     EVENT_SEPARATOR,
@@ -40,9 +42,11 @@ __all__ = [
     "budgeted",
     "envelope_from",
     "fit_shown",
+    "layout_shown",
     "pretty_sizes",
     "rate_of",
     "run_ratios",
+    "with_layout",
 ]
 
 
@@ -179,3 +183,23 @@ def budget_figures(budget: Budget | None, estimate: int, rate: TokenRate) -> Bud
         "prompt_tokens_estimate": estimate,
         "token_count_method": rate.method,
     }
+
+
+def layout_shown(config: PromptContextConfig) -> JsonObject:
+    """The layout's figures a report shows: none for the default layout (its reports stay as
+    they were), else ``layout`` and ``step``."""
+    return {} if config.layout == "upstream" else {"layout": config.layout, "step": config.step}
+
+
+def with_layout(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
+    """``base`` with --layout and --step (only with the shared_prefix layout, as the config's)."""
+    layout = args.layout or base.layout
+    if args.step is not None and layout != "shared_prefix":
+        raise UserError(
+            "--step applies only with the shared_prefix layout: add --layout shared_prefix "
+            "(or set prompt_context.layout: shared_prefix)."
+        )
+    step = base.step if args.step is None else args.step
+    if (layout, step) == (base.layout, base.step):
+        return base
+    return msgspec.structs.replace(base, layout=layout, step=step)

@@ -19,6 +19,7 @@ from teams_runtime.cli._output import UserError
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     EVENT_COUNT_LIMIT,
+    LAYOUTS,
     MOST_PROMPT_TOKENS,
     Cast,
     event_count_problem,
@@ -281,6 +282,19 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
         "--disable",
         action="store_true",
         help="project as with prompt_context.enabled: false (full history)",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        help="override prompt_context.layout: upstream (the spec's prompt) or shared_prefix "
+        "(what every role shares first; docs/compaction.md)",
+    )
+    parser.add_argument(
+        "--step",
+        type=event_count,
+        metavar="N",
+        help="override prompt_context.step, the events a shared_prefix tail grows by "
+        f"(1 to {EVENT_COUNT_LIMIT})",
     )
     parser.add_argument(
         "--max-prompt-tokens",

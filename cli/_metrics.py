@@ -35,7 +35,7 @@ from teams_runtime.cli._flags import (
 from teams_runtime.cli._migrate import records_by_id
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.cli._parser import PROG
-from teams_runtime.codecs.config import CONFIG_FILE_NAME
+from teams_runtime.codecs.config import CONFIG_FILE_NAME, DEFAULT_STEP
 from teams_runtime.codecs.formats import JsonObject, count_of
 from teams_runtime.codecs.prompt_names import GROUP_KEYS, PURPOSES
 from teams_runtime.codecs.request_ids import check_request_id
@@ -311,7 +311,9 @@ def declare_replay(replay: argparse.ArgumentParser) -> None:
         "--step",
         type=positive_count,
         metavar="N",
-        help="the step the shared_prefix layout re-anchors its tail by (default: the config's)",
+        help="the events the shared_prefix layout's tail grows by before it re-anchors "
+        f"(default: the config's prompt_context.step, else {DEFAULT_STEP}); the recorded "
+        "policy keeps each call's own",
     )
     replay.add_argument(
         "--cache-ttl",
@@ -365,7 +367,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             )
     setup = ReplaySetup(config, config.telemetry.rate_cards, ratios, args.cache_ttl)
     policies = args.policy or [parse_policy(name) for name in DEFAULT_POLICIES]
-    layouts = [Layout(name, args.step) for name in args.layout or LAYOUTS]
+    layouts = [
+        Layout(name, args.step if name == "shared_prefix" else None)
+        for name in args.layout or LAYOUTS
+    ]
     with blocking_storage(workspace) as storage:
 
         def load(request_id: str) -> bytes | None:

@@ -36,6 +36,8 @@ def probe_budgets(config: TeamConfig, result: ServerProbe) -> dict[str, ProbeBud
     for role in result.roles:
         written = config.prompt_budget(role)
         if written.max_prompt_tokens is None:
+            if written.source == "role":  # the role opted out of the global budget: said
+                budgets[role] = ProbeBudget(max_prompt_tokens="none", source="role")
             continue
         budget = ProbeBudget(max_prompt_tokens=written.max_prompt_tokens, source=written.source)
         openai = config.model_for(role).openai

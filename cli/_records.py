@@ -24,8 +24,10 @@ from teams_runtime.cli._budget_view import (
     budgeted,
     envelope_from,
     fit_shown,
+    layout_shown,
     pretty_sizes,
     rate_of,
+    with_layout,
 )
 from teams_runtime.cli._flags import (
     add_json,
@@ -41,17 +43,14 @@ from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import Cast, PromptContextConfig, TeamConfig
 from teams_runtime.codecs.evidence import event_type_label, role_of_raw
 from teams_runtime.codecs.formats import JsonObject, count_of
-from teams_runtime.codecs.model import validate_reply
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.projection import explain_decisions, notice_text, project_fields
+from teams_runtime.policy.prompt_previews import preview_prompt
 from teams_runtime.policy.prompts import (
     PURPOSES,
     PromptBundle,
     PromptKind,
-    build_prompt,
-    next_roles_of,
-    reply_kind_of,
 )
 from teams_runtime.storage import RecordStore, Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage, workspace_config
@@ -79,8 +78,10 @@ def _team_config(args: argparse.Namespace) -> TeamConfig:
 
 
 def _with_overrides(base: PromptContextConfig, args: argparse.Namespace) -> PromptContextConfig:
-    """``base`` with --recent-events, --max-events and --disable applied. With --disable the
-    counts do not matter (the full history is shown), so they are not applied or checked."""
+    """``base`` with --layout, --step, --recent-events, --max-events and --disable applied.
+    With --disable the counts do not matter (the full history is shown), so they are not
+    applied or checked."""
+    base = with_layout(base, args)
     if args.disable:
         return msgspec.structs.replace(base, enabled=False)
     overrides: dict[str, Any] = {}
@@ -153,11 +154,12 @@ def cmd_project(args: argparse.Namespace) -> int:
         write_json(output)
         return 0
     notice = notice_text(projection)
-    if notice:
+    after = projection.config.layout == "shared_prefix"  # its notice follows the events
+    if notice and not after:
         sys.stdout.write(notice + "\n\n")
     sys.stdout.write("Current request:\n")
     sys.stdout.write(b"".join(projection.iter_record_json()).decode())
-    sys.stdout.write("\n")
+    sys.stdout.write("\n" + (f"\n{notice}\n" if notice and after else ""))
     return 0
 
 
@@ -231,12 +233,14 @@ def explain_json(args: argparse.Namespace) -> JsonObject:
         "recent_events": config.recent_events,
         "max_events": config.max_events,
         "enabled": config.enabled,
+        **layout_shown(config),
         **figures,
         "events": rows,
     }
 
 
 _BUDGET_FIGURES = ("max_prompt_tokens", "prompt_tokens_estimate", "token_count_method")
+_LAYOUT_FIGURES = ("layout", "step")
 
 
 def _print_explain(report: JsonObject) -> None:
@@ -244,7 +248,7 @@ def _print_explain(report: JsonObject) -> None:
     if rows is None:
         print(f"{source}: `events` is not a list; the record passes through unchanged.")
         return
-    budget = {key: report[key] for key in _BUDGET_FIGURES if key in report}
+    budget = {key: report[key] for key in (*_LAYOUT_FIGURES, *_BUDGET_FIGURES) if key in report}
     figures = "".join(f", {key}={value}" for key, value in budget.items())
     print(
         f"{source}: {count_of(report['total_events'], 'event')}, "
@@ -252,7 +256,7 @@ def _print_explain(report: JsonObject) -> None:
         f"(recent_events={report['recent_events']}, max_events={report['max_events']}, "
         f"enabled={str(report['enabled']).lower()}{figures})"
     )
-    tokens = bool(budget)
+    tokens = any(key in report for key in _BUDGET_FIGURES)
     print(f"{'index':>5}  {'type':<26}  {'role':<20}  {'tokens  ' if tokens else ''}decision")
     for row in rows:
         count = f"{row['tokens']:>6}  " if tokens else ""
@@ -339,6 +343,7 @@ def prompt_json(args: argparse.Namespace) -> tuple[PromptBundle, JsonObject]:
         "included_events": projection.included_events,
         "omitted_events": projection.omitted_events,
         "compacted": projection.compacted,
+        **layout_shown(projection.config),
         "prompt": bundle.text(),
     }
     output.update(budget_figures(budget, fitted.estimate, rate))
@@ -359,21 +364,4 @@ async def _preview_prompt(
     nothing."""
     projection = await _project_stored(store, workspace.root, request_id, config)
     envelope = envelope_from(projection, request_id, role)
-    repairing = cast.prompt_kind_of(role)
-    errors: list[str] = []
-    if kind == "repair":
-        reply_kind = reply_kind_of(kind, repairing)
-        contract = next_roles_of(role, cast)
-        errors = validate_reply(
-            "{}", kind=reply_kind, request_id=request_id, role=role, next_roles=contract
-        ).issues
-    return build_prompt(
-        kind,
-        role=role,
-        projection=projection,
-        envelope=envelope,
-        repairing=repairing,
-        errors=errors,
-        previous="{}",
-        cast=cast,
-    )
+    return preview_prompt(kind, role=role, projection=projection, envelope=envelope, cast=cast)

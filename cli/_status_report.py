@@ -196,10 +196,7 @@ def retry_hint(request_id: str, failure: dict[str, Any] | None) -> str:
     that cannot fit fails again until the budget or the window is larger)."""
     retry = f"`teams-runtime retry {request_id}` queues its last step again"
     if failure is not None and failure.get("cause") == PROMPT_TOO_LARGE:
-        return (
-            "raise prompt_context.max_prompt_tokens in team_runtime.yaml (or give the model "
-            f"server a larger context), then {retry}"
-        )
+        return f"make the prompt fit first, as its reason says; then {retry}"
     return retry
 
 

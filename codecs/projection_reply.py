@@ -96,6 +96,8 @@ class Projection(msgspec.Struct, frozen=True, kw_only=True, tag=True, omit_defau
                 canonical_request=canonical_request_ref(self.request_id),
             )
         )
+        if self.config.layout == "shared_prefix":  # why more than max_events may be included
+            notice["step"] = self.config.step
         budget = self.budget
         if budget is not None:  # only when the budget decided: the spec's keys stay as they are
             notice["max_prompt_tokens"] = budget.max_prompt_tokens

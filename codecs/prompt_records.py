@@ -9,7 +9,9 @@ such a line is byte for byte what it was before them, and reads them as ``None``
 adds one ``outcome`` value, ``stopped`` (a call cut by the run stopping): a schema-2 reader
 does not know it, so the version says a reader may meet it. The tool counts (``tool_rounds``,
 ``tool_calls``: ``model.tools`` on the ``openai`` backend) came as the budget's fields did:
-left out of a line for a call that offered no tools.
+left out of a line for a call that offered no tools. So did the layout (``layout``, ``step``:
+``prompt_context.layout: shared_prefix``): left out of a line of the default layout, which
+reads them as ``None`` (``upstream``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from teams_runtime.codecs.config import Layout
 from teams_runtime.codecs.model import FinishReason, ReplyRead
 
 # How a prompt's tokens were estimated for its budget (``policy.token_counts``).
@@ -108,6 +111,10 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     # offered); its tokens and cost then count every request of the call.
     tool_rounds: Count | None = None
     tool_calls: Count | None = None
+    # How the prompt was laid out and the step its tail moves by (``prompt_context.layout:
+    # shared_prefix``); None (absent from the line): the default layout, ``upstream``.
+    layout: Layout | None = None
+    step: Count | None = None
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -115,12 +122,15 @@ _DECODER = msgspec.json.Decoder(PromptRecord)
 # The budget's fields as a line without a budget ends: cut, so that line stays as it was.
 _NO_BUDGET = b',"max_prompt_tokens":null,"prompt_tokens_estimate":null,"token_count_method":null}'
 _NO_TOOLS = b',"tool_rounds":null,"tool_calls":null}'
+_NO_LAYOUT = b',"layout":null,"step":null}'
 
 
 def encode_prompt_record(record: PromptRecord) -> str:
     """One JSON line (without the newline); without a budget, without the budget's fields;
-    without tools, without their counts."""
+    without tools, without their counts; in the default layout, without the layout's."""
     line = _ENCODER.encode(record)
+    if line.endswith(_NO_LAYOUT):
+        line = line[: -len(_NO_LAYOUT)] + b"}"
     if line.endswith(_NO_TOOLS):
         line = line[: -len(_NO_TOOLS)] + b"}"
     if line.endswith(_NO_BUDGET):

@@ -4,6 +4,14 @@ Pure: no I/O, no anyio, no logging; a function of codecs values (the ``Projectio
 and the evidence classification it selects by live in ``codecs``). Everything that selects
 events calls ``select_events`` or is an index proven equal to it by the tests (the
 ContextActor's per-request summary).
+
+With ``prompt_context.layout: shared_prefix`` the tail moves in steps (``tail_start``): it
+starts at the upstream tail's start rounded down to a multiple of ``step``, so between two
+re-anchors a new event is appended to the selection instead of shifting it. At a re-anchor
+the selection is exactly upstream's; until the next one it is that selection plus every event
+written since (at most ``max_events + step - 1`` events). The backfill is chosen as at the
+re-anchor (roles missing from the first ``recent_events`` events of the tail), so it stays
+put too. ``project_fields(fields, config)`` is the pure ``project`` of any layout.
 """
 
 from __future__ import annotations
@@ -33,10 +41,12 @@ __all__ = [
     "project_fields",
     "project_request",
     "select_events",
+    "tail_start",
+    "tail_window",
 ]
 
 _NOTICE_FOOTER = (
-    "The `events` array below contains complete selected events, not summaries.\n"
+    "The `events` array {where} contains complete selected events, not summaries.\n"
     "Omitted events still exist in the canonical request and must not be treated as events "
     "that never happened.\n"
     "Open `canonical_request` only when the current decision requires evidence missing from "
@@ -52,21 +62,42 @@ class Selection(msgspec.Struct, frozen=True):
     backfilled: tuple[Backfill, ...] = ()
 
 
+def tail_start(total: int, config: PromptContextConfig) -> int:
+    """Where a compacted selection's tail starts among ``total`` events: ``recent_events``
+    from the end (``upstream``), or that rounded down to a multiple of ``step``
+    (``shared_prefix``: the tail grows by up to ``step - 1`` events, then moves on)."""
+    start = total - config.recent_events
+    if config.layout == "shared_prefix":
+        return start // config.step * config.step
+    return start
+
+
+def tail_window(config: PromptContextConfig) -> int:
+    """The most recent events a selection can need (a summary keeps that many): ``max_events``,
+    or the longest stepped tail (``recent_events + step - 1``) when it is longer."""
+    if config.layout == "shared_prefix":
+        return max(config.max_events, config.recent_events + config.step - 1)
+    return config.max_events
+
+
 def select_events(
     total: int, role_at: Callable[[int], str | None], config: PromptContextConfig
 ) -> Selection:
     """Select event positions: the recent tail plus the newest evidence of each missing role.
 
     ``role_at(i)`` classifies event ``i``; it is called only for the events the policy looks
-    at (the tail, then older events newest-first until ``max_events`` are selected).
+    at (the tail, then older events newest-first until ``max_events`` are selected). A role
+    is missing when the tail's first ``recent_events`` events do not name it (all the tail's
+    events, but for a stepped tail: see the module's docstring).
     """
     if not config.enabled or total <= config.max_events:
         return Selection(tuple(range(total)))
-    tail_start = total - config.recent_events
-    represented = {role for index in range(tail_start, total) if (role := role_at(index))}
+    start = tail_start(total, config)
+    fixed_end = start + config.recent_events  # == total, but for a stepped tail
+    represented = {role for index in range(start, fixed_end) if (role := role_at(index))}
     slots = config.max_events - config.recent_events
     backfilled: list[Backfill] = []
-    index = tail_start - 1
+    index = start - 1
     while index >= 0 and len(backfilled) < slots:
         role = role_at(index)
         if role is not None and role not in represented:
@@ -74,7 +105,7 @@ def select_events(
             backfilled.append(Backfill(index, role))
         index -= 1
     backfilled.reverse()
-    selected = tuple(item.index for item in backfilled) + tuple(range(tail_start, total))
+    selected = tuple(item.index for item in backfilled) + tuple(range(start, total))
     return Selection(selected, tuple(backfilled))
 
 
@@ -145,7 +176,10 @@ def notice_text(projection: Projection) -> str:
     if not notice:
         return ""
     body = pretty_json(notice)
-    return f"Current request event-history projection:\n{body}\n{_NOTICE_FOOTER}"
+    # The shared_prefix layout shows the notice after the events (its counts change every hop).
+    where = "above" if projection.config.layout == "shared_prefix" else "below"
+    footer = _NOTICE_FOOTER.format(where=where)
+    return f"Current request event-history projection:\n{body}\n{footer}"
 
 
 def explain_decisions(projection: Projection, roles: list[str | None]) -> list[str]:
@@ -159,13 +193,13 @@ def explain_decisions(projection: Projection, roles: list[str | None]) -> list[s
     total = projection.total_events
     if not projection.compacted:
         return ["included"] * total
-    tail_start = total - projection.config.recent_events
+    start = tail_start(total, projection.config)
     backfill_roles = {item.index: item.role for item in projection.backfilled}
     full = projection.included_events >= projection.config.max_events
-    scan_floor = min(backfill_roles, default=tail_start) if full else 0
+    scan_floor = min(backfill_roles, default=start) if full else 0
     decisions = []
     for index, role in enumerate(roles):
-        if index >= tail_start:
+        if index >= start:
             decisions.append("tail")
         elif index in backfill_roles:
             decisions.append(f"backfill for {backfill_roles[index]}")

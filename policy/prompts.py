@@ -3,6 +3,14 @@
 Every prompt is built from one ``Projection`` and streamed as text chunks: the fixed sections,
 then the notice, then the record JSON with the selected events spliced from their bytes, then
 the envelope. ``PromptBundle`` carries the chunks together with the notice and the counts.
+
+The projection's ``config.layout`` says how the prompt is laid out: ``upstream`` as above (the
+spec's prompt, byte for byte); ``shared_prefix`` (``policy._shared_prefix``) with what every
+role of the request shares first and the role's own part after it. Rendering a prompt without
+actors, under either layout (what ``teams-runtime replay`` does)::
+
+    projection = project_fields(record_fields, PromptContextConfig(layout="shared_prefix"))
+    text = build_prompt("task", role="qa", projection=projection, envelope=envelope).text()
 """
 
 from __future__ import annotations
@@ -13,14 +21,20 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from teams_runtime.codecs.config import DEFAULT_CAST, Cast
+from teams_runtime.codecs.config import DEFAULT_CAST, Cast, Layout
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.formats import pretty_json
 from teams_runtime.codecs.model import ReplyKind, contract_shape
 from teams_runtime.codecs.projection_reply import Projection
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PROMPT_KINDS, PURPOSES, PromptKind
-from teams_runtime.codecs.request_records import EVENT_SEPARATOR, pretty_frame_size
+from teams_runtime.codecs.request_records import (
+    EVENT_SEPARATOR,
+    EVENTS_KEY,
+    iter_pretty_record,
+    pretty_frame_size,
+)
 from teams_runtime.codecs.roles import DEFAULT_NEXT_ROLES, NextRoles
+from teams_runtime.policy._shared_prefix import SharedPrefix
 from teams_runtime.policy.projection import notice_text
 
 __all__ = [
@@ -191,8 +205,19 @@ class PromptBundle:
     def purpose(self) -> str:
         return PURPOSES[self.kind]
 
+    @property
+    def layout(self) -> Layout:
+        """How the prompt is laid out: its projection's ``prompt_context.layout``."""
+        return self.projection.config.layout
+
+    def _shared(self) -> SharedPrefix:
+        return SharedPrefix(self.projection, self.head, self.notice, self.envelope)
+
     def iter_chunks(self) -> Iterator[str]:
         """The prompt text in order; joined, exactly the prompt."""
+        if self.layout == "shared_prefix":
+            yield from self._shared().iter_chunks()
+            return
         yield self.head + "\n\n"
         if self.notice:
             yield self.notice + "\n\n"
@@ -245,17 +270,39 @@ class PromptBundle:
         """What the prompt shows of the envelope (``""`` when it shows none)."""
         if self.envelope is None:
             return ""
+        if self.layout == "shared_prefix":
+            return self._shared().envelope
         return _ENVELOPE + pretty_json(self.envelope.prompt_view())
+
+    def brief_text(self) -> str:
+        """The text a budget counts as the brief: the head (and, laid out ``shared_prefix``,
+        the preamble and the lines around the record's parts)."""
+        return self._shared().brief_text() if self.layout == "shared_prefix" else self.head
+
+    def record_frame_text(self) -> str:
+        """The record's fields as the prompt lays them out, with an empty events array."""
+        if self.layout == "shared_prefix":
+            return self._shared().record_frame_text()
+        frame = dict(self.projection.fields)
+        if EVENTS_KEY in frame and bytes(frame[EVENTS_KEY][:1]) == b"[":
+            frame[EVENTS_KEY] = b"[]"
+        return b"".join(iter_pretty_record(frame)).decode("utf-8")
 
     def sizes(self) -> PromptSizes:
         """The prompt's parts in UTF-8 bytes, from the projection's event sizes (no render of
         the events)."""
         projection = self.projection
         separator = len(EVENT_SEPARATOR)
+        if self.layout == "shared_prefix":
+            brief, record, envelope = self._shared().sizes()
+        else:
+            brief = _utf8_size(self.head) + 2 + len(_CURRENT) + 1
+            record = pretty_frame_size(projection.fields)
+            envelope = _utf8_size(self.envelope_text())
         return PromptSizes(
-            brief=_utf8_size(self.head) + 2 + len(_CURRENT) + 1,
-            record=pretty_frame_size(projection.fields),
-            envelope=_utf8_size(self.envelope_text()),
+            brief=brief,
+            record=record,
+            envelope=envelope,
             notice=_utf8_size(self.notice) + 2 if self.notice else 0,
             events=tuple(size + separator for size in projection.event_sizes),
         )

@@ -46,6 +46,7 @@ from teams_runtime.policy.digest import (
     digest_from_fields,
     digest_from_parts,
 )
+from teams_runtime.policy.projection import tail_window
 from teams_runtime.storage import (
     IDEMPOTENCY_WINDOW,
     AppendOutcome,
@@ -113,7 +114,7 @@ class ContextActor:
         self._max_cached = max_cached
         self._published = PublishedProjections(store.version, max_cached)
         # An index keeps a bounded tail; compaction off needs every event (None).
-        self._tail: int | None = config.max_events if config.enabled else None
+        self._tail: int | None = tail_window(config) if config.enabled else None
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Answer asks until ``stop``; start it with ``task_group.start``."""
@@ -239,11 +240,18 @@ class ContextActor:
         if cached is not None and self.store.version(request_id) == cached.version:
             return cached
         read = self.store.read_nowait(request_id, tail=self._tail)
-        return None if read is None else self._digest(request_id, read)
+        if read is None:
+            return None
+        current = self._digest(request_id, read)
+        return current if current.digest.complete else None
 
     async def _read(self, request_id: str) -> _Cached:
-        """Read and summarise the record (changes nothing shared: the caller files it)."""
-        return self._digest(request_id, await self.store.read(request_id, tail=self._tail))
+        """Read and summarise the record (changes nothing shared: the caller files it); the
+        whole record when its index's tail does not reach a stepped backfill."""
+        cached = self._digest(request_id, await self.store.read(request_id, tail=self._tail))
+        if cached.digest.complete:
+            return cached
+        return self._digest(request_id, await self.store.read(request_id, tail=None))
 
     def _digest(self, request_id: str, read: RecordRead) -> _Cached:
         cached = _digest_of(read, self.config)
@@ -273,7 +281,12 @@ class ContextActor:
                 return appended, None, False
             if self._tail is not None and parts.covers(self._tail):
                 # What was just written, as written: exact whoever wrote before us.
-                return appended, _Cached(parts.version, digest_from_parts(parts, config)), False
+                digest = digest_from_parts(parts, config)
+                if digest.complete:
+                    return appended, _Cached(parts.version, digest), False
+                # A stepped backfill older than the index's tail: the whole record says it.
+                whole = await self.store.read(request_id, tail=None)
+                return appended, _digest_of(whole, config), False
             if (
                 cached is not None
                 and cached.version == appended.read_version

@@ -13,17 +13,13 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+import anyio
 import msgspec
 
 from teams_runtime._logs import logger
 from teams_runtime.actors.models import ServerFacts, ServerTokenizer, auto_budget
 from teams_runtime.codecs.config import ModelConfig, PromptBudget
-from teams_runtime.codecs.request_records import (
-    EVENTS_KEY,
-    format_event,
-    iter_pretty_record,
-    split_raw_list,
-)
+from teams_runtime.codecs.request_records import EVENTS_KEY, format_event, split_raw_list
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.budget import (
     Budget,
@@ -84,6 +80,9 @@ class PromptBudgeter:
         self._answer_tokens: int | None = None  # an auto budget's reserve, to send
         self._budget: Budget | None = None
         self._resolved = budget.max_prompt_tokens is None
+        # Concurrent first prompts wait for one resolution of `auto` (none goes out unbudgeted
+        # while the server is asked its window).
+        self._resolving = anyio.Lock()
         if isinstance(budget.max_prompt_tokens, int):
             self._budget = Budget(tokens=budget.max_prompt_tokens, setting=self._setting())
             self._resolved = True
@@ -107,8 +106,11 @@ class PromptBudgeter:
 
     async def _resolve(self) -> None:
         """``auto``: the server's window less the answer's reserve (``auto_budget``), once;
-        without a window known, no budget (said once)."""
+        without a window known, no budget (said once). Resolved only once it is known."""
+        await self._resolve_auto()  # a resolution cut short (a stop) is made again next time
         self._resolved = True
+
+    async def _resolve_auto(self) -> None:
         openai = self._model.openai
         window = None
         if self._facts is not None and openai is not None:
@@ -149,7 +151,9 @@ class PromptBudgeter:
         server said it was over). Raises ``PromptTooLarge`` when it cannot fit; without a
         budget, ``bundle`` itself and empty facts."""
         if not self._resolved:
-            await self._resolve()
+            async with self._resolving:
+                if not self._resolved:
+                    await self._resolve()
         budget = self._budget
         if budget is None:
             return bundle, BudgetFacts()
@@ -231,13 +235,9 @@ class PromptBudgeter:
         self, bundle: PromptBundle, tokenizer: ServerTokenizer
     ) -> PromptTokens:
         projection = bundle.projection
-        frame = dict(projection.fields)
-        if EVENTS_KEY in frame and bytes(frame[EVENTS_KEY][:1]) == b"[":
-            frame[EVENTS_KEY] = b"[]"
-        record = b"".join(iter_pretty_record(frame)).decode("utf-8")
         fixed = FixedTokens(
-            brief=await self._text_tokens(tokenizer, bundle.head) + SERVER_ALLOWANCE,
-            record=await self._text_tokens(tokenizer, record),
+            brief=await self._text_tokens(tokenizer, bundle.brief_text()) + SERVER_ALLOWANCE,
+            record=await self._text_tokens(tokenizer, bundle.record_frame_text()),
             envelope=await self._text_tokens(tokenizer, bundle.envelope_text()),
         )
         keys = [

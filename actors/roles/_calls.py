@@ -59,6 +59,11 @@ from teams_runtime.storage.attempt_files import save_attempt
 __all__ = ["RequestEnded", "RoleCalls"]
 
 
+# The characters of a rejected answer a repair shows when the whole (up to 4,000) cannot fit
+# the role's budget.
+_SHORT_PREVIOUS = 400
+
+
 def _still_over(said: str, facts: BudgetFacts, less: int, setting: str) -> str:
     """The reason of a prompt still past the server's context once made again under its
     budget: how the server said so, the budget, and what would help."""
@@ -224,18 +229,30 @@ class RoleCalls:
         previous: str = "",
     ) -> _Reply:
         projection = await self._live_projection(envelope.request_id)
-        bundle = build_prompt(
-            kind,
-            role=self.role,
-            projection=projection,
-            envelope=envelope,
-            repairing=repairing,
-            errors=errors,
-            previous=previous,
-            cast=self._cast,
-        )
+
+        def prompt(shown: str) -> PromptBundle:
+            return build_prompt(
+                kind,
+                role=self.role,
+                projection=projection,
+                envelope=envelope,
+                repairing=repairing,
+                errors=errors,
+                previous=shown,
+                cast=self._cast,
+            )
+
+        bundle = prompt(previous)
         # Over its budget a prompt is never sent: fitted here, or PromptTooLarge (final).
-        fitted, facts = await self.budgeter.fit(bundle)
+        try:
+            fitted, facts = await self.budgeter.fit(bundle)
+        except PromptTooLarge:
+            if len(previous) <= _SHORT_PREVIOUS:
+                raise
+            # A repair's brief carries the rejected answer (one cut at the window is long):
+            # shown shorter it fits, and the errors still say what to fix.
+            bundle = prompt(previous[:_SHORT_PREVIOUS])
+            fitted, facts = await self.budgeter.fit(bundle)
         try:
             return await self._send_prompt(fitted, facts)
         except PromptTooLarge as exc:

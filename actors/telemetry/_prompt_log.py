@@ -118,6 +118,8 @@ def prompt_record(
         token_count_method=call.token_count_method,
         tool_rounds=call.tool_rounds,
         tool_calls=call.tool_calls,
+        layout=config.layout if config.layout != "upstream" else None,
+        step=config.step if config.layout == "shared_prefix" else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""The ``prompt_context`` section: how much of a request's history goes into prompts, and the
-token budget of a role's prompt (global, and ``roles.<role>.prompt_context``)."""
+"""The ``prompt_context`` section: how much of a request's history goes into prompts, how the
+prompt is laid out (``layout``, ``step``), and the token budget of a role's prompt (global, and
+``roles.<role>.prompt_context``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from teams_runtime.codecs.config._setting_checks import (
 from teams_runtime.exceptions import ConfigError
 
 __all__ = [
+    "DEFAULT_STEP",
+    "LAYOUTS",
     "MOST_PROMPT_TOKENS",
     "BudgetSource",
+    "Layout",
     "PromptBudget",
     "PromptContextConfig",
     "RolePromptContext",
@@ -38,6 +42,16 @@ MOST_PROMPT_TOKENS = 100_000_000
 MaxPromptTokens = int | Literal["auto"] | None
 RoleMaxPromptTokens = int | Literal["auto", "none"] | None
 
+# How a prompt is laid out (docs/compaction.md, "The layout"): ``upstream`` is the spec's prompt
+# (the role's header first); ``shared_prefix`` puts what every role of a request shares first,
+# so a model server's prompt cache can serve it, and moves the projection's tail in steps.
+Layout = Literal["upstream", "shared_prefix"]
+LAYOUTS: tuple[Layout, ...] = ("upstream", "shared_prefix")
+
+# Events the shared_prefix layout's tail grows by before it moves on (re-anchors): a hop or two
+# of a team writes a few events, so a prompt keeps its prefix for several hops.
+DEFAULT_STEP = 8
+
 
 def budget_problem(value: object, *, none: bool = False) -> str | None:
     """Why ``value`` cannot be a ``max_prompt_tokens`` (``must be ...``), ``None`` if it can;
@@ -48,6 +62,8 @@ def budget_problem(value: object, *, none: bool = False) -> str | None:
         return None
     if type(value) is not int or value < 1:  # bool is an int subclass: `true` is no budget
         hint = whole_number_hint(value, MOST_PROMPT_TOKENS)
+        if not none and value == "none":
+            hint = " (none is a role's word: leave the key out for no budget)"
         return (
             f"must be a positive integer, auto or none{hint}"
             if none
@@ -70,6 +86,8 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
     recent_events: int = 8
     max_events: int = 16
     max_prompt_tokens: MaxPromptTokens = None
+    layout: Layout = "upstream"
+    step: int = DEFAULT_STEP  # only shared_prefix moves its tail in steps
 
     def __post_init__(self) -> None:
         if type(self.enabled) is not bool:
@@ -85,6 +103,14 @@ class PromptContextConfig(msgspec.Struct, frozen=True, kw_only=True):
         problem = budget_problem(self.max_prompt_tokens)
         if problem is not None:
             raise ConfigError(f"{_PREFIX}.max_prompt_tokens {problem}.")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(
+                f"{_PREFIX}.layout must be upstream (the default) or shared_prefix, not "
+                f"{self.layout!r}."
+            )
+        problem = event_count_problem(self.step)
+        if problem is not None:
+            raise ConfigError(f"{_PREFIX}.step {problem} (events the tail grows by).")
 
 
 class RolePromptContext(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -121,7 +147,14 @@ def prompt_context_from_block(block: object) -> PromptContextConfig:
     # A count or the budget left empty takes its default; `enabled` left empty stays an error
     # (the rollback switch is said out loud).
     given = {key: value for key, value in block.items() if value is not None or key == "enabled"}
-    return PromptContextConfig(**given)
+    config = PromptContextConfig(**given)
+    if "step" in given and config.layout != "shared_prefix":
+        # Written, it was meant to do something: only the shared_prefix layout moves in steps.
+        raise ConfigError(
+            f"{_PREFIX}.step applies only with layout: shared_prefix; set "
+            "prompt_context.layout: shared_prefix, or remove step."
+        )
+    return config
 
 
 def role_prompt_context_from_block(role: str, block: object) -> RolePromptContext:

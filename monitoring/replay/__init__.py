@@ -14,6 +14,8 @@ from teams_runtime.monitoring.replay._drawing import (
 )
 from teams_runtime.monitoring.replay._engine import (
     DEFAULT_CACHE_TTL,
+    Observer,
+    ReplayedPrompt,
     ReplayReport,
     ReplaySetup,
     replay,
@@ -36,11 +38,13 @@ __all__ = [
     "LAYOUTS",
     "POLICY_FORMS",
     "Layout",
+    "Observer",
     "Policy",
     "PrefixCache",
     "ReplayReport",
     "ReplayRow",
     "ReplaySetup",
+    "ReplayedPrompt",
     "RequestView",
     "common_prefix",
     "envelope_from",

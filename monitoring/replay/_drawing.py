@@ -43,9 +43,9 @@ def _percent(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
-def _cells(row: ReplayRow) -> tuple[str, ...]:
+def _cells(row: ReplayRow, measured: bool) -> tuple[str, ...]:
     tokens = row.prompt_tokens_estimate
-    kept = "-" if row.evidence_kept is None else f"{100 * row.evidence_kept:.1f}%"
+    kept = _share(row.evidence_kept)
     cacheable = f"{row.cacheable_prompt_tokens:,} ({_percent(row.cacheable_prompt_tokens, tokens)})"
     over = "-" if row.budget_overflows is None else f"{row.budget_overflows:,}"
     if row.too_large:
@@ -61,7 +61,44 @@ def _cells(row: ReplayRow) -> tuple[str, ...]:
         kept,
         "-" if row.cost_usd is None else f"${row.cost_usd:.4f}",
         over,
-    )
+    ) + ((_share(row.measured_cached_share),) if measured else ())
+
+
+def _share(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def _recorded_notes(report: ReplayReport) -> list[str]:
+    """What the ``recorded`` rows say beside the records: the characters sent, and the
+    server's own count of its cache against the replay's prediction."""
+    recorded = [row for row in report.rows if row.policy == "recorded"]
+    if not recorded:
+        return []
+    lines = []
+    if report.other_layout:
+        lines.append(
+            f"Not in the recorded rows: {count_of(report.other_layout, 'call')} laid out in a "
+            "layout not asked for (--layout)."
+        )
+    rebuilt = sum(row.prompt_chars for row in recorded)
+    if report.recorded_chars:
+        lines.append(
+            f"The records say {report.recorded_chars:,} prompt characters were sent; rebuilt "
+            f"under recorded: {rebuilt:,} ({100 * (rebuilt / report.recorded_chars - 1):+.1f}%)."
+        )
+    for row in recorded:
+        measured, predicted = row.measured_cached_share, row.predicted_cached_share
+        if measured is None or predicted is None:
+            continue
+        calls = count_of(row.measured_prompts, "call")
+        lines.append(
+            f"Cached by the model server, by its own count ({calls} laid out {row.layout}): "
+            f"{100 * measured:.1f}% of "
+            f"{row.measured_prompt_tokens:,} prompt tokens; the replay predicts "
+            f"{100 * predicted:.1f}% for those prompts ({100 * (predicted - measured):+.1f} "
+            "points)."
+        )
+    return lines
 
 
 def _notes(report: ReplayReport, ttl: float) -> list[str]:
@@ -77,13 +114,7 @@ def _notes(report: ReplayReport, ttl: float) -> list[str]:
             f"Left out: {count_of(report.past_record, 'call')} that saw more events than the "
             "request's record holds now."
         )
-    rebuilt = next((row for row in report.rows if row.policy == "recorded"), None)
-    if rebuilt is not None and report.recorded_chars:
-        lines.append(
-            f"The records say {report.recorded_chars:,} prompt characters were sent; rebuilt "
-            f"under recorded: {rebuilt.prompt_chars:,} "
-            f"({100 * (rebuilt.prompt_chars / report.recorded_chars - 1):+.1f}%)."
-        )
+    lines += _recorded_notes(report)
     for model, rate in sorted(report.rates.items()):
         if rate.method == "learned":
             how = f"learned from its calls, {1 / rate.tokens_per_byte:.2f} characters a token"
@@ -96,8 +127,10 @@ def _notes(report: ReplayReport, ttl: float) -> list[str]:
 
 def render_replay_table(report: ReplayReport, ttl: float) -> str:
     """The human table: a row per (policy, layout), then the notes."""
-    cells = [_HEADERS, *(_cells(row) for row in report.rows)]
-    widths = [max(len(cell[i]) for cell in cells) for i in range(len(_HEADERS))]
+    measured = any(row.measured_prompts for row in report.rows)
+    headers = (*_HEADERS, "server cached") if measured else _HEADERS
+    cells = [headers, *(_cells(row, measured) for row in report.rows)]
+    widths = [max(len(cell[i]) for cell in cells) for i in range(len(headers))]
     lines = [
         "  ".join(
             text.ljust(width) if column < 2 else text.rjust(width)
@@ -127,7 +160,7 @@ def render_replay_chart(report: ReplayReport, ttl: float) -> str:
     for row in rows:
         label = f"{row.policy:<{policies}}  {row.layout:<{layouts}}"
         tokens, cached = row.prompt_tokens_estimate, row.cacheable_prompt_tokens
-        kept = "-" if row.evidence_kept is None else f"{100 * row.evidence_kept:.1f}%"
+        kept = _share(row.evidence_kept)
         lines.append(
             f"{label}  {_bar(cached, tokens, most)} {tokens:>12,}  cacheable "
             f"{_percent(cached, tokens):>6}  evidence kept {kept}"

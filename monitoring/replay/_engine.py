@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
-from teams_runtime.codecs.config import RateCard, TeamConfig
-from teams_runtime.codecs.model import validate_reply
+from teams_runtime.codecs.config import PromptContextConfig, RateCard, TeamConfig
 from teams_runtime.codecs.prompt_names import KIND_NAMES, PromptKind
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import PromptTooLarge, RecordError
@@ -25,10 +25,18 @@ from teams_runtime.monitoring.replay._request_views import RequestView, envelope
 from teams_runtime.monitoring.replay._rows import ReplayRow, RowSums
 from teams_runtime.policy.budget import fit_prompt, rate_tokens
 from teams_runtime.policy.pricing import input_cost, rate_key
-from teams_runtime.policy.prompts import PromptBundle, build_prompt, next_roles_of, reply_kind_of
+from teams_runtime.policy.prompt_previews import preview_prompt
+from teams_runtime.policy.prompts import PromptBundle
 from teams_runtime.policy.token_counts import LearnedRatios, TokenRate
 
-__all__ = ["DEFAULT_CACHE_TTL", "ReplayReport", "ReplaySetup", "replay"]
+__all__ = [
+    "DEFAULT_CACHE_TTL",
+    "Observer",
+    "ReplayReport",
+    "ReplaySetup",
+    "ReplayedPrompt",
+    "replay",
+]
 
 # Five minutes: the lifetime of Anthropic's default prompt cache and about OpenAI's (5-10
 # minutes idle); a local server keeps its last prompt until the next one replaces it.
@@ -57,6 +65,7 @@ class ReplayReport:
     without_record: int = 0  # the request's record is gone (or was not given)
     past_record: int = 0  # the record holds fewer events than the call saw
     recorded_chars: int = 0  # the replayed calls' prompt_chars, as their records say
+    other_layout: int = 0  # calls laid out in a layout not asked for (not in `recorded` rows)
     rates: dict[str, TokenRate] = field(default_factory=dict)  # by model: how tokens counted
 
 
@@ -133,33 +142,14 @@ class _Calls:
         return calls
 
 
-def _base_bundle(call: _Call, config: TeamConfig, layout: Layout) -> PromptBundle:
+def _base_bundle(call: _Call, config: TeamConfig) -> PromptBundle:
     """The call's prompt under the config's own projection: its head and envelope, which
-    every policy's prompt shares."""
+    every policy's and layout's prompt shares."""
+    projection = call.view.projection(call.record.total_events, config.prompt_context)
     role, cast = call.record.role, config.cast
-    projection = layout.project(call.view, call.record.total_events, config.prompt_context)
     request_id = projection.request_id or call.record.request_id
     envelope = envelope_from(projection, request_id, role)
-    repairing = cast.prompt_kind_of(role) if role in cast.roles else "task"
-    errors: list[str] = []
-    if call.kind == "repair":  # the errors an empty reply gets, as `prompt --kind repair`
-        errors = validate_reply(
-            "{}",
-            kind=reply_kind_of("repair", repairing),
-            request_id=request_id,
-            role=role,
-            next_roles=next_roles_of(role, cast),
-        ).issues
-    return build_prompt(
-        call.kind,
-        role=role,
-        projection=projection,
-        envelope=envelope,
-        repairing=repairing,
-        errors=errors,
-        previous="{}",
-        cast=cast,
-    )
+    return preview_prompt(call.kind, role=role, projection=projection, envelope=envelope, cast=cast)
 
 
 def _estimate(bundle: PromptBundle, rate: TokenRate) -> int:
@@ -169,6 +159,18 @@ def _estimate(bundle: PromptBundle, rate: TokenRate) -> int:
     return sum(rate.tokens(size) for size in parts)
 
 
+class ReplayedPrompt(NamedTuple):
+    """One prompt a replay rebuilt: the call it stands for, its policy and layout, its text."""
+
+    record: PromptRecord
+    policy: str
+    layout: str
+    text: str
+
+
+Observer = Callable[[ReplayedPrompt], None]
+
+
 @dataclass
 class _Row:
     policy: Policy
@@ -176,12 +178,22 @@ class _Row:
     cache: PrefixCache
     sums: RowSums = field(default_factory=RowSums)
 
-    def replay(self, call: _Call, base: PromptBundle, config: TeamConfig) -> None:
+    def context(self, call: _Call, config: TeamConfig) -> PromptContextConfig | None:
+        """The ``prompt_context`` the call's prompt is projected under in this row; ``None``
+        when the row does not replay it (``recorded``: a call laid out otherwise)."""
+        context = self.policy.context_for(config, call.record)
+        if self.policy.kind == "recorded":  # the call's own layout and step, as it was sent
+            return context if context.layout == self.layout.name else None
+        return self.layout.context(context, config.prompt_context.step)
+
+    def replay(
+        self, call: _Call, base: PromptBundle, config: TeamConfig, observe: Observer | None
+    ) -> None:
         record, sums = call.record, self.sums
-        projection = self.layout.project(
-            call.view, record.total_events, self.policy.context_for(config, record)
-        )
-        bundle = base.with_projection(projection)
+        context = self.context(call, config)
+        if context is None:
+            return
+        bundle = base.with_projection(call.view.projection(record.total_events, context))
         estimate = _estimate(bundle, call.rate)
         budget = self.policy.budget_for(config, record)
         over = budget or configured_budget(config, record.role)  # a budget set, if not applied
@@ -196,11 +208,15 @@ class _Row:
                 sums.too_large += 1
                 return
             bundle, estimate = fitted.bundle, fitted.estimate
-        text = self.layout.render(bundle)
+        text = bundle.text()
+        if observe is not None:
+            observe(ReplayedPrompt(record, self.policy.name, self.layout.name, text))
         served = self.cache.send(call.server, record.role, call.when, text)
         cached = min(_prefix_tokens(text, served.any_role, call.rate), estimate)
         same = min(_prefix_tokens(text, served.same_role, call.rate), cached)
         sums.add_prompt(len(text), estimate, cached, same, bundle.projection.included_events)
+        if self.policy.kind == "recorded":
+            sums.add_measured(record, estimate, cached)
         newest = call.view.newest_evidence(record.total_events)
         selected = set(bundle.projection.selected_indices)
         sums.evidence_pairs += len(newest)
@@ -216,24 +232,38 @@ def _prefix_tokens(text: str, chars: int, rate: TokenRate) -> int:
     return rate.tokens(size)
 
 
+def _rows(policies: Sequence[Policy], layouts: Sequence[Layout], ttl: float) -> list[_Row]:
+    """A row per (policy, layout). The ``recorded`` rows share one cache: each call is in the
+    row of its own layout, so together they are the calls as they were sent."""
+    sent = PrefixCache(ttl)
+    return [
+        _Row(policy, layout, sent if policy.kind == "recorded" else PrefixCache(ttl))
+        for policy in policies
+        for layout in layouts
+    ]
+
+
 def replay(
     records: Iterable[PromptRecord],
     load: Callable[[str], bytes | None],
     policies: Sequence[Policy],
     layouts: Sequence[Layout],
     setup: ReplaySetup,
+    observe: Observer | None = None,
 ) -> ReplayReport:
     """Replay the calls of ``records`` under every (policy, layout) pair; ``load`` gives a
-    request's record bytes (``None``: it has none). No model is called, nothing is written."""
+    request's record bytes (``None``: it has none); ``observe``, if given, sees every prompt
+    rebuilt. No model is called, nothing is written."""
     report = ReplayReport(rows=[])
     calls = _Calls(setup, load).calls(records, report)
-    rows = [
-        _Row(policy, layout, PrefixCache(setup.ttl)) for policy in policies for layout in layouts
-    ]
+    rows = _rows(policies, layouts, setup.ttl)
     config = setup.config
+    if any(policy.kind == "recorded" for policy in policies):
+        asked = {layout.name for layout in layouts}
+        report.other_layout = sum((call.record.layout or "upstream") not in asked for call in calls)
     for call in calls:
-        bases = {layout: _base_bundle(call, config, layout) for layout in layouts}
+        base = _base_bundle(call, config)
         for row in rows:
-            row.replay(call, bases[row.layout], config)
+            row.replay(call, base, config, observe)
     report.rows = [row.sums.row(row.policy.name, row.layout.name) for row in rows]
     return report

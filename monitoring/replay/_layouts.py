@@ -1,33 +1,31 @@
-"""The prompt layouts a replay renders under: each one's projection of a request at a hop and
-its prompt's text. ``upstream`` is today's prompt, byte for byte (``policy.prompts``)."""
+"""The prompt layouts a replay renders under, each a policy's ``prompt_context`` laid out so.
+
+A prompt's projection and text follow its config's layout, as in a run (``policy.projection``,
+``policy.prompts``): ``upstream`` is today's prompt, byte for byte; ``shared_prefix`` puts what
+every role of a request shares first and re-anchors its tail every ``step`` events.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
 
-from teams_runtime.codecs.config import PromptContextConfig
-from teams_runtime.codecs.projection_reply import Projection
-from teams_runtime.monitoring.replay._request_views import RequestView
-from teams_runtime.policy.prompts import PromptBundle
+from teams_runtime.codecs.config import LAYOUTS, PromptContextConfig
+from teams_runtime.codecs.config import Layout as LayoutName
 
 __all__ = ["LAYOUTS", "Layout", "LayoutName"]
 
-LayoutName = Literal["upstream"]
-LAYOUTS: tuple[LayoutName, ...] = ("upstream",)
-
 
 class Layout(msgspec.Struct, frozen=True):
-    """A layout by name, with the step its projection re-anchors by (where it has one)."""
+    """A layout by name, with the step its projection re-anchors by (``None``: the config's
+    ``prompt_context.step``; only ``shared_prefix`` has one)."""
 
     name: LayoutName
     step: int | None = None
 
-    def project(self, view: RequestView, total: int, config: PromptContextConfig) -> Projection:
-        """The projection the prompt at a hop of ``total`` events embeds."""
-        return view.projection(total, config)
-
-    def render(self, bundle: PromptBundle) -> str:
-        """The prompt's text as it would be sent."""
-        return bundle.text()
+    def context(self, policy: PromptContextConfig, default_step: int) -> PromptContextConfig:
+        """A policy's ``prompt_context`` laid out so: the same counts and switch, this layout
+        and (for ``shared_prefix``) its step, else ``default_step``."""
+        if self.name == "shared_prefix":
+            step = self.step or default_step
+            return msgspec.structs.replace(policy, layout=self.name, step=step)
+        return msgspec.structs.replace(policy, layout=self.name)

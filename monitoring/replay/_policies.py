@@ -10,6 +10,7 @@ from typing import Literal
 import msgspec
 
 from teams_runtime.codecs.config import (
+    DEFAULT_STEP,
     MOST_PROMPT_TOKENS,
     PromptContextConfig,
     TeamConfig,
@@ -46,7 +47,8 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     max_prompt_tokens: int | None = None
 
     def context_for(self, config: TeamConfig, record: PromptRecord) -> PromptContextConfig:
-        """The ``prompt_context`` the prompt of ``record``'s hop is projected under."""
+        """The ``prompt_context`` the prompt of ``record``'s hop is projected under (laid out
+        as a replay's row says, but for ``recorded``: the call's own layout and step)."""
         configured = config.prompt_context
         match self.kind:
             case "configured" | "budget":
@@ -56,11 +58,13 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
             case "recent_only":
                 recent = configured.recent_events
                 return PromptContextConfig(recent_events=recent, max_events=recent)
-            case "recorded":
+            case "recorded":  # as the call was sent: its counts, layout and step
                 return PromptContextConfig(
                     enabled=record.enabled,
                     recent_events=record.recent_events,
                     max_events=record.max_events,
+                    layout=record.layout or "upstream",
+                    step=record.step or DEFAULT_STEP,
                 )
             case "events":
                 return PromptContextConfig(

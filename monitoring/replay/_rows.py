@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import msgspec
 
+from teams_runtime.codecs.prompt_records import PromptRecord
+
 __all__ = ["ReplayRow", "RowSums"]
 
 
@@ -17,6 +19,10 @@ class ReplayRow(msgspec.Struct, frozen=True, kw_only=True):
     ``cost_usd`` the prompts' input cost by the rate cards (cached tokens at the cached rate),
     ``None`` when no card priced a prompt; ``budget_overflows`` the prompts over the budget in
     force (the policy's own, else the role's configured one), ``None`` when none had one.
+
+    The ``measured_*`` figures are the model server's, from the prompt records that carry
+    ``cached_prompt_tokens`` (``recorded`` rows only): the tokens it read and served from its
+    cache, their share, and the share the replay predicts for those same prompts beside it.
     """
 
     policy: str
@@ -34,6 +40,11 @@ class ReplayRow(msgspec.Struct, frozen=True, kw_only=True):
     included_events: int
     budget_overflows: int | None
     too_large: int
+    measured_prompts: int = 0
+    measured_prompt_tokens: int = 0
+    measured_cached_prompt_tokens: int = 0
+    measured_cached_share: float | None = None
+    predicted_cached_share: float | None = None
 
     @property
     def cacheable_share(self) -> float:
@@ -59,6 +70,11 @@ class RowSums:
     budgeted: int = 0  # prompts with a budget in force
     overflows: int = 0  # of them, those over it before any fit
     too_large: int = 0  # prompts that could not fit even without events (never sent)
+    measured: int = 0  # prompts whose server said what it served from its cache
+    measured_tokens: int = 0  # the server's prompt tokens of them
+    measured_cached: int = 0  # and its cached ones
+    predicted_tokens: int = 0  # the replay's estimate of the same prompts
+    predicted_cached: int = 0  # and its cacheable prefix
 
     def add_prompt(self, chars: int, tokens: int, cacheable: int, same: int, events: int) -> None:
         """Count one prompt sent: its size, tokens, cacheable prefix and included events."""
@@ -67,6 +83,17 @@ class RowSums:
         self.cacheable += cacheable
         self.same_role += same
         self.included += events
+
+    def add_measured(self, record: PromptRecord, tokens: int, cacheable: int) -> None:
+        """Count what the server said of a prompt's cache beside the replay's figures (when
+        its record carries both counts)."""
+        if record.cached_prompt_tokens is None or not record.prompt_tokens:
+            return
+        self.measured += 1
+        self.measured_tokens += record.prompt_tokens
+        self.measured_cached += record.cached_prompt_tokens
+        self.predicted_tokens += tokens
+        self.predicted_cached += cacheable
 
     def row(self, policy: str, layout: str) -> ReplayRow:
         """The sums as a row."""
@@ -86,4 +113,13 @@ class RowSums:
             included_events=self.included,
             budget_overflows=self.overflows if self.budgeted else None,
             too_large=self.too_large,
+            measured_prompts=self.measured,
+            measured_prompt_tokens=self.measured_tokens,
+            measured_cached_prompt_tokens=self.measured_cached,
+            measured_cached_share=_share(self.measured_cached, self.measured_tokens),
+            predicted_cached_share=_share(self.predicted_cached, self.predicted_tokens),
         )
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from teams_runtime.cli import main
-from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, TeamConfig
+from teams_runtime.codecs.config import DEFAULT_CONFIG_TEXT, DEFAULT_STEP, LAYOUTS, TeamConfig
 from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
 from teams_runtime.codecs.request_records import encode_record
 from teams_runtime.codecs.roles import ROLES
@@ -24,6 +24,7 @@ from teams_runtime.demo import sample_record
 from teams_runtime.monitoring import PROMPT_LOG_NAME
 from teams_runtime.monitoring.replay import (
     DEFAULT_POLICIES,
+    Layout,
     PrefixCache,
     envelope_from,
     parse_policy,
@@ -81,34 +82,39 @@ def make_workspace(root: Path, requests: int = REQUESTS) -> Path:
 
 
 def ours(root: Path) -> tuple[float, dict[str, int]]:
-    """``teams-runtime replay --json`` in this process: its seconds and tokens per policy."""
+    """``teams-runtime replay --json`` in this process: its seconds and tokens per (policy,
+    layout)."""
     out = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(out):
         assert main(["replay", "--workspace", str(root), "--json"]) == 0
     took = time.perf_counter() - start
     rows = json.loads(out.getvalue())["policies"]
-    return took, {row["policy"]: row["prompt_tokens_estimate"] for row in rows}
+    return took, {f"{row['policy']} {row['layout']}": row["prompt_tokens_estimate"] for row in rows}
 
 
 def naive(root: Path) -> tuple[float, dict[str, int]]:
     """The same replay done plainly: each call's record file read and decoded with ``json``,
-    projected from dicts and its prompt built, for every policy."""
+    projected from dicts and its prompt built, for every policy and layout."""
     config = TeamConfig()
-    policies = [parse_policy(name) for name in DEFAULT_POLICIES]
+    rows = [
+        (f"{name} {layout}", parse_policy(name), Layout(layout))
+        for name in DEFAULT_POLICIES
+        for layout in LAYOUTS
+    ]
     start = time.perf_counter()
     logs = root / ".teams_runtime" / "logs" / PROMPT_LOG_NAME
     calls = [json.loads(line) for line in logs.read_text(encoding="utf-8").splitlines()]
-    tokens = dict.fromkeys((policy.name for policy in policies), 0)
-    caches = {policy.name: PrefixCache(300) for policy in policies}
+    tokens = dict.fromkeys((key for key, _, _ in rows), 0)
+    caches = {key: PrefixCache(300) for key, _, _ in rows}
     for call in calls:
         when = datetime.fromisoformat(call["timestamp"]).timestamp()
-        for policy in policies:
+        for key, policy, layout in rows:
             path = root / ".teams_runtime" / "requests" / f"{call['request_id']}.json"
             record = json.loads(path.read_text(encoding="utf-8"))
             record["events"] = record["events"][: call["total_events"]]
             context = policy.context_for(config, PromptRecord(**call))
-            projection = project_request(record, context)
+            projection = project_request(record, layout.context(context, DEFAULT_STEP))
             envelope = envelope_from(projection, call["request_id"], call["role"])
             bundle = build_prompt(
                 "task", role=call["role"], projection=projection, envelope=envelope
@@ -116,8 +122,8 @@ def naive(root: Path) -> tuple[float, dict[str, int]]:
             text = bundle.text()
             sizes = bundle.sizes()
             parts = (sizes.brief, sizes.record, sizes.envelope, sizes.notice, *sizes.events)
-            tokens[policy.name] += sum(DEFAULT_RATE.tokens(size) for size in parts)
-            caches[policy.name].send("dry_run/dry_run", call["role"], when, text)
+            tokens[key] += sum(DEFAULT_RATE.tokens(size) for size in parts)
+            caches[key].send("dry_run/dry_run", call["role"], when, text)
     return time.perf_counter() - start, tokens
 
 

@@ -725,7 +725,7 @@ def replay_row() -> Row:
     (tests/benchmarks/replay_bench.py)."""
     ours, naive = replay_figures()
     calls = REPLAY_REQUESTS * REPLAY_CALLS
-    return Row(f"replay of {REPLAY_REQUESTS:,} requests ({calls:,} calls, 3 policies)",
+    return Row(f"replay of {REPLAY_REQUESTS:,} requests ({calls:,} calls, 3 policies x 2 layouts)",
                _fmt(ours), _fmt(naive), f"{naive / ours:.1f}x", f"< {REPLAY_TARGET:g} s",
                ours < REPLAY_TARGET)  # fmt: skip
 

@@ -205,3 +205,48 @@ def test_an_arm_stopped_at_a_person_is_named(
     stopped = [line for line in out.splitlines() if line.startswith("  ab-backfill-1: ")]
     assert stopped == ["  ab-backfill-1: stopped at a person: qa waits for an answer"] * 2
     assert "%" not in out
+    status, out, err = run_cli(  # --layout: exit 0 only once both arms ran
+        capsys, "ab", "--dry-run", "--layout", "--requests", "1", "--workspace", str(root)
+    )
+    assert status == 1, err
+    assert "The after arm did not run to the end: 1 of 1 request did not complete." in out
+
+
+def test_the_layout_arms_differ_only_in_the_layout() -> None:
+    source = "prompt_context: {layout: shared_prefix, step: 4, max_events: 20}\n"
+    before = parse_team_config(arm_config_text(source, True, "upstream"), "before")
+    after = parse_team_config(arm_config_text(source, True, "shared_prefix"), "after")
+    assert (before.prompt_context.layout, after.prompt_context.layout) == (
+        "upstream",
+        "shared_prefix",
+    )
+    assert before.prompt_context.enabled and after.prompt_context.enabled
+    assert after.prompt_context.step == 4  # the workspace's own step, kept
+    assert before.prompt_context.max_events == after.prompt_context.max_events == 20
+    assert fingerprint(before) == fingerprint(after)
+
+
+def test_ab_layout_runs_both_layouts_with_compaction_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _workspace(tmp_path, capsys)
+    keep = tmp_path / "arms"
+    status, out, err = run_cli(
+        capsys, "ab", "--dry-run", "--layout", "--workspace", str(root), "--keep", str(keep)
+    )
+    assert status == 0, err
+    assert "compaction on, the upstream layout (before) then shared_prefix (after)" in out
+    assert "Configs: identical but for prompt_context.layout." in out
+    layouts = {
+        arm: [json.loads(line).get("layout") for line in log.read_text().splitlines()]
+        for arm in ("before", "after")
+        for log in [keep / arm / ".teams_runtime" / "logs" / "prompt_context.jsonl"]
+    }
+    assert set(layouts["before"]) == {None} and set(layouts["after"]) == {"shared_prefix"}
+    status, out, _ = run_cli(capsys, "ab", "--dry-run", "--layout", "--workspace", str(root),
+                             "--json")  # fmt: skip
+    report = json.loads(out)
+    before, after = report["arms"]["before"], report["arms"]["after"]
+    assert (before["layout"], after["layout"]) == ("upstream", "shared_prefix")
+    assert before["compacted_calls"] > 0 and after["compacted_calls"] > 0
+    assert status == 0 and report["same_config"]

@@ -395,6 +395,8 @@ def test_config_prints_what_is_in_force(
         "recent_events": 8,
         "max_events": 20,
         "max_prompt_tokens": None,
+        "layout": "upstream",
+        "step": 8,
     }
     assert config["model"]["backend"] == "dry_run"
     (workspace / "team_runtime.yaml").write_text("prompt_context: {max_events: 0}\n")

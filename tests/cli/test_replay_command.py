@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from teams_runtime.codecs.config import TeamConfig
+from teams_runtime.codecs.config import PromptContextConfig, TeamConfig
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.model import validate_reply
 from teams_runtime.policy.projection import project_request
@@ -51,7 +51,7 @@ def _rows(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, dict[str,
 def test_compaction_on_the_demo_keeps_every_roles_newest_report_for_fewer_tokens(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = _rows(capsys, "--workspace", str(demo))
+    rows = _rows(capsys, "--workspace", str(demo), "--layout", "upstream")
     assert list(rows) == ["configured", "recent_only", "full"]  # the default policies
     configured, recent, full = rows["configured"], rows["recent_only"], rows["full"]
     for row in rows.values():
@@ -84,14 +84,18 @@ def _evidence_role(event: Any) -> str | None:
     return None
 
 
-def _select(events: list[Any], recent: int, most: int) -> list[int]:
-    """The five steps of the policy, on decoded events."""
+def _select(events: list[Any], recent: int, most: int, step: int | None = None) -> list[int]:
+    """The five steps of the policy, on decoded events; with ``step`` (shared_prefix), the
+    tail starting at a multiple of it and the missing roles those of its first ``recent``."""
     if len(events) <= most:
         return list(range(len(events)))
-    tail = list(range(len(events) - recent, len(events)))
-    seen = {_evidence_role(events[i]) for i in tail} - {None}
+    start = len(events) - recent
+    if step is not None:
+        start = start // step * step
+    tail = list(range(start, len(events)))
+    seen = {_evidence_role(events[i]) for i in tail[:recent]} - {None}
     kept: list[int] = []
-    for index in range(len(events) - recent - 1, -1, -1):
+    for index in range(start - 1, -1, -1):
         if len(kept) + recent >= most:
             break
         role = _evidence_role(events[index])
@@ -111,11 +115,19 @@ def _plain_prefix(first: str, second: str) -> int:
     return length
 
 
-def _recount(folder: Path, recent: int, most: int, ttl: float) -> dict[str, Any]:
+def _recount(
+    folder: Path, recent: int, most: int, ttl: float, step: int | None = None
+) -> dict[str, Any]:
     """The replay of the configured policy recounted from the raw files by plain code: JSON
     read with ``json``, the selection and evidence as the spec says, every earlier prompt
-    compared whole; only the prompt text is laid out by the package's own ``build_prompt``."""
+    compared whole; only the prompt text is laid out by the package's own ``build_prompt``
+    (in the shared_prefix layout with ``step``)."""
     config: TeamConfig = load_team_config(folder)
+    context = config.prompt_context
+    if step is not None:
+        context = PromptContextConfig(
+            recent_events=recent, max_events=most, layout="shared_prefix", step=step
+        )
     logs = folder / ".teams_runtime" / "logs" / "prompt_context.jsonl"
     calls = [json.loads(line) for line in logs.read_text().splitlines()]
     calls.sort(key=lambda call: datetime.fromisoformat(call["timestamp"]))
@@ -125,8 +137,8 @@ def _recount(folder: Path, recent: int, most: int, ttl: float) -> dict[str, Any]
         path = folder / ".teams_runtime" / "requests" / f"{call['request_id']}.json"
         record = json.loads(path.read_text())
         events = record["events"][: call["total_events"]]
-        selected = _select(events, recent, most)
-        projection = project_request({**record, "events": events}, config.prompt_context)
+        selected = _select(events, recent, most, step)
+        projection = project_request({**record, "events": events}, context)
         assert list(projection.selected_indices) == selected
         role = call["role"]
         envelope = MessageEnvelope(
@@ -180,14 +192,20 @@ def _recount(folder: Path, recent: int, most: int, ttl: float) -> dict[str, Any]
     return totals
 
 
+@pytest.mark.parametrize(
+    ("layout", "step"), [("upstream", None), ("shared_prefix", None), ("shared_prefix", 3)]
+)
 @pytest.mark.parametrize("ttl", [300.0, 0.0])
 def test_the_figures_equal_a_recount_from_the_raw_files(
-    demo: Path, capsys: pytest.CaptureFixture[str], ttl: float
+    demo: Path, capsys: pytest.CaptureFixture[str], ttl: float, layout: str, step: int | None
 ) -> None:
-    row = _rows(
-        capsys, "--workspace", str(demo), "--policy", "configured", "--cache-ttl", f"{ttl:g}"
-    )["configured"]
-    recount = _recount(demo, 8, 16, ttl)
+    argv = ["--policy", "configured", "--cache-ttl", f"{ttl:g}", "--layout", layout]
+    if step is not None:
+        argv += ["--step", str(step)]
+    row = _rows(capsys, "--workspace", str(demo), *argv)["configured"]
+    assert row["layout"] == layout
+    laid_out = None if layout == "upstream" else step or 8  # the config's step: the default
+    recount = _recount(demo, 8, 16, ttl, laid_out)
     assert row["prompt_tokens_estimate"] == recount["tokens"]
     assert row["cacheable_prompt_tokens"] == recount["cacheable"]
     assert row["evidence_pairs"] == recount["pairs"]
@@ -195,6 +213,28 @@ def test_the_figures_equal_a_recount_from_the_raw_files(
     assert row["cost_usd"] == pytest.approx(recount["cost"], rel=1e-12)
     if ttl == 0:
         assert row["cacheable_prompt_tokens"] <= 2 * 14  # prompts sent in the same instant only
+
+
+def test_on_the_demo_shared_prefix_keeps_far_more_for_the_cache_and_every_report(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run_cli(capsys, "replay", "--json", "--workspace", str(demo))
+    assert status == 0, err
+    rows = {(row["policy"], row["layout"]): row for row in json.loads(out)["policies"]}
+    assert len(rows) == 6  # each default policy with either layout
+
+    def share(row: dict[str, Any]) -> float:
+        return float(row["cacheable_prompt_tokens"] / row["prompt_tokens_estimate"])
+
+    upstream, shared = rows["configured", "upstream"], rows["configured", "shared_prefix"]
+    assert share(upstream) < 0.05 and share(shared) > 0.4  # 0.8% and 55.7% on 2026-12-06
+    assert shared["evidence_kept"] == upstream["evidence_kept"] == 1.0
+    # Across roles: each hop's role differs from the last one's, the record first is shared.
+    assert (
+        shared["cacheable_cross_role_prompt_tokens"] > shared["cacheable_same_role_prompt_tokens"]
+    )
+    for policy in ("recent_only", "full"):
+        assert share(rows[policy, "shared_prefix"]) > 10 * share(rows[policy, "upstream"])
 
 
 def test_the_table_and_the_chart_show_every_policy_and_say_what_is_approximate(
@@ -205,14 +245,18 @@ def test_the_table_and_the_chart_show_every_policy_and_say_what_is_approximate(
     assert status == 0
     lines = table.splitlines()
     assert lines[0].split()[:4] == ["policy", "layout", "prompts", "tokens"]
-    assert lines[1].split()[:3] == ["configured", "upstream", "14"]
-    assert lines[2].split()[:3] == ["4/6", "upstream", "14"]
+    assert [line.split()[:3] for line in lines[1:5]] == [
+        ["configured", "upstream", "14"],
+        ["configured", "shared_prefix", "14"],  # each policy with either layout
+        ["4/6", "upstream", "14"],
+        ["4/6", "shared_prefix", "14"],
+    ]
     assert "Approximate:" in table and "No model was called." in table
     assert "Tokens of dry_run/dry_run: the default, 2.5 characters a token." in table
     status, chart, _ = run_cli(capsys, *argv, "--chart")
     assert status == 0
     bars = [line for line in chart.splitlines() if "evidence kept" in line]
-    assert len(bars) == 2 and bars[0].startswith("configured  upstream")
+    assert len(bars) == 4 and bars[1].startswith("configured  shared_prefix")
     assert "█" in chart
 
 

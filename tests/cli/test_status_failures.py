@@ -125,7 +125,6 @@ def test_a_prompt_that_cannot_fit_is_said_so_with_what_a_retry_needs_first(
         status, text, _ = run_cli(capsys, *argv, "--workspace", str(root))
         assert status == 0
         assert (
-            "raise prompt_context.max_prompt_tokens in team_runtime.yaml (or give the model "
-            "server a larger context), then `teams-runtime retry req-1` queues its last step "
-            "again"
+            "make the prompt fit first, as its reason says; then `teams-runtime retry req-1` "
+            "queues its last step again"
         ) in text

@@ -104,6 +104,11 @@ _ODD = {
         pytest.param(PromptContextConfig(enabled=False), id="full"),
         pytest.param(PromptContextConfig(recent_events=4, max_events=4), id="recent-only"),
         pytest.param(PromptContextConfig(recent_events=2, max_events=9), id="2-9"),
+        pytest.param(PromptContextConfig(layout="shared_prefix"), id="shared-prefix"),
+        pytest.param(
+            PromptContextConfig(recent_events=3, max_events=5, layout="shared_prefix", step=4),
+            id="shared-prefix-3-5-step-4",
+        ),
     ],
 )
 @pytest.mark.parametrize("record", [_RECORD, _ODD], ids=["sample", "odd"])
@@ -252,3 +257,68 @@ def test_a_budget_fits_prompts_and_counts_those_over_it() -> None:
     assert (tiny.too_large, tiny.budget_overflows) == (3, 3)  # type: ignore[attr-defined]
     assert tiny.prompt_tokens_estimate == 0  # type: ignore[attr-defined]
     assert unbudgeted.budget_overflows is None  # type: ignore[attr-defined]
+
+
+# --- layouts ---------------------------------------------------------------------------------
+
+
+def test_a_layout_keeps_each_policys_counts_and_sets_its_own_step() -> None:
+    config = TeamConfig(prompt_context=PromptContextConfig(layout="shared_prefix", step=5))
+    record = _call("req", 40)
+    shared, upstream = Layout("shared_prefix"), Layout("upstream", 3)
+    recent = parse_policy("recent_only").context_for(config, record)
+    laid = shared.context(recent, config.prompt_context.step)
+    assert (laid.recent_events, laid.max_events, laid.layout, laid.step) == (
+        8,
+        8,
+        "shared_prefix",
+        5,  # the config's step
+    )
+    assert Layout("shared_prefix", 12).context(recent, 5).step == 12  # --step
+    assert upstream.context(config.prompt_context, 5).layout == "upstream"
+    full = shared.context(parse_policy("full").context_for(config, record), 5)
+    assert (full.enabled, full.layout) == (False, "shared_prefix")
+
+
+def _laid_out(call: PromptRecord, layout: str | None, cached: int | None) -> PromptRecord:
+    step = 8 if layout else None
+    tokens = 400 if cached is not None else None
+    return msgspec.structs.replace(
+        call, layout=layout, step=step, prompt_tokens=tokens, cached_prompt_tokens=cached
+    )
+
+
+def test_recorded_replays_each_call_in_its_own_layout_beside_the_servers_cache() -> None:
+    calls = [
+        _laid_out(_call("req", 30, "qa", 0), None, None),
+        _laid_out(_call("req", 31, "dev", 1), "shared_prefix", 0),
+        _laid_out(_call("req", 33, "qa", 2), "shared_prefix", 300),
+        _laid_out(_call("req", 35, "dev", 3), "shared_prefix", 100),
+    ]
+    data = {"req": encode_json(sample_record(40, "req"))}
+    setup = ReplaySetup(TeamConfig(), {}, LearnedRatios())
+    layouts = [Layout("upstream"), Layout("shared_prefix")]
+    seen: list[tuple[str, str, str]] = []
+    report = replay(
+        calls,
+        data.get,
+        [parse_policy("recorded")],
+        layouts,
+        setup,
+        lambda prompt: seen.append((prompt.record.role, prompt.layout, prompt.text)),
+    )
+    upstream, shared = report.rows
+    assert (upstream.prompts, shared.prompts) == (1, 3)  # each call once, in its own layout
+    assert upstream.measured_prompts == 0 and upstream.measured_cached_share is None
+    assert shared.measured_prompts == 3
+    assert shared.measured_cached_share == 400 / 1200
+    # The replay's own share of the same prompts: here every shared_prefix call.
+    assert shared.predicted_cached_share == (
+        shared.cacheable_prompt_tokens / shared.prompt_tokens_estimate
+    )
+    assert [layout for _, layout, _ in seen] == ["upstream", *["shared_prefix"] * 3]
+    assert seen[0][2].startswith("You are the qa role")
+    assert all(text.startswith("You are a role of a team") for _, _, text in seen[1:])
+    # Without shared_prefix asked for, its calls are said to be left out.
+    only = replay(calls, data.get, [parse_policy("recorded")], layouts[:1], setup)
+    assert (only.rows[0].prompts, only.other_layout) == (1, 3)

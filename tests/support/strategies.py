@@ -57,6 +57,17 @@ def configs(draw: st.DrawFn) -> PromptContextConfig:
     )
 
 
+@st.composite
+def stepped_configs(draw: st.DrawFn) -> PromptContextConfig:
+    """Configs of the shared_prefix layout (compaction on): the tail moves in steps."""
+    recent = draw(st.integers(min_value=1, max_value=10))
+    maximum = draw(st.integers(min_value=recent, max_value=recent + 10))
+    step = draw(st.integers(min_value=1, max_value=12))
+    return PromptContextConfig(
+        recent_events=recent, max_events=maximum, layout="shared_prefix", step=step
+    )
+
+
 def record(history: Any, request_id: str = "req-1") -> dict[str, Any]:
     return {
         "request_id": request_id,

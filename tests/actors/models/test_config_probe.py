@@ -122,13 +122,14 @@ def test_probe_says_each_roles_budget_as_a_run_resolves_it(
     openai_server.flavour = "llama.cpp"  # its window: 4096 tokens (/props n_ctx)
     openai = {"base_url": openai_server.base_url, "model": openai_server.model_name}
     config = {
-        "team": {"roles": ["planner", "developer", "qa", "research"]},
+        "team": {"roles": ["planner", "developer", "qa", "research", "designer"]},
         "model": {"backend": "openai", "openai": openai},
         "prompt_context": {"max_prompt_tokens": "auto"},
         "roles": {
             "developer": {"model": {"openai": {"max_tokens": 512}}},
             "qa": {"prompt_context": {"max_prompt_tokens": 1500}},
             "research": {"prompt_context": {"max_prompt_tokens": 5000}},
+            "designer": {"prompt_context": {"max_prompt_tokens": "none"}},
         },
     }
     (tmp_path / "team_runtime.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -144,6 +145,7 @@ def test_probe_says_each_roles_budget_as_a_run_resolves_it(
         "  research: max_prompt_tokens 5000 (role): warning: larger than the server's window of "
         "4096 tokens, so a prompt within the budget can still be refused; lower it, or write "
         "auto",
+        "  designer: max_prompt_tokens none (role)",
     ]
     openai_server.then(_stream("served", usage=True))
     status, out, _ = run_cli(capsys, "config", "--probe", "--json", "--workspace", str(tmp_path))

@@ -8,12 +8,15 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 import yaml
 
+from teams_runtime.actors.models import ServerFacts
+from teams_runtime.actors.models.windows import ServerWindow
 from teams_runtime.actors.roles._budget import PromptBudgeter
 from teams_runtime.actors.team import RunSummary
-from teams_runtime.codecs.config import ModelConfig, PromptBudget
+from teams_runtime.codecs.config import ModelConfig, OpenAIConfig, PromptBudget
 from teams_runtime.codecs.envelopes import MessageEnvelope
 from teams_runtime.codecs.prompt_records import encode_prompt_record
 from teams_runtime.demo import sample_record
@@ -21,7 +24,7 @@ from teams_runtime.policy.projection import project_request
 from teams_runtime.policy.prompts import build_prompt
 from teams_runtime.storage import FileWorkQueue, Workspace
 
-from ...support.fake_openai_server import FakeOpenAIServer
+from ...support.fake_openai_server import FakeOpenAIServer, Text
 
 pytestmark = pytest.mark.anyio
 
@@ -216,3 +219,53 @@ async def test_auto_is_the_servers_window_less_the_reserve_it_asks_for(
     assert chat[0].json()["max_tokens"] == reserve  # so the answer stays inside the window
     assert record.prompt_tokens is not None and record.prompt_tokens_estimate is not None
     assert record.prompt_tokens <= record.prompt_tokens_estimate <= 4096 - reserve
+
+
+class _SlowWindow(ServerFacts):
+    """A server whose window takes a while to learn, and that has no tokenizer."""
+
+    async def window(self, settings: OpenAIConfig) -> ServerWindow:
+        await anyio.sleep(0.05)  # the first prompts' fits all arrive meanwhile
+        return ServerWindow(context_tokens=4096, source="llama.cpp /props n_ctx")
+
+    async def tokenizer(self, settings: OpenAIConfig) -> None:
+        return None
+
+
+async def test_concurrent_first_prompts_all_wait_for_an_auto_budget() -> None:
+    model = ModelConfig(
+        backend="openai", openai=OpenAIConfig(base_url="http://127.0.0.1:1/v1", model="m")
+    )
+    budgeter = PromptBudgeter(
+        "qa", PromptBudget(max_prompt_tokens="auto", source="global"), model, "openai/m",
+        facts=_SlowWindow(),
+    )  # fmt: skip
+    envelope = MessageEnvelope(request_id="req-1", sender="planner", target="qa")
+    bundle = build_prompt(
+        "task", role="qa", projection=project_request(sample_record(40, "req-1")),
+        envelope=envelope,
+    )  # fmt: skip
+    budgets: list[int | None] = []
+
+    async def fit() -> None:
+        _, facts = await budgeter.fit(bundle)
+        budgets.append(facts.max_prompt_tokens)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(4):
+            group.start_soon(fit)
+    assert budgets == [3072] * 4  # before: the first resolved it, the others went unbudgeted
+
+
+async def test_a_repair_shows_a_long_rejected_answer_shorter_to_fit_its_budget(
+    openai_workspace: Callable[..., Workspace], seed: Seed, run_once: RunOnce,
+    openai_server: FakeOpenAIServer,
+) -> None:  # fmt: skip
+    workspace = _with_budget(openai_workspace(), 1_500)
+    seed(workspace, "req-1", "qa", events=3)
+    openai_server.then(Text("x" * 3_800))  # cut at the window: not JSON, far from it
+    summary = await run_once(workspace, roles=["qa"])
+    assert summary.done == 1  # before: the repair could not fit, a final failure
+    chat = [r for r in openai_server.requests if r.path.endswith("/chat/completions")]
+    _, repair = chat
+    assert "x" * 400 in repair.prompt and "x" * 401 not in repair.prompt

@@ -131,3 +131,21 @@ def test_a_prompt_the_budget_decided_says_so_at_the_end_of_the_line(
         f"max_events=7 max_prompt_tokens=3000 prompt_tokens_estimate={fitted.estimate}"
     )
     assert (record.max_prompt_tokens, record.token_count_method) == (3_000, "default")
+
+
+def test_a_shared_prefix_prompt_says_its_layout_and_the_default_line_stays_as_it_was(
+    prompt_bundle: MakeBundle,
+) -> None:
+    from teams_runtime.codecs.prompt_records import encode_prompt_record
+
+    stepped = PromptContextConfig(recent_events=4, max_events=7, layout="shared_prefix", step=3)
+    shared = prompt_record(bundle := prompt_bundle("task", role="qa", events=40, config=stepped),
+                           bundle.chars())  # fmt: skip
+    line = encode_prompt_record(shared)
+    assert line.endswith(',"layout":"shared_prefix","step":3}')
+    assert decode_prompt_record(line.encode()) == shared
+    default = prompt_record(bundle := prompt_bundle("task", role="qa", events=40, config=SMALL),
+                            bundle.chars())  # fmt: skip
+    plain = encode_prompt_record(default)
+    assert '"layout"' not in plain and '"step"' not in plain
+    assert decode_prompt_record(plain.encode()).layout is None  # read as upstream

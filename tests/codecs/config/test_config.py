@@ -381,7 +381,8 @@ def test_a_key_pasted_as_api_key_env_is_refused_without_being_repeated() -> None
         pytest.param(
             "prompt_context: {colour: blue}",
             "team_runtime.yaml prompt_context.colour is not a setting; the settings in "
-            "prompt_context are: enabled, recent_events, max_events, max_prompt_tokens.",
+            "prompt_context are: enabled, recent_events, max_events, max_prompt_tokens, layout, "
+            "step.",
             id="nothing-close-lists-the-section",
         ),
         pytest.param(

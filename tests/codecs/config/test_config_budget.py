@@ -104,7 +104,8 @@ def test_auto_is_taken_for_a_role_on_an_openai_server_and_for_a_person() -> None
         ),
         pytest.param(
             "prompt_context: {max_prompt_tokens: none}",
-            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto.",
+            f"{FILE} prompt_context.max_prompt_tokens must be a positive integer or auto (none "
+            "is a role's word: leave the key out for no budget).",
             id="none-is-a-roles-word",
         ),
         pytest.param(
