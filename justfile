@@ -44,7 +44,7 @@ fuzz examples="20000":
 docs:
     python tests/support/file_map.py --write
 
-# a real llama.cpp-based server's window, tokenizer and auto budget checked (`--python PY`, `--team`)
+# a real llama.cpp-based server checked: window, tokenizer, auto budget; `--team`, `--roles`
 real-model-check *args:
     python tests/real/real_model_check.py "$@"
 

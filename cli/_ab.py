@@ -2,8 +2,10 @@
 workspace's configured models, and the two arms printed side by side (``_ab_arms`` runs them);
 ``--layout``: compaction on in both, the ``upstream`` layout then ``shared_prefix``.
 
-Exit status 1 when the after arm did not compact: a token drop alone proves nothing (with
-``--layout``, 0 once both arms ran: both compact alike, the layout is what differs).
+Exit status 1 when the comparison proves nothing: an arm whose requests did not all complete
+(failed, stopped at a person: each named, and no change is printed as if it were data), or an
+after arm that did not compact (a token drop alone proves nothing; with ``--layout`` both
+compact alike, the layout is what differs: 0 once both arms ran).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, run_ab
+from teams_runtime.cli._ab_arms import BACKFILL_EVENTS, ArmResult, evidence, ran, run_ab
 from teams_runtime.cli._flags import add_json, add_workspace, role_name
 from teams_runtime.cli._output import UserError, write_json
 from teams_runtime.codecs.config import CONFIG_FILE_NAME
@@ -45,8 +47,9 @@ def declare_ab(ab: argparse.ArgumentParser) -> None:
         "Seed 48-event requests into two fresh workspaces made from this one's "
         "config (prompt_context.enabled false, then true; nothing else changed), run each on "
         "the configured models and compare tokens, cost, repairs, failures and p95 latency. "
-        "The workspace's own requests are never touched. Exit status 1 when the after arm did "
-        "not compact. See docs/monitoring.md."
+        "The workspace's own requests are never touched. Exit status 1 when an arm's requests "
+        "did not all complete (each is named) or the after arm did not compact. See "
+        "docs/monitoring.md."
     )
     add_workspace(ab)
     ab.add_argument(
@@ -99,6 +102,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     figures = {arm.name: _figures(arm) for arm in arms}
     proof = evidence(arms[1])
+    both_ran = all(ran(arm) for arm in arms)
     if args.json:
         write_json(
             {
@@ -106,12 +110,15 @@ def cmd_ab(args: argparse.Namespace) -> int:
                 "dry_run": args.dry_run,
                 "same_config": arms[0].fingerprint == arms[1].fingerprint,
                 "after_compacted": proof,
+                "both_ran": both_ran,
                 "arms": {
                     arm.name: {
                         "enabled": arm.enabled,
                         **({"layout": arm.layout} if args.layout else {}),
                         "workspace": arm.workspace if args.keep else None,
                         "fingerprint": arm.fingerprint,
+                        "ran": ran(arm),
+                        "requests": [msgspec.structs.asdict(r) for r in arm.requests],
                         **figures[arm.name],
                         "metrics": {  # a figure left unset (estimates) is left out
                             key: value
@@ -125,7 +132,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         )
     else:
         _print(arms, figures, proof, kept=args.keep is not None, layout=args.layout)
-    return 0 if proof["compacted"] or args.layout else 1
+    return 0 if both_ran and (proof["compacted"] or args.layout) else 1
 
 
 def _figures(arm: ArmResult) -> dict[str, Any]:
@@ -197,6 +204,28 @@ def _change(before: Any, after: Any) -> str:
     return f"{after / before - 1:+.0%}"
 
 
+def _not_run(arms: list[ArmResult]) -> list[str]:
+    """The arms whose requests did not all complete, each request that did not named with
+    how it ended; then why no change is shown."""
+    lines = []
+    for arm in arms:
+        if ran(arm):
+            continue
+        stopped = [request for request in arm.requests if request.status != "completed"]
+        lines.append(
+            f"The {arm.name} arm did not run to the end: {len(stopped)} of "
+            f"{count_of(len(arm.requests), 'request')} did not complete."
+            if arm.requests
+            else f"The {arm.name} arm did not run: it has no request."
+        )
+        lines += [f"  {request.request_id}: {request.outcome}" for request in stopped]
+    lines.append(
+        "No comparison: an arm that did not run to the end measured what stopped it, not what "
+        "the arms compare. The figures below are each arm's own."
+    )
+    return lines
+
+
 def _print(
     arms: list[ArmResult],
     figures: dict[str, dict[str, Any]],
@@ -213,14 +242,17 @@ def _print(
         f"  after:  {arms[1].workspace}  {settings[1]}  config fingerprint {arms[1].fingerprint}",
         "",
     ]
-    rows = [["", "before", "after", "change"]]
+    both_ran = all(ran(arm) for arm in arms)
+    if not both_ran:  # its figures are what stopped its requests: no change worth a ratio
+        lines += [*_not_run(arms), ""]
+    rows = [["", "before", "after", "change" if both_ran else ""]]
     for key, label, how in _ROWS:
         rows.append(
             [
                 label,
                 _shown(before[key], how),
                 _shown(after[key], how),
-                _change(before[key], after[key]),
+                _change(before[key], after[key]) if both_ran else "",
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

@@ -14,7 +14,9 @@ same role, and its Team runs once. The prompt records go to the arm's own logs, 
 The configs' fingerprint (a digest of the whole config as parsed, with ``enabled``, ``layout``
 and ``step`` set alike)
 proves the arms differ in nothing else; the after arm's projection counts (compacted calls,
-omitted events), not its token drop, prove it compacted.
+omitted events), not its token drop, prove it compacted. Each arm's requests are read back
+once it ran (``ArmRequest``): an arm whose requests did not all complete (failed, stopped at a
+person, ...) measured what stopped them, not compaction (``ran``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from teams_runtime.actors.team import Team
 from teams_runtime.actors.telemetry import NO_TRACING
 from teams_runtime.cli._budget_view import run_ratios
 from teams_runtime.cli._requests import new_work_role
+from teams_runtime.cli._status_report import age, status_report
 from teams_runtime.codecs.config import (
     CONFIG_FILE_NAME,
     DEFAULT_STEP,
@@ -46,6 +49,7 @@ from teams_runtime.codecs.config import (
     load_yaml,
     parse_team_config,
 )
+from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.exceptions import ConfigError, TeamsRuntimeError
 from teams_runtime.monitoring import (
     Filters,
@@ -62,10 +66,12 @@ __all__ = [
     "ARMS",
     "BACKFILL_EVENTS",
     "LAYOUT_ARMS",
+    "ArmRequest",
     "ArmResult",
     "arm_config_text",
     "evidence",
     "fingerprint",
+    "ran",
     "run_ab",
 ]
 
@@ -75,8 +81,20 @@ ARMS = {"before": False, "after": True}  # arm -> prompt_context.enabled
 LAYOUT_ARMS: dict[str, Layout] = {"before": "upstream", "after": "shared_prefix"}
 
 
+class ArmRequest(msgspec.Struct, kw_only=True):
+    """One request of an arm once it ran: its ``status``, the role it is at, and how it ended
+    in one line (``completed``; else why it stopped: a failure's reason, a person's answer
+    waited for, an envelope deferred)."""
+
+    request_id: str
+    status: str
+    role: str
+    outcome: str
+
+
 class ArmResult(msgspec.Struct, kw_only=True):
-    """One arm: its folder, its config's fingerprint and what its calls added up to."""
+    """One arm: its folder, its config's fingerprint, what its calls added up to and how its
+    requests ended."""
 
     name: str
     enabled: bool
@@ -84,6 +102,46 @@ class ArmResult(msgspec.Struct, kw_only=True):
     fingerprint: str
     report: MetricsReport
     layout: Layout = "upstream"
+    requests: list[ArmRequest] = msgspec.field(default_factory=list)
+
+
+def ran(arm: ArmResult) -> bool:
+    """Whether every request of ``arm`` completed: only then are its figures what the arms
+    compare."""
+    return bool(arm.requests) and all(request.status == "completed" for request in arm.requests)
+
+
+def _outcome(row: JsonObject, waits: dict[str, str], deferred: dict[str, str]) -> str:
+    """How one request of an arm ended, in one line (the words of ``status``)."""
+    request_id, status = row["request_id"], row["status"]
+    if status == "completed":
+        return "completed"
+    if row["failure"] is not None:
+        return f"failed: {row['failure']['reason']}"
+    if request_id in waits:
+        return f"stopped at a person: {waits[request_id]} waits for an answer"
+    if request_id in deferred:
+        return f"deferred: {deferred[request_id]}"
+    return f"{status or 'no status'}: it did not complete"
+
+
+def _requests_of(workspace: Workspace) -> list[ArmRequest]:
+    """Each request of an arm as ``status`` sees it once the arm's run ended."""
+    report = status_report(workspace)
+    waits = {w["request_id"]: w["role"] for w in report["waiting_answers"]}
+    deferred = {
+        d["request_id"]: f"{d['role']}'s envelope is due again in {age(d['due_in_seconds'])}"
+        for d in report["deferred"]
+    }
+    return [
+        ArmRequest(
+            request_id=row["request_id"],
+            status=row["status"] or "",
+            role=waits.get(row["request_id"]) or row["current_role"],
+            outcome=_outcome(row, waits, deferred),
+        )
+        for row in sorted(report["requests"], key=lambda row: row["request_id"])
+    ]
 
 
 def arm_config_text(source: str, enabled: bool, layout: Layout | None = None) -> str:
@@ -162,6 +220,7 @@ def _run_arm(
         fingerprint=fingerprint(config),
         report=report,
         layout=config.prompt_context.layout,
+        requests=_requests_of(workspace),
     )
 
 

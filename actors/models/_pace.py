@@ -12,7 +12,9 @@ which queues or rejects with a 429 itself). Across workers only the server's own
 A call that overlapped another to the same server (one was running when the other was sent)
 and got a stream cut short (no finish_reason) or an empty one met a server busy with the other
 call: it waits for a call there to end and is sent again (``BUSY_RESENDS`` times at most, then
-its answer counts as it is), and it is not an attempt.
+its answer counts as it is), and it is not an attempt. The worker's own look-ups there (a
+window asked again, a token count for a prompt: ``aside``) overlap the calls running as another
+call does: llama-cpp-python cuts a running answer for any request that reads its model.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class ServerPace:
         self.base_url = base_url
         self._written: int | None = None  # the smallest max_concurrent its roles write
         self._running: set[Running] = set()
+        self._asides = 0  # look-ups at the server now, beside the calls
         self._changed: anyio.Event | None = None  # made on first wait: inside the event loop
         self.most_running = 0  # the most calls that ran at once (tests, docs' figures)
 
@@ -100,7 +103,7 @@ class ServerPace:
         while limit is not None and len(self._running) >= limit:
             await self._a_call_ends()
         running = Running()
-        if self._running:
+        if self._running or self._asides:
             running.overlapped = True
             for other in self._running:
                 other.overlapped = True
@@ -112,10 +115,24 @@ class ServerPace:
             self._running.discard(running)
             self._notify()
 
+    @contextlib.asynccontextmanager
+    async def aside(self) -> AsyncIterator[None]:
+        """A look-up of this worker at the server (its window, a token count) for as long as
+        the ``async with`` lasts: it overlaps every call running there meanwhile. Never waits:
+        a prompt's count must not wait for the call it would be sent after."""
+        self._asides += 1
+        for running in self._running:
+            running.overlapped = True
+        try:
+            yield
+        finally:
+            self._asides -= 1
+            self._notify()
+
     async def after_busy(self, resends: int) -> None:
         """A call found the server busy with others (its ``resends``-th time): wait for a
-        call here to end (at once if none runs), then a short jittered backoff."""
-        if self._running:
+        call or a look-up here to end (at once if none runs), then a short jittered backoff."""
+        if self._running or self._asides:
             await self._a_call_ends()
         await anyio.sleep(
             backoff_delay(resends, first=_BUSY_FIRST_SECONDS, cap=_BUSY_MAX_SECONDS, jitter=0.5)

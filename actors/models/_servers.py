@@ -274,7 +274,8 @@ class ModelServers:
     def __init__(self, workspace: Workspace | None = None) -> None:
         self._files = AwayFiles(workspace) if workspace is not None else None
         self._servers: dict[str, ModelServer] = {}
-        self.facts = ServerFacts()
+        # Their look-ups (a window, a token count) are requests beside the calls: paced.
+        self.facts = ServerFacts(aside=lambda base_url: self.server(base_url).pace.aside)
 
     def server(self, base_url: str) -> ModelServer:
         """The one ``ModelServer`` of ``base_url``."""

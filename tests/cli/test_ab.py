@@ -151,6 +151,67 @@ def test_counts_read_as_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert line.endswith(" events omitted).")
 
 
+def test_an_arm_whose_requests_failed_is_named_not_compared(
+    tmp_path: Path, openai_server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The full histories of the before arm do not fit the server's context: its requests fail
+    (a 400 about the context length) while the after arm's complete. Once this printed both
+    arms' figures side by side with their changes (a p95 latency of the failed calls against
+    the answered ones, `+224094%`) and exited 0."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "team_runtime.yaml").write_text(
+        "model:\n  backend: openai\n  attempts: 1\n  openai:\n"
+        f"    base_url: {openai_server.base_url}\n    model: mid-8b\n    timeout_seconds: 10\n"
+    )
+    openai_server.n_ctx_chars = 20_000  # the after arm's prompts fit; the full histories do not
+    status, out, err = run_cli(capsys, "ab", "--workspace", str(root), "--requests", "2")
+    assert status == 1, err
+    assert "The before arm did not run to the end: 2 of 2 requests did not complete." in out
+    failed = [line for line in out.splitlines() if line.startswith("  ab-backfill-")]
+    assert len(failed) == 2
+    assert all(": failed: planner's prompt does not fit: the prompt does not fit" in line
+               for line in failed)  # fmt: skip
+    assert "The after arm did not run" not in out
+    assert "No comparison: an arm that did not run to the end measured what stopped it" in out
+    assert "%" not in out  # no change, no ratio
+    assert ["before", "after"] in [line.split() for line in out.splitlines()]  # no "change"
+    status, out, err = run_cli(capsys, "ab", "--workspace", str(root), "--requests", "1",
+                               "--json")  # fmt: skip
+    assert status == 1, err
+    report = json.loads(out)
+    before, after = report["arms"]["before"], report["arms"]["after"]
+    assert (report["both_ran"], before["ran"], after["ran"]) == (False, False, True)
+    [request] = before["requests"]
+    assert request["status"] == "failed" and request["role"] == "planner"
+    assert request["outcome"].startswith("failed: planner's prompt does not fit: ")
+    assert [r["status"] for r in after["requests"]] == ["completed"]
+
+
+def test_an_arm_stopped_at_a_person_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A team whose qa is a person: both arms stop at qa's inbox; neither ran to the end."""
+    root = _workspace(tmp_path, capsys)
+    (root / "team_runtime.yaml").write_text(
+        "model: {dry_run: {route: [planner, qa]}}\nroles: {qa: {model: {backend: human}}}\n"
+    )
+    status, out, err = run_cli(
+        capsys, "ab", "--dry-run", "--requests", "1", "--workspace", str(root)
+    )
+    assert status == 1, err
+    for arm in ("before", "after"):
+        assert f"The {arm} arm did not run to the end: 1 of 1 request did not complete." in out
+    stopped = [line for line in out.splitlines() if line.startswith("  ab-backfill-1: ")]
+    assert stopped == ["  ab-backfill-1: stopped at a person: qa waits for an answer"] * 2
+    assert "%" not in out
+    status, out, err = run_cli(  # --layout: exit 0 only once both arms ran
+        capsys, "ab", "--dry-run", "--layout", "--requests", "1", "--workspace", str(root)
+    )
+    assert status == 1, err
+    assert "The after arm did not run to the end: 1 of 1 request did not complete." in out
+
+
 def test_the_layout_arms_differ_only_in_the_layout() -> None:
     source = "prompt_context: {layout: shared_prefix, step: 4, max_events: 20}\n"
     before = parse_team_config(arm_config_text(source, True, "upstream"), "before")

@@ -28,6 +28,10 @@ It starts ``python -m llama_cpp.server --model GGUF --n_ctx N`` on a free loopba
 
 With ``--team``, instead: a team run under ``max_prompt_tokens: auto`` on requests of 40 events
 with 2-6 KB payloads, each prompt checked against the server's count (``real_team_check.py``).
+With ``--roles``: three roles on three requests with the server's and the runtime's default
+flags, ``model.tools.read_events`` off, on, or both (``--tools``), outcomes, cut streams, tool
+rounds and tokens (``real_roles_check.py``); ``--chat-format`` starts the server with one
+(``chatml-function-calling``: tool calls on llama-cpp-python).
 
 It prints each figure, stops the server, and exits 1 if a check failed, 2 if the server is not
 installed (saying what to install).
@@ -126,12 +130,12 @@ def _model_path(python: str, given: str | None) -> str:
 
 
 def _start(
-    python: str, model: str, n_ctx: int, log: Path, *, plain: bool = False
+    python: str, model: str, n_ctx: int, log: Path, *, plain: bool = False, more: list[str]
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     start = ["-c", _PLAIN_BUFFERS] if plain else ["-m", "llama_cpp.server"]
     command = [python, *start, "--model", model, "--n_ctx", str(n_ctx),
-               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+               "--host", "127.0.0.1", "--port", str(port), *more]  # fmt: skip
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     root = f"http://127.0.0.1:{port}"
@@ -153,8 +157,9 @@ def _completes(root: str, server: subprocess.Popen[bytes]) -> bool:
     """Whether the server answers a completion of one token (and lives on)."""
     with contextlib.suppress(httpx.HTTPError):  # the first may be the one that kills it
         _chat(root, "m", "Hi", 1, stream=False)
-    if server.poll() is None and _chat(root, "m", "Hi", 1, stream=False).status_code == 200:
-        return True
+    with contextlib.suppress(httpx.HTTPError):  # refused: it died while this was sent
+        if server.poll() is None and _chat(root, "m", "Hi", 1, stream=False).status_code == 200:
+            return True
     server.kill()
     server.wait()
     return False
@@ -209,20 +214,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: a team run under an auto budget against it (real_team_check.py)",
     )
-    parser.add_argument("--requests", type=int, default=3, help="with --team: how many")
+    parser.add_argument(
+        "--roles",
+        action="store_true",
+        help="instead: three roles on three requests, default flags (real_roles_check.py)",
+    )
+    parser.add_argument(
+        "--tools",
+        choices=["off", "on", "both"],
+        default="both",
+        help="with --roles: model.tools.read_events off, on, or a run of each",
+    )
+    parser.add_argument("--max-tokens", type=int, help="with --roles: model.openai.max_tokens")
+    parser.add_argument("--chat-format", help="the server's --chat_format (default: the model's)")
+    parser.add_argument("--requests", type=int, default=3, help="with --team or --roles: how many")
     args = parser.parse_args(argv)
+    more = ["--chat_format", args.chat_format] if args.chat_format else []
     python = _server_python(args.python)
     model = _model_path(python, args.model)
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         os.environ.pop(name, None)  # loopback only
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "server.log"
-        server, root = _start(python, model, args.n_ctx, log)
+        server, root = _start(python, model, args.n_ctx, log, more=more)
         if not _completes(root, server):
             print("The server died at its first completion (a CPU feature this machine does "
                   "not allow, such as AMX): started again with llama.cpp's extra buffer types "
                   "off (use_extra_bufts false).")  # fmt: skip
-            server, root = _start(python, model, args.n_ctx, log, plain=True)
+            server, root = _start(python, model, args.n_ctx, log, plain=True, more=more)
         print(f"llama-cpp-python's server at {root}, --n_ctx {args.n_ctx}, model {model}")
         try:
             checks = Checks()
@@ -230,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
                 from real_team_check import run_team_check  # beside this script
 
                 run_team_check(checks, root, model, args.n_ctx, Path(folder), args.requests)
+            elif args.roles:
+                from real_roles_check import run_roles_check  # beside this script
+
+                runs = {"off": [False], "on": [True], "both": [False, True]}[args.tools]
+                for read_events in runs:
+                    run_roles_check(checks, root, model, Path(folder), log, args.requests,
+                                    read_events, args.max_tokens)  # fmt: skip
             else:
                 run_checks(checks, root, model, args.n_ctx, Path(folder))
         finally:

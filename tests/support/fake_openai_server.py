@@ -44,7 +44,9 @@ Every request is kept (headers, body, whether it was chunked, arrival time).
                        answer at a time, and with ``interrupt_requests`` (True: its default
                        ``--interrupt_requests``) a request that comes while an answer streams
                        cuts it: after its next event, ``[DONE]`` and no finish_reason (counted
-                       in ``interrupted``); the cut one's successor then runs
+                       in ``interrupted``); the cut one's successor then runs. Its endpoints
+                       that read the model (``/v1/models``, ``/extras/tokenize[/count]``) wait
+                       for it too, and so cut a running answer as a chat request does
     strict-plain       a 400 naming ``response_format`` to any response_format
 
 Its own endpoints (``/props``, ``/tokenize``, ``/api/show``, ...: ``fake_server_endpoints``)
@@ -114,6 +116,8 @@ else:  # run as a program (`python tests/support/fake_openai_server.py`): its ne
         _endpoints.endpoint_answer
     )
 
+# llama-cpp-python's endpoints that take its model's lock, as a chat completion does.
+_READ_THE_MODEL = ("/v1/models", "/extras/tokenize", "/extras/tokenize/count")
 # The usage the server reports: prompt characters / 4 and one token per answer character.
 PROMPT_TOKENS_PER_CHAR = 4
 
@@ -319,10 +323,11 @@ class FakeOpenAIServer:
         """Wait until a stalled request's client has closed its connection."""
         return self._hung_up.wait(timeout)
 
-    def serving(self) -> _Serving:
-        """One chat request answered: counted in ``running``; on llama-cpp-python, it waits
-        for the model (one answer at a time), its waiting seen by the one that streams."""
-        return _Serving(self)
+    def serving(self, *, chat: bool = True) -> _Serving:
+        """One chat request answered (``chat``: counted in ``running``), or one of the
+        endpoints that read the model; on llama-cpp-python, it waits for the model (one
+        answer at a time), its waiting seen by the one that streams."""
+        return _Serving(self, chat=chat)
 
     def cut_now(self) -> bool:
         """llama-cpp-python with ``interrupt_requests``: whether another request waits for the
@@ -346,14 +351,15 @@ class FakeOpenAIServer:
 class _Serving:
     """The context of one chat request's answer (``FakeOpenAIServer.serving``)."""
 
-    def __init__(self, server: FakeOpenAIServer) -> None:
+    def __init__(self, server: FakeOpenAIServer, *, chat: bool) -> None:
         self.server = server
+        self.chat = chat
         self.one_at_a_time = server.flavour == "llama-cpp-python"
 
     def __enter__(self) -> None:
         server = self.server
         with server._lock:
-            server.running += 1
+            server.running += self.chat
             server.most_running = max(server.most_running, server.running)
         if self.one_at_a_time:
             with server._lock:
@@ -367,7 +373,7 @@ class _Serving:
         if self.one_at_a_time:
             server._model_lock.release()
         with server._lock:
-            server.running -= 1
+            server.running -= self.chat
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -509,6 +515,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     self._send_raw(code, text.encode(), "application/json")
                 case Raw(body=data, content_type=content_type, status=code):
                     self._send_raw(code, data, content_type)
+                case None if answer is not None and path in _READ_THE_MODEL:
+                    with server.serving(chat=False):  # llama-cpp-python: its model's lock
+                        self._send_json(*answer)
                 case None if answer is not None:
                     self._send_json(*answer)
                 case _:

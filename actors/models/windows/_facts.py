@@ -3,8 +3,12 @@ tokenizer for a model), asked once and kept for the run."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import anyio
 
+from teams_runtime.actors.models.windows._server_json import Aside, no_pace
 from teams_runtime.actors.models.windows._tokenizer import ServerTokenizer, find_tokenizer
 from teams_runtime.actors.models.windows._window import probe_window
 from teams_runtime.actors.models.windows._window_readings import ServerWindow
@@ -29,15 +33,20 @@ class ServerFacts:
     """Each server's window (``probe_window``) and tokenizer (``find_tokenizer``) for a model,
     asked on first use and kept: one per run, owned by whoever runs the roles (no process-wide
     cache). Concurrent first uses ask the server once. An unknown window or no tokenizer is
-    asked again after ``ASK_AGAIN_SECONDS``."""
+    asked again after ``ASK_AGAIN_SECONDS``. ``aside`` gives, for a ``base_url``, what each
+    request to that server runs inside (a worker's: its pace there, ``ModelServers``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, aside: Callable[[str], Aside] | None = None) -> None:
+        self._aside = aside
         self._windows: dict[_Key, tuple[ServerWindow, float]] = {}
         self._tokenizers: dict[_Key, tuple[ServerTokenizer | None, float]] = {}
         self._locks: dict[_Key, anyio.Lock] = {}
 
     def _lock(self, key: _Key) -> anyio.Lock:
         return self._locks.setdefault(key, anyio.Lock())
+
+    def _beside(self, settings: OpenAIConfig) -> Aside:
+        return no_pace if self._aside is None else self._aside(settings.base_url)
 
     async def window(self, settings: OpenAIConfig) -> ServerWindow:
         """``settings``' server's window for its model: kept, or asked (``probe_window``)."""
@@ -46,7 +55,8 @@ class ServerFacts:
             kept = self._windows.get(key)
             if kept is not None and (kept[0].context_tokens is not None or _fresh(kept[1])):
                 return kept[0]
-            window = await probe_window(settings)
+            async with self._beside(settings)():
+                window = await probe_window(settings)
             self._windows[key] = (window, anyio.current_time())
             return window
 
@@ -58,7 +68,10 @@ class ServerFacts:
             kept = self._tokenizers.get(key)
             if kept is not None and (kept[0] is not None or _fresh(kept[1])):
                 return kept[0]
-            tokenizer = await find_tokenizer(settings)
+            async with self._beside(settings)():
+                tokenizer = await find_tokenizer(settings)
+            if tokenizer is not None:  # its counts too: each a request beside the calls
+                tokenizer = dataclasses.replace(tokenizer, aside=self._beside(settings))
             self._tokenizers[key] = (tokenizer, anyio.current_time())
             return tokenizer
 

@@ -1,9 +1,13 @@
 """One JSON request to a model server's own endpoints (``/props``, ``/tokenize``, ``/api/show``,
-...): where they are, and their answer read as a JSON value, or ``None`` for anything else."""
+...): where they are, and their answer read as a JSON value, or ``None`` for anything else; and
+what such a request runs inside (``Aside``): beside the worker's calls to that server."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -12,13 +16,32 @@ import msgspec
 from teams_runtime.codecs.config import OpenAIConfig
 from teams_runtime.codecs.formats import JsonObject
 
-__all__ = ["MOST_SECONDS", "ask_json", "positive_int", "server_client", "server_root"]
+__all__ = [
+    "MOST_SECONDS",
+    "Aside",
+    "ask_json",
+    "no_pace",
+    "positive_int",
+    "server_client",
+    "server_root",
+]
+
+# A look-up's requests run inside it: the server's pace in a worker (``actors.models._pace``),
+# which counts them as overlapping the calls running there (llama-cpp-python cuts a running
+# answer for any request that reads its model).
+Aside = Callable[[], AbstractAsyncContextManager[None]]
 
 # At most, per look-up (a window's or a tokenizer's): these are small questions, asked before
 # a run needs the answer; a server that takes longer than this is treated as saying nothing.
 MOST_SECONDS = 30.0
 # The most of an answer read: /props carries the chat template (kilobytes), /v1/models a list.
 _MOST_BYTES = 4 * 1024 * 1024
+
+
+@contextlib.asynccontextmanager
+async def no_pace() -> AsyncIterator[None]:
+    """The ``Aside`` of a look-up no worker paces (``config --probe``, a check)."""
+    yield
 
 
 def server_root(config: OpenAIConfig) -> str:

@@ -5,13 +5,15 @@ and ``/extras/tokenize``), as a ``ServerTokenizer``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
 from teams_runtime.actors.models.windows._server_json import (
     MOST_SECONDS,
+    Aside,
     ask_json,
+    no_pace,
     positive_int,
     server_client,
     server_root,
@@ -85,6 +87,8 @@ class ServerTokenizer:
     settings: OpenAIConfig
     endpoint: _Endpoint
     offset: int
+    # What each count runs inside (``ServerFacts``: a request beside the worker's calls).
+    aside: Aside = field(default=no_pace, compare=False)
 
     @property
     def source(self) -> str:
@@ -96,7 +100,8 @@ class ServerTokenizer:
         as the call it counts for would: a server busy with another call may count only after
         it (llama-cpp-python's does), and the prompt would wait for it all the same. Raises
         ``TokenizerGone`` when the server gives none."""
-        counted = await _ask(self.settings, self.endpoint, text, self.settings.timeout_seconds)
+        async with self.aside():
+            counted = await _ask(self.settings, self.endpoint, text, self.settings.timeout_seconds)
         if counted is None:
             raise TokenizerGone(f"{self.source} at {self.settings.base_url} gave no count")
         return max(counted - self.offset, 0)

@@ -178,3 +178,40 @@ def test_max_concurrent_out_of_range_is_a_config_error_naming_the_field(value: i
         r"1 to 1000: ",
     ):
         OpenAIConfig(base_url="http://127.0.0.1:8080/v1", model="m", max_concurrent=value)
+
+
+@pytest.mark.parametrize("look_up", ["window", "count"])
+async def test_a_look_up_beside_a_running_call_cuts_no_answer(
+    openai_server: FakeOpenAIServer, prompt_bundle: MakeBundle, look_up: str
+) -> None:
+    """Issue 33, seen on the real server: the worker's own look-ups there (a window asked
+    again a minute on, a token count for another role's prompt) read llama-cpp-python's model,
+    so it cuts the answer it streams. The call cut so is the server busy, sent again; once
+    its cut text (``[DONE]``, no finish_reason, nothing else running) was taken as the answer."""
+    openai_server.flavour = "llama-cpp-python"
+    openai_server.event_seconds = 0.2  # the answer streams for a second
+    servers = ModelServers()  # one worker: the call's backend and the look-ups share its pace
+    backend = _backend(openai_server.base_url, servers)
+    # Another role's settings for the server (a window of its own: asked, not the one kept).
+    other = OpenAIConfig(base_url=openai_server.base_url, model="fake-coder", context_tokens=4096)
+    replies: list[str] = []
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                replies.append((await backend.complete(prompt_bundle(request_id="req-1"))).text)
+
+            group.start_soon(call)
+            # Its second request (json_schema refused, then json_object) holds the model.
+            await eventually(lambda: len(openai_server.requests) == 2, "the answer streaming", 30)
+            if look_up == "window":
+                await servers.facts.window(other)
+            else:
+                tokenizer = await servers.facts.tokenizer(other)
+                assert tokenizer is not None
+                assert openai_server.interrupted == 1  # the finding cut it already
+                await tokenizer.count("How many tokens?")
+    assert openai_server.interrupted >= 1  # the scenario: the server cut the answer
+    [reply] = replies
+    assert json.loads(reply)["status"] == "completed"
+    assert len(openai_server.requests) == 2 + openai_server.interrupted  # each sent again
