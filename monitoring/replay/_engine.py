@@ -211,7 +211,7 @@ class _Row:
         text = bundle.text()
         if observe is not None:
             observe(ReplayedPrompt(record, self.policy.name, self.layout.name, text))
-        served = self.cache.send(call.server, record.role, call.when, text)
+        served = self.cache.send(call.server, record.role, call.when, _known(text, bundle))
         cached = min(_prefix_tokens(text, served.any_role, call.rate), estimate)
         same = min(_prefix_tokens(text, served.same_role, call.rate), cached)
         sums.add_prompt(len(text), estimate, cached, same, bundle.projection.included_events)
@@ -224,6 +224,21 @@ class _Row:
         if call.card is not None and call.card.input_per_million_usd is not None:
             sums.priced += 1
             sums.cost += input_cost(call.card, estimate, cached)
+
+
+# Where a repair prompt shows the answer it repairs: replay does not have that answer (it
+# rebuilds the repair of an empty one), so what follows is not what the server saw.
+_REJECTED = "Previous invalid payload:\n"
+
+
+def _known(text: str, bundle: PromptBundle) -> str:
+    """``text`` as far as replay knows it was sent: a repair up to the rejected answer it
+    shows (another prompt could share no more with the one sent), any other whole."""
+    head, marker, _ = bundle.head.partition(_REJECTED)
+    if bundle.kind != "repair" or not marker:
+        return text
+    start = text.find(head)
+    return text if start < 0 else text[: start + len(head) + len(marker)]
 
 
 def _prefix_tokens(text: str, chars: int, rate: TokenRate) -> int:

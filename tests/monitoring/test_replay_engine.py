@@ -322,3 +322,26 @@ def test_recorded_replays_each_call_in_its_own_layout_beside_the_servers_cache()
     # Without shared_prefix asked for, its calls are said to be left out.
     only = replay(calls, data.get, [parse_policy("recorded")], layouts[:1], setup)
     assert (only.rows[0].prompts, only.other_layout) == (1, 3)
+
+
+def test_a_repair_is_cacheable_only_up_to_the_answer_replay_does_not_have() -> None:
+    # Two repairs of one role in a row: rebuilt, both repair an empty answer and would look
+    # alike to the end; sent, each showed its own rejected answer, so a cache served the
+    # second no further than that.
+    repairs = [
+        msgspec.structs.replace(_call("req", 40, "qa", second), purpose="contract_repair")
+        for second in (0, 1)
+    ]
+    data = {"req": encode_json(sample_record(40, "req"))}
+    setup = ReplaySetup(TeamConfig(), {}, LearnedRatios())
+    seen: list[str] = []
+    report = replay(
+        repairs, data.get, [parse_policy("configured")], [Layout("upstream")], setup,
+        observe=lambda prompt: seen.append(prompt.text),
+    )  # fmt: skip
+    (row,) = report.rows
+    first, second = seen
+    assert first == second  # what replay rebuilds
+    head = first[: first.index("Previous invalid payload:\n") + len("Previous invalid payload:\n")]
+    rate = LearnedRatios().rate("dry_run/dry_run")
+    assert row.cacheable_prompt_tokens == rate.tokens(len(head))  # not the whole second prompt

@@ -136,15 +136,22 @@ def _start(
     start = ["-c", _PLAIN_BUFFERS] if plain else ["-m", "llama_cpp.server"]
     command = [python, *start, "--model", model, "--n_ctx", str(n_ctx),
                "--host", "127.0.0.1", "--port", str(port), *more]  # fmt: skip
+    return serving(command, f"http://127.0.0.1:{port}", "/v1/models", log)
+
+
+def serving(
+    command: list[str], root: str, ready: str, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a model server's ``command`` (its output to ``log``) and wait until ``root`` +
+    ``ready`` answers 200; exits saying why when it dies or stays silent for 120 s."""
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    root = f"http://127.0.0.1:{port}"
     until = time.monotonic() + 120
     while time.monotonic() < until:
         if server.poll() is not None:
             sys.exit(f"The server exited ({server.returncode}):\n{log.read_text()[-2000:]}")
         try:
-            if httpx.get(f"{root}/v1/models", timeout=2).status_code == 200:
+            if httpx.get(f"{root}{ready}", timeout=2).status_code == 200:
                 return server, root
         except httpx.HTTPError:
             pass
