@@ -175,6 +175,17 @@ def failure_of(event: Any) -> dict[str, Any] | None:
         within = fields.get("answer_within_seconds")
         limit = f"within {within:g} s" if _is_number(within) else "in time"
         reason = f"{role} gave no answer {limit}"
+    elif kind == "role_report" and fields.get("error") == "contract_validation_failed":
+        role = _text(fields, "role") or role
+        issues = fields.get("contract_issues")
+        first = issues[0] if isinstance(issues, list) and issues else "no issue named"
+        more = (
+            f" (and {len(issues) - 1} more)" if isinstance(issues, list) and len(issues) > 1 else ""
+        )
+        reason = (
+            f"the contract rejected {role}'s answer and each repair of it: {first}{more}; "
+            "the answers are in .teams_runtime/attempts/"
+        )
     elif kind in ("role_report", "version_control_completed") and fields.get("status") == "failed":
         role = _text(fields, "role") or role
         error = _text(fields, "error")

@@ -14,6 +14,7 @@ contract rejects it (a repair names the field).
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from typing import Any
 
 import msgspec
@@ -92,10 +93,32 @@ _KNOWN = {
 }
 
 
+# How alike a value and a placeholder are (difflib's ratio) for the value to be the
+# placeholder with a word changed ("one sentence on what you did and found").
+_NEAR_COPY = 0.9
+_LEAST_QUOTED = 20  # characters of a placeholder that, at the start of a value, are a copy
+
+
+def _copy_of(said: str) -> str | None:
+    """The placeholder ``said`` (as ``_said`` makes it) is, begins with, or nearly is."""
+    found = _KNOWN.get(said)
+    if found is not None:
+        return found
+    for known, text in _KNOWN.items():
+        if len(known) >= _LEAST_QUOTED and said.startswith(known):
+            return text  # the placeholder, then a few words of its own
+        if len(said) <= 1.3 * len(known) and SequenceMatcher(None, said, known).ratio() >= (
+            _NEAR_COPY
+        ):
+            return text
+    return None
+
+
 def _echoed(value: Any) -> str | None:
-    """The placeholder ``value`` repeats, if it is one (or a list holding one)."""
+    """The placeholder ``value`` repeats, if it is one (or a list holding one): the same text,
+    the text with words of its own after it, or the text with a word or two changed."""
     if isinstance(value, str):
-        return _KNOWN.get(_said(value))
+        return _copy_of(_said(value))
     if isinstance(value, list):
         return next((found for item in value if (found := _echoed(item)) is not None), None)
     return None

@@ -49,6 +49,17 @@ CASES = [
         id="role-reported-failed",
     ),
     pytest.param(
+        [_role_failed("writer", "The writer result was rejected by contract validation after "
+                      "2 repair attempts.", "contract_validation_failed")
+         | {"payload": {"request_id": "req-1", "role": "writer", "status": "failed",
+                        "summary": "rejected", "error": "contract_validation_failed",
+                        "contract_issues": ["`summary` is missing or empty.", "`status` ..."]}}],
+        {"event": "role_report", "role": "writer",
+         "reason": "the contract rejected writer's answer and each repair of it: `summary` is "
+                   "missing or empty. (and 1 more); the answers are in .teams_runtime/attempts/"},
+        id="contract-rejected",
+    ),
+    pytest.param(
         [event_json(answer_timed_out(NOW, "editor", 1800.0))],
         {"event": "answer_timed_out", "role": "editor",
          "reason": "editor gave no answer within 1800 s"},

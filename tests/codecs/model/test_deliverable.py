@@ -71,6 +71,12 @@ def test_an_output_of_another_kind_or_too_large_is_an_issue(output: Any, issue: 
                                 "takes up"}, "output",
                      "your work itself: the text (or JSON object) the next role takes up",
                      id="output"),
+        pytest.param({"summary": "one sentence on what you did and found"}, "summary",
+                     "one or two sentences on what you did and found", id="near-copy"),
+        pytest.param({"output": "your work itself: the text (or JSON object) the next role "
+                                "takes up, but there's still work to be done."}, "output",
+                     "your work itself: the text (or JSON object) the next role takes up",
+                     id="placeholder-then-words"),
     ],
 )  # fmt: skip
 def test_an_answer_echoing_the_examples_placeholder_is_an_issue(
