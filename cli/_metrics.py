@@ -78,6 +78,7 @@ __all__ = [
     "cmd_replay",
     "declare_metrics",
     "declare_replay",
+    "metrics_filters",
     "metrics_json",
     "metrics_report",
     "render_chart",
@@ -139,6 +140,15 @@ def declare_metrics(metrics: argparse.ArgumentParser) -> None:
     metrics.set_defaults(handler=cmd_metrics)
 
 
+def metrics_filters(args: argparse.Namespace) -> Filters:
+    """What ``metrics``'s flags keep of the prompt records: a window (--hours, --since), a
+    role, a purpose, a request."""
+    since = args.since
+    if args.hours is not None:
+        since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
+    return Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     if args.per is not None and not args.chart:
         raise UserError("--per goes with --chart (a bar pair per day or hour).")
@@ -154,10 +164,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
                 f"{workspace.root} is not a workspace (it has no {CONFIG_FILE_NAME}); pass the "
                 "folder holding it with --workspace DIR."
             )
-    since = args.since
-    if args.hours is not None:
-        since = (datetime.now().astimezone() - timedelta(hours=args.hours)).isoformat()
-    filters = Filters(since=since, role=args.role, purpose=args.purpose, request_id=args.request_id)
+    filters = metrics_filters(args)
     files = [path for workspace in workspaces for path in log_files(workspace.logs_dir)]
     if args.chart:
         print(render_chart(files, filters, args.per or "day"))

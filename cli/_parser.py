@@ -12,11 +12,15 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, NamedTuple, NoReturn
 
 from teams_runtime._lazy import imported
 
-__all__ = ["COMMANDS", "PROG", "Command", "build_parser", "command_parsers"]
+__all__ = ["COMMANDS", "PROG", "Command", "build_parser", "command_parsers", "parse_refusing"]
+
+# Set while ``parse_refusing`` parses: a bad flag is raised, not printed with an exit.
+_REFUSING: ContextVar[bool] = ContextVar("refusing", default=False)
 
 PROG = "teams-runtime"
 
@@ -104,6 +108,10 @@ COMMANDS = (
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        if _REFUSING.get():
+            from teams_runtime.cli._output import UserError
+
+            raise UserError(message)
         self.print_usage(sys.stderr)
         self.exit(2, f"{PROG}: error: {message}\n")
 
@@ -247,3 +255,14 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
         if isinstance(action, argparse._SubParsersAction):
             return {name: parser.declared() for name, parser in action.choices.items()}
     raise AssertionError("the parser has no commands")
+
+
+def parse_refusing(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed as the command line parses it, a bad flag or value raised as
+    ``UserError`` (argparse's message) instead of printed with an exit: for a caller that is
+    not the command line (the console's ``/api/...`` query, checked as the flags are)."""
+    refusing = _REFUSING.set(True)
+    try:
+        return build_parser().parse_args(list(argv))
+    finally:
+        _REFUSING.reset(refusing)

@@ -189,27 +189,31 @@ def console_token(
         wildcard = ipaddress.ip_address(host).is_unspecified
     except ValueError:
         wildcard = False
+    # Everything missing is said at once: mended one refusal at a time, a start takes three.
+    missing = []
     if wildcard and not public_urls:
-        raise UserError(
+        missing.append(
             f"--host {host} listens on every address, so the Host header could not be checked "
             "against it: name the address browsers use with --public-url URL (in a container: "
             "--public-url http://localhost:8765 for its published port, say), or give the one "
-            "address browsers reach this host at. Nothing was started."
+            "address browsers reach this host at."
         )
     away = [url for url in public_urls if not is_loopback(urlsplit(url).hostname or "")]
     if token is None and away:
-        raise UserError(
+        missing.append(
             f"--public-url {away[0]} is reached from other hosts: the console needs a token "
             f"there. Set ${TOKEN_ENV} (or the variable --token-env NAME names) to a long random "
-            "string. Nothing was started."
+            "string."
         )
-    if token is None and not is_loopback(host):
-        raise UserError(
+    elif token is None and not is_loopback(host):
+        missing.append(
             f"--host {host} is not a loopback address: the console needs a token there. Set "
             f"${TOKEN_ENV} (or the variable --token-env NAME names) to a long random string, "
             "e.g. `export TEAMS_RUNTIME_CONSOLE_TOKEN=$(python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))')`. Nothing was started."
+            "print(secrets.token_urlsafe(32))')`."
         )
+    if missing:
+        raise UserError(" Also: ".join(missing) + " Nothing was started.")
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise UserError(
             f"${name} holds {len(token)} characters: a console token needs at least "

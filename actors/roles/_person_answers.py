@@ -92,15 +92,40 @@ def pick_waiting(items: Sequence[WaitingAnswer], wanted: str, role: str | None) 
 
 
 async def _waiting_item(
-    inbox: AnswerInbox, context: ContextHandle, wanted: str, role: str | None
+    inbox: AnswerInbox,
+    context: ContextHandle,
+    wanted: str,
+    role: str | None,
+    envelope_id: str | None = None,
 ) -> WaitingAnswer:
-    """``pick_waiting`` over what waits in ``inbox`` now; when nothing matches, the refusal
-    says why, as the request's record tells."""
+    """``pick_waiting`` over what waits in ``inbox`` now (the envelope ``envelope_id`` only,
+    when given); when nothing matches, the refusal says why, as the request's record tells."""
     items = await inbox.items()
     try:
+        if envelope_id is not None:
+            return _expected(items, wanted, envelope_id, role)
         return pick_waiting(items, wanted, role)
     except _NothingWaits:
         raise await _nothing_waits(context, wanted) from None
+
+
+def _expected(
+    items: Sequence[WaitingAnswer], wanted: str, envelope_id: str, role: str | None
+) -> WaitingAnswer:
+    """The waiting answer of envelope ``envelope_id`` (the question its person saw) under
+    ``wanted``: ``AnswerRefused`` when another envelope waits there now (the one seen was
+    answered, and the request came back with a new question)."""
+    mine = [i for i in items if wanted in (i.request_id, i.envelope_id)]
+    mine = [i for i in mine if role is None or i.role == role]
+    for item in mine:
+        if item.envelope_id == envelope_id:
+            return item
+    if mine:
+        raise AnswerRefused(
+            f"request {wanted}: the question you saw was answered; a new one waits: reload "
+            f"(envelope {mine[0].envelope_id} waits, not {envelope_id}). Nothing was recorded."
+        )
+    raise _NothingWaits(wanted)
 
 
 async def _nothing_waits(context: ContextHandle, wanted: str) -> AnswerRefused:
@@ -272,15 +297,18 @@ async def answer(
     *,
     role: str | None = None,
     whole: bool = False,
+    envelope_id: str | None = None,
 ) -> Answered:
     """Record a person's answer to the waiting envelope ``wanted`` names (``pick_waiting``),
     on the workspace's storage: ``given`` is the result's fields (``person_result``; a
-    ``whole`` result, from a file)."""
+    ``whole`` result, from a file). With ``envelope_id`` (the question the person saw), only
+    that envelope's answer is recorded: the outcome is keyed by it, so a newer question
+    waiting under ``wanted`` is refused, never answered by mistake."""
     async with (
         open_storage(workspace, config) as storage,
         open_context(workspace.root, config.prompt_context, store=storage.store) as context,
     ):
-        item = await _waiting_item(storage.inbox, context, wanted, role)
+        item = await _waiting_item(storage.inbox, context, wanted, role, envelope_id)
         now = time.time()
         if item.overdue(now):  # the deadline holds, whoever looks first: apply it now
             model = config.model_for(item.role)

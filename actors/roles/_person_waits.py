@@ -125,6 +125,17 @@ async def _settled(
     return True
 
 
+def ran_out_within(item: WaitingAnswer, model: ModelConfig, now: float) -> float:
+    """The ``answer_within`` that ran out for ``item``, in seconds: the one fixed when it was
+    put in the inbox (its due less its since), not the config's now, which may have changed
+    meanwhile. A renewed one keeps no such span (its due was set at the renewal): the role's
+    ``answer_within`` now, if any."""
+    if item.due is not None and item.renewals == 0:
+        # Rounded: the two times are floats of ~1.7e9, whose difference is off by ~1e-7.
+        return round(item.due - item.since, 3)
+    return model.answer_seconds or max((item.due or now) - item.since, 1.0)
+
+
 async def handle_overdue(
     context: ContextHandle,
     queue: WorkQueue,
@@ -135,9 +146,11 @@ async def handle_overdue(
 ) -> Overdue:
     """Handle ``item``, whose ``answer_within`` ran out, by its role's ``on_failure``."""
     log = logger.bind(role=item.role, request_id=item.request_id)
-    within = model.answer_seconds or max((item.due or now) - item.since, 1.0)
+    within = ran_out_within(item, model, now)
     if model.on_failure == "requeue":
-        again = msgspec.structs.replace(item, due=now + within, renewals=item.renewals + 1)
+        # It waits again for the role's answer_within now (the config may have changed).
+        again_within = model.answer_seconds or within
+        again = msgspec.structs.replace(item, due=now + again_within, renewals=item.renewals + 1)
         await inbox.renew(again)
         log.warning(
             "{}: no answer for request {} within {:g} s; it waits again (renewal {})",

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Sequence
 
 from teams_runtime.cli.console._app import console_app
+from teams_runtime.cli.console._guard import WILDCARDS
 from teams_runtime.storage import Workspace
 
 __all__ = ["console_app", "serve"]
@@ -42,8 +43,12 @@ def serve(
     # Given its socket, uvicorn does not say where it listens: said here as it says it (the
     # socket listens already, so a browser's connection waits for the server, never refused).
     listening.listen(2048)
-    shown = f"[{host}]" if ":" in host else host
-    logging.getLogger("uvicorn.error").info(
-        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port
-    )
+    said = logging.getLogger("uvicorn.error")
+    if host in WILDCARDS:  # http://0.0.0.0 is no address to open: the Host check refuses it
+        said.info("Listening on every address (%s), port %d (Press CTRL+C to quit)", host, port)
+    else:
+        shown = f"[{host}]" if ":" in host else host
+        said.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
+    for url in public_urls:  # the addresses browsers open it at
+        said.info("Open the console at %s", url)
     uvicorn.Server(config).run(sockets=[listening])

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from teams_runtime.cli._output import UserError
 from teams_runtime.cli.console._guard import checked_form
+from teams_runtime.cli.console._inbox_pages import answer_api
 from teams_runtime.cli.console._metrics_page import BY
 from teams_runtime.cli.console._state import console_of
 from teams_runtime.codecs.prompt_names import GROUP_KEYS
@@ -72,28 +73,57 @@ async def _record(request: Request) -> Response:
     return Response(data, media_type="application/json")
 
 
+# The flags of `prompt` and `explain` that override prompt_context, as query parameters.
+OVERRIDES = ("recent_events", "max_events", "disable", "layout", "step", "max_prompt_tokens")
+# `metrics`'s filters (`by` is taken apart: it may be repeated).
+METRICS_FILTERS = ("hours", "since", "role", "purpose", "request_id")
+
+
+def _flags(request: Request, names: tuple[str, ...]) -> list[str]:
+    """The query parameters ``names`` as the command's flags (``request_id`` is
+    ``--request-id=...``), each given once at most; ``disable``, a switch, is ``true`` or
+    ``false``. Their values are then checked by the command's own parser."""
+    flags = []
+    for name in names:
+        value = _one(request, name)
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if name == "disable":
+            if value.lower() not in ("true", "false", "1", "0", ""):
+                raise UserError(f"disable is a switch: give true or false, not {value!r}.")
+            flags += [flag] if value.lower() in ("true", "1", "") else []
+        else:
+            flags.append(f"{flag}={value}")
+    return flags
+
+
 async def _prompt(request: Request) -> Response:
-    _params(request, "role")
+    _params(request, "role", "kind", *OVERRIDES)
     role = _one(request, "role")
     request_id = _request_id(request)
     if not role:  # as `prompt` refuses it without --role
         raise UserError("role is required (?role=ROLE): the prompt of which role.")
-    return JSONResponse(await console_of(request).reads.prompt(request_id, role))
+    flags = _flags(request, ("kind", *OVERRIDES))
+    return JSONResponse(await console_of(request).reads.prompt(request_id, role, *flags))
 
 
 async def _explain(request: Request) -> Response:
-    _params(request, "role")
+    _params(request, "role", *OVERRIDES)
     role = _one(request, "role") or None
-    return JSONResponse(await console_of(request).reads.explained(_request_id(request), role))
+    flags = _flags(request, OVERRIDES)
+    explained = await console_of(request).reads.explained(_request_id(request), role, *flags)
+    return JSONResponse(explained)
 
 
 async def _metrics(request: Request) -> Response:
-    _params(request, "by")
+    _params(request, "by", *METRICS_FILTERS)
     by = request.query_params.getlist("by") or BY
     for key in by:  # as `metrics --by` refuses it
         if key not in GROUP_KEYS:
             raise UserError(f"by: invalid choice: {key!r} (choose from {', '.join(GROUP_KEYS)}).")
-    return JSONResponse(await console_of(request).reads.metrics(by))
+    flags = _flags(request, METRICS_FILTERS)
+    return JSONResponse(await console_of(request).reads.metrics(by, *flags))
 
 
 API_ROUTES = [
@@ -101,6 +131,7 @@ API_ROUTES = [
     Route("/api/inbox", _inbox),
     Route("/api/inbox", _tidy, methods=["POST"]),
     Route("/api/inbox/{request_id}", _waiting),
+    Route("/api/inbox/{request_id}/answer", answer_api, methods=["POST"]),
     Route("/api/requests/{request_id}", _record),
     Route("/api/requests/{request_id}/prompt", _prompt),
     Route("/api/requests/{request_id}/explain", _explain),

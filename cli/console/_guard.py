@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = [
     "COOKIE",
     "FORM_BYTES",
+    "WILDCARDS",
     "Guard",
     "GuardMiddleware",
     "LoginTries",
@@ -62,8 +63,9 @@ MOST_SESSIONS = 1000
 
 
 class LoginTries:
-    """The login tries of each client within the last ``window`` seconds: ``most`` of them,
-    then the next refused until the oldest is ``window`` seconds old."""
+    """The wrong tokens of each client within the last ``window`` seconds (a login's or a
+    bearer's; the right one is never counted): ``most`` of them, then the next try refused
+    until the oldest is ``window`` seconds old."""
 
     def __init__(
         self,
@@ -76,14 +78,6 @@ class LoginTries:
         self.clock = clock
         self._tries: dict[str, deque[float]] = {}
 
-    def wait_for(self, client: str) -> float:
-        """Count a try of ``client``: ``0.0`` when it may go on, else the seconds until it
-        may try again (this try not counted)."""
-        wait = self.waiting(client)
-        if wait == 0.0:
-            self.count(client)
-        return wait
-
     def waiting(self, client: str) -> float:
         """The seconds until ``client`` may try again (``0.0``: now), counting nothing."""
         now = self.clock()
@@ -95,7 +89,7 @@ class LoginTries:
         return tries[0] + self.window - now if len(tries) >= self.most else 0.0
 
     def count(self, client: str) -> None:
-        """Count a try of ``client`` (one ``waiting`` let go on)."""
+        """Count a wrong token of ``client``."""
         self._tries.setdefault(client, deque()).append(self.clock())
 
 

@@ -39,25 +39,29 @@ async def _login_page(request: Request) -> Response:
     console = console_of(request)
     wanted = request.query_params.get("next", "/")
     note = "Logged out." if "out" in request.query_params else ""
+    if same_site_path(wanted).split("?")[0].endswith("/answer"):  # an answer sent logged out
+        note = ("Your session had ended, so the answer was not sent and nothing was recorded. "
+                "Log in: the form comes back with what you typed (kept in this tab).")  # fmt: skip
     form = _login_form(console, wanted=wanted, note=note)
     return page("Log in", form, guard=console.guard, here="", signed_in=False)
 
 
 async def _login(request: Request) -> Response:
     """The token, entered once: an HttpOnly cookie from then on (the token is never in a URL,
-    so never in an access log). Past a few tries a minute the client waits (429)."""
+    so never in an access log). Past a few wrong tokens a minute the client waits (429)."""
     console = console_of(request)
     form = await checked_form(request, console.guard)
     wanted = form.get("next", "/")
     client = request.client.host if request.client is not None else ""
-    wait = console.guard.tries.wait_for(client)
-    if wait > 0:
+    wait = console.guard.tries.waiting(client)
+    if wait > 0:  # the right token waits too: its answer would tell a guess from the token
         seconds = math.ceil(wait)
         said = f"Too many tries to log in: try again in {seconds} s."
         refused = _login_again(console, said, 429, wanted)
         refused.headers["retry-after"] = str(seconds)
         return refused
     if not console.guard.token_ok(form.get("token", "")):
+        console.guard.tries.count(client)  # only a wrong token counts, as a bearer's
         return _login_again(console, "That is not the console's token.", 401, wanted)
     done = RedirectResponse(same_site_path(wanted), 303)
     # Behind a TLS proxy (the form posted from an https origin) the cookie never goes out on

@@ -16,9 +16,9 @@ from starlette.exceptions import HTTPException
 from teams_runtime.actors.roles import read_inbox, waiting_prompt
 from teams_runtime.cli._flags import role_name, team_role
 from teams_runtime.cli._inbox import inbox_json, person_role, shown_json
-from teams_runtime.cli._metrics import metrics_json, metrics_report
+from teams_runtime.cli._metrics import metrics_filters, metrics_json, metrics_report
 from teams_runtime.cli._output import UserError
-from teams_runtime.cli._parser import build_parser
+from teams_runtime.cli._parser import parse_refusing
 from teams_runtime.cli._records import explain_json, prompt_json, read_whole
 from teams_runtime.cli._status_report import status_report
 from teams_runtime.codecs.config import TeamConfig
@@ -27,7 +27,7 @@ from teams_runtime.codecs.formats import JsonObject
 from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.codecs.request_ids import check_request_id
 from teams_runtime.codecs.request_records import decode_any
-from teams_runtime.exceptions import AnswerRefused
+from teams_runtime.exceptions import AnswerRefused, TeamsRuntimeError
 from teams_runtime.monitoring import Filters, Skipped, log_files, matching_records
 from teams_runtime.storage import Workspace, load_team_config
 from teams_runtime.storage.opening import blocking_storage
@@ -109,6 +109,25 @@ class Reads:
             raise HTTPException(404, str(exc)) from None  # answered, ended: nothing here
         return shown_json(item, bundle, time.time()), item
 
+    async def scopes(self, request_ids: list[str]) -> dict[str, str]:
+        """Each request's scope (what it is about), read from its record's fields; one that
+        cannot be read is left out."""
+
+        def load() -> dict[str, str]:
+            found: dict[str, str] = {}
+            with blocking_storage(self.workspace) as storage:
+                for request_id in request_ids:
+                    try:
+                        fields = storage.store.read(request_id, tail=1).fields
+                    except TeamsRuntimeError:
+                        continue
+                    scope = field_json(dict(fields), "scope")
+                    if isinstance(scope, str):
+                        found[request_id] = scope
+            return found
+
+        return await _in_thread(load)
+
     async def export(self, request_id: str) -> bytes:
         """``export REQUEST_ID``: the request as its canonical record file."""
 
@@ -120,21 +139,22 @@ class Reads:
 
     def _args(self, command: str, *argv: str) -> argparse.Namespace:
         """``command``'s arguments as its own parser reads them (so the console's JSON is the
-        command's), on this workspace; values go as ``--flag=value`` and after ``--``, so
-        none is read as a flag."""
-        return build_parser().parse_args([command, f"--workspace={self.workspace.root}", *argv])
+        command's, and a bad value is refused with the parser's message: ``UserError``), on
+        this workspace; values go as ``--flag=value`` and after ``--``, so none is read as a
+        flag."""
+        return parse_refusing([command, f"--workspace={self.workspace.root}", *argv])
 
-    async def prompt(self, request_id: str, role: str) -> JsonObject:
-        """``prompt REQUEST_ID --role ROLE --json``."""
+    async def prompt(self, request_id: str, role: str, *flags: str) -> JsonObject:
+        """``prompt REQUEST_ID --role ROLE [FLAGS] --json``."""
         role = self.role(self.config(), role)
-        args = self._args("prompt", f"--role={role}", "--", check_request_id(request_id))
+        args = self._args("prompt", f"--role={role}", *flags, "--", check_request_id(request_id))
         _, shown = await _in_thread(prompt_json, args)
         return shown
 
-    async def explained(self, request_id: str, role: str | None = None) -> JsonObject:
-        """``explain REQUEST_ID [--role ROLE] --json``."""
+    async def explained(self, request_id: str, role: str | None = None, *flags: str) -> JsonObject:
+        """``explain REQUEST_ID [--role ROLE] [FLAGS] --json``."""
         chosen = [f"--role={self.role(self.config(), role)}"] if role else []
-        args = self._args("explain", *chosen, "--", check_request_id(request_id))
+        args = self._args("explain", *chosen, *flags, "--", check_request_id(request_id))
         return await _in_thread(explain_json, args)
 
     async def fields(self, request_id: str) -> JsonObject:
@@ -150,10 +170,12 @@ class Reads:
         files = log_files(self.workspace.logs_dir)
         return await _in_thread(lambda: list(matching_records(files, wanted, Skipped())))
 
-    async def metrics(self, by: list[str]) -> JsonObject:
-        """``metrics --json --by ...`` over this workspace's logs."""
+    async def metrics(self, by: list[str], *flags: str) -> JsonObject:
+        """``metrics --json --by ... [FLAGS]`` over this workspace's logs."""
+        args = self._args("metrics", *flags)
         files = log_files(self.workspace.logs_dir)
-        report = await _in_thread(metrics_report, [self.workspace], files, Filters(), by)
+        filters = metrics_filters(args)
+        report = await _in_thread(metrics_report, [self.workspace], files, filters, by)
         return metrics_json(report)
 
 

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from teams_runtime.cli._output import UserError
 from teams_runtime.cli.console._html import Html, esc, options, page, table, when
+from teams_runtime.cli.console._live import drawn_note
 from teams_runtime.cli.console._reads import field_json, timeline
 from teams_runtime.cli.console._state import Console, console_of
 from teams_runtime.codecs.formats import JsonObject, pretty_json
@@ -20,11 +21,20 @@ from teams_runtime.codecs.request_ids import check_request_id
 __all__ = ["request_page", "requests_page"]
 
 SUMMARY_SHOWN = 240  # a timeline's summary, clipped past this many characters
+SCOPE_SHOWN = 80  # a scope in the requests' list, clipped past this many characters
 GOING = ("queued", "in_progress")  # a request whose result is its latest, not its last
 
 
 def _link(request_id: str) -> Html:
     return Html(f'<a href="/requests/{esc(request_id)}">{esc(request_id)}</a>')
+
+
+def _scope_cell(scope: str) -> Html:
+    """A request's scope in the list: clipped past ``SCOPE_SHOWN`` characters, whole in its
+    tooltip."""
+    if len(scope) <= SCOPE_SHOWN:
+        return esc(scope)
+    return Html(f'<span title="{esc(scope)}">{esc(scope[:SCOPE_SHOWN])}…</span>')
 
 
 async def requests_page(request: Request) -> Response:
@@ -48,14 +58,17 @@ async def requests_page(request: Request) -> Response:
         "<button>Filter</button></form>"
     )
     now = time.time()
+    scopes = await console.reads.scopes([row["request_id"] for row in rows])
     listing = table(
-        ["request", "status", "last role", "hops", "events", "last event"],
-        [[_link(row["request_id"]), row["status"], row.get("current_role", ""),
-          row.get("hops", 0), row.get("events", 0), when(row.get("last_event_at"), now)]
+        ["request", "scope", "status", "last role", "hops", "events", "last event"],
+        [[_link(row["request_id"]), _scope_cell(scopes.get(row["request_id"], "")),
+          row["status"], row.get("current_role", ""), row.get("hops", 0), row.get("events", 0),
+          when(row.get("last_event_at"), now)]
          for row in rows],
         empty="No request matches.",
     )  # fmt: skip
-    return page("Requests", Html(filters + listing), guard=console.guard, here="/requests")
+    body = Html(filters + listing + drawn_note(live=False))
+    return page("Requests", body, guard=console.guard, here="/requests")
 
 
 def _receipt(explained: JsonObject, prompt: JsonObject | None) -> Html:
@@ -82,10 +95,12 @@ def _calls(records: list[PromptRecord]) -> Html:
     def known(value: float | None, shape: str = "{:,}") -> str:
         return "-" if value is None else shape.format(value)
 
+    now = time.time()
+
     return table(
         ["time", "role", "purpose", "attempt", "outcome", "prompt chars", "input tokens",
          "output tokens", "latency", "cost"],
-        [[r.timestamp, r.role, r.purpose, r.attempt_kind or "-", r.outcome or "-",
+        [[when(r.timestamp, now), r.role, r.purpose, r.attempt_kind or "-", r.outcome or "-",
           f"{r.prompt_chars:,}", known(r.prompt_tokens), known(r.completion_tokens),
           known(r.latency_ms, "{:,.0f} ms"), known(r.cost_usd, "${:,.4f}")]
          for r in records],
@@ -148,6 +163,7 @@ async def request_page(request: Request) -> Response:
     default = last if isinstance(last, str) and last in config.cast.roles else config.cast.names[0]
     role = request.query_params.get("role") or default
     explained = await console.reads.explained(request_id)
+    now = time.time()
     head = table(
         ["status", "last role", "hops", "events"],
         [[field_json(fields, "status"), last, field_json(fields, "hops"),
@@ -155,17 +171,23 @@ async def request_page(request: Request) -> Response:
     )  # fmt: skip
     events = table(
         ["#", "time", "role", "type", "bytes", "tokens", "summary", "projection"],
-        [[r.index, r.timestamp, r.role or "-", r.type, r.size,
+        [[r.index, when(r.timestamp, now), r.role or "-", r.type, r.size,
           "-" if r.tokens is None else r.tokens, _clip(r.summary, request_id), r.decision]
          for r in timeline(fields, await _decided(console, request_id, role, explained))],
         empty="No events.",
     )  # fmt: skip
     calls = _calls(await console.reads.calls(request_id))
     prompt = await _prompt_section(console, request_id, role, list(config.cast.names))
+    scope = field_json(fields, "scope")
+    flash = console.flashed(request.query_params.get("answered"))
+    said = (f'<p class="done" role="status" data-answered="{esc(flash.envelope_id)}">'
+            f"{esc(flash.text)}</p>" if flash else "")  # fmt: skip
     body = Html(
+        f'{said}<p class="scope">{esc(scope if isinstance(scope, str) else "")}</p>'
         f"{head}<section><h2>Timeline</h2>{events}</section>"
         f"<section><h2>Model calls</h2>{calls}</section>{_result(fields)}{prompt}"
         f'<p><a href="/api/requests/{esc(request_id)}">the record as JSON</a></p>'
+        f"{drawn_note(live=False)}"
     )
     return page(f"Request {request_id}", body, guard=console.guard, here="/requests")
 

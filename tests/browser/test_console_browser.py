@@ -102,7 +102,9 @@ def _chromium_page() -> Iterator[Page]:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=_chromium(), args=args)
-        opened = browser.new_page(viewport={"width": 1100, "height": 760})
+        # A context of its own, so a test can open a second tab in it (same cookies).
+        context = browser.new_context(viewport={"width": 1100, "height": 760})
+        opened = context.new_page()
         opened.on("dialog", refuse)
         yield opened
         browser.close()
@@ -140,11 +142,15 @@ def test_a_person_answers_the_waiting_draft_from_the_inbox(console: str, page: P
         page.evaluate("window.scrollTo(0, 0)")  # the held-back click scrolled to the status
         page.screenshot(path=screenshot)
     page.get_by_role("button", name="Answer").click()
+    # On to the request's page (a redirect: a reload posts nothing again), saying what was done.
+    expect(page.locator("h1")).to_have_text("Request req-1")
     expect(page.get_by_role("status")).to_have_text(
         "Recorded the approver answer to req-1 (completed); the request is completed."
     )
-    page.get_by_role("link", name="the request").click()
-    expect(page.locator("h1")).to_have_text("Request req-1")
+    page.go_back()  # the form, consumed: where to go from here
+    expect(page.locator("h1")).to_have_text("Nothing waits")
+    expect(page.get_by_role("link", name="the inbox")).to_be_visible()
+    page.go_forward()
     expect(page.locator("table").first.locator("td").first).to_have_text("completed")
     result = page.locator("section").filter(has=page.get_by_role("heading", name="Result"))
     expect(result).to_contain_text("Approved: ship the launch note.")
@@ -243,3 +249,96 @@ def test_a_login_lands_where_it_was_going_and_a_restart_says_logged_out(team: Pa
             expect(page.get_by_role("status")).to_have_text("Logged out.")
     finally:
         _stop(server)
+
+
+def _run_once(root: Path) -> None:
+    """The team's models take what waits (the writer, the reviewer), as `run --once` does."""
+    argv = [sys.executable, "-m", "teams_runtime", "run", "--once", "--workspace", str(root)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+
+
+def test_a_form_open_in_two_tabs_answers_only_the_question_it_shows(team: Path) -> None:
+    server, url = _serve(team)
+    try:
+        with _chromium_page() as first:
+            second = first.context.new_page()
+            for tab in (first, second):
+                tab.goto(f"{url}/inbox/req-1")
+            form = first.locator("form.answer")
+            form.locator("select[name=status]").select_option("blocked")
+            form.locator("textarea[name=summary]").fill("Shorter, please.")
+            form.locator("select[name=next_role]").select_option("writer")
+            first.get_by_role("button", name="Answer").click()
+            expect(first).to_have_url(re.compile(r"/requests/req-1\?answered="))
+            expect(first.get_by_role("status")).to_have_text(
+                "Recorded the approver answer to req-1 (blocked); handed to writer: "
+                "`teams-runtime run` takes it from here."
+            )
+            # The other tab's form learns it from the inbox's events: it says so, takes nothing.
+            gone = second.locator("#live-notice")
+            expect(gone).to_contain_text("This question was answered or replaced elsewhere")
+            expect(second.locator("button", has_text="Answer")).to_be_disabled()
+            _run_once(team)  # the approver is asked again: a new question under req-1
+            # A form sent anyway (its fields enabled again by hand) is refused, not recorded on
+            # the new question.
+            second.evaluate(
+                "document.querySelectorAll('form.answer *').forEach(n => n.disabled = false)"
+            )
+            again = second.locator("form.answer")
+            again.locator("select[name=status]").select_option("completed")
+            again.locator("textarea[name=summary]").fill("Ship it.")
+            again.locator("select[name=next_role]").select_option(
+                label="nobody: the request ends with the status"
+            )
+            second.get_by_role("button", name="Answer").click()
+            expect(second.get_by_role("alert").first).to_contain_text(
+                "the question you saw was answered; a new one waits: reload"
+            )
+            second.goto(f"{url}/requests/req-1")
+            expect(second.locator("table").first.locator("td").first).to_have_text("in_progress")
+    finally:
+        _stop(server)
+
+
+def test_a_logout_in_one_tab_stops_the_live_pages_of_the_others(team: Path) -> None:
+    server, url = _serve(team, token=TOKEN)
+    try:
+        with _chromium_page() as watching:
+            watching.goto(f"{url}/")
+            watching.locator("input[name=token]").fill(TOKEN)
+            watching.get_by_role("button", name="Log in").click()
+            expect(watching.locator("#team")).to_contain_text("approver")
+            other = watching.context.new_page()
+            other.goto(f"{url}/inbox")
+            other.get_by_role("button", name="Log out").click()
+            expect(other.get_by_role("status")).to_have_text("Logged out.")
+            expect(watching.locator("#live-notice")).to_contain_text(
+                "Logged out: this page is no longer updated", timeout=20_000
+            )
+    finally:
+        _stop(server)
+
+
+def test_a_long_summary_is_counted_never_cut_and_a_draft_survives_a_reload(
+    console: str, page: Page
+) -> None:
+    page.goto(f"{console}/inbox/req-1")
+    summary = page.locator("textarea[name=summary]")
+    count = page.locator("[data-count=summary]")
+    expect(count).to_have_text("0 / 2,000 characters")
+    summary.fill("x" * 2345)  # a long paste: kept whole, counted, and said to be too long
+    assert summary.input_value() == "x" * 2345
+    expect(count).to_have_text(
+        "2,345 / 2,000 characters: 345 too many, so the answer would be refused"
+    )
+    expect(count).to_have_class(re.compile(r"\bover\b"))
+    page.reload()  # the draft is kept in this tab (a session that ended loses nothing)
+    expect(page.locator("textarea[name=summary]")).to_have_value("x" * 2345)
+    page.locator("select[name=status]").select_option("completed")
+    page.locator("select[name=next_role]").select_option(
+        label="nobody: the request ends with the status"
+    )
+    page.get_by_role("button", name="Answer").click()
+    expect(page.get_by_role("alert")).to_contain_text(
+        "the summary is 2,345 characters, over the form's 2,000"
+    )

@@ -514,3 +514,67 @@ def test_an_answer_after_its_deadline_is_refused_even_if_nobody_looked(
     assert [e["type"] for e in record["events"]].count("answer_timed_out") == 1
     again = _cli(workspace, "answer", "req-1", "--status", "completed", "--summary", "Late.")
     assert again.returncode == 2 and "no answer came within its answer_within" in again.stderr
+
+
+def test_an_answer_is_recorded_only_on_the_question_its_person_saw(
+    person_team: Callable[..., Team],
+) -> None:
+    """Given the envelope its person saw (the console's form carries it), an answer is
+    refused when another envelope waits under the request now (the one seen was answered and
+    the request came back), on both storages; nothing is written."""
+    from functools import partial
+
+    import anyio
+
+    from teams_runtime.actors.roles import answer
+    from teams_runtime.exceptions import AnswerRefused
+    from teams_runtime.storage import load_team_config
+
+    team = person_team()
+    team.seed("req-1", role="qa")
+    team.run_once()
+    (waiting,) = _json(team.person, "inbox")["waiting"]
+    before = team.record("req-1")
+    config = load_team_config(team.person.root)
+    given = {"status": "completed", "summary": "Looks right.", "next_role": ""}
+
+    def answered(envelope_id: str) -> Any:
+        call = partial(answer, team.person, config, "req-1", given, envelope_id=envelope_id)
+        return anyio.run(call)
+
+    with pytest.raises(AnswerRefused) as refused:
+        answered("env-seen-before")
+    assert str(refused.value) == (
+        "request req-1: the question you saw was answered; a new one waits: reload (envelope "
+        f"{waiting['envelope_id']} waits, not env-seen-before). Nothing was recorded."
+    )
+    assert team.record("req-1") == before
+    done = answered(waiting["envelope_id"])
+    assert (done.envelope_id, done.request_status) == (waiting["envelope_id"], "completed")
+
+
+def test_the_timeout_says_the_answer_within_the_envelope_waited_under(
+    team_workspace: Callable[..., Workspace],
+    seed: Callable[..., None],
+    read_record: Callable[[Workspace, str], dict[str, Any]],
+) -> None:
+    """An envelope put in the inbox with ``answer_within: 1s`` times out after a second,
+    and says so (the event, the log, ``status``), though the config says 8h by then."""
+    person = {"backend": "human", "answer_within": 1}
+    workspace = team_workspace("valid", sections={"roles": {"qa": {"model": person}}})
+    seed(workspace, "req-1", "qa", events=SEEDED)
+    assert _cli(workspace, "run", "--once", "--plain").returncode == 0
+    config = yaml.safe_load(workspace.config_path.read_text())
+    config["roles"]["qa"]["model"]["answer_within"] = "8h"
+    workspace.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    (waiting,) = FileAnswerInbox(workspace).items()
+    assert waiting.due is not None
+    time.sleep(max(waiting.due + 0.2 - time.time(), 0))
+    looked = _cli(workspace, "inbox")
+    assert looked.returncode == 0, looked.stderr
+    (timed_out,) = [
+        e for e in read_record(workspace, "req-1")["events"] if e.get("type") == "answer_timed_out"
+    ]
+    assert timed_out["payload"] == {"from_role": "qa", "answer_within_seconds": 1.0}
+    (row,) = _json(workspace, "status")["requests"]
+    assert row["failure"]["reason"] == "qa gave no answer within 1 s"

@@ -85,6 +85,57 @@ def _still(value: Any) -> Any:
         pytest.param(
             "/api/metrics", ["metrics", "--json", "--by", "role", "--by", "model"], id="metrics"
         ),
+        # The commands' flags, as query parameters.
+        pytest.param(
+            "/api/metrics?role=writer&since=2020-01-01T00:00&by=purpose",
+            [
+                "metrics",
+                "--json",
+                "--role",
+                "writer",
+                "--since",
+                "2020-01-01T00:00",
+                "--by",
+                "purpose",
+            ],
+            id="metrics-filtered",
+        ),
+        pytest.param(
+            "/api/metrics?request_id=req-9&purpose=role_task",
+            [
+                "metrics",
+                "--json",
+                "--request-id",
+                "req-9",
+                "--purpose",
+                "role_task",
+                "--by",
+                "role",
+                "--by",
+                "model",
+            ],
+            id="metrics-no-data",
+        ),
+        pytest.param(
+            "/api/requests/req-1/prompt?role=reviewer&layout=shared_prefix&max_events=12",
+            [
+                "prompt",
+                "req-1",
+                "--role",
+                "reviewer",
+                "--layout",
+                "shared_prefix",
+                "--max-events",
+                "12",
+                "--json",
+            ],
+            id="prompt-overridden",
+        ),
+        pytest.param(
+            "/api/requests/req-1/explain?disable=true&role=writer",
+            ["explain", "req-1", "--disable", "--role", "writer", "--json"],
+            id="explain-disabled",
+        ),
     ],
 )
 async def test_the_api_answers_what_the_command_prints_with_json(
@@ -114,15 +165,26 @@ async def test_a_person_answers_from_the_form_once(team: Path, console: httpx.As
     assert wrong.status_code == 409
     assert "must be empty or one of: writer (approver may hand only to these)." in wrong.text
     done = await console.post("/inbox/req-1/answer", data=fields)
-    assert done.status_code == 200
+    # POST, redirect, GET: the request's page says what was recorded; a reload posts nothing.
+    assert done.status_code == 303
+    assert done.headers["location"].startswith("/requests/req-1?answered=")
+    landed = await console.get(done.headers["location"])
     said = "Recorded the approver answer to req-1 (completed); the request is completed."
-    assert said in done.text
+    assert landed.status_code == 200 and said in landed.text
     again = await console.post("/inbox/req-1/answer", data=fields)
     assert again.status_code == 409 and "no answer waits" in again.text
+    # Back to the consumed form: where to go from here, not a dead end.
+    back = await console.get("/inbox/req-1?role=approver")
+    assert back.status_code == 404 and "No answer waits under req-1 now" in back.text
+    assert 'href="/requests/req-1">the request</a>' in back.text
+    assert 'href="/inbox">the inbox</a>' in back.text
     record = json.loads(await _cli(team, "export", "req-1"))
     assert (record["status"], record["result"]["summary"]) == ("completed", "Approved.")
     page = await console.get("/requests")
-    assert '<tr><td><a href="/requests/req-1">req-1</a></td><td>completed</td>' in page.text
+    assert (
+        '<tr><td><a href="/requests/req-1">req-1</a></td><td>Write the launch note</td>'
+        "<td>completed</td>"
+    ) in page.text
 
 
 @pytest.mark.parametrize(
@@ -162,7 +224,8 @@ async def test_a_post_from_another_origin_is_refused(console: httpx.AsyncClient)
 async def test_every_post_route_checks_the_csrf_field(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
     posts = [r.path for r in app.routes if "POST" in (getattr(r, "methods", None) or ())]
-    assert posts == ["/inbox", "/inbox/{request_id}/answer", "/login", "/logout", "/api/inbox"]
+    assert posts == ["/inbox", "/inbox/{request_id}/answer", "/login", "/logout", "/api/inbox",
+                     "/api/inbox/{request_id}/answer"]  # fmt: skip
     async with _client(team, TOKEN) as client:
         for path in posts:
             answer = await client.post(path.replace("{request_id}", "req-1"), data={"x": "1"})
@@ -196,6 +259,8 @@ async def test_looking_at_the_inbox_writes_nothing_and_its_tidy_is_a_post(
         for looking in ("/api/inbox", "/inbox", "/", "/api/status", "/inbox/req-1"):
             assert (await console.get(looking)).status_code == 200, looking
         assert await _cli(root, "export", "req-1") == before  # no look applied on_failure
+        # on_failure is fail: no form, and no empty heading where it was.
+        assert "<h2>Answer</h2>" not in (await console.get("/inbox/req-1")).text
         looked = (await console.get("/api/inbox")).json()
         assert [(w["request_id"], w["overdue"]) for w in looked["waiting"]] == [("req-1", True)]
         assert looked["ran_out"] == []
@@ -313,8 +378,23 @@ async def test_a_bad_id_or_role_is_refused_with_the_commands_message(
         ),
         pytest.param(
             "/api/metrics?group=role",
-            "unknown query parameter 'group' for /api/metrics: it takes by.",
+            "unknown query parameter 'group' for /api/metrics: it takes by, hours, since, role, "
+            "purpose, request_id.",
             id="unknown-parameter",
+        ),
+        pytest.param("/api/metrics?hours=soon", "argument --hours: ", id="metrics-hours"),
+        pytest.param(
+            "/api/metrics?hours=2&since=2026-01-01T00:00",
+            "argument --since: not allowed with argument --hours",
+            id="metrics-one-window",
+        ),
+        pytest.param(
+            "/api/requests/req-1/prompt?role=writer&layout=upside_down",
+            "argument --layout: invalid choice: 'upside_down'",
+            id="prompt-layout",
+        ),
+        pytest.param(
+            "/api/requests/req-1/explain?disable=maybe", "disable is a switch", id="switch"
         ),
         pytest.param(
             "/api/requests/req-1/explain?role=writer&role=reviewer",
@@ -333,6 +413,7 @@ async def test_the_api_checks_its_query_as_the_commands_check_their_flags(
 
 
 async def test_metrics_group_by_what_is_asked(console: httpx.AsyncClient) -> None:
+    assert (await console.get("/api/metrics?hours=2")).json()["filters"]["since"]
     grouped = (await console.get("/api/metrics?by=purpose")).json()["groups"]
     assert grouped and all("purpose" in group and "role" not in group for group in grouped)
 
@@ -345,6 +426,11 @@ async def test_metrics_group_by_what_is_asked(console: httpx.AsyncClient) -> Non
             ["--host", "0.0.0.0"],
             "name the address browsers use with --public-url",
             id="every-address",
+        ),
+        pytest.param(
+            ["--host", "0.0.0.0"],
+            "--host 0.0.0.0 is not a loopback address: the console needs a token",
+            id="every-address-no-token-either",  # everything missing, said at once
         ),
         pytest.param(
             ["--host", "0.0.0.0", "--public-url", "http://localhost:8765"],

@@ -46,3 +46,31 @@ def test_serve_streams_the_team_live_on_loopback(tmp_path: Path, fake_model: Pat
     # Ctrl-C ends it as it ends every command: a note and 130, no traceback.
     assert server.returncode == 130, err
     assert "Traceback" not in err and err.endswith("teams-runtime: interrupted\n")
+
+
+def test_serve_on_every_address_prints_the_addresses_to_open(
+    tmp_path: Path, fake_model: Path
+) -> None:
+    """``--host 0.0.0.0`` names no host to open (the Host check refuses it): the
+    ``--public-url`` addresses are printed instead."""
+    import os
+    import socket
+
+    root = console_team(tmp_path / "ws", fake_model)
+    with socket.socket() as probe:  # a free port, for the public URL to name
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    public = f"http://localhost:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "teams_runtime", "serve", "--workspace", str(root),
+         "--host", "0.0.0.0", "--port", str(port), "--public-url", public],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env={**os.environ, "TEAMS_RUNTIME_CONSOLE_TOKEN": "a-console-token-long-enough"},
+    )  # fmt: skip
+    try:
+        said = stderr_until(server, f"Open the console at {public}", 30)
+        assert "http://0.0.0.0" not in said
+        assert f"Listening on every address (0.0.0.0), port {port}" in said
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=30)
