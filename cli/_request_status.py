@@ -8,9 +8,10 @@ Read only, like ``status``: the store alone, no actor, no queue.
 from __future__ import annotations
 
 import argparse
+import time
 
 from teams_runtime.cli._output import write_json
-from teams_runtime.cli._status_report import _request_row, retry_hint
+from teams_runtime.cli._status_report import _request_row, retry_hint, waiting_rows
 from teams_runtime.codecs.formats import JsonObject, count_of, pretty_json
 from teams_runtime.codecs.model import OUTPUT_KEY, has_output
 from teams_runtime.codecs.request_ids import check_request_id
@@ -34,6 +35,7 @@ def request_status(workspace: Workspace, request_id: str) -> JsonObject:
     with blocking_storage(workspace, config) as storage:
         read = storage.store.read(request_id, tail=1)  # no such request: raised here
         row, _ = _request_row(storage.store, request_id)
+        waiting = [item for item in storage.inbox.items() if item.request_id == request_id]
     result = read.fields.get("result")
     result = result if isinstance(result, dict) else {}
     output = result.get(OUTPUT_KEY)
@@ -42,6 +44,8 @@ def request_status(workspace: Workspace, request_id: str) -> JsonObject:
         "failure": row.get("failure"),  # why it failed, as `status` says it (None: it did not)
         "last_role": _text(result, "role"),
         "summary": _text(result, "summary"),
+        # The answers a person owes it, as `inbox --json` shows them (none: []).
+        "waiting_answers": waiting_rows(waiting, time.time()),
         OUTPUT_KEY: output if has_output(output) else None,
     }
 
@@ -59,6 +63,12 @@ def report_text(report: JsonObject) -> str:
     lines.append(f"last role: {last or 'none yet'}{now_with}")
     if report["summary"]:
         lines.append(f"summary: {report['summary']}")
+    for waiting in report["waiting_answers"]:
+        due = " (overdue)" if waiting["overdue"] else ""
+        lines.append(
+            f"waiting for an answer from {waiting['role']} since {waiting['since']}{due} "
+            f"(`teams-runtime inbox show {request_id}`)"
+        )
     failure = report["failure"]
     if failure is not None:
         lines.append(f"failed: {failure['reason']}")

@@ -134,6 +134,10 @@ def test_a_person_answers_what_a_worker_put_in_the_inbox(person_team: Callable[.
     status = _json(team.person, "status")
     assert status["roles"]["qa"] == {"waiting": 0, "claimed": 0, "deferred": 0}
     assert [row["request_id"] for row in status["waiting_answers"]] == ["req-1"]
+    one = _json(team.person, "status", "req-1")  # the request alone says it waits too
+    assert [(row["role"], row["request_id"]) for row in one["waiting_answers"]] == [("qa", "req-1")]
+    said = _cli(team.person, "status", "req-1").stdout
+    assert "waiting for an answer from qa since " in said
     shown = _cli(team.person, "inbox", "show", "req-1")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("You are the qa role inside teams_runtime.")
