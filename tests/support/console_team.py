@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from teams_runtime.cli import main
@@ -76,3 +77,15 @@ def compacted_request(root: Path, request_id: str = "req-3", events: int = 24) -
     notes.write_text("".join(json.dumps(line) + "\n" for line in lines))
     cli(root, "append", request_id, "--from", str(notes))
     return request_id
+
+
+CONSOLE_BASE = "http://127.0.0.1:8765"  # where a console serves by default
+
+
+def asgi_client(
+    app: object, base: str = CONSOLE_BASE, client: str = "192.0.2.1"
+) -> httpx.AsyncClient:
+    """A client of ``app`` in this process, as a browser at ``client`` reaching it at
+    ``base`` (its Host header) would be."""
+    transport = httpx.ASGITransport(app=app, client=(client, 50000))  # type: ignore[arg-type]
+    return httpx.AsyncClient(transport=transport, base_url=base)

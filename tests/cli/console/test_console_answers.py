@@ -19,7 +19,7 @@ import pytest
 from teams_runtime.cli.console import console_app
 from teams_runtime.storage import Workspace
 
-from ...support.console_team import SCRIPT_TAG, cli, console_team
+from ...support.console_team import SCRIPT_TAG, asgi_client, cli
 
 pytestmark = pytest.mark.anyio
 TOKEN = "a-console-token-long-enough"
@@ -27,18 +27,8 @@ REPLACED = "the question you saw was answered; a new one waits: reload"
 
 
 @pytest.fixture
-def team(tmp_path: Path, fake_model: Path) -> Path:
-    return console_team(tmp_path / "ws", fake_model)
-
-
-def _client(app: object, client: str = "192.0.2.1") -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=app, client=(client, 50000))  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765")
-
-
-@pytest.fixture
 async def console(team: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with _client(console_app(Workspace(team), host="127.0.0.1", token=None)) as client:
+    async with asgi_client(console_app(Workspace(team), host="127.0.0.1", token=None)) as client:
         yield client
 
 
@@ -90,7 +80,7 @@ async def test_an_open_form_answers_only_the_question_it_shows(
 
 async def test_a_logout_ends_the_live_streams_of_every_tab(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN, interval=0.05)
-    async with _client(app) as client:
+    async with asgi_client(app) as client:
         csrf = _field((await client.get("/login")).text, "csrf")
         assert (await client.post("/login", data={"csrf": csrf, "token": TOKEN})).status_code == 303
         ended: list[httpx.Response] = []
@@ -110,7 +100,7 @@ async def test_a_logout_ends_the_live_streams_of_every_tab(team: Path) -> None:
 
 async def test_only_wrong_tokens_count_toward_the_login_limit(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
-    async with _client(app) as client:
+    async with asgi_client(app) as client:
         csrf = _field((await client.get("/login")).text, "csrf")
 
         async def log_in(token: str) -> int:
@@ -157,7 +147,7 @@ async def test_a_long_summary_is_counted_and_refused_with_why_never_cut(
 
 async def test_a_post_after_the_session_ended_comes_back_to_the_form(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
-    async with _client(app) as client:
+    async with asgi_client(app) as client:
         sent = await client.post("/inbox/req-1/answer", data={"summary": "typed"})
         assert sent.headers["location"] == "/login?next=%2Finbox%2Freq-1%2Fanswer"
         login = await client.get(sent.headers["location"])

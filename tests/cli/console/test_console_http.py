@@ -30,11 +30,6 @@ BASE = "http://127.0.0.1:8765"
 TOKEN = "a-console-token-long-enough"
 
 
-@pytest.fixture
-def team(tmp_path: Path, fake_model: Path) -> Path:
-    return console_team(tmp_path / "ws", fake_model)
-
-
 def _client(root: Path, token: str | None = None, base: str = BASE) -> httpx.AsyncClient:
     app = console_app(Workspace(root), host="127.0.0.1", token=token)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base)

@@ -12,20 +12,10 @@ import pytest
 from teams_runtime.cli.console import console_app
 from teams_runtime.storage import Workspace
 
-from ...support.console_team import console_team
+from ...support.console_team import asgi_client
 
 pytestmark = pytest.mark.anyio
 TOKEN = "a-console-token-long-enough"
-
-
-@pytest.fixture
-def team(tmp_path: Path, fake_model: Path) -> Path:
-    return console_team(tmp_path / "ws", fake_model)
-
-
-def _client(app: object, client: str = "192.0.2.1") -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=app, client=(client, 50000))  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765")
 
 
 def _csrf(page: str) -> str:
@@ -41,13 +31,13 @@ async def _log_in(client: httpx.AsyncClient, token: str = TOKEN) -> httpx.Respon
 
 async def test_a_logout_closes_the_session_its_cookie_holds(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
-    async with _client(app) as client, _client(app, "192.0.2.2") as other:
+    async with asgi_client(app) as client, asgi_client(app, client="192.0.2.2") as other:
         assert (await _log_in(client)).status_code == 303
         assert (await _log_in(other)).status_code == 303
         page = await client.get("/")
         assert '<form method="post" action="/logout"' in page.text
         cookie = client.cookies["teams_runtime_console"]
-        async with _client(app, "192.0.2.3") as copied:
+        async with asgi_client(app, client="192.0.2.3") as copied:
             copied.cookies.set("teams_runtime_console", cookie)
             assert (await copied.get("/api/status")).status_code == 200
         refused = await client.post("/logout", data={"csrf": "guessed"})
@@ -67,7 +57,7 @@ async def test_a_logout_closes_the_session_its_cookie_holds(team: Path) -> None:
 
 async def test_without_a_token_no_logout_is_offered(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=None)
-    async with _client(app) as client:
+    async with asgi_client(app) as client:
         assert "/logout" not in (await client.get("/")).text
 
 
@@ -75,7 +65,7 @@ async def test_a_client_gets_a_few_tries_a_minute_at_the_token(team: Path) -> No
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN)
     clock = [1000.0]
     app.state.console.guard.tries.clock = lambda: clock[0]
-    async with _client(app) as client, _client(app, "192.0.2.2") as other:
+    async with asgi_client(app) as client, asgi_client(app, client="192.0.2.2") as other:
         for _ in range(5):
             assert (await _log_in(client, "not-the-token-at-all")).status_code == 401
         clock[0] += 30

@@ -9,7 +9,6 @@ import re
 import socket
 from pathlib import Path
 
-import httpx
 import pytest
 
 from teams_runtime.cli import main
@@ -17,21 +16,11 @@ from teams_runtime.cli._serve import TOKEN_ENV, console_token, public_url
 from teams_runtime.cli.console import console_app
 from teams_runtime.storage import Workspace
 
-from ...support.console_team import console_team
+from ...support.console_team import asgi_client
 
 pytestmark = pytest.mark.anyio
 TOKEN = "a-console-token-long-enough"
 PUBLIC = "https://console.example.com"
-
-
-@pytest.fixture
-def team(tmp_path: Path, fake_model: Path) -> Path:
-    return console_team(tmp_path / "ws", fake_model)
-
-
-def _client(app: object, base: str, client: str = "192.0.2.1") -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=app, client=(client, 50000))  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, base_url=base)
 
 
 def _csrf(page: str) -> str:
@@ -42,7 +31,9 @@ def _csrf(page: str) -> str:
 
 async def test_behind_a_proxy_its_public_url_is_taken_for_host_and_origin(team: Path) -> None:
     app = console_app(Workspace(team), host="127.0.0.1", token=TOKEN, public_urls=[PUBLIC])
-    async with _client(app, PUBLIC) as browser:  # Host: console.example.com, as a proxy keeps it
+    async with asgi_client(
+        app, PUBLIC
+    ) as browser:  # Host: console.example.com, as a proxy keeps it
         csrf = _csrf((await browser.get("/login")).text)
         forged = await browser.post(
             "/login",
@@ -59,7 +50,7 @@ async def test_behind_a_proxy_its_public_url_is_taken_for_host_and_origin(team: 
         other = await browser.get("/api/status", headers={"host": "other.example"})
         assert other.status_code == 400
         assert "it answers to 127.0.0.1, ::1, localhost, console.example.com." in other.text
-    async with _client(app, "http://127.0.0.1:8765") as local:  # the bound address still is
+    async with asgi_client(app, "http://127.0.0.1:8765") as local:  # the bound address still is
         assert (await local.get("/login")).status_code == 200
 
 
@@ -67,7 +58,7 @@ async def test_a_container_listens_everywhere_under_the_name_it_is_given(team: P
     named = "http://localhost:8765"  # a container's published port, as the browser opens it
     assert console_token("0.0.0.0", None, {TOKEN_ENV: TOKEN}, [named]) == TOKEN
     app = console_app(Workspace(team), host="0.0.0.0", token=TOKEN, public_urls=[named])
-    async with _client(app, named) as browser:
+    async with asgi_client(app, named) as browser:
         assert (await browser.get("/login")).status_code == 200
         for host in ("0.0.0.0:8765", "172.17.0.2:8765"):  # no name of its own: only the given
             assert (await browser.get("/login", headers={"host": host})).status_code == 400
@@ -80,7 +71,7 @@ async def test_a_script_sends_the_token_as_a_bearer_and_only_wrong_ones_count(
     right = {"authorization": f"Bearer {TOKEN}"}
     wrong = {"authorization": "Bearer not-the-token-at-all"}
     base = "http://127.0.0.1:8765"
-    async with _client(app, base) as script, _client(app, base, "192.0.2.2") as other:
+    async with asgi_client(app, base) as script, asgi_client(app, base, "192.0.2.2") as other:
         for _ in range(8):  # a script polling with the right token never uses up its tries
             assert (await script.get("/api/status", headers=right)).status_code == 200
         assert "set-cookie" not in (await script.get("/api/status", headers=right)).headers
