@@ -8,7 +8,12 @@ from __future__ import annotations
 from teams_runtime.codecs.prompt_names import GROUP_KEYS
 from teams_runtime.monitoring._call_groups import full_history_tokens
 from teams_runtime.monitoring._learned import SEED_BYTES, seeded_ratios
-from teams_runtime.monitoring._log_sinks import PROMPT_LOG_NAME, configure_logging, stop_logging
+from teams_runtime.monitoring._log_sinks import (
+    PROMPT_LOG_NAME,
+    configure_logging,
+    log_to_workspace,
+    stop_logging,
+)
 from teams_runtime.monitoring._metrics_report import (
     Filters,
     MetricsReport,
@@ -34,6 +39,7 @@ __all__ = [
     "full_history_tokens",
     "group_value",
     "log_files",
+    "log_to_workspace",
     "matching_records",
     "rate_cards_of",
     "read_records",

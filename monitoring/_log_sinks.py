@@ -29,6 +29,7 @@ from teams_runtime.storage.local_files import ensure_folder
 __all__ = [
     "PROMPT_LOG_NAME",
     "configure_logging",
+    "log_to_workspace",
     "stop_logging",
 ]
 
@@ -68,8 +69,16 @@ def configure_logging(
         colorize=None if console is None else False,
         diagnose=False,  # never print variable values (prompt text) in tracebacks
     )
-    if workspace is None:
-        return
+    if workspace is not None:
+        log_to_workspace(workspace, roles)
+
+
+def log_to_workspace(workspace: Workspace, roles: Sequence[str] = ROLES) -> list[int]:
+    """Add the workspace's own sinks beside any the program has (each of ``roles``' log, and
+    ``prompt_context.jsonl`` for the prompt records ``metrics`` and ``replay`` read) and turn
+    the library's lines on: a team run inside a program is then counted as ``run``'s is.
+    Returns the sinks' ids (``logger.remove(id)`` each, then ``logger.complete()``, to stop)."""
+    logger.enable(PACKAGE)
     logs = workspace.logs_dir
     ensure_folder(logs, workspace.runtime_dir)  # a linked logs folder is refused
     for name in (*(workspace.role_log(role).name for role in roles), PROMPT_LOG_NAME):
@@ -78,8 +87,9 @@ def configure_logging(
                 f"{logs / name} is a symbolic link; teams-runtime never writes through links "
                 "under .teams_runtime/ (remove the link, then retry)."
             )
+    sinks = []
     for role in roles:
-        logger.add(
+        sink = logger.add(
             workspace.role_log(role),
             level="INFO",
             format="{time:YYYY-MM-DDTHH:mm:ss.SSSZZ} {level} {message}",
@@ -89,16 +99,20 @@ def configure_logging(
             enqueue=True,
             diagnose=False,
         )
-    logger.add(
-        logs / PROMPT_LOG_NAME,
-        level="INFO",
-        format="{extra[" + RECORD_KEY + "]}",
-        filter=_is_record,
-        rotation="10 MB",
-        retention=10,
-        enqueue=True,
-        diagnose=False,
+        sinks.append(sink)
+    sinks.append(
+        logger.add(
+            logs / PROMPT_LOG_NAME,
+            level="INFO",
+            format="{extra[" + RECORD_KEY + "]}",
+            filter=_is_record,
+            rotation="10 MB",
+            retention=10,
+            enqueue=True,
+            diagnose=False,
+        )
     )
+    return sinks
 
 
 def stop_logging() -> None:

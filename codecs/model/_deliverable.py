@@ -14,7 +14,6 @@ contract rejects it (a repair names the field).
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
 from typing import Any
 
 import msgspec
@@ -104,6 +103,8 @@ def _copy_of(said: str) -> str | None:
     found = _KNOWN.get(said)
     if found is not None:
         return found
+    from difflib import SequenceMatcher  # here: `status` reads contracts, never compares them
+
     for known, text in _KNOWN.items():
         if len(known) >= _LEAST_QUOTED and said.startswith(known):
             return text  # the placeholder, then a few words of its own
