@@ -27,8 +27,8 @@ from teams_runtime.cli._flags import (
     add_json,
     add_workspace,
     cache_ttl,
+    event_count,
     hours,
-    positive_count,
     role_name,
     timestamp,
 )
@@ -59,9 +59,10 @@ from teams_runtime.monitoring.replay import (
     DEFAULT_POLICIES,
     LAYOUTS,
     POLICY_FORMS,
-    Layout,
     Policy,
     ReplaySetup,
+    asked_layouts,
+    asked_policies,
     parse_policy,
     render_replay_chart,
     render_replay_table,
@@ -316,7 +317,7 @@ def declare_replay(replay: argparse.ArgumentParser) -> None:
     )
     replay.add_argument(
         "--step",
-        type=positive_count,
+        type=event_count,
         metavar="N",
         help="the events the shared_prefix layout's tail grows by before it re-anchors "
         f"(default: the config's prompt_context.step, else {DEFAULT_STEP}); the recorded "
@@ -372,12 +373,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             raise UserError(
                 f"{flag}: no prompt records of request {missing[0]} in {workspace.logs_dir}."
             )
+    try:
+        layouts = asked_layouts(args.layout or LAYOUTS, args.step)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     setup = ReplaySetup(config, config.telemetry.rate_cards, ratios, args.cache_ttl)
-    policies = args.policy or [parse_policy(name) for name in DEFAULT_POLICIES]
-    layouts = [
-        Layout(name, args.step if name == "shared_prefix" else None)
-        for name in args.layout or LAYOUTS
-    ]
+    policies = asked_policies(args.policy)
     with blocking_storage(workspace) as storage:
 
         def load(request_id: str) -> bytes | None:

@@ -20,11 +20,12 @@ from teams_runtime.monitoring.replay._engine import (
     ReplaySetup,
     replay,
 )
-from teams_runtime.monitoring.replay._layouts import LAYOUTS, Layout
+from teams_runtime.monitoring.replay._layouts import LAYOUTS, Layout, asked_layouts
 from teams_runtime.monitoring.replay._policies import (
     DEFAULT_POLICIES,
     POLICY_FORMS,
     Policy,
+    asked_policies,
     parse_policy,
 )
 from teams_runtime.monitoring.replay._prefix_cache import PrefixCache, common_prefix
@@ -46,6 +47,8 @@ __all__ = [
     "ReplaySetup",
     "ReplayedPrompt",
     "RequestView",
+    "asked_layouts",
+    "asked_policies",
     "common_prefix",
     "envelope_from",
     "parse_policy",

@@ -36,7 +36,15 @@ _HEADERS = (
 
 def replay_json(report: ReplayReport) -> JsonObject:
     """What ``replay --json`` prints: ``{"policies": [a row per (policy, layout)]}``."""
-    return {"policies": [msgspec.structs.asdict(row) for row in report.rows]}
+    return {
+        "policies": [
+            {
+                **msgspec.structs.asdict(row),
+                "step": report.step if row.layout == "shared_prefix" else None,
+            }
+            for row in report.rows
+        ]
+    }
 
 
 def _percent(part: float, whole: float) -> str:
@@ -103,7 +111,21 @@ def _recorded_notes(report: ReplayReport) -> list[str]:
 
 def _notes(report: ReplayReport, ttl: float) -> list[str]:
     calls = count_of(report.replayed, "model call")
-    lines = [f"Replayed {calls} of {report.calls} in the prompt records; cache lifetime {ttl:g} s."]
+    step = f"; shared_prefix step {report.step}" if report.step is not None else ""
+    lines = [
+        f"Replayed {calls} of {report.calls} in the prompt records; cache lifetime {ttl:g} s{step}."
+    ]
+    if not report.calls:
+        lines.append(
+            "No prompt records yet: run the team (teams-runtime run) and replay what it sent."
+        )
+    for row in report.rows:
+        if row.too_large:
+            lines.append(
+                f"{row.policy} {row.layout}: {count_of(row.too_large, 'prompt')} cannot fit "
+                "the budget even without events (the call would fail, nothing sent) and count "
+                "no tokens: compare its tokens with a row that sent them all with care."
+            )
     if report.without_record:
         lines.append(
             f"Left out: {count_of(report.without_record, 'call')} whose request record is gone "

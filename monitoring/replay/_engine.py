@@ -67,6 +67,7 @@ class ReplayReport:
     recorded_chars: int = 0  # the replayed calls' prompt_chars, as their records say
     other_layout: int = 0  # calls laid out in a layout not asked for (not in `recorded` rows)
     rates: dict[str, TokenRate] = field(default_factory=dict)  # by model: how tokens counted
+    step: int | None = None  # the shared_prefix rows' step (None: no such row)
 
 
 @dataclass
@@ -281,4 +282,6 @@ def replay(
         for row in rows:
             row.replay(call, base, config, observe)
     report.rows = [row.sums.row(row.policy.name, row.layout.name) for row in rows]
+    shared = [layout for layout in layouts if layout.name == "shared_prefix"]
+    report.step = (shared[0].step or config.prompt_context.step) if shared else None
     return report

@@ -7,12 +7,14 @@ every role of a request shares first and re-anchors its tail every ``step`` even
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from teams_runtime.codecs.config import LAYOUTS, PromptContextConfig
 from teams_runtime.codecs.config import Layout as LayoutName
 
-__all__ = ["LAYOUTS", "Layout", "LayoutName"]
+__all__ = ["LAYOUTS", "Layout", "LayoutName", "asked_layouts"]
 
 
 class Layout(msgspec.Struct, frozen=True):
@@ -29,3 +31,16 @@ class Layout(msgspec.Struct, frozen=True):
             step = self.step or default_step
             return msgspec.structs.replace(policy, layout=self.name, step=step)
         return msgspec.structs.replace(policy, layout=self.name)
+
+
+def asked_layouts(names: Sequence[LayoutName], step: int | None) -> list[Layout]:
+    """The layouts asked for, each once in the order asked, ``step`` given to
+    ``shared_prefix``; ``ValueError`` for a step without it (it would do nothing)."""
+    if step is not None and "shared_prefix" not in names:
+        raise ValueError(
+            "--step applies only with the shared_prefix layout: add --layout shared_prefix "
+            "(or leave --layout out for both)."
+        )
+    return [
+        Layout(name, step if name == "shared_prefix" else None) for name in dict.fromkeys(names)
+    ]

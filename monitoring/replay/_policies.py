@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -20,7 +21,7 @@ from teams_runtime.codecs.prompt_records import PromptRecord
 from teams_runtime.exceptions import ConfigError
 from teams_runtime.policy.budget import Budget
 
-__all__ = ["DEFAULT_POLICIES", "POLICY_FORMS", "Policy", "parse_policy"]
+__all__ = ["DEFAULT_POLICIES", "POLICY_FORMS", "Policy", "asked_policies", "parse_policy"]
 
 PolicyKind = Literal["configured", "recent_only", "full", "recorded", "budget", "events"]
 
@@ -119,3 +120,10 @@ def parse_policy(text: str) -> Policy:
             raise ValueError(f"{name!r}: {exc}; valid policies: {POLICY_FORMS}") from None
         return Policy(name=f"{recent}/{most}", kind="events", recent_events=recent, max_events=most)
     raise ValueError(f"unknown policy {name!r}; valid policies: {POLICY_FORMS}")
+
+
+def asked_policies(asked: Sequence[Policy] | None) -> list[Policy]:
+    """The policies asked for, each once in the order asked (a repeated flag is not a second
+    row), else ``DEFAULT_POLICIES``."""
+    once = list({policy.name: policy for policy in asked or ()}.values())
+    return once or [parse_policy(name) for name in DEFAULT_POLICIES]

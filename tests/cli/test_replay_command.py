@@ -284,7 +284,15 @@ def test_from_an_exported_record_and_one_request(
         ),
         pytest.param(["--cache-ttl", "-1"], "argument --cache-ttl: '-1' must be from 0", id="ttl"),
         pytest.param(["--layout", "sideways"], "argument --layout: invalid choice", id="layout"),
-        pytest.param(["--step", "0"], "argument --step: '0' must be 1 or more", id="step"),
+        pytest.param(["--step", "0"], "argument --step: '0' must be a positive integer", id="step"),
+        pytest.param(
+            ["--step", "1000001"], "argument --step: '1000001' must be at most", id="step-too-large"
+        ),
+        pytest.param(
+            ["--layout", "upstream", "--step", "4"],
+            "--step applies only with the shared_prefix layout",
+            id="step-upstream",
+        ),
         pytest.param(
             ["--request", "req-none"],
             "--request: no prompt records of request req-none",
@@ -307,3 +315,27 @@ def test_a_folder_that_is_not_a_workspace(
 ) -> None:
     status, _, err = run_cli(capsys, "replay", "--workspace", str(tmp_path))
     assert status == 2 and "is not a workspace" in err
+
+
+def test_what_a_new_user_misread_is_said_under_the_table(
+    demo: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    where = ("--workspace", str(demo))
+    argv = ("replay", *where, "--policy", "max_prompt_tokens:1500", "--policy", "full")
+    status, table, _ = run_cli(capsys, *argv, "--policy", "full", "--layout", "shared_prefix")
+    assert status == 0
+    lines = table.splitlines()
+    rows = [line.split()[:2] for line in lines[1 : lines.index("")]]  # the table, to its end
+    assert rows == [["max_prompt_tokens:1500", "shared_prefix"], ["full", "shared_prefix"]]
+    assert "shared_prefix step 8." in table  # the step used
+    tight = _rows(capsys, *where, "--policy", "max_prompt_tokens:1500")
+    if tight["max_prompt_tokens:1500"]["too_large"]:  # the demo's version_controller prompt
+        assert "cannot fit the budget even without events" in table
+    shown = json.loads(run_cli(capsys, "replay", "--json", *where, "--step", "4")[1])
+    assert {row["layout"]: row["step"] for row in shown["policies"]} == {
+        "upstream": None, "shared_prefix": 4,
+    }  # fmt: skip
+    empty = tmp_path / "empty"
+    assert run_cli(capsys, "init", str(empty))[0] == 0
+    status, table, _ = run_cli(capsys, "replay", "--workspace", str(empty))
+    assert status == 0 and "No prompt records yet: run the team" in table
