@@ -370,16 +370,27 @@ class NatsConnection:
 GONE_AFTER_SECONDS = 1.0
 
 
+# How long a listing of a bucket's keys may wait for nats-py's "initial values are in" marker.
+# The marker can be lost (its callback gives up waiting for the consumer's info after the
+# client's timeout, under load): the listing would then wait for ever, and `status` for the
+# whole command timeout. Past this it counts as empty, which `bucket_keys` asks again.
+LISTING_SECONDS = 10.0
+
+
 async def _listed_keys(kv: KeyValue) -> list[str]:
-    """The keys of ``kv`` (``KeyValue.keys`` with a consumer that goes when it is done)."""
+    """The keys of ``kv`` (``KeyValue.keys`` with a consumer that goes when it is done); an
+    empty list when the listing does not end within ``LISTING_SECONDS``."""
     watcher = await kv.watch(
         ">", ignore_deletes=True, meta_only=True, inactive_threshold=GONE_AFTER_SECONDS
     )
     keys = []
-    async for entry in watcher:
-        if entry is None:  # the initial values are all in
-            break
-        keys.append(entry.key)
-    # (nats-py leaves the watcher's stop untyped)
-    await watcher.stop()  # type: ignore[no-untyped-call]
-    return keys
+    try:
+        with anyio.move_on_after(LISTING_SECONDS) as waited:
+            async for entry in watcher:
+                if entry is None:  # the initial values are all in
+                    break
+                keys.append(entry.key)
+    finally:
+        # (nats-py leaves the watcher's stop untyped)
+        await watcher.stop()  # type: ignore[no-untyped-call]
+    return [] if waited.cancelled_caught else keys
