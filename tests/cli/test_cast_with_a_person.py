@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,15 +16,9 @@ import yaml
 from teams_runtime.cli import main
 
 from ..support.cli_in_process import init_nats_workspace, run_cli
+from ..support.console_team import SCRIPT, TEAM  # the writer team, a person approving
 
 CAST = ("writer", "reviewer", "approver")
-TEAM: dict[str, Any] = {
-    "writer": {"rules": ["Write the draft the scope asks for."], "hands_to": ["reviewer"]},
-    "reviewer": {"hands_to": ["writer", "approver", ""]},
-    "approver": {"rules": ["Approve the reviewed draft, or send it back to the writer."],
-                 "hands_to": ["writer", ""], "model": {"backend": "human"}},
-}  # fmt: skip
-SCRIPT = {"writer": ["reviewer"], "reviewer": ["approver"]}  # who each model hands to
 
 
 @pytest.fixture(params=["file", "nats"])

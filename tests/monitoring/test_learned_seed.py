@@ -4,36 +4,21 @@ only, within a bound, whole lines, rotated files too (``monitoring._learned``)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from teams_runtime.codecs.prompt_records import PromptRecord, encode_prompt_record
+from teams_runtime.codecs.prompt_records import encode_prompt_record
 from teams_runtime.monitoring import PROMPT_LOG_NAME, seeded_ratios
 from teams_runtime.policy.token_counts import DEFAULT_RATE, LEARNED_MARGIN
+
+from ..support.prompt_records import prompt_record
 
 MODEL = "openai/fake-coder"
 
 
 def _line(prompt_tokens: int | None, *, model: str = MODEL, chars: int = 1000) -> str:
-    values: dict[str, Any] = {
-        "timestamp": "2026-11-30T08:00:00+00:00",
-        "role": "qa",
-        "purpose": "role_task",
-        "request_id": "req-1",
-        "enabled": True,
-        "recent_events": 8,
-        "max_events": 16,
-        "total_events": 40,
-        "included_events": 12,
-        "omitted_events": 28,
-        "compacted": True,
-        "eligible": True,
-        "backfilled_roles": [],
-        "prompt_chars": chars,
-        "full_history_chars": 4000,
-        "model": model,
-        "prompt_tokens": prompt_tokens,
-    }
-    return encode_prompt_record(PromptRecord(**values)) + "\n"
+    record = prompt_record(
+        backfilled_roles=[], prompt_chars=chars, model=model, prompt_tokens=prompt_tokens
+    )
+    return encode_prompt_record(record) + "\n"
 
 
 def _ratio(logs: Path, **limit: int) -> float:

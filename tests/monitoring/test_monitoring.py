@@ -31,31 +31,11 @@ from teams_runtime.monitoring._call_groups import Figures
 from teams_runtime.storage import FileWorkQueue, Workspace
 
 from ..support.paths import PROJECT_ROOT
+from ..support.prompt_records import prompt_record
 
 pytestmark = pytest.mark.anyio
 
 RunOnce = Callable[..., Awaitable[RunSummary]]
-
-
-def _record(**overrides: Any) -> PromptRecord:
-    values: dict[str, Any] = {
-        "timestamp": "2026-11-30T08:00:00+00:00",
-        "role": "qa",
-        "purpose": "role_task",
-        "request_id": "req-1",
-        "enabled": True,
-        "recent_events": 8,
-        "max_events": 16,
-        "total_events": 40,
-        "included_events": 12,
-        "omitted_events": 28,
-        "compacted": True,
-        "eligible": True,
-        "backfilled_roles": ["planner"],
-        "prompt_chars": 1000,
-        "full_history_chars": 4000,
-    }
-    return PromptRecord(**(values | overrides))
 
 
 def _write(logs: Path, name: str, lines: list[str]) -> None:
@@ -67,11 +47,11 @@ def _write(logs: Path, name: str, lines: list[str]) -> None:
 def logs(tmp_path: Path) -> Path:
     (tmp_path / "team_runtime.yaml").write_text("")  # a workspace: metrics refuses other folders
     folder = tmp_path / ".teams_runtime" / "logs"
-    rotated = [encode_prompt_record(_record(prompt_chars=n)) for n in range(1, 101)]
+    rotated = [encode_prompt_record(prompt_record(prompt_chars=n)) for n in range(1, 101)]
     _write(folder, "prompt_context.2026-11-29_10-00-00_000001.jsonl", rotated)
     live = [
         encode_prompt_record(
-            _record(
+            prompt_record(
                 role="planner",
                 purpose="contract_repair",
                 request_id="r2",
@@ -81,7 +61,7 @@ def logs(tmp_path: Path) -> Path:
         for _ in range(3)
     ]
     off = encode_prompt_record(
-        _record(
+        prompt_record(
             enabled=False,
             compacted=False,
             included_events=40,
@@ -90,7 +70,7 @@ def logs(tmp_path: Path) -> Path:
             timestamp="2026-11-30T10:00:00+00:00",
         )
     )
-    torn = encode_prompt_record(_record())[:37]
+    torn = encode_prompt_record(prompt_record())[:37]
     _write(folder, "prompt_context.jsonl", [*live, off, torn, "not json", '{"role": 3}', ""])
     return folder
 
@@ -116,8 +96,8 @@ def test_totals_groups_and_skipped_lines(logs: Path) -> None:
 
 def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    used = [_record(role="qa", prompt_tokens=100 * n, completion_tokens=n) for n in (1, 2)]
-    lines = [encode_prompt_record(r) for r in [*used, _record(role="planner")]]
+    used = [prompt_record(role="qa", prompt_tokens=100 * n, completion_tokens=n) for n in (1, 2)]
+    lines = [encode_prompt_record(r) for r in [*used, prompt_record(role="planner")]]
     lines.append(lines[-1].replace(',"prompt_tokens":null,"completion_tokens":null', ""))
     assert '"prompt_tokens"' not in lines[-1]  # a record from before usage was logged
     _write(logs, PROMPT_LOG_NAME, lines)
@@ -144,8 +124,10 @@ def test_token_usage_is_summed_where_the_server_reported_it(tmp_path: Path) -> N
 
 def test_a_completed_request_without_usage_took_unknown_tokens_not_zero(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    used_record = _record(request_id="used", prompt_tokens=90, completion_tokens=1, cost_usd=0.5)
-    records = [_record(request_id="dry"), used_record]  # a dry run's call, a priced one
+    used_record = prompt_record(
+        request_id="used", prompt_tokens=90, completion_tokens=1, cost_usd=0.5
+    )
+    records = [prompt_record(request_id="dry"), used_record]  # a dry run's call, a priced one
     _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(r) for r in records])
 
     def report_of(request_id: str) -> Any:
@@ -194,9 +176,9 @@ def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
     (tmp_path / "team_runtime.yaml").write_text("")
     priced = {"model": "openai/big", "prompt_tokens": 900, "completion_tokens": 50}
     records = [
-        _record(request_id="r1", **priced, cached_prompt_tokens=300, cost_usd=0.01),
-        _record(request_id="r1", **priced, cost_usd=0.01),  # usage without cached tokens
-        _record(request_id="r1", model="local/tiny"),  # no usage, no cost
+        prompt_record(request_id="r1", **priced, cached_prompt_tokens=300, cost_usd=0.01),
+        prompt_record(request_id="r1", **priced, cost_usd=0.01),  # usage without cached tokens
+        prompt_record(request_id="r1", model="local/tiny"),  # no usage, no cost
     ]
     _write(
         tmp_path / ".teams_runtime" / "logs",
@@ -251,7 +233,7 @@ def test_what_no_call_reported_is_unknown_and_partial_sums_say_over_how_many(
 
 def test_one_call_reads_as_a_word(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    used = _record(prompt_tokens=250, completion_tokens=10)
+    used = prompt_record(prompt_tokens=250, completion_tokens=10)
     _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(used)])
     table = render_report(aggregate(log_files(logs), Filters(), ["role"]))
     assert "(estimated from each call's own tokens per character, 1 call)." in table
@@ -259,7 +241,11 @@ def test_one_call_reads_as_a_word(tmp_path: Path) -> None:
 
 def test_a_dry_run_has_no_tokens_and_no_cost_not_zero_ones(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(_record(model="dry_run/dry_run"))] * 3)
+    _write(
+        logs,
+        PROMPT_LOG_NAME,
+        [encode_prompt_record(prompt_record(model="dry_run/dry_run"))] * 3,
+    )
     report = aggregate(log_files(logs), Filters(), ["role"], status_of=lambda _: "completed")
     assert report.totals.prompt_tokens is None and report.totals.cost_usd is None
     done = report.completed_requests
@@ -421,7 +407,7 @@ def test_by_enabled_rows_read_enabled_and_disabled(
 def test_saving_percent_is_always_a_number(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], full_history_chars: int, shown: str
 ) -> None:
-    record = _record(prompt_chars=1000, full_history_chars=full_history_chars)
+    record = prompt_record(prompt_chars=1000, full_history_chars=full_history_chars)
     (tmp_path / "team_runtime.yaml").write_text("prompt_context: {}\n", encoding="utf-8")
     _write(tmp_path / ".teams_runtime" / "logs", PROMPT_LOG_NAME, [encode_prompt_record(record)])
     assert main(["metrics", "--workspace", str(tmp_path), "--json"]) == 0
@@ -458,7 +444,7 @@ def test_a_log_removed_while_metrics_reads_is_passed_over(logs: Path) -> None:
 def test_a_line_too_long_to_be_a_record_is_skipped_without_holding_it(logs: Path) -> None:
     with (logs / PROMPT_LOG_NAME).open("ab") as log:
         log.write(b"x" * (3 * 1024 * 1024) + b"\n")  # no record: a line of 3 MiB
-        log.write(encode_prompt_record(_record(role="after")).encode() + b"\n")
+        log.write(encode_prompt_record(prompt_record(role="after")).encode() + b"\n")
     tracemalloc.start()
     try:
         report = aggregate(log_files(logs), Filters(), ["role"])
@@ -476,7 +462,7 @@ def test_control_characters_of_a_log_line_are_not_printed_in_text(
     # A role written by hand into the log: clear the screen, set the window title, ring.
     hostile = "qa\x1b[2J\x1b]0;pwned\x07\r\x9b"
     with (logs / PROMPT_LOG_NAME).open("a") as log:
-        log.write(encode_prompt_record(_record(role=hostile)) + "\n")
+        log.write(encode_prompt_record(prompt_record(role=hostile)) + "\n")
     status, out, _ = _metrics(capsys, logs, "--by", "role")
     assert status == 0
     assert not re.search(r"[\x00-\x1f\x7f-\x9f]", out.replace("\n", ""))
@@ -489,13 +475,13 @@ def test_metrics_shows_how_far_the_budgets_estimates_were_from_the_servers(
     tmp_path: Path,
 ) -> None:
     logs = tmp_path / "logs"
-    plain = [_record(model="local/qwen", prompt_tokens=100) for _ in range(3)]
+    plain = [prompt_record(model="local/qwen", prompt_tokens=100) for _ in range(3)]
     _write(logs, PROMPT_LOG_NAME, [encode_prompt_record(r) for r in plain])
     without = aggregate(log_files(logs), Filters(), ["role"])
     assert "estimates" not in without.as_json()  # no estimate: the report as before
     assert "Token estimates" not in render_report(without)
     estimated = [
-        _record(model="local/qwen", prompt_tokens=counted, prompt_tokens_estimate=estimate,
+        prompt_record(model="local/qwen", prompt_tokens=counted, prompt_tokens_estimate=estimate,
                 max_prompt_tokens=4000, token_count_method="learned")
         for estimate, counted in [(105, 100), (102, 100), (98, 100), (130, 100)]
     ]  # fmt: skip
