@@ -11,7 +11,7 @@ import argparse
 import time
 
 from teams_runtime.cli._output import write_json
-from teams_runtime.cli._status_report import retry_hint, row_of, waiting_rows
+from teams_runtime.cli._status_report import _request_row, retry_hint, waiting_rows
 from teams_runtime.codecs.formats import JsonObject, count_of, pretty_json
 from teams_runtime.codecs.model import OUTPUT_KEY, has_output
 from teams_runtime.codecs.request_ids import check_request_id
@@ -34,7 +34,7 @@ def request_status(workspace: Workspace, request_id: str) -> JsonObject:
     config = load_team_config(workspace.root)
     with blocking_storage(workspace, config) as storage:
         read = storage.store.read(request_id, tail=1)  # no such request: raised here
-        row = row_of(storage.store, request_id, read)
+        row, _ = _request_row(storage.store, request_id, read)
         waiting = [item for item in storage.inbox.items() if item.request_id == request_id]
     result = read.fields.get("result")
     result = result if isinstance(result, dict) else {}

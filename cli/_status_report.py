@@ -31,7 +31,7 @@ from teams_runtime.storage.server_files import server_strays, servers_away
 if TYPE_CHECKING:
     from teams_runtime.storage.blocking import BlockingRecordStore, BlockingRejectedShelf
 
-__all__ = ["age", "due", "retry_hint", "row_of", "status_report", "waiting_rows"]
+__all__ = ["age", "due", "retry_hint", "status_report", "waiting_rows"]
 
 
 def status_report(workspace: Workspace) -> dict[str, Any]:
@@ -101,19 +101,17 @@ def _text(fields: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _request_row(store: BlockingRecordStore, request_id: str) -> tuple[dict[str, Any], Any]:
-    """The request's row, and its ``epoch`` as the record holds it (``None``: absent)."""
-    try:
-        read = store.read(request_id, tail=1)
-    except TeamsRuntimeError as exc:
-        return {"request_id": request_id, "status": "unreadable", "error": str(exc)}, None
-    return row_of(store, request_id, read), read.fields.get("epoch")
-
-
-def row_of(store: BlockingRecordStore, request_id: str, read: Any) -> dict[str, Any]:
-    """The row of a request whose record's newest event was read (``read``, as
-    ``store.read(request_id, tail=1)`` gives it); ``store`` is read again only for a failure
-    whose failing event is further back."""
+def _request_row(
+    store: BlockingRecordStore, request_id: str, read: Any = None
+) -> tuple[dict[str, Any], Any]:
+    """The request's row, and its ``epoch`` as the record holds it (``None``: absent), from
+    ``read`` when its newest event was read already (``store.read(request_id, tail=1)``);
+    ``store`` is read again only for a failure whose failing event is further back."""
+    if read is None:
+        try:
+            read = store.read(request_id, tail=1)
+        except TeamsRuntimeError as exc:
+            return {"request_id": request_id, "status": "unreadable", "error": str(exc)}, None
     if isinstance(read, IndexedParts):
         count, last = read.count, read.tail[-1:]
     else:
@@ -134,7 +132,7 @@ def row_of(store: BlockingRecordStore, request_id: str, read: Any) -> dict[str, 
     }
     if status == "failed":
         row["failure"] = failure_of(last_event) or _failure_further_back(store, request_id)
-    return row
+    return row, read.fields.get("epoch")
 
 
 # How far back from a failed request's newest event its failing event is looked for: past the
